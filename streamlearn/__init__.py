@@ -1,0 +1,60 @@
+"""streamlearn — multi-class linear classifiers learned continuously from a stream.
+
+Every learner is a ``river.base.MiniBatchClassifier`` (``learn_one`` / ``learn_many`` /
+``predict_one`` / ``predict_proba_one`` / ``predict_many`` / ``predict_proba_many``).
+
+>>> from streamlearn import MulticlassSVM
+>>> model = MulticlassSVM()
+>>> model.learn_one({"word": 1.0}, "spam")
+>>> model.predict_one({"word": 1.0})
+'spam'
+"""
+
+from .base import StreamClassifier
+from .errors import InvalidInputError, InvalidParameterError, StreamlearnError
+from .features import FeatureSpace, LabelSpace
+from .mcid import (
+    MulticlassLogisticRegression,
+    MulticlassPerceptron,
+    MulticlassSVM,
+    OneVsRestLogisticRegression,
+    OneVsRestPegasos,
+)
+
+__version__ = "0.1.0"
+
+LEARNERS = {
+    cls.__name__: cls
+    for cls in (
+        MulticlassSVM,
+        MulticlassLogisticRegression,
+        MulticlassPerceptron,
+        OneVsRestPegasos,
+        OneVsRestLogisticRegression,
+    )
+}
+
+
+def learner_from_state(state: dict) -> StreamClassifier:
+    """Rebuild any streamlearn learner from its ``export_state()`` output."""
+    name = state.get("class")
+    if name not in LEARNERS:
+        raise ValueError(f"unknown learner class {name!r}; known: {', '.join(sorted(LEARNERS))}")
+    return LEARNERS[name].from_state(state)
+
+
+__all__ = [
+    "FeatureSpace",
+    "InvalidInputError",
+    "InvalidParameterError",
+    "LEARNERS",
+    "LabelSpace",
+    "MulticlassLogisticRegression",
+    "MulticlassPerceptron",
+    "MulticlassSVM",
+    "OneVsRestLogisticRegression",
+    "OneVsRestPegasos",
+    "StreamClassifier",
+    "StreamlearnError",
+    "learner_from_state",
+]

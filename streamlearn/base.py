@@ -1,0 +1,239 @@
+"""The learner base class shared by every streamlearn family.
+
+:class:`StreamClassifier` is a ``river.base.MiniBatchClassifier``. It owns the plumbing
+that is the same for every algorithm:
+
+* the :class:`~streamlearn.features.FeatureSpace` and
+  :class:`~streamlearn.features.LabelSpace` (dicts, DataFrames, NumPy arrays and SciPy
+  CSR matrices all become CSR rows over weight columns);
+* mini-batch semantics for a stream: ``learn_one`` gathers ``batch_size`` examples and
+  then takes one step; ``learn_many`` continues from what ``learn_one`` gathered and
+  cuts its rows into consecutive groups of ``batch_size``. Rows that do not fill a
+  group wait (are *pending*) for the next call, so ``learn_many`` equals the
+  ``learn_one`` loop exactly. Predictions use the weights of the last completed step;
+* the prediction API (``predict_one``, ``predict_proba_one``, ``predict_many``,
+  ``predict_proba_many``, ``decision_function_one``, ``decision_function_many``);
+* state export / import as plain arrays and metadata (:meth:`export_state`,
+  :meth:`from_state`) for checkpoints; pickling works too.
+
+A family implements ``_init_model``, ``_learn_groups`` (complete groups only),
+``_raw_scores`` and, when not a softmax of the scores, ``_probabilities``, plus
+``_export_model`` / ``_restore_model``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from river import base
+
+from .errors import InvalidInputError, InvalidParameterError
+from .features import FeatureSpace, LabelSpace, SparseRows
+
+STATE_FORMAT = 1
+
+
+def softmax_rows(scores: np.ndarray) -> np.ndarray:
+    """Row-wise softmax by log-sum-exp (no overflow for large margins)."""
+    shifted = scores - scores.max(axis=1, keepdims=True)
+    np.exp(shifted, out=shifted)
+    shifted /= shifted.sum(axis=1, keepdims=True)
+    return shifted
+
+
+def _stack(parts_cols: list, parts_vals: list) -> SparseRows:
+    lengths = np.fromiter((len(c) for c in parts_cols), np.int64, len(parts_cols))
+    indptr = np.zeros(len(parts_cols) + 1, np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    if not parts_cols:
+        return SparseRows(indptr, np.zeros(0, np.int64), np.zeros(0))
+    return SparseRows(indptr, np.concatenate(parts_cols), np.concatenate(parts_vals))
+
+
+def _split_rows(rows: SparseRows, n: int) -> tuple[SparseRows, list, list]:
+    """The first ``n`` rows as CSR, and the others as lists of (columns, values)."""
+    head = SparseRows(rows.indptr[: n + 1], rows.indices, rows.data)
+    cols, vals = [], []
+    for i in range(n, rows.n_rows):
+        lo, hi = rows.indptr[i], rows.indptr[i + 1]
+        cols.append(rows.indices[lo:hi].copy())
+        vals.append(rows.data[lo:hi].copy())
+    return head, cols, vals
+
+
+def check_positive(name: str, value, integer: bool = False) -> None:
+    """Raise :class:`InvalidParameterError` unless ``value`` is a positive number."""
+    kind = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind) or not value > 0 or value != value:
+        what = "a positive integer" if integer else "a positive number"
+        raise InvalidParameterError(f"{name} must be {what}, got {value!r}")
+
+
+class StreamClassifier(base.MiniBatchClassifier):
+    """Base class of streamlearn's multi-class learners (see the module docstring)."""
+
+    #: mini-batch size; subclasses set it from their ``batch_size`` parameter
+    batch_size: int = 1
+    n_bits: int | None = None
+
+    # ------------------------------------------------------------------ set-up
+    def _reset(self) -> None:
+        check_positive("batch_size", self.batch_size, integer=True)
+        self._features = FeatureSpace(self.n_bits)
+        self._labels = LabelSpace()
+        self._pending_cols: list = []
+        self._pending_vals: list = []
+        self._pending_y: list = []
+        self._init_model()
+
+    @property
+    def _multiclass(self) -> bool:
+        return True
+
+    @property
+    def classes(self) -> list:
+        """Labels seen so far, in class-index order."""
+        return list(self._labels.labels)
+
+    @property
+    def n_pending(self) -> int:
+        """Examples gathered by ``learn_one``/``learn_many`` that wait for a full mini-batch."""
+        return len(self._pending_y)
+
+    # ------------------------------------------------------------- family hooks
+    def _init_model(self) -> None:
+        raise NotImplementedError
+
+    def _learn_groups(self, rows: SparseRows, y: np.ndarray) -> None:
+        """Learn complete groups of ``batch_size`` rows (``rows.n_rows`` is a multiple)."""
+        raise NotImplementedError
+
+    def _raw_scores(self, rows: SparseRows) -> np.ndarray:
+        """Class scores, shape ``(n_rows, K)``."""
+        raise NotImplementedError
+
+    def _probabilities(self, scores: np.ndarray) -> np.ndarray:
+        return softmax_rows(scores)
+
+    def _export_model(self) -> dict:
+        raise NotImplementedError
+
+    def _restore_model(self, model: dict) -> None:
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- learning
+    def learn_one(self, x: dict, y) -> None:
+        """Gather one example; take a step when ``batch_size`` examples are gathered."""
+        label = self._labels.normalize(y)
+        cols, vals = self._features.encode_one(x, grow=True)
+        self._pending_cols.append(cols)
+        self._pending_vals.append(vals)
+        self._pending_y.append(self._labels.index(label, grow=True))
+        if len(self._pending_y) == self.batch_size:
+            rows = _stack(self._pending_cols, self._pending_vals)
+            y_idx = np.asarray(self._pending_y, np.int64)
+            self._pending_cols, self._pending_vals, self._pending_y = [], [], []
+            self._learn_groups(rows, y_idx)
+
+    def learn_many(self, X, y) -> None:
+        """Learn a batch: a DataFrame, a 2-D NumPy array or a SciPy sparse matrix, and
+        its labels (a Series, a list or an array of the same length)."""
+        labels = list(y.tolist() if hasattr(y, "tolist") else y)
+        n_rows = X.shape[0] if hasattr(X, "shape") else len(X)
+        if len(labels) != n_rows:
+            raise InvalidInputError(
+                "length-mismatch", f"X has {n_rows} rows but y has {len(labels)} labels"
+            )
+        normalized = [self._labels.normalize(label, row) for row, label in enumerate(labels)]
+        rows = self._features.encode_many(X, grow=True)
+        y_idx = np.fromiter((self._labels.index(v, grow=True) for v in normalized), np.int64, n_rows)
+        if self._pending_y:
+            head = _split_rows(rows, 0)
+            rows = _stack(self._pending_cols + head[1], self._pending_vals + head[2])
+            y_idx = np.concatenate([np.asarray(self._pending_y, np.int64), y_idx])
+        n_complete = (rows.n_rows // self.batch_size) * self.batch_size
+        complete, self._pending_cols, self._pending_vals = _split_rows(rows, n_complete)
+        self._pending_y = y_idx[n_complete:].tolist()
+        if n_complete:
+            self._learn_groups(complete, y_idx[:n_complete])
+
+    # --------------------------------------------------------------- prediction
+    def _scores_one(self, x: dict) -> np.ndarray:
+        cols, vals = self._features.encode_one(x, grow=False)
+        rows = SparseRows(np.array([0, len(cols)], np.int64), cols, vals)
+        return self._raw_scores(rows)[0]
+
+    def decision_function_one(self, x: dict) -> dict:
+        """Raw class scores ``w_k . x`` as ``{label: score}``."""
+        if not self._labels.labels:
+            return {}
+        return dict(zip(self._labels.labels, self._scores_one(x).tolist()))
+
+    def predict_proba_one(self, x: dict) -> dict:
+        if not self._labels.labels:
+            return {}
+        proba = self._probabilities(self._scores_one(x)[None, :])[0]
+        return dict(zip(self._labels.labels, proba.tolist()))
+
+    def predict_one(self, x: dict):
+        if not self._labels.labels:
+            return None
+        return self._labels.labels[int(np.argmax(self._scores_one(x)))]
+
+    def decision_function_many(self, X) -> np.ndarray:
+        """Raw class scores, shape ``(n_rows, K)``; columns follow :attr:`classes`."""
+        rows = self._features.encode_many(X, grow=False)
+        if not self._labels.labels:
+            return np.zeros((rows.n_rows, 0))
+        return self._raw_scores(rows)
+
+    def predict_proba_many(self, X) -> pd.DataFrame:
+        scores = self.decision_function_many(X)
+        proba = self._probabilities(scores) if scores.shape[1] else scores
+        index = X.index if isinstance(X, pd.DataFrame) else None
+        return pd.DataFrame(proba, columns=self.classes, index=index)
+
+    def predict_many(self, X):
+        """Predicted labels: a Series for a DataFrame, otherwise an object array."""
+        scores = self.decision_function_many(X)
+        labels = np.empty(scores.shape[0], dtype=object)
+        if scores.shape[1]:
+            labels[:] = [self._labels.labels[k] for k in scores.argmax(axis=1)]
+        if isinstance(X, pd.DataFrame):
+            return pd.Series(labels, index=X.index)
+        return labels
+
+    # -------------------------------------------------------------------- state
+    def export_state(self) -> dict:
+        """Everything needed to resume, as plain data and NumPy arrays."""
+        return {
+            "format": STATE_FORMAT,
+            "class": type(self).__name__,
+            "params": self._get_params(),
+            "features": self._features.export(),
+            "labels": self._labels.export(),
+            "pending": {
+                "cols": [c.copy() for c in self._pending_cols],
+                "vals": [v.copy() for v in self._pending_vals],
+                "y": list(self._pending_y),
+            },
+            "model": self._export_model(),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> "StreamClassifier":
+        """Rebuild a learner from :meth:`export_state` (use the class named in the state:
+        see :func:`streamlearn.learner_from_state`)."""
+        if state.get("format") != STATE_FORMAT:
+            raise ValueError(f"learner state format {state.get('format')!r} is not {STATE_FORMAT}")
+        if state.get("class") != cls.__name__:
+            raise ValueError(f"state holds a {state.get('class')}, not a {cls.__name__}")
+        learner = cls(**state["params"])
+        learner._features = FeatureSpace.restore(state["features"])
+        learner._labels = LabelSpace.restore(state["labels"])
+        pending = state["pending"]
+        learner._pending_cols = [np.asarray(c, np.int64) for c in pending["cols"]]
+        learner._pending_vals = [np.asarray(v, np.float64) for v in pending["vals"]]
+        learner._pending_y = [int(v) for v in pending["y"]]
+        learner._restore_model(state["model"])
+        return learner

@@ -1,0 +1,39 @@
+"""Errors raised by streamlearn.
+
+Every error caused by bad input or bad arguments is a ``ValueError`` subclass, so
+``except ValueError`` catches all of them, while the attributes let a stream runner
+report *where* the problem was.
+"""
+
+from __future__ import annotations
+
+
+class StreamlearnError(ValueError):
+    """Base class of streamlearn's errors (a ``ValueError``)."""
+
+
+class InvalidInputError(StreamlearnError):
+    """An example, a label or a batch that cannot be learned or scored.
+
+    ``row`` is the position of the offending example in the call (0 for
+    ``learn_one``), ``feature`` the offending feature name when there is one, and
+    ``reason`` a short machine-readable reason (``"non-finite"``, ``"non-numeric"``,
+    ``"empty-label"``, ``"length-mismatch"``, ``"bad-shape"``, ``"bad-type"``).
+    The model is left unchanged when it is raised.
+    """
+
+    def __init__(self, reason: str, message: str, row: int | None = None, feature=None):
+        where = []
+        if row is not None:
+            where.append(f"row {row}")
+        if feature is not None:
+            where.append(f"feature {feature!r}")
+        prefix = (", ".join(where) + ": ") if where else ""
+        super().__init__(prefix + message)
+        self.reason = reason
+        self.row = row
+        self.feature = feature
+
+
+class InvalidParameterError(StreamlearnError):
+    """A learner parameter outside its domain (e.g. ``lam <= 0``)."""

@@ -1,0 +1,120 @@
+"""The MCID solver's mini-batch step (000_9ee2d88cd77f9d98.txt, Alg. 1 with Alg. 2–4).
+
+For each group of ``r`` consecutive rows: compute every row's loss sub-gradient at
+``W^(t-1)``, then ``W^(t) = (1 - 1/t) W^(t-1) - 1/(lam t r) * sum of sub-gradients``
+(Eq. 14), optionally project onto the ball of radius ``1/sqrt(lam)``, then fold the
+new iterate into the running average. The sub-gradient of every loss here is
+``dl/dw_k = g_k x`` for a per-class coefficient ``g_k`` (:func:`loss_coefficients`), so
+an update touches ``nnz(x)`` weights of each class with ``g_k != 0``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .scaled import add_to_column, project_to_ball, renormalize_column, row_dots
+
+SOFTMAX = 0  # multi-class logistic regression, Alg. 2 / Eq. 15
+CRAMMER_SINGER = 1  # multi-class SVM hinge, Alg. 3 / Eq. 16
+PERCEPTRON = 2  # multi-class perceptron, Alg. 4 / Eq. 17
+OVR_HINGE = 3  # K binary Pegasos (one-vs-rest hinge)
+OVR_LOGISTIC = 4  # K binary logistic regressions (one-vs-rest)
+
+
+@njit(cache=True)
+def _sigmoid(z):
+    if z >= 0:
+        return 1.0 / (1.0 + np.exp(-z))
+    e = np.exp(z)
+    return e / (1.0 + e)
+
+
+@njit(cache=True)
+def loss_coefficients(loss, scores, y, n_classes):
+    """Overwrite ``scores`` (the ``w_k . x``) with ``g_k`` such that ``dl/dw_k = g_k x``.
+
+    Ties in an argmax go to the lowest class index (the paper allows any, Alg. 3 note 1).
+    """
+    if loss == SOFTMAX:  # Eq. 15: g_k = p_k - [k == y], softmax by log-sum-exp
+        m = scores[0]
+        for k in range(1, n_classes):
+            m = max(m, scores[k])
+        z = 0.0
+        for k in range(n_classes):
+            scores[k] = np.exp(scores[k] - m)
+            z += scores[k]
+        for k in range(n_classes):
+            scores[k] /= z
+        scores[y] -= 1.0
+    elif loss == CRAMMER_SINGER or loss == PERCEPTRON:
+        best = -1
+        for k in range(n_classes):
+            if loss == CRAMMER_SINGER and k == y:
+                continue
+            if best < 0 or scores[k] > scores[best]:
+                best = k
+        violated = best >= 0 and best != y
+        if loss == CRAMMER_SINGER:  # Eq. 16: only if 1 + w_k* x - w_y x > 0
+            violated = violated and 1.0 + scores[best] - scores[y] > 0.0
+        for k in range(n_classes):
+            scores[k] = 0.0
+        if violated:  # Eq. 16 / 17: g_k* = +1, g_y = -1
+            scores[best] = 1.0
+            scores[y] = -1.0
+    elif loss == OVR_HINGE:  # Pegasos per class: label s = +1 for y, -1 otherwise
+        for k in range(n_classes):
+            s = 1.0 if k == y else -1.0
+            scores[k] = -s if s * scores[k] < 1.0 else 0.0
+    else:  # OVR_LOGISTIC: d/dz log(1 + exp(-s z)) = -s * sigmoid(-s z)
+        for k in range(n_classes):
+            s = 1.0 if k == y else -1.0
+            scores[k] = -s * _sigmoid(-s * scores[k])
+
+
+@njit(cache=True)
+def learn_groups(
+    indptr, indices, data, y, group_size,
+    V, scale, sqnorm, U, A, n_features, n_classes, t,
+    lam, loss, project, per_class_ball, averaged, renormalize_below,
+):  # fmt: skip
+    """Run Alg. 1 over consecutive groups of ``group_size`` rows; return the new
+    ``(t, n_classes)``.
+
+    A class exists for a step once one of the examples learned so far (this group
+    included) carries it: ``n_classes`` grows to ``max(y of the group) + 1``, which is what
+    a ``learn_one`` loop sees, since class indices are given in order of first appearance.
+    Rows beyond the last complete group are ignored (the caller keeps them pending).
+    ``V`` must have at least ``n_features`` rows and ``max(y) + 1`` columns."""
+    n_groups = (len(indptr) - 1) // group_size
+    coef = np.empty((group_size, V.shape[1]))
+    radius = 1.0 / np.sqrt(lam)
+    for g in range(n_groups):
+        first = g * group_size
+        for i in range(group_size):
+            n_classes = max(n_classes, y[first + i] + 1)
+        # sub-gradients at W^(t-1) for every row of the group (Alg. 1 line 8 uses W^(t-1))
+        for i in range(group_size):
+            row_dots(indptr, indices, data, first + i, V, n_classes, coef[i])
+            for k in range(n_classes):
+                coef[i, k] *= scale[k]
+            loss_coefficients(loss, coef[i], y[first + i], n_classes)
+        t += 1
+        if t > 1:  # W^(0) = 0, so the first shrink (by 0) is a no-op
+            shrink = 1.0 - 1.0 / t
+            for k in range(n_classes):
+                scale[k] *= shrink
+        step = 1.0 / (lam * t * group_size)
+        for i in range(group_size):
+            for k in range(n_classes):
+                if coef[i, k] != 0.0:
+                    add_to_column(V, sqnorm, U, A, averaged, indptr, indices, data,
+                                  first + i, k, -step * coef[i, k] / scale[k])
+        if project:
+            project_to_ball(scale, sqnorm, n_classes, radius, per_class_ball)
+        for k in range(n_classes):
+            if averaged:
+                A[k] += scale[k]
+            if scale[k] < renormalize_below:
+                renormalize_column(V, scale, sqnorm, A, averaged, n_features, k)
+    return t, n_classes

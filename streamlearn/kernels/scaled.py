@@ -1,0 +1,108 @@
+"""Kernels on a lazily scaled, feature-major weight matrix.
+
+The weights of class ``k`` are ``W[:, k] = scale[k] * V[:, k]`` with ``V`` stored
+feature-major (``V[j, :]`` holds feature ``j``'s weight for every class, contiguous), so
+scoring a sparse row against all classes streams through ``nnz`` contiguous rows, and
+the Pegasos shrink ``W <- (1 - 1/t) W`` (000_9ee2d88cd77f9d98.txt, Alg. 1 line 5) is a
+multiplication of ``scale`` only: O(K), never O(d K).
+
+Averaged iterate (Xu 2011's lazy trick, applied per class): the running sum
+``S = sum_s W_s`` is kept as ``S[:, k] = U[:, k] + A[k] * V[:, k]``. A sparse change
+``delta`` of ``V`` costs ``U -= A * delta`` (O(nnz)); at the end of a step ``A += scale``;
+renormalising ``V <- scale * V`` divides ``A`` by ``scale``. The average after ``t``
+steps is ``S / t``.
+
+Only plain arrays and scalars here: no Python objects, no I/O.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def row_dots(indptr, indices, data, row, M, n_classes, out):
+    """``out[k] = sum_p data[p] * M[indices[p], k]`` over the entries of one CSR row.
+
+    Columns at or beyond ``M.shape[0]`` are skipped (features the model has never
+    learned have zero weight)."""
+    for k in range(n_classes):
+        out[k] = 0.0
+    n_features = M.shape[0]
+    for p in range(indptr[row], indptr[row + 1]):
+        j = indices[p]
+        if j >= n_features:
+            continue
+        v = data[p]
+        for k in range(n_classes):
+            out[k] += v * M[j, k]
+
+
+@njit(cache=True)
+def scores_batch(indptr, indices, data, V, scale, U, A, n_steps, n_classes, averaged, out):
+    """Class scores ``x . w_k`` of every row of a CSR batch into ``out[n_rows, K]``.
+
+    With ``averaged`` the scores are those of the averaged iterate ``(U + A V) / n_steps``."""
+    n_rows = len(indptr) - 1
+    tmp = np.empty(n_classes)
+    for i in range(n_rows):
+        row_dots(indptr, indices, data, i, V, n_classes, out[i])
+        if averaged and n_steps > 0:
+            row_dots(indptr, indices, data, i, U, n_classes, tmp)
+            for k in range(n_classes):
+                out[i, k] = (tmp[k] + A[k] * out[i, k]) / n_steps
+        else:
+            for k in range(n_classes):
+                out[i, k] *= scale[k]
+
+
+@njit(cache=True)
+def add_to_column(V, sqnorm, U, A, averaged, indptr, indices, data, row, k, coef):
+    """``V[:, k] += coef * x_row``, keeping ``sqnorm[k] = ||V[:, k]||^2`` and the average's ``U``."""
+    acc = sqnorm[k]
+    for p in range(indptr[row], indptr[row + 1]):
+        j = indices[p]
+        step = coef * data[p]
+        old = V[j, k]
+        new = old + step
+        V[j, k] = new
+        acc += new * new - old * old
+        if averaged:
+            U[j, k] -= A[k] * step
+    sqnorm[k] = acc
+
+
+@njit(cache=True)
+def renormalize_column(V, scale, sqnorm, A, averaged, n_features, k):
+    """Fold ``scale[k]`` into ``V[:, k]`` (O(d)); also recomputes ``sqnorm[k]`` exactly."""
+    s = scale[k]
+    acc = 0.0
+    for j in range(n_features):
+        v = V[j, k] * s
+        V[j, k] = v
+        acc += v * v
+    sqnorm[k] = acc
+    if averaged:
+        A[k] /= s
+    scale[k] = 1.0
+
+
+@njit(cache=True)
+def project_to_ball(scale, sqnorm, n_classes, radius, per_class):
+    """Scale ``W`` onto the ball ``||W|| <= radius``: Frobenius ball of the whole matrix,
+    or, with ``per_class``, each column onto its own ball (one-vs-rest Pegasos). O(K)."""
+    r2 = radius * radius
+    if per_class:
+        for k in range(n_classes):
+            norm2 = scale[k] * scale[k] * sqnorm[k]
+            if norm2 > r2:
+                scale[k] *= np.sqrt(r2 / norm2)
+    else:
+        norm2 = 0.0
+        for k in range(n_classes):
+            norm2 += scale[k] * scale[k] * sqnorm[k]
+        if norm2 > r2:
+            f = np.sqrt(r2 / norm2)
+            for k in range(n_classes):
+                scale[k] *= f

@@ -1,0 +1,278 @@
+"""The multi-class Pegasos family (MCID) of Chen, Chen & Yang,
+*Characterizing Inverse Time Dependency in Multi-class Learning*
+(``../shared/papers/000_9ee2d88cd77f9d98.txt``).
+
+All five learners run the MCID solver (Alg. 1): for each mini-batch ``A_t`` of ``r``
+consecutive stream examples,
+
+    W^(t) = (1 - 1/t) W^(t-1) - 1/(lam t r) * sum_{(x, y) in A_t} dl/dW (W^(t-1))   (Eq. 14)
+
+with the step ``eta_t = 1/(lam t)`` of the objective
+``lam/2 ||W||_F^2 + E[l(W; x, y)]`` (Eq. 3). They differ only in the loss ``l``:
+
+=============================  =========================================  ===========
+learner                        loss                                       paper
+=============================  =========================================  ===========
+MulticlassLogisticRegression   softmax cross-entropy                      Alg. 2, Eq. 15
+MulticlassSVM                  Crammer–Singer hinge                       Alg. 3, Eq. 16
+MulticlassPerceptron           max_k w_k.x - w_y.x                        Alg. 4, Eq. 17
+OneVsRestPegasos               K binary hinge losses ("K-Pegasos")        Sec. V-C
+OneVsRestLogisticRegression    K binary logistic losses ("K-binaryLR")    Sec. V-C
+=============================  =========================================  ===========
+
+In a stream the mini-batch is not sampled at random (Alg. 1 line 3): it is the next
+``batch_size`` examples, in order. The learners are therefore deterministic: ties in an
+argmax go to the lowest class index, and ``seed`` has no effect on them (it is kept so
+that every streamlearn learner takes one and checkpoints record it).
+
+Options, both off by default:
+
+* ``project=True`` — after each step, project ``W`` onto the ball of radius
+  ``1/sqrt(lam)``, which contains the optimum (Pegasos' optional projection). It bounds
+  the early iterates, which helps with a small ``lam`` and a large first gradient; for
+  the one-vs-rest learners each class is projected onto its own ball, as K separate
+  Pegasos runs would do.
+* ``average=True`` — predict with the averaged iterate ``(1/t) sum_s W^(s)`` instead of
+  the last one. It smooths the zig-zag of the 1/(lam t) steps and usually gives better
+  held-out accuracy early in the stream; it costs a second weight matrix (memory x2)
+  and one more sparse update per touched weight. Learning is unchanged: the iterates
+  ``W^(t)`` are the same with or without it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import kernels
+from .base import StreamClassifier, check_positive
+from .features import SparseRows
+from .kernels import mcid as _mcid
+from .weights import ScaledWeights
+
+
+class _MCIDLearner(StreamClassifier):
+    """Shared implementation: lazily scaled weights + the compiled Alg. 1 step."""
+
+    _loss: int = _mcid.CRAMMER_SINGER
+    _per_class_ball: bool = False
+    #: fold ``scale`` into ``V`` once it falls below this (keeps ``V`` well scaled)
+    _renormalize_below: float = 1e-6
+
+    def __init__(
+        self,
+        lam: float = 1e-4,
+        batch_size: int = 1,
+        project: bool = False,
+        average: bool = False,
+        n_bits: int | None = None,
+        seed: int | None = None,
+    ):
+        check_positive("lam", lam)
+        self.lam = lam
+        self.batch_size = batch_size
+        self.project = project
+        self.average = average
+        self.n_bits = n_bits
+        self.seed = seed
+        self._reset()
+
+    @classmethod
+    def _unit_test_params(cls):
+        yield {}
+        yield {"lam": 1e-2, "batch_size": 4, "project": True, "average": True}
+
+    def _init_model(self) -> None:
+        self._weights = ScaledWeights(self.average)
+        self._t = 0
+        self._n_learned_classes = 0  # classes that existed at the last step
+
+    @property
+    def n_steps(self) -> int:
+        """Number of steps ``t`` taken so far (one per mini-batch)."""
+        return self._t
+
+    def weight_matrix(self, averaged: bool | None = None) -> np.ndarray:
+        """Dense ``(K, d)`` weights: rows follow :attr:`classes`, columns the feature space.
+
+        ``averaged`` defaults to ``self.average`` (the weights predictions use)."""
+        if self.average if averaged is None else averaged:
+            return self._weights.dense_average(self._t)
+        return self._weights.dense()
+
+    def _learn_groups(self, rows: SparseRows, y: np.ndarray) -> None:
+        store = self._weights
+        store.reserve(self._features.n_columns, len(self._labels))
+        self._t, self._n_learned_classes = _mcid.learn_groups(
+            rows.indptr, rows.indices, rows.data, y, self.batch_size,
+            store.V, store.scale, store.sqnorm, store.U, store.A,
+            store.n_features, self._n_learned_classes, self._t,
+            float(self.lam), self._loss, bool(self.project), self._per_class_ball,
+            store.averaged, self._renormalize_below,
+        )  # fmt: skip
+
+    def _raw_scores(self, rows: SparseRows) -> np.ndarray:
+        store = self._weights
+        n_classes = len(self._labels)
+        store.reserve(0, n_classes)
+        out = np.empty((rows.n_rows, n_classes))
+        kernels.scaled.scores_batch(
+            rows.indptr, rows.indices, rows.data, store.V[: store.n_features], store.scale,
+            store.U[: store.n_features] if store.averaged else store.U, store.A,
+            self._t, n_classes, store.averaged, out,
+        )  # fmt: skip
+        return out
+
+    def _export_model(self) -> dict:
+        return {"t": self._t, "n_learned_classes": self._n_learned_classes, "arrays": self._weights.export()}
+
+    def _restore_model(self, model: dict) -> None:
+        self._t = int(model["t"])
+        self._n_learned_classes = int(model["n_learned_classes"])
+        self._weights = ScaledWeights.restore(model["arrays"], self.average)
+
+
+class MulticlassSVM(_MCIDLearner):
+    """Multi-class SVM (Crammer–Singer hinge) by the MCID solver — 000, Alg. 3 / Eq. 16.
+
+    On each example, ``k* = argmax_{k != y} w_k.x``; if ``1 + w_k*.x - w_y.x > 0`` the step
+    moves ``w_y`` towards ``x`` and ``w_k*`` away from it. ``predict_proba_one`` is a softmax
+    of the raw scores: it ranks classes like the scores do but is **not calibrated**
+    (use :class:`MulticlassLogisticRegression` for probabilities).
+
+    Parameters
+    ----------
+    lam
+        Regularisation strength λ > 0; the step is 1/(λ t).
+    batch_size
+        Mini-batch size r: one step per r examples.
+    project
+        Project onto the ball of radius 1/√λ after each step (see the module docstring).
+    average
+        Predict with the averaged iterate (see the module docstring).
+    n_bits
+        ``None`` for a growing feature vocabulary, or hash feature names into 2**n_bits columns.
+    seed
+        Recorded only; the learner is deterministic.
+
+    Examples
+    --------
+    >>> from streamlearn import MulticlassSVM
+    >>> model = MulticlassSVM(lam=0.01)
+    >>> for _ in range(20):
+    ...     model.learn_one({"x": 1.0, "bias": 1.0}, "right")
+    ...     model.learn_one({"x": -1.0, "bias": 1.0}, "left")
+    ...     model.learn_one({"y": 1.0, "bias": 1.0}, "up")
+    >>> model.predict_one({"x": 0.8, "bias": 1.0}), model.predict_one({"y": 2.0, "bias": 1.0})
+    ('right', 'up')
+    """
+
+    _loss = _mcid.CRAMMER_SINGER
+
+
+class MulticlassLogisticRegression(_MCIDLearner):
+    """Multi-class (softmax) logistic regression by the MCID solver — 000, Alg. 2 / Eq. 15.
+
+    Every class moves on every example by ``-(p_k - [k = y]) x / (λ t r)``, so a step costs
+    O(K nnz(x)). ``predict_proba_one`` is the model's softmax (Eq. 4): calibrated in the
+    sense of the maximum-likelihood objective it minimises.
+
+    Parameters are those of :class:`MulticlassSVM`.
+
+    Examples
+    --------
+    >>> from streamlearn import MulticlassLogisticRegression
+    >>> model = MulticlassLogisticRegression(lam=0.01)
+    >>> for _ in range(50):
+    ...     model.learn_one({"a": 1.0}, 0)
+    ...     model.learn_one({"b": 1.0}, 1)
+    >>> proba = model.predict_proba_one({"a": 1.0})
+    >>> proba[0] > 0.9, round(sum(proba.values()), 6)
+    (True, 1.0)
+    """
+
+    _loss = _mcid.SOFTMAX
+
+
+class MulticlassPerceptron(_MCIDLearner):
+    """Regularised multi-class perceptron by the MCID solver — 000, Alg. 4 / Eq. 17.
+
+    ``k* = argmax_k w_k.x`` over *all* classes; when ``k* != y``, ``w_y`` moves towards ``x``
+    and ``w_k*`` away from it (when ``k* = y`` the two moves cancel). ``predict_proba_one``
+    is an uncalibrated softmax of the raw scores.
+
+    Parameters are those of :class:`MulticlassSVM`.
+
+    Examples
+    --------
+    >>> from streamlearn import MulticlassPerceptron
+    >>> model = MulticlassPerceptron(lam=0.01)
+    >>> for _ in range(10):
+    ...     model.learn_one({"a": 1.0}, "A")
+    ...     model.learn_one({"b": 1.0}, "B")
+    >>> model.predict_one({"b": 3.0})
+    'B'
+    """
+
+    _loss = _mcid.PERCEPTRON
+
+
+class OneVsRestPegasos(_MCIDLearner):
+    """K binary Pegasos SVMs, one per class against the rest ("K-Pegasos", 000 Sec. V-C).
+
+    The paper's baseline for :class:`MulticlassSVM`: the same step size, mini-batches and
+    iteration count, but each class ``k`` learns the binary hinge loss
+    ``max(0, 1 - s_k w_k.x)`` with ``s_k = +1`` if ``y = k`` else ``-1``. A class first seen
+    mid-stream starts from zero (it did not see the earlier examples as negatives).
+    ``predict_proba_one`` is an uncalibrated softmax of the K scores; ``project=True``
+    projects each class onto its own 1/√λ ball.
+
+    Parameters are those of :class:`MulticlassSVM`.
+
+    Examples
+    --------
+    >>> from streamlearn import OneVsRestPegasos
+    >>> model = OneVsRestPegasos(lam=0.01)
+    >>> for _ in range(20):
+    ...     model.learn_one({"a": 1.0}, "A")
+    ...     model.learn_one({"b": 1.0}, "B")
+    >>> model.predict_one({"a": 1.0})
+    'A'
+    """
+
+    _loss = _mcid.OVR_HINGE
+    _per_class_ball = True
+
+
+class OneVsRestLogisticRegression(_MCIDLearner):
+    """K binary logistic regressions, one per class ("K-binaryLR", 000 Sec. V-C).
+
+    Each class ``k`` minimises ``log(1 + exp(-s_k w_k.x))`` with the MCID step (the
+    ℓ2 case of the Primal Gradient Solver of 003, which the paper uses as this baseline).
+    ``predict_proba_one`` normalises the K sigmoids ``σ(w_k.x)`` to sum to one — each
+    sigmoid is a calibrated binary probability, their normalised vector is not a
+    calibrated multi-class distribution.
+
+    Parameters are those of :class:`MulticlassSVM`.
+
+    Examples
+    --------
+    >>> from streamlearn import OneVsRestLogisticRegression
+    >>> model = OneVsRestLogisticRegression(lam=0.01)
+    >>> for _ in range(30):
+    ...     model.learn_one({"a": 1.0}, "A")
+    ...     model.learn_one({"b": 1.0}, "B")
+    >>> model.predict_one({"b": 1.0})
+    'B'
+    """
+
+    _loss = _mcid.OVR_LOGISTIC
+    _per_class_ball = True
+
+    def _probabilities(self, scores: np.ndarray) -> np.ndarray:
+        sig = 0.5 * (1.0 + np.tanh(0.5 * scores))  # σ(z), stable for large |z|
+        total = sig.sum(axis=1, keepdims=True)
+        flat = total[:, 0] <= 0.0  # every sigmoid underflowed: fall back to the scores' softmax
+        sig[~flat] /= total[~flat]
+        if flat.any():
+            sig[flat] = super()._probabilities(scores[flat])
+        return sig

@@ -1,0 +1,102 @@
+"""The lazily scaled weight store ``W[:, k] = scale[k] * V[:, k]``.
+
+Feature-major storage (``V[j, :]`` contiguous over classes) with capacity doubling in
+both directions, so a stream that keeps bringing new features and new classes pays
+amortised O(1) per new column. See :mod:`streamlearn.kernels.scaled` for the kernels
+and the averaged-iterate bookkeeping (``U``, ``A``).
+
+>>> store = ScaledWeights(averaged=False)
+>>> store.reserve(n_features=3, n_classes=2)
+>>> store.dense().shape
+(2, 3)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _grown(array: np.ndarray, shape: tuple, fill: float) -> np.ndarray:
+    """A copy of ``array`` enlarged to ``shape`` (new cells set to ``fill``)."""
+    out = np.full(shape, fill)
+    out[tuple(slice(0, n) for n in array.shape)] = array
+    return out
+
+
+class ScaledWeights:
+    """Weights of K linear classes over d features, ``W = V * scale`` per class."""
+
+    ARRAYS = ("V", "scale", "sqnorm", "U", "A")
+
+    def __init__(self, averaged: bool):
+        self.averaged = bool(averaged)
+        self.n_features = 0
+        self.n_classes = 0
+        self.V = np.zeros((0, 0))
+        self.scale = np.ones(0)
+        self.sqnorm = np.zeros(0)  # ||V[:, k]||^2, for the ball projection
+        self.U = np.zeros((0, 0))  # running-sum correction of the averaged iterate
+        self.A = np.zeros(0)  # running-sum coefficient of V
+
+    def reserve(self, n_features: int, n_classes: int) -> None:
+        """Make room for ``n_features`` x ``n_classes`` (new weights are zero)."""
+        cap_d, cap_k = self.V.shape
+        if n_features > cap_d or n_classes > cap_k:
+            shape = (
+                max(n_features, 2 * cap_d if n_features > cap_d else cap_d),
+                max(n_classes, 2 * cap_k if n_classes > cap_k else cap_k),
+            )
+            self.V = _grown(self.V, shape, 0.0)
+            if self.averaged:
+                self.U = _grown(self.U, shape, 0.0)
+            if shape[1] > cap_k:
+                self.scale = _grown(self.scale, (shape[1],), 1.0)
+                self.sqnorm = _grown(self.sqnorm, (shape[1],), 0.0)
+                self.A = _grown(self.A, (shape[1],), 0.0)
+        self.n_features = max(self.n_features, n_features)
+        self.n_classes = max(self.n_classes, n_classes)
+
+    def dense(self) -> np.ndarray:
+        """``W`` as a dense ``(K, d)`` array (class rows, feature columns)."""
+        d, k = self.n_features, self.n_classes
+        return (self.V[:d, :k] * self.scale[:k]).T.copy()
+
+    def dense_average(self, n_steps: int) -> np.ndarray:
+        """The averaged iterate ``(1/t) sum_s W_s`` as a dense ``(K, d)`` array."""
+        if not self.averaged:
+            raise ValueError("this learner does not keep an averaged iterate (average=False)")
+        if n_steps == 0:
+            return self.dense()
+        d, k = self.n_features, self.n_classes
+        return ((self.U[:d, :k] + self.A[:k] * self.V[:d, :k]) / n_steps).T.copy()
+
+    def export(self) -> dict:
+        """Plain arrays trimmed to the used size, for checkpoints."""
+        d, k = self.n_features, self.n_classes
+        return {
+            "V": self.V[:d, :k].copy(),
+            "scale": self.scale[:k].copy(),
+            "sqnorm": self.sqnorm[:k].copy(),
+            "U": self.U[:d, :k].copy() if self.averaged else np.zeros((0, 0)),
+            "A": self.A[:k].copy(),
+        }
+
+    @classmethod
+    def restore(cls, arrays: dict, averaged: bool) -> "ScaledWeights":
+        store = cls(averaged)
+        d, k = arrays["V"].shape
+        store.reserve(d, k)
+        for name in cls.ARRAYS:
+            value = np.asarray(arrays[name], dtype=np.float64)
+            if value.size:
+                getattr(store, name)[tuple(slice(0, n) for n in value.shape)] = value
+        return store
+
+    def __getstate__(self):  # pickle only the used part
+        state = dict(self.__dict__)
+        state.update(self.export())
+        return state
+
+    def __setstate__(self, state):
+        restored = self.restore({name: state[name] for name in self.ARRAYS}, state["averaged"])
+        self.__dict__.update(restored.__dict__)

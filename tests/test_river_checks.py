@@ -1,0 +1,30 @@
+"""river's own peer test suite, ``river.checks``, for every learner and every test parameter set.
+
+Each check is its own test (so a failure names the check); nothing is skipped: no learner
+declares ``_unit_test_skips``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from river import checks
+
+import streamlearn
+
+CASES = [
+    pytest.param(cls(**params), check, id=f"{name}-{i}-{check.__name__}")
+    for name, cls in sorted(streamlearn.LEARNERS.items())
+    for i, params in enumerate(cls._unit_test_params())
+    for check in checks.yield_checks(cls(**params))
+]
+
+
+@pytest.mark.parametrize(("model", "check"), CASES)
+def test_river_check(model, check):
+    assert not model._unit_test_skips(), "no river check may be skipped"
+    check(model.clone())
+
+
+def test_every_learner_is_covered():
+    covered = {p.values[0].__class__.__name__ for p in CASES}
+    assert covered == set(streamlearn.LEARNERS)
