@@ -116,5 +116,5 @@ def learn_groups(
             if averaged:
                 A[k] += scale[k]
             if scale[k] < renormalize_below:
-                renormalize_column(V, scale, sqnorm, A, averaged, n_features, k)
+                renormalize_column(V, scale, sqnorm, U, A, averaged, n_features, k)
     return t, n_classes

@@ -9,7 +9,7 @@ multiplication of ``scale`` only: O(K), never O(d K).
 Averaged iterate (Xu 2011's lazy trick, applied per class): the running sum
 ``S = sum_s W_s`` is kept as ``S[:, k] = U[:, k] + A[k] * V[:, k]``. A sparse change
 ``delta`` of ``V`` costs ``U -= A * delta`` (O(nnz)); at the end of a step ``A += scale``;
-renormalising ``V <- scale * V`` divides ``A`` by ``scale``. The average after ``t``
+renormalising ``V <- scale * V`` first folds ``A V`` into ``U`` and zeroes ``A``. The average after ``t``
 steps is ``S / t``.
 
 Only plain arrays and scalars here: no Python objects, no I/O.
@@ -74,17 +74,25 @@ def add_to_column(V, sqnorm, U, A, averaged, indptr, indices, data, row, k, coef
 
 
 @njit(cache=True)
-def renormalize_column(V, scale, sqnorm, A, averaged, n_features, k):
-    """Fold ``scale[k]`` into ``V[:, k]`` (O(d)); also recomputes ``sqnorm[k]`` exactly."""
+def renormalize_column(V, scale, sqnorm, U, A, averaged, n_features, k):
+    """Fold ``scale[k]`` into ``V[:, k]`` (O(d)); also recomputes ``sqnorm[k]`` exactly.
+
+    With an average, the running sum is folded into ``U`` first (``U += A V``, ``A = 0``),
+    so that ``A`` only ever sums the scales since the last renormalisation: the sum
+    ``U + A V`` then never cancels large terms, whatever the scale went through."""
     s = scale[k]
+    a = A[k]
     acc = 0.0
     for j in range(n_features):
-        v = V[j, k] * s
+        v = V[j, k]
+        if averaged:
+            U[j, k] += a * v
+        v *= s
         V[j, k] = v
         acc += v * v
     sqnorm[k] = acc
     if averaged:
-        A[k] /= s
+        A[k] = 0.0
     scale[k] = 1.0
 
 

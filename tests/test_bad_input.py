@@ -1,0 +1,105 @@
+"""Bad input raises a ValueError naming the row and the problem, and leaves the model unchanged."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+from streamlearn import InvalidInputError, InvalidParameterError, MulticlassSVM, OneVsRestPegasos
+
+
+@pytest.fixture
+def trained():
+    model = MulticlassSVM(lam=0.1, batch_size=2)
+    model.learn_many(pd.DataFrame({"a": [1.0, 0.0, 2.0], "b": [0.0, 1.0, 1.0]}), ["x", "y", "x"])
+    return model
+
+
+def _unchanged(model, action):
+    before = pickle.dumps(model)
+    with pytest.raises(InvalidInputError) as info:
+        action(model)
+    assert pickle.dumps(model) == before, "a rejected input changed the model"
+    assert isinstance(info.value, ValueError)
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("x", "reason", "feature"),
+    [
+        ({"a": math.nan}, "non-finite", "a"),
+        ({"a": 1.0, "new": math.inf}, "non-finite", "new"),
+        ({"a": 1.0, "new": "3.5"}, "non-numeric", "new"),
+        ({"a": None}, "non-numeric", "a"),
+        ({"new": [1.0]}, "non-numeric", "new"),
+    ],
+)
+def test_learn_one_rejects_bad_values(trained, x, reason, feature):
+    error = _unchanged(trained, lambda m: m.learn_one(x, "x"))
+    assert error.reason == reason and error.feature == feature
+    assert repr(feature) in str(error)
+
+
+@pytest.mark.parametrize("label", [None, "", "   ", math.nan, np.nan])
+def test_learn_one_rejects_empty_labels(trained, label):
+    error = _unchanged(trained, lambda m: m.learn_one({"brand_new_feature": 1.0}, label))
+    assert error.reason == "empty-label"
+
+
+def test_learn_many_names_the_bad_row_dataframe(trained):
+    X = pd.DataFrame({"a": [1.0, 2.0, 3.0, np.nan], "c": [0.0, 1.0, 1.0, 1.0]})
+    error = _unchanged(trained, lambda m: m.learn_many(X, ["x", "y", "z", "x"]))
+    assert (error.reason, error.row, error.feature) == ("non-finite", 3, "a")
+    assert "row 3" in str(error)
+
+
+def test_learn_many_names_the_bad_row_object_column(trained):
+    X = pd.DataFrame({"a": [1.0, "oops", 3.0]})
+    error = _unchanged(trained, lambda m: m.learn_many(X, ["x", "y", "x"]))
+    assert (error.reason, error.row, error.feature) == ("non-numeric", 1, "a")
+
+
+def test_learn_many_names_the_bad_row_sparse_and_dense(trained):
+    dense = np.ones((4, 3))
+    dense[2, 1] = np.inf
+    for X in (dense, sp.csr_matrix(dense)):
+        error = _unchanged(trained, lambda m: m.learn_many(X, ["x"] * 4))
+        assert (error.reason, error.row, error.feature) == ("non-finite", 2, 1)
+
+
+def test_learn_many_rejects_length_mismatch_and_empty_label(trained):
+    X = pd.DataFrame({"a": [1.0, 2.0]})
+    assert _unchanged(trained, lambda m: m.learn_many(X, ["x"])).reason == "length-mismatch"
+    error = _unchanged(trained, lambda m: m.learn_many(X, ["x", None]))
+    assert (error.reason, error.row) == ("empty-label", 1)
+
+
+def test_learn_many_rejects_bad_shapes_and_types(trained):
+    assert _unchanged(trained, lambda m: m.learn_many(np.ones(3), ["x"] * 3)).reason == "bad-shape"
+    assert _unchanged(trained, lambda m: m.learn_many("not a batch", ["x"] * 11)).reason == "bad-type"
+    assert _unchanged(trained, lambda m: m.learn_one([1.0, 2.0], "x")).reason == "bad-type"
+
+
+def test_prediction_rejects_bad_values_too(trained):
+    with pytest.raises(InvalidInputError):
+        trained.predict_one({"a": math.nan})
+    with pytest.raises(InvalidInputError):
+        trained.predict_many(pd.DataFrame({"a": [np.inf]}))
+
+
+@pytest.mark.parametrize(
+    "params", [{"lam": 0}, {"lam": -1.0}, {"lam": math.nan}, {"batch_size": 0}, {"batch_size": 1.5}, {"n_bits": 0}]
+)
+def test_bad_parameters_fail_at_construction(params):
+    with pytest.raises(ValueError):
+        OneVsRestPegasos(**params)
+
+
+def test_parameter_error_is_a_value_error_with_the_name():
+    with pytest.raises(InvalidParameterError, match="lam must be a positive number"):
+        MulticlassSVM(lam=0.0)

@@ -1,0 +1,208 @@
+"""The compiled MCID learners against a plain NumPy implementation of the paper's update.
+
+The reference below is Alg. 1 of 000_9ee2d88cd77f9d98.txt written densely and literally:
+``W <- (1 - 1/t) W - 1/(lam t r) sum_i dl/dW(W^(t-1); x_i, y_i)`` (Eq. 14) with the
+sub-gradients of Eq. 15 (softmax), Eq. 16 (Crammer–Singer), Eq. 17 (perceptron) and the
+binary hinge / logistic losses of the one-vs-rest baselines; optional projection onto the
+ball of radius 1/sqrt(lam); the averaged iterate ``(1/t) sum_s W^(s)``. A class exists from
+the first mini-batch that contains it (its row of W is zero until then).
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import streamlearn
+from streamlearn import (
+    MulticlassLogisticRegression,
+    MulticlassPerceptron,
+    MulticlassSVM,
+    OneVsRestLogisticRegression,
+    OneVsRestPegasos,
+)
+
+
+def _softmax(z):
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def reference_gradient(name, W, x, y):
+    """dl/dW (shape of W) for one example, straight from the paper's equations."""
+    scores = W @ x
+    K = W.shape[0]
+    grad = np.zeros_like(W)
+    if name == "MulticlassLogisticRegression":  # Eq. 15
+        p = _softmax(scores)
+        for k in range(K):
+            grad[k] = -float(k == y) * x + p[k] * x
+    elif name == "MulticlassSVM":  # Eq. 16
+        others = [k for k in range(K) if k != y]
+        if others:
+            k_star = max(others, key=lambda k: (scores[k], -k))
+            if 1 + scores[k_star] - scores[y] > 0:
+                grad[k_star] += x
+                grad[y] -= x
+    elif name == "MulticlassPerceptron":  # Eq. 17
+        k_star = max(range(K), key=lambda k: (scores[k], -k))
+        grad[k_star] += x
+        grad[y] -= x
+    elif name == "OneVsRestPegasos":  # K binary hinge losses max(0, 1 - s w_k.x)
+        for k in range(K):
+            s = 1.0 if k == y else -1.0
+            if s * scores[k] < 1:
+                grad[k] = -s * x
+    elif name == "OneVsRestLogisticRegression":  # K binary losses log(1 + exp(-s w_k.x))
+        for k in range(K):
+            s = 1.0 if k == y else -1.0
+            grad[k] = -s * x / (1 + np.exp(s * scores[k]))
+    return grad
+
+
+def reference_mcid(name, X, y, lam, r, project=False):
+    """Alg. 1 over consecutive groups of r rows; returns (last W, averaged W, steps)."""
+    n, d = X.shape
+    W = np.zeros((y.max() + 1, d))
+    running_sum = np.zeros_like(W)
+    n_classes, t = 0, 0
+    per_class_ball = name.startswith("OneVsRest")
+    for first in range(0, n - n % r, r):
+        n_classes = max(n_classes, y[first : first + r].max() + 1)
+        grads = sum(reference_gradient(name, W[:n_classes], X[i], y[i]) for i in range(first, first + r))
+        t += 1
+        W[:n_classes] = (1 - 1 / t) * W[:n_classes] - grads / (lam * t * r)
+        if project:
+            radius = 1 / np.sqrt(lam)
+            if per_class_ball:
+                norms = np.linalg.norm(W, axis=1)
+                W *= np.minimum(1, radius / np.maximum(norms, 1e-300))[:, None]
+            else:
+                W *= min(1, radius / max(np.linalg.norm(W), 1e-300))
+        running_sum += W
+    return W, running_sum / max(t, 1), t
+
+
+def make_stream(n=360, d=25, n_classes=6, seed=0):
+    """A sparse stream whose classes appear one after another (class k first at ~k*n/(2K))."""
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(n_classes, d))
+    y = np.empty(n, np.int64)
+    for i in range(n):
+        y[i] = rng.integers(0, min(n_classes, 1 + i * 2 * n_classes // n))
+    X = centers[y] + rng.normal(scale=1.0, size=(n, d))
+    X[rng.random((n, d)) < 0.6] = 0.0  # sparse rows, features coming and going
+    return X, y
+
+
+def learner_matrix(model, d, averaged=False):
+    """The learner's weights as a dense (K, d) array in the stream's column order."""
+    W = model.weight_matrix(averaged=averaged)
+    out = np.zeros((W.shape[0], d))
+    out[:, model._features.names] = W
+    order = np.argsort(model.classes)  # classes are ints seen in order
+    return out[order]
+
+
+LEARNERS = [
+    MulticlassLogisticRegression,
+    MulticlassSVM,
+    MulticlassPerceptron,
+    OneVsRestPegasos,
+    OneVsRestLogisticRegression,
+]
+
+
+@pytest.mark.parametrize("cls", LEARNERS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize(("lam", "r", "project"), [(0.05, 1, False), (0.01, 3, True), (0.2, 7, False), (1e-3, 2, True)])
+def test_kernel_matches_numpy_reference(cls, lam, r, project):
+    X, y = make_stream()
+    model = cls(lam=lam, batch_size=r, project=project, average=True)
+    model._renormalize_below = 0.5  # fold the scale into V every few steps
+    model.learn_many(sp.csr_matrix(X), y)
+    W_ref, W_avg_ref, t = reference_mcid(cls.__name__, X, y, lam, r, project)
+    assert model.n_steps == t
+    scale = max(1.0, np.abs(W_ref).max())
+    np.testing.assert_allclose(learner_matrix(model, X.shape[1]), W_ref, rtol=0, atol=1e-9 * scale)
+    np.testing.assert_allclose(learner_matrix(model, X.shape[1], averaged=True), W_avg_ref, rtol=0, atol=1e-9 * scale)
+
+
+@pytest.mark.parametrize("cls", [MulticlassSVM, MulticlassLogisticRegression], ids=lambda c: c.__name__)
+def test_renormalization_happens_often_and_changes_nothing(cls):
+    X, y = make_stream(n=600)
+    renormalized, never = cls(lam=0.05, average=True), cls(lam=0.05, average=True)
+    renormalized._renormalize_below = 0.5
+    never._renormalize_below = 0.0
+    renormalized.learn_many(X, y)
+    never.learn_many(X, y)
+    # Without renormalisation the scale is prod(1 - 1/s) = 1/t. With it the scale is
+    # reset to 1 whenever it drops below 0.5, and each reset can raise it at most 3x
+    # (shrink factors are >= 2/3 from t = 3 on): reaching >= 0.5 from 1/600 takes >= 5 resets.
+    assert never._weights.scale[0] < 0.5**8
+    assert renormalized._weights.scale[0] >= 0.5
+    np.testing.assert_allclose(renormalized.weight_matrix(), never.weight_matrix(), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        renormalized.weight_matrix(averaged=True), never.weight_matrix(averaged=True), rtol=1e-9, atol=1e-9
+    )
+
+
+@pytest.mark.parametrize("cls", LEARNERS, ids=lambda c: c.__name__)
+def test_learn_many_equals_learn_one_loop_bit_for_bit(cls):
+    X, y = make_stream(n=200, seed=3)
+    rng = np.random.default_rng(1)
+    one = cls(lam=0.01, batch_size=4, average=True)
+    mixed = cls(lam=0.01, batch_size=4, average=True)
+    for row, label in zip(X, y):
+        one.learn_one({j: v for j, v in enumerate(row) if v != 0.0}, int(label))
+    i = 0
+    while i < len(y):  # chunks of random sizes, some single learn_one calls in between
+        size = int(rng.integers(1, 9))
+        if size == 1:
+            one_row = X[i]
+            mixed.learn_one({j: v for j, v in enumerate(one_row) if v != 0.0}, int(y[i]))
+        else:
+            mixed.learn_many(sp.csr_matrix(X[i : i + size]), y[i : i + size])
+        i += size
+    assert one.n_pending == mixed.n_pending == len(y) % 4
+    d = X.shape[1]
+    np.testing.assert_array_equal(learner_matrix(one, d), learner_matrix(mixed, d))
+    np.testing.assert_array_equal(learner_matrix(one, d, averaged=True), learner_matrix(mixed, d, averaged=True))
+
+
+@pytest.mark.parametrize("cls", LEARNERS, ids=lambda c: c.__name__)
+def test_state_export_and_pickle_resume_exactly(cls):
+    X, y = make_stream(n=150, seed=5)
+    full = cls(lam=0.02, batch_size=3, average=True, project=True)
+    full.learn_many(X, y)
+    head = cls(lam=0.02, batch_size=3, average=True, project=True)
+    head.learn_many(X[:71], y[:71])  # 71 = 23 steps + 2 pending rows
+    for resumed in (streamlearn.learner_from_state(head.export_state()), pickle.loads(pickle.dumps(head))):
+        resumed.learn_many(X[71:], y[71:])
+        np.testing.assert_array_equal(resumed.weight_matrix(), full.weight_matrix())
+        assert resumed.predict_proba_one({0: 1.0, 3: -2.0}) == full.predict_proba_one({0: 1.0, 3: -2.0})
+
+
+def test_hashing_trick_sums_collisions_and_is_order_free():
+    model = MulticlassSVM(lam=0.1, n_bits=2)  # 4 columns: collisions are certain
+    x = {f"f{i}": float(i + 1) for i in range(10)}
+    model.learn_one(x, "a")
+    model.learn_one({"f0": 1.0}, "b")
+    cols, vals = model._features.encode_one(x, grow=False)
+    assert len(cols) == len(set(cols.tolist())) <= 4
+    assert vals.sum() == pytest.approx(sum(x.values()))
+    shuffled = dict(reversed(list(x.items())))
+    assert model.decision_function_one(shuffled) == model.decision_function_one(x)
+
+
+def test_mcid_svm_learns_a_separable_problem():
+    rng = np.random.default_rng(0)
+    centers = rng.normal(scale=4, size=(5, 10))
+    y = rng.integers(0, 5, 3000)
+    X = centers[y] + rng.normal(size=(3000, 10))
+    model = MulticlassSVM(lam=1e-3, average=True)
+    model.learn_many(X[:2500], y[:2500])
+    accuracy = np.mean(model.predict_many(X[2500:]).astype(int) == y[2500:])
+    assert accuracy > 0.95
