@@ -130,7 +130,10 @@ class StreamClassifier(base.MiniBatchClassifier):
         self._pending_vals.append(vals)
         self._pending_y.append(self._labels.index(label, grow=True))
         if len(self._pending_y) == self.batch_size:
-            rows = _stack(self._pending_cols, self._pending_vals)
+            if self.batch_size == 1:
+                rows = SparseRows(np.array([0, len(cols)], np.int64), cols, vals)
+            else:
+                rows = _stack(self._pending_cols, self._pending_vals)
             y_idx = np.asarray(self._pending_y, np.int64)
             self._pending_cols, self._pending_vals, self._pending_y = [], [], []
             self._learn_groups(rows, y_idx)
@@ -138,15 +141,12 @@ class StreamClassifier(base.MiniBatchClassifier):
     def learn_many(self, X, y) -> None:
         """Learn a batch: a DataFrame, a 2-D NumPy array or a SciPy sparse matrix, and
         its labels (a Series, a list or an array of the same length)."""
-        labels = list(y.tolist() if hasattr(y, "tolist") else y)
+        n_labels = self._labels.validate_batch(y)
         n_rows = X.shape[0] if hasattr(X, "shape") else len(X)
-        if len(labels) != n_rows:
-            raise InvalidInputError(
-                "length-mismatch", f"X has {n_rows} rows but y has {len(labels)} labels"
-            )
-        normalized = [self._labels.normalize(label, row) for row, label in enumerate(labels)]
+        if n_labels != n_rows:
+            raise InvalidInputError("length-mismatch", f"X has {n_rows} rows but y has {n_labels} labels")
         rows = self._features.encode_many(X, grow=True)
-        y_idx = np.fromiter((self._labels.index(v, grow=True) for v in normalized), np.int64, n_rows)
+        y_idx = self._labels.indices(y, grow=True)
         if self._pending_y:
             head = _split_rows(rows, 0)
             rows = _stack(self._pending_cols + head[1], self._pending_vals + head[2])

@@ -11,10 +11,11 @@ Both convert their inputs *after* validating all of them, so a bad example raise
 
 >>> fs = FeatureSpace()
 >>> cols, vals = fs.encode_one({"b": 2.0, "a": 1.0}, grow=True)
->>> cols.tolist(), vals.tolist()
-([0, 1], [2.0, 1.0])
->>> fs.encode_one({"a": 1.0, "b": 2.0}, grow=False)[0].tolist()
-[1, 0]
+>>> fs.names, sorted(zip(cols.tolist(), vals.tolist()))
+(['b', 'a'], [(0, 2.0), (1, 1.0)])
+>>> again = fs.encode_one({"a": 1.0, "b": 2.0}, grow=False)  # same row, whatever the key order
+>>> again[0].tolist() == cols.tolist()
+True
 >>> ls = LabelSpace()
 >>> [ls.index(y, grow=True) for y in ["cat", "dog", "cat"]]
 [0, 1, 0]
@@ -25,13 +26,13 @@ from __future__ import annotations
 import hashlib
 import math
 import numbers
-import zlib
 from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from .errors import InvalidInputError
+from .kernels.rows import sort_rows_by_key
 
 _NUMERIC_TYPES = frozenset({float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_})
 _HASH_CACHE_LIMIT = 1 << 20
@@ -51,12 +52,27 @@ class SparseRows(NamedTuple):
 
 def _check_values(x: dict, values: np.ndarray, row: int) -> None:
     """Raise for a non-numeric or non-finite value of ``x`` (``values`` is its float copy)."""
-    for name, v in x.items():
-        if type(v) not in _NUMERIC_TYPES and not isinstance(v, numbers.Real):
-            raise InvalidInputError("non-numeric", f"value {v!r} is not a number", row, name)
+    if not set(map(type, x.values())) <= _NUMERIC_TYPES:
+        for name, v in x.items():
+            if type(v) not in _NUMERIC_TYPES and not isinstance(v, numbers.Real):
+                raise InvalidInputError("non-numeric", f"value {v!r} is not a number", row, name)
     if not np.isfinite(values).all():
         name = list(x)[int(np.flatnonzero(~np.isfinite(values))[0])]
         raise InvalidInputError("non-finite", f"value {x[name]!r} is NaN or infinite", row, name)
+
+
+def name_keys(names: list) -> np.ndarray:
+    """A stable 63-bit key per feature name: the value itself for an integer name (so the
+    columns of a canonical CSR matrix are already in key order), BLAKE2b of ``repr`` for
+    any other name. Stable across processes, unlike Python's salted ``hash``."""
+    keys = np.empty(len(names), np.int64)
+    for i, name in enumerate(names):
+        if type(name) is int and -(1 << 62) <= name < (1 << 62):
+            keys[i] = name
+        else:
+            digest = hashlib.blake2b(repr(name).encode("utf-8"), digest_size=8).digest()
+            keys[i] = int.from_bytes(digest, "little") >> 1
+    return keys
 
 
 class FeatureSpace:
@@ -67,8 +83,10 @@ class FeatureSpace:
     n_bits
         ``None`` (default): a growing vocabulary, one column per distinct name in order
         of first appearance. An int: the hashing trick with ``2**n_bits`` columns; the
-        column of a name is the CRC-32 of its ``repr`` (stable across processes, unlike
-        Python's salted ``hash``), so ``0`` and ``"0"`` are different features.
+        column of a name is its :func:`name_keys` key modulo ``2**n_bits``.
+
+    Every row is summed in the order of its names' keys, so neither the order of a
+    dict's keys nor the order in which names entered the vocabulary changes a result.
     """
 
     def __init__(self, n_bits: int | None = None):
@@ -77,7 +95,8 @@ class FeatureSpace:
         self.n_bits = None if n_bits is None else int(n_bits)
         self._column: dict = {}  # name -> column (the vocabulary, or a cache of hashes)
         self._names: list = []  # vocabulary only: column -> name
-        self._order_key = np.zeros(0, np.int64)  # vocabulary only: column -> name hash
+        self._order_key = np.zeros(0, np.int64)  # vocabulary only: column -> name key
+        self._int_name_columns = np.zeros(0, np.int64)  # column of int name i (-1: not mapped yet)
 
     @property
     def n_columns(self) -> int:
@@ -89,43 +108,40 @@ class FeatureSpace:
         """The vocabulary in column order (empty when hashing)."""
         return list(self._names)
 
-    def _hash(self, name) -> int:
-        col = zlib.crc32(repr(name).encode("utf-8")) & ((1 << self.n_bits) - 1)
-        if len(self._column) >= _HASH_CACHE_LIMIT:
-            self._column.clear()
-        self._column[name] = col
-        return col
-
-    def column(self, name, grow: bool) -> int:
-        """The column of ``name``; ``-1`` for an unknown name when ``grow`` is false."""
-        col = self._column.get(name)
-        if col is not None:
-            return col
+    def _add(self, names: list) -> None:
+        """Give new, distinct names their columns (in bulk)."""
+        keys = name_keys(names)
         if self.n_bits is not None:
-            return self._hash(name)
-        if not grow:
-            return -1
-        col = len(self._names)
-        if col == len(self._order_key):
-            self._order_key = np.concatenate([self._order_key, np.zeros(max(16, col), np.int64)])
-        digest = hashlib.blake2b(repr(name).encode("utf-8"), digest_size=8).digest()
-        self._order_key[col] = int.from_bytes(digest, "little") >> 1
-        self._column[name] = col
-        self._names.append(name)
-        return col
+            if len(self._column) + len(names) > _HASH_CACHE_LIMIT:
+                self._column.clear()
+            self._column.update(zip(names, (keys & ((1 << self.n_bits) - 1)).tolist()))
+            return
+        first = len(self._names)
+        if first + len(names) > len(self._order_key):
+            grown = np.zeros(max(first + len(names), 2 * len(self._order_key)), np.int64)
+            grown[:first] = self._order_key[:first]
+            self._order_key = grown
+        self._order_key[first : first + len(names)] = keys
+        self._column.update(zip(names, range(first, first + len(names))))
+        self._names.extend(names)
 
     def _sort_keys(self, cols: np.ndarray) -> np.ndarray:
-        """A per-column key that depends only on the feature's name (its column when
-        hashing, a 63-bit hash of its name in a vocabulary): rows are summed in this order."""
+        """The key rows are ordered by: the column itself when hashing, the name key otherwise."""
         return cols if self.n_bits is not None else self._order_key[cols]
 
-    def columns(self, names, grow: bool) -> np.ndarray:
-        """Columns of several names at once (``-1`` for unknown names when not growing)."""
+    def columns(self, names: list, grow: bool) -> np.ndarray:
+        """Columns of several names (``-1`` for unknown names when not growing)."""
         get = self._column.get
         cols = [get(name) for name in names]
         if None in cols:
-            cols = [c if c is not None else self.column(n, grow) for c, n in zip(cols, names)]
+            if grow or self.n_bits is not None:
+                self._add(list(dict.fromkeys(n for c, n in zip(cols, names) if c is None)))
+            cols = [get(name, -1) for name in names]
         return np.asarray(cols, dtype=np.int64)
+
+    def column(self, name, grow: bool) -> int:
+        """The column of one name (``-1`` if unknown and not growing)."""
+        return int(self.columns([name], grow)[0])
 
     def encode_one(self, x: dict, grow: bool, row: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Validate a dict example and return its ``(columns, values)``.
@@ -161,27 +177,53 @@ class FeatureSpace:
             values = np.add.reduceat(values, first)
         return cols, values
 
+    def _columns_of_positions(self, names, used: np.ndarray, grow: bool) -> np.ndarray:
+        """Columns for a batch's column positions; only positions in ``used`` (those with a
+        non-zero value) are mapped, others are -1. Integer names ``0..n-1`` (arrays and
+        sparse matrices) go through a cached array instead of one dict look-up each."""
+        if names is None:  # positional integer names
+            needed = int(used.max()) + 1 if len(used) else 0
+            if len(self._int_name_columns) < needed:
+                grown = np.full(max(needed, 2 * len(self._int_name_columns)), -1, np.int64)
+                grown[: len(self._int_name_columns)] = self._int_name_columns
+                self._int_name_columns = grown
+            cached = self._int_name_columns[used]
+            missing = used[cached < 0]
+            if len(missing):
+                fresh = self.columns(missing.tolist(), grow)
+                known = fresh >= 0  # a known column never changes: cache it
+                self._int_name_columns[missing[known]] = fresh[known]
+                cached = self._int_name_columns[used]
+            cols = np.full(needed, -1, np.int64)
+            cols[used] = cached
+            return cols
+        cols = np.full(len(names), -1, np.int64)
+        cols[used] = self.columns([names[i] for i in used.tolist()], grow)
+        return cols
+
     def encode_many(self, X, grow: bool) -> SparseRows:
         """Validate a batch (pandas/narwhals DataFrame, 2-D NumPy array or SciPy sparse
         matrix) and return it as CSR rows over weight columns. Column names are the
-        DataFrame's column labels, or the integers ``0..n_cols-1`` for arrays."""
+        DataFrame's column labels, or the integers ``0..n_cols-1`` for arrays. Only
+        columns with a non-zero value enter the vocabulary (a zero contributes nothing)."""
         names, matrix = _batch_to_csr(X)
-        cols = self.columns(names, grow)
-        if matrix.nnz and cols.min() < 0:  # unknown features at prediction time
-            matrix = matrix[:, np.flatnonzero(cols >= 0)]
-            cols = cols[cols >= 0]
+        used = np.flatnonzero(np.bincount(matrix.indices, minlength=0)) if matrix.nnz else np.zeros(0, np.int64)
+        cols = self._columns_of_positions(names, used, grow)
         indptr = matrix.indptr.astype(np.int64)
         indices, data = cols[matrix.indices], matrix.data.astype(np.float64)
+        if len(indices) and indices.min() < 0:  # unknown features at prediction time
+            keep = indices >= 0
+            row_of = np.repeat(np.arange(matrix.shape[0]), np.diff(indptr))
+            indptr = np.concatenate([[0], np.cumsum(np.bincount(row_of[keep], minlength=matrix.shape[0]))])
+            indices, data = indices[keep], data[keep]
         if self.n_bits is not None:  # sort by column and sum collisions, as encode_one does
             width = 1 << self.n_bits
             mapped = sp.csr_matrix((data, indices, indptr), shape=(matrix.shape[0], width))
             mapped.sum_duplicates()
             indptr, indices, data = mapped.indptr.astype(np.int64), mapped.indices.astype(np.int64), mapped.data
-        elif len(indices) > 1:  # vocabulary: names are distinct, order rows by name key
-            row_of = np.repeat(np.arange(matrix.shape[0]), np.diff(indptr))
-            order = np.lexsort((self._sort_keys(indices), row_of))
-            indices, data = indices[order], data[order]
-        return SparseRows(indptr, indices, data)
+        elif len(indices) > 1:  # vocabulary: order each row by name key, as encode_one does
+            sort_rows_by_key(indptr, indices, data, self._order_key)
+        return SparseRows(indptr.astype(np.int64), indices, data)
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -196,24 +238,24 @@ class FeatureSpace:
     @classmethod
     def restore(cls, data: dict) -> "FeatureSpace":
         space = cls(data["n_bits"])
-        for name in data["names"]:  # re-derives the order keys from the names
-            space.column(name, grow=True)
+        if data["names"]:
+            space._add(list(data["names"]))  # re-derives the order keys from the names
         return space
 
 
-def _batch_to_csr(X) -> tuple[list, sp.csr_matrix]:
-    """Column names and a validated CSR copy of a batch."""
+def _batch_to_csr(X) -> tuple[list | None, sp.csr_matrix]:
+    """Column names (``None`` for positional integer names) and a validated CSR copy."""
     if sp.issparse(X):
         matrix = sp.csr_matrix(X, dtype=np.float64)
         if matrix.ndim != 2:
             raise InvalidInputError("bad-shape", f"expected a 2-D matrix, got shape {matrix.shape}")
         _check_finite(matrix.data, lambda p: (int(np.searchsorted(matrix.indptr, p, side="right") - 1), int(matrix.indices[p])))
-        return list(range(matrix.shape[1])), matrix
+        return None, matrix
     if isinstance(X, np.ndarray):
         if X.ndim != 2:
             raise InvalidInputError("bad-shape", f"expected a 2-D array, got shape {X.shape}")
-        names = list(range(X.shape[1]))
-        dense = _dense_float(X, names)
+        dense = _dense_float(X, list(range(X.shape[1])))
+        names = None
     else:
         import narwhals as nw
 
@@ -226,7 +268,7 @@ def _batch_to_csr(X) -> tuple[list, sp.csr_matrix]:
         names = list(frame.columns)
         dense = _dense_float(frame.to_numpy(), names)
     flat_cols = dense.shape[1]
-    _check_finite(dense.ravel(), lambda p: (p // flat_cols, names[p % flat_cols]))
+    _check_finite(dense.ravel(), lambda p: (p // flat_cols, p % flat_cols if names is None else names[p % flat_cols]))
     return names, sp.csr_matrix(dense)
 
 
@@ -293,9 +335,28 @@ class LabelSpace:
         return k
 
     def indices(self, ys, grow: bool) -> np.ndarray:
-        """Validate every label first, then map them (growing the space only if all are valid)."""
-        normalized = [self.normalize(y, row) for row, y in enumerate(ys)]
-        return np.fromiter((self.index(y, grow) for y in normalized), np.int64, len(normalized))
+        """Class indices of a batch of labels (a list, an array or a Series), numbering new
+        classes in order of first appearance. Call :meth:`validate_batch` first: this one
+        grows the space."""
+        values = np.asarray(ys) if not isinstance(ys, list) else None
+        if values is not None and values.dtype.kind in "iub" and values.ndim == 1:
+            uniques, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+            mapped = np.empty(len(uniques), np.int64)
+            for u in np.argsort(first, kind="stable"):
+                mapped[u] = self.index(uniques[u].item(), grow)
+            return mapped[inverse]
+        labels = ys.tolist() if hasattr(ys, "tolist") else list(ys)
+        return np.fromiter((self.index(self.normalize(y), grow) for y in labels), np.int64, len(labels))
+
+    def validate_batch(self, ys) -> int:
+        """Raise for the first empty or unhashable label of a batch; return the batch length."""
+        values = np.asarray(ys) if not isinstance(ys, list) else None
+        if values is not None and values.dtype.kind in "iub" and values.ndim == 1:
+            return len(values)  # integers and booleans are always valid labels
+        labels = ys.tolist() if hasattr(ys, "tolist") else list(ys)
+        for row, y in enumerate(labels):
+            self.normalize(y, row)
+        return len(labels)
 
     def export(self) -> dict:
         return {"labels": list(self.labels)}

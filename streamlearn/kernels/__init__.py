@@ -5,6 +5,6 @@ when that directory is writable and falls back to a per-user cache directory oth
 (a read-only install); ``NUMBA_CACHE_DIR`` overrides both.
 """
 
-from . import mcid, scaled
+from . import mcid, rows, scaled
 
-__all__ = ["mcid", "scaled"]
+__all__ = ["mcid", "rows", "scaled"]
