@@ -147,9 +147,13 @@ class StreamClassifier(base.MiniBatchClassifier):
             raise InvalidInputError("length-mismatch", f"X has {n_rows} rows but y has {n_labels} labels")
         rows = self._features.encode_many(X, grow=True)
         y_idx = self._labels.indices(y, grow=True)
-        if self._pending_y:
-            head = _split_rows(rows, 0)
-            rows = _stack(self._pending_cols + head[1], self._pending_vals + head[2])
+        if self._pending_y:  # continue the mini-batch that learn_one / learn_many started
+            head = _stack(self._pending_cols, self._pending_vals)
+            rows = SparseRows(
+                np.concatenate([head.indptr[:-1], rows.indptr + head.indptr[-1]]),
+                np.concatenate([head.indices, rows.indices]),
+                np.concatenate([head.data, rows.data]),
+            )
             y_idx = np.concatenate([np.asarray(self._pending_y, np.int64), y_idx])
         n_complete = (rows.n_rows // self.batch_size) * self.batch_size
         complete, self._pending_cols, self._pending_vals = _split_rows(rows, n_complete)
