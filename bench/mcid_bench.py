@@ -395,7 +395,14 @@ def main(argv=None):
     parser.add_argument("--fig1-runs", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="1 throughput repeat, 1 Fig. 1 run")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    parser.add_argument("--report-only", action="store_true", help="rebuild mcid.md and the plots from mcid.json")
     args = parser.parse_args(argv)
+    if args.report_only:
+        with open(os.path.join(args.out, "mcid.json")) as f:
+            results = json.load(f)["results"]
+        write_report(results, os.path.join(args.out, "mcid.md"))
+        plot(results, args.out)
+        return
     if args.quick:
         args.repeats, args.fig1_runs = 1, 1
     os.makedirs(args.out, exist_ok=True)
