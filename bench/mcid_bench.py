@@ -396,6 +396,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="1 throughput repeat, 1 Fig. 1 run")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     parser.add_argument("--report-only", action="store_true", help="rebuild mcid.md and the plots from mcid.json")
+    parser.add_argument("--merge", action="store_true", help="replace only these datasets' entries in an existing mcid.json")
     args = parser.parse_args(argv)
     if args.report_only:
         with open(os.path.join(args.out, "mcid.json")) as f:
@@ -407,10 +408,14 @@ def main(argv=None):
         args.repeats, args.fig1_runs = 1, 1
     os.makedirs(args.out, exist_ok=True)
     results = []
+    if args.merge and os.path.exists(os.path.join(args.out, "mcid.json")):
+        with open(os.path.join(args.out, "mcid.json")) as f:
+            results = [r for r in json.load(f)["results"] if r["dataset"] not in args.datasets]
     for name in tqdm(args.datasets, desc="datasets"):
         start = time.perf_counter()
         results.append(run_dataset(name, args.repeats, args.fig1_runs))
         results[-1]["bench_seconds"] = time.perf_counter() - start
+        results.sort(key=lambda r: ["news20", "sector", "mnist"].index(r["dataset"]))
         with open(os.path.join(args.out, "mcid.json"), "w") as f:
             json.dump({"machine": {"cpus": os.cpu_count(), "python": platform.python_version()}, "results": results}, f, indent=1)
     write_report(results, os.path.join(args.out, "mcid.md"))
