@@ -139,10 +139,6 @@ class FeatureSpace:
             cols = [get(name, -1) for name in names]
         return np.asarray(cols, dtype=np.int64)
 
-    def column(self, name, grow: bool) -> int:
-        """The column of one name (``-1`` if unknown and not growing)."""
-        return int(self.columns([name], grow)[0])
-
     def encode_one(self, x: dict, grow: bool, row: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Validate a dict example and return its ``(columns, values)``.
 
