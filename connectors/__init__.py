@@ -1,4 +1,57 @@
-"""Sources and sinks that turn bytes into labelled records (see ../shared/DESIGN.md).
+"""Sources and sinks: bytes in, validated records out (see ../shared/DESIGN.md).
 
-So far: :mod:`connectors.libsvm`, a reader of LIBSVM/svmlight files (plain, gz, bz2, xz).
+A *source* is iterable and yields :class:`~connectors.records.Batch` objects (valid
+records, dead letters, the resume position after them); ``seek(position)`` continues
+from a position it yielded, ``commit(position)`` tells the upstream system that
+everything before it is durably learned (a Kafka offset commit; nothing for files) and
+``close()`` releases it. A *sink* has ``write(obj)``, ``sync()``, ``size()``,
+``truncate(size)`` and ``close()``.
+
+:func:`open_source` and :func:`open_sink` build them from the URIs the CLI takes:
+a path or glob (several allowed), ``-`` for stdin/stdout, or
+``kafka://HOST:PORT/TOPIC?group=NAME``.
 """
+
+from __future__ import annotations
+
+from .files import FileSource, SourceError, StdinSource
+from .formats import FORMATS, guess_format, normalize_format
+from .records import Batch, DeadLetter, RecordError
+from .sinks import JsonLinesSink, NullSink
+
+
+def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_records: int = 10_000,
+                passes: int = 1, label_column=None, idle_timeout: float | None = None):
+    """A source for one URI (``-``, ``kafka://...``) or for one or more paths/globs."""
+    uris = [uris] if isinstance(uris, str) else list(uris)
+    fmt = normalize_format(fmt) if fmt else None
+    if len(uris) == 1 and uris[0] == "-":
+        return StdinSource(fmt or "libsvm", labelled, batch_records, label_column)
+    if len(uris) == 1 and uris[0].startswith("kafka://"):
+        from .kafka import KafkaSource, parse_kafka_uri
+
+        spec = parse_kafka_uri(uris[0])
+        value_format = {"jsonl": "json", "msgpack": "msgpack", None: "auto"}.get(fmt)
+        if value_format is None:
+            raise SourceError(f"Kafka values are msgpack or JSON records, not {fmt}")
+        return KafkaSource(spec["bootstrap"], spec["topic"], spec["group"], labelled, value_format, batch_records,
+                           idle_timeout=idle_timeout)
+    if any(u == "-" or u.startswith("kafka://") for u in uris):
+        raise SourceError("stdin and Kafka sources cannot be combined with other sources")
+    return FileSource(uris, fmt, labelled, batch_records, passes, label_column)
+
+
+def open_sink(uri: str | None):
+    """A sink for a path, ``-`` (stdout), ``kafka://HOST:PORT/TOPIC`` or ``None`` (discard)."""
+    if uri is None:
+        return NullSink()
+    if uri.startswith("kafka://"):
+        from .kafka import KafkaSink, parse_kafka_uri
+
+        spec = parse_kafka_uri(uri)
+        return KafkaSink(spec["bootstrap"], spec["topic"])
+    return JsonLinesSink(uri)
+
+
+__all__ = ["Batch", "DeadLetter", "FORMATS", "FileSource", "JsonLinesSink", "NullSink", "RecordError", "SourceError",
+           "StdinSource", "guess_format", "normalize_format", "open_sink", "open_source"]

@@ -22,6 +22,13 @@ DATA = pathlib.Path(__file__).resolve().parent / "data"
 
 
 def main(argv=None) -> int:
+    import sys
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in ("train", "predict", "evaluate", "inspect", "plot"):  # the CLI's commands
+        from .cli import main as cli_main
+
+        return cli_main(argv)
     parser = argparse.ArgumentParser(prog="python -m streamlearn", description=__doc__.split("\n\n")[1])
     parser.add_argument("--learner", default="MulticlassSVM", choices=sorted(streamlearn.LEARNERS))
     parser.add_argument("--passes", type=int, default=5)

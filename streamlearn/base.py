@@ -28,7 +28,7 @@ import pandas as pd
 from river import base
 
 from .errors import InvalidInputError, InvalidParameterError
-from .features import FeatureSpace, LabelSpace, SparseRows
+from .features import FeatureSpace, LabelSpace, SparseRows, stack_rows
 
 STATE_FORMAT = 1
 
@@ -39,15 +39,6 @@ def softmax_rows(scores: np.ndarray) -> np.ndarray:
     np.exp(shifted, out=shifted)
     shifted /= shifted.sum(axis=1, keepdims=True)
     return shifted
-
-
-def _stack(parts_cols: list, parts_vals: list) -> SparseRows:
-    lengths = np.fromiter((len(c) for c in parts_cols), np.int64, len(parts_cols))
-    indptr = np.zeros(len(parts_cols) + 1, np.int64)
-    np.cumsum(lengths, out=indptr[1:])
-    if not parts_cols:
-        return SparseRows(indptr, np.zeros(0, np.int64), np.zeros(0))
-    return SparseRows(indptr, np.concatenate(parts_cols), np.concatenate(parts_vals))
 
 
 def _split_rows(rows: SparseRows, n: int) -> tuple[SparseRows, list, list]:
@@ -133,14 +124,14 @@ class StreamClassifier(base.MiniBatchClassifier):
             if self.batch_size == 1:
                 rows = SparseRows(np.array([0, len(cols)], np.int64), cols, vals)
             else:
-                rows = _stack(self._pending_cols, self._pending_vals)
+                rows = stack_rows(self._pending_cols, self._pending_vals)
             y_idx = np.asarray(self._pending_y, np.int64)
             self._pending_cols, self._pending_vals, self._pending_y = [], [], []
             self._learn_groups(rows, y_idx)
 
     def learn_many(self, X, y) -> None:
-        """Learn a batch: a DataFrame, a 2-D NumPy array or a SciPy sparse matrix, and
-        its labels (a Series, a list or an array of the same length)."""
+        """Learn a batch: a DataFrame, a 2-D NumPy array, a SciPy sparse matrix or a list
+        of feature dicts, and its labels (a Series, a list or an array of the same length)."""
         n_labels = self._labels.validate_batch(y)
         n_rows = X.shape[0] if hasattr(X, "shape") else len(X)
         if n_labels != n_rows:
@@ -148,7 +139,7 @@ class StreamClassifier(base.MiniBatchClassifier):
         rows = self._features.encode_many(X, grow=True)
         y_idx = self._labels.indices(y, grow=True)
         if self._pending_y:  # continue the mini-batch that learn_one / learn_many started
-            head = _stack(self._pending_cols, self._pending_vals)
+            head = stack_rows(self._pending_cols, self._pending_vals)
             rows = SparseRows(
                 np.concatenate([head.indptr[:-1], rows.indptr + head.indptr[-1]]),
                 np.concatenate([head.indices, rows.indices]),
@@ -160,6 +151,12 @@ class StreamClassifier(base.MiniBatchClassifier):
         self._pending_y = y_idx[n_complete:].tolist()
         if n_complete:
             self._learn_groups(complete, y_idx[:n_complete])
+
+    def class_indices(self, y) -> np.ndarray:
+        """Column of each label in :meth:`decision_function_many` (``-1`` for a label the
+        model has not seen)."""
+        self._labels.validate_batch(y)
+        return self._labels.indices(y, grow=False)
 
     # --------------------------------------------------------------- prediction
     def _scores_one(self, x: dict) -> np.ndarray:

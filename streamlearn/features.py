@@ -50,6 +50,16 @@ class SparseRows(NamedTuple):
         return len(self.indptr) - 1
 
 
+def stack_rows(parts_cols: list, parts_vals: list) -> SparseRows:
+    """Rows given as lists of (columns, values) arrays, as one CSR batch."""
+    lengths = np.fromiter((len(c) for c in parts_cols), np.int64, len(parts_cols))
+    indptr = np.zeros(len(parts_cols) + 1, np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    if not parts_cols:
+        return SparseRows(indptr, np.zeros(0, np.int64), np.zeros(0))
+    return SparseRows(indptr, np.concatenate(parts_cols), np.concatenate(parts_vals))
+
+
 def _check_values(x: dict, values: np.ndarray, row: int) -> None:
     """Raise for a non-numeric or non-finite value of ``x`` (``values`` is its float copy)."""
     if not set(map(type, x.values())) <= _NUMERIC_TYPES:
@@ -59,6 +69,20 @@ def _check_values(x: dict, values: np.ndarray, row: int) -> None:
     if not np.isfinite(values).all():
         name = list(x)[int(np.flatnonzero(~np.isfinite(values))[0])]
         raise InvalidInputError("non-finite", f"value {x[name]!r} is NaN or infinite", row, name)
+
+
+def _dict_values(x: dict, row: int) -> np.ndarray:
+    """The values of a dict example as float64, validated (numbers, finite)."""
+    if not isinstance(x, dict):
+        raise InvalidInputError("bad-type", f"expected a dict of features, got {type(x).__name__}", row)
+    n = len(x)
+    try:
+        values = np.fromiter(x.values(), np.float64, n)
+    except (TypeError, ValueError):
+        _check_values(x, np.zeros(n), row)  # names the offending feature
+        raise InvalidInputError("non-numeric", "values are not all numbers", row) from None
+    _check_values(x, values, row)
+    return values
 
 
 def name_keys(names: list) -> np.ndarray:
@@ -145,15 +169,11 @@ class FeatureSpace:
         Unknown features are dropped when ``grow`` is false (prediction); nothing is
         added to the vocabulary if a value is invalid.
         """
-        if not isinstance(x, dict):
-            raise InvalidInputError("bad-type", f"expected a dict of features, got {type(x).__name__}", row)
-        n = len(x)
-        try:
-            values = np.fromiter(x.values(), np.float64, n)
-        except (TypeError, ValueError):
-            _check_values(x, np.zeros(n), row)  # names the offending feature
-            raise InvalidInputError("non-numeric", "values are not all numbers", row) from None
-        _check_values(x, values, row)
+        values = _dict_values(x, row)
+        return self._encode_valid(x, values, grow)
+
+    def _encode_valid(self, x: dict, values: np.ndarray, grow: bool) -> tuple[np.ndarray, np.ndarray]:
+        n = len(values)
         cols = self.columns(list(x), grow)
         if not grow and n and cols.min() < 0:
             keep = cols >= 0
@@ -198,10 +218,12 @@ class FeatureSpace:
         return cols
 
     def encode_many(self, X, grow: bool) -> SparseRows:
-        """Validate a batch (pandas/narwhals DataFrame, 2-D NumPy array or SciPy sparse
-        matrix) and return it as CSR rows over weight columns. Column names are the
+        """Validate a batch (pandas/narwhals DataFrame, 2-D NumPy array, SciPy sparse
+        matrix or a list of feature dicts) and return it as CSR rows over weight columns. Column names are the
         DataFrame's column labels, or the integers ``0..n_cols-1`` for arrays. Only
         columns with a non-zero value enter the vocabulary (a zero contributes nothing)."""
+        if isinstance(X, list):
+            return self._encode_dicts(X, grow)
         names, matrix = _batch_to_csr(X)
         used = np.flatnonzero(np.bincount(matrix.indices, minlength=0)) if matrix.nnz else np.zeros(0, np.int64)
         cols = self._columns_of_positions(names, used, grow)
@@ -220,6 +242,13 @@ class FeatureSpace:
         elif len(indices) > 1:  # vocabulary: order each row by name key, as encode_one does
             sort_rows_by_key(indptr, indices, data, self._order_key)
         return SparseRows(indptr.astype(np.int64), indices, data)
+
+    def _encode_dicts(self, X: list, grow: bool) -> SparseRows:
+        """A list of dict examples as rows: all validated first, then encoded in order (so
+        the vocabulary grows exactly as a ``learn_one`` loop would grow it)."""
+        values = [_dict_values(x, row) for row, x in enumerate(X)]
+        encoded = [self._encode_valid(x, v, grow) for x, v in zip(X, values)]
+        return stack_rows([c for c, _ in encoded], [v for _, v in encoded])
 
     def __getstate__(self):
         state = dict(self.__dict__)

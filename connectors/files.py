@@ -1,0 +1,227 @@
+"""File and stdin sources.
+
+Both read bytes, cut them into pieces of at most ``batch_records`` complete lines (or
+records), decode each piece with a format decoder (:mod:`connectors.formats`) and yield
+it as a :class:`~connectors.records.Batch` whose ``position`` is the byte offset just past
+it, the line count and a CRC-32 of every byte consumed so far.
+
+Resuming at a position re-reads the first ``offset`` bytes and checks their CRC-32: a file
+(or a stream piped into stdin) that no longer starts with the bytes the checkpoint has
+learned is refused with a clear message instead of silently learning the wrong records.
+Compressed files (``.gz``, ``.bz2``, ``.xz``) are decompressed on the fly; offsets count
+decompressed bytes.
+
+>>> import tempfile, os
+>>> path = os.path.join(tempfile.mkdtemp(), "tiny.svm")
+>>> _ = open(path, "w").write("1 1:1\\n2 2:1\\n1 1:0.5\\n")
+>>> source = FileSource([path], batch_records=2)
+>>> [(len(b), b.position["pass"], b.position["offset"]) for b in source]  # the last: end of pass 0
+[(2, 0, 12), (1, 0, 20), (0, 1, 0)]
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import zlib
+
+import numpy as np
+
+from .formats import guess_format, make_decoder
+from .libsvm import open_binary
+from .records import Batch
+
+CHUNK_BYTES = 1 << 20
+
+
+class SourceError(ValueError):
+    """A source that cannot be opened or resumed (the message says why)."""
+
+
+class _Cursor:
+    """Bytes, lines and CRC-32 consumed from one file or stream."""
+
+    def __init__(self, offset: int = 0, line: int = 0, crc: int = 0):
+        self.offset, self.line, self.crc = offset, line, crc
+
+    def advance(self, piece: bytes, n_lines: int) -> None:
+        self.offset += len(piece)
+        self.line += n_lines
+        self.crc = zlib.crc32(piece, self.crc)
+
+
+def _cut_lines(buf: bytes, start: int, max_lines: int, final: bool) -> tuple[int, int]:
+    """End of the first ``max_lines`` complete lines of ``buf[start:]`` and their count (at
+    the end of the stream a last line without its newline counts as complete)."""
+    newlines = np.flatnonzero(np.frombuffer(buf, np.uint8, offset=start) == 10)
+    if len(newlines) >= max_lines:
+        return start + int(newlines[max_lines - 1]) + 1, max_lines
+    if final and len(buf) > start + (int(newlines[-1]) + 1 if len(newlines) else 0):
+        return len(buf), len(newlines) + 1
+    return (start + int(newlines[-1]) + 1, len(newlines)) if len(newlines) else (start, 0)
+
+
+def decode_stream(read, decoder, origin: str, cursor: _Cursor, max_records: int):
+    """Yield batches decoded from ``read(n)`` (which returns ``b""`` at the end); the
+    cursor is advanced past each batch before it is yielded."""
+    pending = b""
+    while True:
+        data = read(CHUNK_BYTES)
+        final = not data
+        buf = pending + data if pending else data
+        start = 0
+        while start < len(buf):
+            if decoder.line_based:
+                end, n_lines = _cut_lines(buf, start, max_records, final)
+                if end == start:
+                    break
+                batch = decoder.decode(buf[start:end], cursor.line, cursor.offset, origin)
+            else:
+                batch, consumed, n_lines = decoder.decode(buf[start:], final, cursor.line, cursor.offset, origin, max_records)
+                if consumed == 0:
+                    break
+                end = start + consumed
+            cursor.advance(buf[start:end], n_lines)
+            start = end
+            yield batch
+        pending = buf[start:]
+        if final:
+            return
+
+
+def skip_verified(read, cursor: _Cursor, what: str) -> None:
+    """Read and drop ``cursor.offset`` bytes, checking them against ``cursor.crc``."""
+    left, crc = cursor.offset, 0
+    while left:
+        data = read(min(left, CHUNK_BYTES))
+        if not data:
+            raise SourceError(f"{what} ends after {cursor.offset - left:,} bytes, before the checkpoint's position ({cursor.offset:,} bytes)")
+        crc = zlib.crc32(data, crc)
+        left -= len(data)
+    if crc != cursor.crc:
+        raise SourceError(f"{what} does not start with the {cursor.offset:,} bytes the checkpoint has learned (their CRC-32 differs)")
+
+
+def expand_paths(patterns) -> list[str]:
+    """Paths of several files or glob patterns, each pattern's matches sorted."""
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    paths = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        if not matches:
+            raise SourceError(f"no file matches {pattern!r}")
+        for path in matches:
+            if not os.path.isfile(path):
+                raise SourceError(f"no such file: {path!r}")
+        paths.extend(matches)
+    return paths
+
+
+class FileSource:
+    """Records from one or more files (paths or globs, read in order), ``passes`` times.
+
+    ``fmt`` is a format name (:data:`connectors.formats.FORMATS`), guessed from the first
+    file's name when ``None``."""
+
+    kind = "file"
+
+    def __init__(self, paths, fmt: str | None = None, labelled: bool = True, batch_records: int = 10_000,
+                 passes: int = 1, label_column=None):
+        self.paths = expand_paths(paths)
+        self.format = fmt or guess_format(self.paths[0])
+        self.decoder = make_decoder(self.format, labelled, label_column)
+        self.batch_records = int(batch_records)
+        self.passes = int(passes)
+        if self.batch_records < 1 or self.passes < 1:
+            raise ValueError("batch_records and passes must be positive")
+        self.name = ", ".join(self.paths)
+        self._start = (0, 0, _Cursor(), {})
+
+    def seek(self, position: dict) -> None:
+        """Continue from a position yielded earlier (see the module docstring)."""
+        if position.get("kind") != self.kind or position.get("files") != self.paths:
+            raise SourceError(f"the checkpoint was taken on {position.get('files') or position.get('kind')}, not on {self.paths}")
+        self._start = (position["pass"], position["file"], _Cursor(position["offset"], position["line"], position["crc"]),
+                       position.get("decoder", {}))
+
+    def commit(self, position: dict) -> None:
+        """Files need no commit: the checkpoint holds the position."""
+
+    def close(self) -> None:
+        pass
+
+    def _position(self, pass_, index, cursor) -> dict:
+        return {"kind": self.kind, "files": self.paths, "pass": pass_, "file": index, "offset": cursor.offset,
+                "line": cursor.line, "crc": cursor.crc, "decoder": self.decoder.export()}
+
+    def __iter__(self):
+        first_pass, first_file, cursor, decoder_state = self._start
+        for pass_ in range(first_pass, self.passes):
+            for index in range(first_file if pass_ == first_pass else 0, len(self.paths)):
+                self.decoder.new_file()
+                if cursor.offset:
+                    self.decoder.restore(decoder_state)
+                with open_binary(self.paths[index]) as f:
+                    if cursor.offset:
+                        skip_verified(f.read, cursor, f"file {self.paths[index]!r}")
+                    for batch in decode_stream(f.read, self.decoder, self.paths[index], cursor, self.batch_records):
+                        batch.position = self._position(pass_, index, cursor)
+                        yield batch
+                cursor = _Cursor()
+                # the end of a file: a position that starts the next one
+                yield Batch([], [], np.zeros(0, np.uint64), lambda i: {}, [], self._next_file(pass_, index))
+
+    def _next_file(self, pass_: int, index: int) -> dict:
+        if index + 1 < len(self.paths):
+            return self._position(pass_, index + 1, _Cursor())
+        return self._position(pass_ + 1, 0, _Cursor())
+
+
+class StdinSource:
+    """Records from standard input (or any binary stream), decoded as lines arrive.
+
+    A restart with ``--resume`` re-reads and checks the bytes the checkpoint covers, then
+    continues: pipe the same stream again (a pipe cannot be rewound; a stream that starts
+    differently is refused with a message that says so)."""
+
+    kind = "stdin"
+
+    def __init__(self, fmt: str = "libsvm", labelled: bool = True, batch_records: int = 10_000, label_column=None, stream=None):
+        self.format = fmt
+        self.decoder = make_decoder(fmt, labelled, label_column)
+        self.batch_records = int(batch_records)
+        self.stream = stream
+        self.name = "stdin"
+        self._cursor = _Cursor()
+        self._decoder_state: dict = {}
+
+    def _read(self):
+        if self.stream is not None:
+            return getattr(self.stream, "read1", self.stream.read)
+        fd = sys.stdin.fileno()
+        return lambda n: os.read(fd, n)
+
+    def seek(self, position: dict) -> None:
+        if position.get("kind") != self.kind:
+            raise SourceError(f"the checkpoint was taken on a {position.get('kind')} source, not on stdin")
+        self._cursor = _Cursor(position["offset"], position["line"], position["crc"])
+        self._decoder_state = position.get("decoder", {})
+
+    def commit(self, position: dict) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __iter__(self):
+        read, cursor = self._read(), self._cursor
+        self.decoder.new_file()
+        if cursor.offset:
+            skip_verified(read, cursor, "stdin")
+            self.decoder.restore(self._decoder_state)
+        for batch in decode_stream(read, self.decoder, "stdin", cursor, self.batch_records):
+            batch.position = {"kind": self.kind, "offset": cursor.offset, "line": cursor.line, "crc": cursor.crc,
+                              "decoder": self.decoder.export()}
+            yield batch

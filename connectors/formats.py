@@ -1,0 +1,274 @@
+"""Record formats: bytes of a stream → :class:`~connectors.records.Batch`.
+
+* ``libsvm`` (also ``svmlight``, ``svm``): ``label idx:value ...``, parsed in bulk by the
+  compiled parser of :mod:`connectors.libsvm`; the batch's ``X`` is a CSR matrix whose
+  column ``idx`` is feature ``idx``.
+* ``jsonl``: one ``{"x": {name: value, ...}, "y": label}`` object per line.
+* ``csv``: a header line of column names, then one record per line; the label column is
+  chosen by name or index (default: a column named ``y``, ``label``, ``class`` or
+  ``target``, else the first). An empty cell is an absent feature.
+* ``msgpack``: a stream of msgpack maps ``{"x": {...}, "y": ...}`` (not line based).
+
+Every decoder validates each record and turns a bad one into a dead letter with its
+position (source, 1-based line or record number, byte offset) instead of raising.
+
+>>> batch = JsonLinesDecoder(labelled=True).decode(b'{"x": {"a": 1}, "y": 2}\\nnot json\\n', 0, 0, "demo")
+>>> batch.X, batch.y, [(d.position["line"], d.reason) for d in batch.dead]
+([{'a': 1}], [2], [(2, 'malformed')])
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import pathlib
+
+import msgpack
+import numpy as np
+
+from .libsvm import parse_libsvm_bytes
+from .records import Batch, DeadLetter, RecordError, check_features, check_label, check_record, record_hash
+
+FORMATS = ("libsvm", "csv", "jsonl", "msgpack")
+_SUFFIXES = {
+    ".svm": "libsvm", ".libsvm": "libsvm", ".svmlight": "libsvm", ".scale": "libsvm", ".t": "libsvm",
+    ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".msgpack": "msgpack", ".mpk": "msgpack",
+}
+_ALIASES = {"svmlight": "libsvm", "svm": "libsvm", "json": "jsonl", "ndjson": "jsonl"}
+LABEL_COLUMNS = ("y", "label", "class", "target")
+
+
+def normalize_format(fmt: str) -> str:
+    """The canonical name of a format; a ``ValueError`` lists the known ones."""
+    name = _ALIASES.get(fmt.lower(), fmt.lower())
+    if name not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)} (and svmlight, json)")
+    return name
+
+
+def guess_format(path: str) -> str:
+    """The format of a file from its name (compression suffixes ignored); LIBSVM when unsure
+    (LIBSVM files often have no suffix at all, e.g. ``news20.bz2``)."""
+    suffixes = [s for s in pathlib.Path(path).suffixes if s not in (".bz2", ".gz", ".xz")]
+    return _SUFFIXES.get(suffixes[-1].lower(), "libsvm") if suffixes else "libsvm"
+
+
+def _line_position(origin: str, line: int, offset: int) -> dict:
+    return {"source": origin, "line": line, "offset": offset}
+
+
+class LineDecoder:
+    """Base of the line formats: ``decode`` gets complete lines only."""
+
+    line_based = True
+
+    def __init__(self, labelled: bool = True):
+        self.labelled = labelled
+
+    def new_file(self) -> None:
+        """Called when a new file (or the stream) starts."""
+
+    def export(self) -> dict:
+        return {}
+
+    def restore(self, state: dict) -> None:
+        pass
+
+    def decode(self, piece: bytes, first_line: int, offset: int, origin: str) -> Batch:
+        """Records of ``piece`` (complete lines; ``first_line`` lines and ``offset`` bytes
+        of this source came before it)."""
+        raise NotImplementedError
+
+
+class LibsvmDecoder(LineDecoder):
+    def decode(self, piece, first_line, offset, origin):
+        chunk = parse_libsvm_bytes(piece)
+        starts = np.concatenate([[0], chunk.line_ends[:-1]]) if len(chunk.line_ends) else chunk.line_ends
+        dead = [
+            DeadLetter(_line_position(origin, first_line + e.line + 1, offset + e.start), e.reason, e.message, piece[e.start : e.end])
+            for e in chunk.errors
+        ]
+        lines = chunk.lines
+
+        def locate(i):
+            return _line_position(origin, first_line + int(lines[i]) + 1, offset + int(starts[lines[i]]))
+
+        return Batch(chunk.X, chunk.labels, chunk.hashes, locate, dead)
+
+
+class _DictLineDecoder(LineDecoder):
+    """Line formats whose records become feature dicts, one Python decode per line."""
+
+    def _record(self, line: bytes):
+        raise NotImplementedError
+
+    def decode(self, piece, first_line, offset, origin):
+        X, y, hashes, where, dead = [], [], [], [], []
+        start = 0
+        for number, line in enumerate(piece.splitlines(keepends=True), first_line + 1):
+            text = line.rstrip(b"\r\n")
+            if text.strip() and not self._skip(number, text):
+                try:
+                    x, label = self._record(text)
+                except RecordError as error:
+                    dead.append(DeadLetter(_line_position(origin, number, offset + start), error.reason, error.message, text))
+                else:
+                    X.append(x)
+                    y.append(label)
+                    hashes.append(record_hash(text.strip()))
+                    where.append((number, offset + start))
+            start += len(line)
+        hashes = np.asarray(hashes, np.uint64)
+        return Batch(X, y, hashes, lambda i: _line_position(origin, *where[i]), dead)
+
+    def _skip(self, number: int, text: bytes) -> bool:
+        return False
+
+
+class JsonLinesDecoder(_DictLineDecoder):
+    def _record(self, line):
+        try:
+            obj = json.loads(line)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise RecordError("malformed", f"not JSON: {error}") from None
+        return check_record(obj, self.labelled)
+
+
+class CsvDecoder(_DictLineDecoder):
+    """CSV with a header line per file; ``label_column`` is a name or a 0-based index."""
+
+    def __init__(self, labelled: bool = True, label_column=None):
+        super().__init__(labelled)
+        self.label_column = label_column
+        self.header: list | None = None
+        self._label_at = None
+
+    def new_file(self):
+        self.header, self._label_at = None, None
+
+    def export(self):
+        return {"header": self.header}
+
+    def restore(self, state):
+        if state.get("header") is not None:
+            self._set_header(state["header"])
+
+    def _set_header(self, names: list) -> None:
+        self.header = list(names)
+        column = self.label_column
+        if column is None:
+            column = next((n for n in names if n.lower() in LABEL_COLUMNS), 0)
+        if isinstance(column, str) and column.isdigit():
+            column = int(column)
+        if isinstance(column, int):
+            if not 0 <= column < len(names):
+                raise ValueError(f"label column {column} is out of range for a CSV header of {len(names)} columns")
+            self._label_at = column
+        elif column in names:
+            self._label_at = names.index(column)
+        elif self.labelled:
+            raise ValueError(f"label column {column!r} is not in the CSV header {names}")
+        else:
+            self._label_at = None
+
+    def _skip(self, number, text):
+        if self.header is None:
+            self._set_header(next(csv.reader([text.decode("utf-8", "replace")])))
+            return True
+        return False
+
+    def _record(self, line):
+        try:
+            cells = next(csv.reader(io.StringIO(line.decode("utf-8"))))
+        except (csv.Error, UnicodeDecodeError) as error:
+            raise RecordError("malformed", f"not a CSV line: {error}") from None
+        if len(cells) != len(self.header):
+            raise RecordError("malformed", f"{len(cells)} cells but the header has {len(self.header)} columns")
+        x = {}
+        for j, (name, cell) in enumerate(zip(self.header, cells)):
+            if j == self._label_at or not cell.strip():
+                continue
+            try:
+                x[name] = float(cell)
+            except ValueError:
+                raise RecordError("non-numeric", f"value of feature {name!r} is {cell!r}, not a number") from None
+        x = check_features(x)
+        label = cells[self._label_at].strip() if self._label_at is not None else None
+        if label is not None:
+            label = int(label) if label.lstrip("+-").isdigit() else label
+        if self.labelled or label:
+            label = check_label(label if label != "" else None)
+        return x, label
+
+
+class MsgpackDecoder:
+    """A stream of msgpack records. Bytes that are not msgpack cannot be resynchronised:
+    they end the file (the rest of it becomes one dead letter per chunk read)."""
+
+    line_based = False
+
+    def __init__(self, labelled: bool = True):
+        self.labelled = labelled
+        self.broken = False
+
+    def new_file(self):
+        self.broken = False
+
+    def export(self):
+        return {"broken": self.broken}
+
+    def restore(self, state):
+        self.broken = bool(state.get("broken", False))
+
+    def decode(self, buf: bytes, final: bool, first_record: int, offset: int, origin: str, max_records: int):
+        """Records at the start of ``buf``: ``(batch, bytes consumed, records consumed)``."""
+        X, y, hashes, where, dead = [], [], [], [], []
+        if self.broken:
+            dead.append(DeadLetter({"source": origin, "offset": offset}, "undecodable", "after undecodable msgpack data", buf))
+            return Batch(X, y, np.zeros(0, np.uint64), lambda i: {}, dead), len(buf), 0
+        unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(buf), 1 << 20))
+        unpacker.feed(buf)
+        consumed = n = 0
+        while n < max_records:
+            try:
+                obj = unpacker.unpack()
+            except msgpack.OutOfData:
+                break
+            except Exception as error:  # FormatError, StackError, ExtraData, ValueError...
+                self.broken = True
+                dead.append(DeadLetter({"source": origin, "record": first_record + n + 1, "offset": offset + consumed},
+                                       "undecodable", f"not msgpack: {error}", buf[consumed:]))
+                consumed = len(buf)
+                break
+            end = unpacker.tell()
+            raw = buf[consumed:end]
+            n += 1
+            try:
+                x, label = check_record(obj, self.labelled)
+            except RecordError as error:
+                dead.append(DeadLetter({"source": origin, "record": first_record + n, "offset": offset + consumed}, error.reason, error.message, raw))
+            else:
+                X.append(x)
+                y.append(label)
+                hashes.append(record_hash(raw))
+                where.append((first_record + n, offset + consumed))
+            consumed = end
+        if final and consumed < len(buf):
+            dead.append(DeadLetter({"source": origin, "record": first_record + n + 1, "offset": offset + consumed},
+                                   "malformed", "truncated msgpack record at the end of the stream", buf[consumed:]))
+            consumed = len(buf)
+        batch = Batch(X, y, np.asarray(hashes, np.uint64), lambda i: {"source": origin, "record": where[i][0], "offset": where[i][1]}, dead)
+        return batch, consumed, n
+
+
+def make_decoder(fmt: str, labelled: bool = True, label_column=None):
+    """A decoder for a format name (see :data:`FORMATS`)."""
+    fmt = normalize_format(fmt)
+    if fmt == "libsvm":
+        return LibsvmDecoder(labelled)
+    if fmt == "jsonl":
+        return JsonLinesDecoder(labelled)
+    if fmt == "csv":
+        return CsvDecoder(labelled, label_column)
+    return MsgpackDecoder(labelled)

@@ -1,0 +1,212 @@
+"""Kafka source and sink (kafka-python).
+
+:class:`KafkaSource` reads one topic as a consumer of group ``group`` with auto-commit off.
+It assigns itself *every* partition of the topic (one learner must see every record, so
+a group of several daemons sharing partitions would make several half-models; the group
+only holds the committed offsets). On start it seeks to the checkpoint's offsets when
+resuming, otherwise to the beginning of the topic (a fresh model learns everything the
+topic retains). :meth:`KafkaSource.commit` commits offsets synchronously; the runner calls
+it only after the checkpoint holding those offsets is durable, so a crash replays exactly
+the records the restored model has not learned.
+
+A message value is msgpack or JSON (``value_format="auto"`` tells them apart by the first
+byte: ``{`` or ``[`` is JSON) and holds one record ``{"x": {...}, "y": ...}`` or a list of
+records. A value that does not decode, or a record that does not validate, becomes a dead
+letter with its partition, offset and index in the message.
+
+With several partitions the records are learned in the order the consumer fetches them;
+exactly-once holds, but bit-identical replay of an uninterrupted run is only guaranteed for
+a single-partition topic.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import msgpack
+import numpy as np
+
+from .records import Batch, DeadLetter, RecordError, check_record, empty_batch, record_hash
+
+FAST_GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
+
+
+def decode_value(value: bytes, value_format: str = "auto"):
+    """A message value as Python data (msgpack or JSON); raises :class:`RecordError`."""
+    if value is None:
+        raise RecordError("malformed", "the message has no value")
+    use_json = value_format == "json" or (value_format == "auto" and value[:1] in (b"{", b"["))
+    try:
+        if use_json:
+            return json.loads(value)
+        return msgpack.unpackb(value, raw=False, strict_map_key=False)
+    except Exception as error:
+        raise RecordError("undecodable", f"not {'JSON' if use_json else 'msgpack'}: {error}") from None
+
+
+def encode_value(obj, value_format: str = "msgpack") -> bytes:
+    """Encode a record (or a list of records) as a message value."""
+    if value_format == "json":
+        return json.dumps(obj).encode("utf-8")
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def decode_messages(messages, labelled: bool, value_format: str = "auto") -> Batch:
+    """Records and dead letters of consumed messages (``.partition``, ``.offset``, ``.value``)."""
+    X, y, hashes, where, dead = [], [], [], [], []
+    for message in messages:
+        try:
+            obj = decode_value(message.value, value_format)
+        except RecordError as error:
+            dead.append(DeadLetter({"topic": message.topic, "partition": message.partition, "offset": message.offset},
+                                   error.reason, error.message, message.value or b""))
+            continue
+        records = obj if isinstance(obj, list) else [obj]
+        for index, record in enumerate(records):
+            spot = {"topic": message.topic, "partition": message.partition, "offset": message.offset, "index": index}
+            try:
+                x, label = check_record(record, labelled)
+            except RecordError as error:
+                raw = message.value if len(records) == 1 else encode_value(record)
+                dead.append(DeadLetter(spot, error.reason, error.message, raw))
+                continue
+            X.append(x)
+            y.append(label)
+            hashes.append(record_hash(message.value if len(records) == 1 else encode_value(record)))
+            where.append(spot)
+    return Batch(X, y, np.asarray(hashes, np.uint64), where.__getitem__, dead)
+
+
+def parse_kafka_uri(uri: str) -> dict:
+    """``kafka://HOST:PORT[,HOST:PORT]/TOPIC?group=NAME`` → bootstrap, topic, group."""
+    from urllib.parse import parse_qs, urlparse
+
+    parts = urlparse(uri)
+    if parts.scheme != "kafka" or not parts.netloc or not parts.path.strip("/"):
+        raise ValueError(f"not a Kafka URI: {uri!r} (expected kafka://HOST:PORT/TOPIC?group=NAME)")
+    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    return {"bootstrap": parts.netloc, "topic": parts.path.strip("/"), "group": query.get("group"), "options": query}
+
+
+class KafkaSource:
+    """Records from a Kafka topic (see the module docstring).
+
+    ``idle_timeout`` (seconds) ends the stream after that long without a message (for
+    tests and batch jobs); ``None`` runs forever. While idle the source yields empty
+    batches every ``poll_timeout_ms`` so the runner can checkpoint and see a signal."""
+
+    kind = "kafka"
+
+    def __init__(self, bootstrap: str, topic: str, group: str | None = None, labelled: bool = True,
+                 value_format: str = "auto", batch_records: int = 10_000, poll_timeout_ms: int = 200,
+                 idle_timeout: float | None = None, **consumer_options):
+        self.bootstrap, self.topic = bootstrap, topic
+        self.group = group or f"streamlearn-{topic}"
+        self.labelled, self.value_format = labelled, value_format
+        self.batch_records, self.poll_timeout_ms, self.idle_timeout = int(batch_records), poll_timeout_ms, idle_timeout
+        self.consumer_options = {**FAST_GROUP, **consumer_options}
+        self.name = f"kafka://{bootstrap}/{topic}?group={self.group}"
+        self._offsets: dict[int, int] = {}
+        self._consumer = None
+
+    def seek(self, position: dict) -> None:
+        if position.get("kind") != self.kind or position.get("topic") != self.topic:
+            raise ValueError(f"the checkpoint was taken on {position.get('topic') or position.get('kind')}, not on topic {self.topic!r}")
+        self._offsets = {int(p): int(o) for p, o in position["offsets"].items()}
+
+    def _connect(self):
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False,
+                                 auto_offset_reset="earliest", **self.consumer_options)
+        deadline = time.monotonic() + 30
+        partitions = consumer.partitions_for_topic(self.topic)
+        while not partitions:
+            if time.monotonic() > deadline:
+                consumer.close()
+                raise ValueError(f"topic {self.topic!r} does not exist on {self.bootstrap}")
+            time.sleep(0.2)
+            partitions = consumer.partitions_for_topic(self.topic)
+        assigned = [TopicPartition(self.topic, p) for p in sorted(partitions)]
+        consumer.assign(assigned)
+        for tp in assigned:
+            if tp.partition in self._offsets:
+                consumer.seek(tp, self._offsets[tp.partition])
+            else:
+                consumer.seek_to_beginning(tp)
+        for tp in assigned:  # resolve the starting offsets now: they are the first position
+            self._offsets[tp.partition] = consumer.position(tp)
+        self._consumer = consumer
+        return consumer
+
+    def _position(self) -> dict:
+        return {"kind": self.kind, "topic": self.topic, "offsets": {str(p): o for p, o in sorted(self._offsets.items())}}
+
+    def __iter__(self):
+        consumer = self._consumer or self._connect()
+        yield empty_batch(self._position())
+        last_message = time.monotonic()
+        while True:
+            polled = consumer.poll(timeout_ms=self.poll_timeout_ms, max_records=self.batch_records)
+            messages = [m for part in polled.values() for m in part]
+            if not messages:
+                if self.idle_timeout is not None and time.monotonic() - last_message > self.idle_timeout:
+                    return
+                yield empty_batch(self._position())
+                continue
+            last_message = time.monotonic()
+            batch = decode_messages(messages, self.labelled, self.value_format)
+            for m in messages:
+                self._offsets[m.partition] = max(self._offsets.get(m.partition, 0), m.offset + 1)
+            batch.position = self._position()
+            yield batch
+
+    def committed(self) -> dict:
+        """The group's committed offsets ``{partition: offset}`` (for checks and ``inspect``)."""
+        from kafka import TopicPartition
+
+        consumer = self._consumer or self._connect()
+        return {p: consumer.committed(TopicPartition(self.topic, p)) for p in sorted(self._offsets)}
+
+    def commit(self, position: dict) -> None:
+        """Commit a position's offsets to the group (synchronously)."""
+        from kafka import TopicPartition
+        from kafka.structs import OffsetAndMetadata
+
+        if self._consumer is None:
+            return
+        offsets = {TopicPartition(self.topic, int(p)): OffsetAndMetadata(int(o), "", -1) for p, o in position["offsets"].items()}
+        self._consumer.commit(offsets=offsets)
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close(autocommit=False)
+            self._consumer = None
+
+
+class KafkaSink:
+    """Writes JSON values to a topic (predictions, dead letters)."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        from kafka import KafkaProducer
+
+        self.topic = topic
+        self.name = f"kafka://{bootstrap}/{topic}"
+        self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+
+    def write(self, obj: dict) -> None:
+        self._producer.send(self.topic, json.dumps(obj, default=str).encode("utf-8"))
+
+    def sync(self) -> None:
+        self._producer.flush()
+
+    def size(self) -> int | None:
+        return None  # a topic cannot be truncated: Kafka dead letters are at-least-once
+
+    def truncate(self, size) -> None:
+        pass
+
+    def close(self) -> None:
+        self._producer.flush()
+        self._producer.close()

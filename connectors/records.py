@@ -1,0 +1,130 @@
+"""Records, batches and dead letters: what every source hands to the runner.
+
+A source yields :class:`Batch` objects: the valid records of a stretch of the stream
+(``X`` as a SciPy CSR matrix for LIBSVM, or a list of feature dicts for the other
+formats), their labels, a stable hash per record (for hold-out splits), the bad records
+of that stretch as :class:`DeadLetter` objects, and the resume position just past it.
+
+:func:`check_record` is the one place where a decoded record (``{"x": {...}, "y": ...}``
+from JSON, msgpack or Kafka) is validated.
+
+>>> check_record({"x": {"a": 1.5}, "y": "cat"}, labelled=True)
+({'a': 1.5}, 'cat')
+>>> check_record({"x": {"a": float("nan")}, "y": "cat"}, labelled=True)
+Traceback (most recent call last):
+...
+connectors.records.RecordError: non-finite: value of feature 'a' is nan
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .libsvm import fnv1a
+
+_NUMBERS = (int, float)
+
+
+class RecordError(ValueError):
+    """A record that cannot be learned: ``reason`` is a short code, the text explains."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
+
+
+@dataclass
+class DeadLetter:
+    """A bad record: where it was, why it was refused, and its raw bytes."""
+
+    position: dict
+    reason: str
+    message: str
+    record: bytes
+
+    def to_json(self) -> dict:
+        try:
+            raw = {"record": self.record.decode("utf-8")}
+        except UnicodeDecodeError:
+            raw = {"record_base64": base64.b64encode(self.record).decode("ascii")}
+        return {"position": self.position, "reason": self.reason, "message": self.message, **raw}
+
+
+@dataclass
+class Batch:
+    """Valid records of a stretch of the stream, its dead letters, and the position after it."""
+
+    X: object  # scipy.sparse.csr_matrix or list of feature dicts
+    y: list  # labels (None for an unlabelled record when the source is not labelled)
+    hashes: np.ndarray  # uint64, one per record
+    locate: Callable[[int], dict]  # position of record i, for reports
+    dead: list = field(default_factory=list)
+    position: dict | None = None
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def take(self, mask: np.ndarray) -> "Batch":
+        """The records where ``mask`` is true (dead letters and position stay with the original)."""
+        rows = np.flatnonzero(mask)
+        X = self.X[rows] if hasattr(self.X, "tocsr") else [self.X[i] for i in rows.tolist()]
+        locate = self.locate
+        return Batch(X, [self.y[i] for i in rows.tolist()], self.hashes[rows], lambda i: locate(int(rows[i])))
+
+
+def empty_batch(position: dict | None = None) -> Batch:
+    """A batch without records (a source's heartbeat while the stream is idle)."""
+    return Batch([], [], np.zeros(0, np.uint64), lambda i: {}, [], position)
+
+
+def record_hash(raw: bytes) -> int:
+    """The stable hash of a record's raw bytes (FNV-1a 64, as the LIBSVM parser computes it)."""
+    return int(fnv1a(np.frombuffer(raw, np.uint8), 0, len(raw)))
+
+
+def _is_missing(y) -> bool:
+    return y is None or (isinstance(y, str) and not y.strip()) or (isinstance(y, float) and math.isnan(y))
+
+
+def check_label(y):
+    """A label as stored (ints, strings, bools, finite floats); raises :class:`RecordError`."""
+    if _is_missing(y):
+        raise RecordError("missing-label", "the record has no label")
+    if isinstance(y, (str, int, bool)) or (isinstance(y, float) and math.isfinite(y)):
+        return y
+    raise RecordError("bad-label", f"label {y!r} is not a string, an integer, a boolean or a finite number")
+
+
+def check_features(x) -> dict:
+    """Validate a feature dict: string or integer names, finite numeric values, at least one."""
+    if not isinstance(x, dict):
+        raise RecordError("malformed", f"features must be a mapping, got {type(x).__name__}")
+    if not x:
+        raise RecordError("empty-features", "the record has no features")
+    for name, value in x.items():
+        if not isinstance(name, (str, int)) or isinstance(name, bool):
+            raise RecordError("malformed", f"feature name {name!r} is not a string or an integer")
+        if not isinstance(value, _NUMBERS):
+            raise RecordError("non-numeric", f"value of feature {name!r} is {value!r}, not a number")
+        if not math.isfinite(value):
+            raise RecordError("non-finite", f"value of feature {name!r} is {value!r}")
+    return x
+
+
+def check_record(obj, labelled: bool) -> tuple[dict, object]:
+    """Validate a decoded record ``{"x": {...}, "y": label}``; return ``(x, y)``.
+
+    ``y`` may be absent (``None`` is returned) when the source is not ``labelled``."""
+    if not isinstance(obj, dict) or "x" not in obj:
+        raise RecordError("malformed", 'a record is a mapping {"x": {feature: value, ...}, "y": label}')
+    x = check_features(obj["x"])
+    y = obj.get("y")
+    if labelled or not _is_missing(y):
+        y = check_label(y)
+    return x, y

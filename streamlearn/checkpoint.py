@@ -1,0 +1,154 @@
+"""Versioned msgpack checkpoints: save, load, list.
+
+A checkpoint file ``ckpt-<sequence>.slc`` is::
+
+    b"STREAMLEARN\\0" | format version (uint32, little endian) | SHA-256 of the payload | payload
+
+and the payload is msgpack: ``{"sequence", "created", "learner": learner.export_state(),
+"position": the source position, "runner": counters, metrics, sink sizes}``. NumPy
+arrays are msgpack extension values (dtype, shape, raw bytes), so reading a checkpoint
+never unpickles code.
+
+Writing is atomic: a temporary file in the same directory is written, fsynced and renamed,
+and the directory is fsynced. The newest ``keep`` checkpoints are kept. Loading takes the
+newest checkpoint that is intact; a corrupt one (bad magic, checksum, truncation) is
+skipped with a warning. A checkpoint of another format version is refused with a message
+that says so — it is not silently skipped.
+
+>>> import tempfile, numpy as np
+>>> store = CheckpointStore(tempfile.mkdtemp())
+>>> path = store.save({"learner": {"w": np.arange(3.0)}, "position": {"offset": 10}})
+>>> store.load_latest()["learner"]["w"]
+array([0., 1., 2.])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+import struct
+import time
+import warnings
+
+import msgpack
+import numpy as np
+
+MAGIC = b"STREAMLEARN\0"
+FORMAT_VERSION = 1
+_HEADER = struct.Struct("<12sI32s")
+_NDARRAY = 1
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used (the message says why and what to do)."""
+
+
+class CorruptCheckpoint(CheckpointError):
+    """A checkpoint whose bytes are damaged (it is skipped when an older one exists)."""
+
+
+def _encode(obj):
+    if isinstance(obj, np.ndarray):
+        array = np.ascontiguousarray(obj)
+        if array.dtype.hasobject:
+            raise TypeError("object arrays cannot be checkpointed")
+        return msgpack.ExtType(_NDARRAY, msgpack.packb([array.dtype.str, list(array.shape), array.tobytes()]))
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, tuple):
+        return list(obj)
+    raise TypeError(f"cannot checkpoint a {type(obj).__name__}")
+
+
+def _decode_ext(code, data):
+    if code == _NDARRAY:
+        dtype, shape, raw = msgpack.unpackb(data)
+        return np.frombuffer(raw, dtype=np.dtype(dtype)).reshape(shape).copy()
+    return msgpack.ExtType(code, data)
+
+
+def dumps(payload: dict) -> bytes:
+    """The bytes of a checkpoint file holding ``payload``."""
+    body = msgpack.packb(payload, default=_encode, use_bin_type=True, strict_types=True)
+    return _HEADER.pack(MAGIC, FORMAT_VERSION, hashlib.sha256(body).digest()) + body
+
+
+def loads(data: bytes, name: str = "checkpoint") -> dict:
+    """The payload of checkpoint bytes; raises :class:`CorruptCheckpoint` or
+    :class:`CheckpointError` (other format version)."""
+    if len(data) < _HEADER.size or not data.startswith(MAGIC):
+        raise CorruptCheckpoint(f"{name} is not a streamlearn checkpoint (bad header or truncated)")
+    _, version, digest = _HEADER.unpack_from(data)
+    if version != FORMAT_VERSION:
+        raise CheckpointError(
+            f"{name} has checkpoint format version {version}, but this streamlearn reads version {FORMAT_VERSION}: "
+            "use the streamlearn version that wrote it, or start without --resume")
+    body = data[_HEADER.size:]
+    if hashlib.sha256(body).digest() != digest:
+        raise CorruptCheckpoint(f"{name} is corrupt (checksum mismatch)")
+    return msgpack.unpackb(body, ext_hook=_decode_ext, raw=False, strict_map_key=False)
+
+
+class CheckpointStore:
+    """The checkpoints of one directory (created on first save)."""
+
+    def __init__(self, directory, keep: int = 3):
+        self.directory = pathlib.Path(directory)
+        if int(keep) < 1:
+            raise ValueError(f"keep must be at least 1, got {keep!r}")
+        self.keep = int(keep)
+
+    def paths(self) -> list[pathlib.Path]:
+        """Checkpoint files, oldest first."""
+        if not self.directory.is_dir():
+            return []
+        return sorted(self.directory.glob("ckpt-*.slc"))
+
+    def _next_sequence(self) -> int:
+        paths = self.paths()
+        return int(paths[-1].stem.split("-")[1]) + 1 if paths else 1
+
+    def save(self, payload: dict) -> pathlib.Path:
+        """Write a new checkpoint atomically and drop the oldest beyond ``keep``."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        sequence = self._next_sequence()
+        payload = {**payload, "sequence": sequence, "created": time.time()}
+        path = self.directory / f"ckpt-{sequence:012d}.slc"
+        tmp = self.directory / f".{path.name}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(dumps(payload))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        for old in self.paths()[: -self.keep]:
+            old.unlink(missing_ok=True)
+        return path
+
+    def load(self, path) -> dict:
+        path = pathlib.Path(path)
+        return loads(path.read_bytes(), str(path))
+
+    def load_latest(self) -> dict | None:
+        """The newest intact checkpoint, or ``None`` when there is none at all.
+
+        Corrupt ones are skipped with a warning; if every one is corrupt, raises."""
+        paths = self.paths()
+        problems = []
+        for path in reversed(paths):
+            try:
+                payload = self.load(path)
+            except CorruptCheckpoint as error:
+                warnings.warn(f"{error}; falling back to an older checkpoint", stacklevel=2)
+                problems.append(str(error))
+                continue
+            payload["path"] = str(path)
+            return payload
+        if problems:
+            raise CorruptCheckpoint("no usable checkpoint in " + str(self.directory) + ": " + "; ".join(problems))
+        return None

@@ -1,0 +1,293 @@
+"""The ``streamlearn`` command: train, predict, evaluate, inspect, plot.
+
+Examples::
+
+    streamlearn train data.svm --learner MulticlassSVM --param lam=1e-4 --checkpoint-dir ckpt
+    cat data.svm | streamlearn train - --learner MulticlassSVM --checkpoint-dir ckpt
+    streamlearn train kafka://127.0.0.1:9092/events?group=learner --learner MulticlassSVM \\
+        --checkpoint-dir ckpt --checkpoint-interval 10 --resume
+    streamlearn predict new.svm --checkpoint ckpt --output predictions.jsonl
+    streamlearn evaluate test.svm --checkpoint ckpt
+    streamlearn inspect ckpt
+    streamlearn plot ckpt/metrics.jsonl -o curves.png
+
+Exit codes: 0 done (also after SIGTERM/SIGINT, with a final checkpoint), 1 bad
+configuration or source (one line on stderr), 2 more bad records than ``--max-errors``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import sys
+import tomllib
+
+import connectors
+from connectors.files import SourceError
+
+from .checkpoint import CheckpointError, CheckpointStore
+from .errors import StreamlearnError
+from .metrics import ClassificationMetrics
+from .runner import Runner, evaluate_source, score_batch
+
+
+class ConfigError(ValueError):
+    """Bad command-line configuration: printed as one line, exit code 1."""
+
+
+def parse_param(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` → (key, value); the value is a Python literal when it parses as one
+    (``1e-4``, ``True``, ``None``, ``8``), else the string."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--param expects KEY=VALUE, got {text!r}")
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        value = raw
+    return key.strip(), value
+
+
+def build_learner(name: str, params: list[str]):
+    """A learner from its class name and ``KEY=VALUE`` parameters (clear errors)."""
+    import streamlearn
+
+    if name not in streamlearn.LEARNERS:
+        raise ConfigError(f"unknown learner {name!r}; choose one of: {', '.join(sorted(streamlearn.LEARNERS))}")
+    kwargs = dict(parse_param(p) for p in params or [])
+    cls = streamlearn.LEARNERS[name]
+    try:
+        return cls(**kwargs)
+    except TypeError as error:
+        raise ConfigError(f"{name}: {error}") from None
+    except StreamlearnError as error:
+        raise ConfigError(f"{name}: {error}") from None
+
+
+def _source(args, labelled: bool, passes: int = 1):
+    return connectors.open_source(args.source, args.format, labelled, args.batch_records, passes, args.label_column,
+                                  getattr(args, "idle_timeout", None))
+
+
+def _holdout(args):
+    """``--holdout``: a fraction, or a path/URI evaluated in full at every checkpoint."""
+    if args.holdout is None:
+        return None
+    try:
+        return float(args.holdout)
+    except ValueError:
+        pass
+    uri = args.holdout
+    connectors.open_source(uri, args.format, True)  # fail now if it cannot be opened
+    return lambda: connectors.open_source(uri, args.format, True, args.batch_records, idle_timeout=2.0)
+
+
+def cmd_train(args) -> int:
+    model = build_learner(args.learner, args.param)
+    source = _source(args, True, args.passes)
+    directory = args.checkpoint_dir
+    metrics = args.metrics or (os.path.join(directory, "metrics.jsonl") if directory else None)
+    dead = args.dead_letter or (os.path.join(directory, "dead_letters.jsonl") if directory else "dead_letters.jsonl")
+    runner = Runner(model, source, checkpoint_dir=directory, checkpoint_every=args.checkpoint_every,
+                    checkpoint_interval=args.checkpoint_interval, keep=args.keep, holdout=_holdout(args),
+                    metrics_sink=connectors.open_sink(metrics), dead_letter_sink=connectors.open_sink(dead),
+                    max_errors=args.max_errors, progress=False if args.quiet else None)
+    if args.resume:
+        if directory is None:
+            raise ConfigError("--resume needs --checkpoint-dir")
+        if runner.resume():
+            restored = runner.model
+            if type(restored).__name__ != args.learner or (args.param and restored._get_params() != model._get_params()):
+                print(f"streamlearn: resuming the checkpoint's {type(restored).__name__}{restored._get_params()}; "
+                      "--learner/--param are ignored", file=sys.stderr)
+            print(f"streamlearn: resumed from {runner.last_checkpoint_path} "
+                  f"({runner.counters['learned']:,} examples learned)", file=sys.stderr)
+    code = runner.run()
+    print(json.dumps(runner.summary(), default=str))
+    return code
+
+
+def _load(directory):
+    payload = CheckpointStore(directory).load_latest()
+    if payload is None:
+        raise ConfigError(f"no checkpoint in {directory!r}")
+    import streamlearn
+
+    return streamlearn.learner_from_state(payload["learner"]), payload
+
+
+def cmd_predict(args) -> int:
+    model, _ = _load(args.checkpoint)
+    sink = connectors.open_sink(args.output or "-")
+    n = 0
+    try:
+        for batch in _source(args, labelled=False):
+            for dead in batch.dead:
+                print(f"streamlearn: skipped bad record at {dead.position}: {dead.reason}: {dead.message}", file=sys.stderr)
+            if not len(batch):
+                continue
+            if args.proba:
+                proba = model.predict_proba_many(batch.X).to_dict(orient="records")
+            predicted = model.predict_many(batch.X)
+            for i, label in enumerate(predicted.tolist()):
+                out = {"position": batch.locate(i), "prediction": label}
+                if args.proba:
+                    out["proba"] = proba[i]
+                sink.write(out)
+            n += len(batch)
+    finally:
+        sink.close()
+    print(f"streamlearn: {n:,} predictions", file=sys.stderr)
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    model, _ = _load(args.checkpoint)
+    metrics = ClassificationMetrics()
+    bad = 0
+    for batch in _source(args, labelled=True):
+        bad += len(batch.dead)
+        if len(batch):
+            predicted, p_true = score_batch(model, batch.X, batch.y)
+            metrics.update(batch.y, predicted, p_true)
+    print(json.dumps({**metrics.summary(), "bad_records": bad}))
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    store = CheckpointStore(args.directory)
+    payload = store.load_latest()
+    if payload is None:
+        raise ConfigError(f"no checkpoint in {args.directory!r}")
+    state = payload["learner"]
+    labels = state["labels"]["labels"]
+    features = state["features"]
+    info = {
+        "checkpoint": payload["path"],
+        "checkpoints": [p.name for p in store.paths()],
+        "sequence": payload["sequence"],
+        "created": payload["created"],
+        "learner": state["class"],
+        "params": state["params"],
+        "classes": len(labels),
+        "first_classes": labels[:20],
+        "features": (2 ** features["n_bits"]) if features["n_bits"] else len(features["names"]),
+        "pending_examples": len(state["pending"]["y"]),
+        "source": payload["runner"]["source"],
+        "position": payload["position"],
+        "counters": payload["runner"]["counters"],
+        "prequential": ClassificationMetrics.restore(payload["runner"]["prequential"]).summary(),
+    }
+    print(json.dumps(info, indent=2, default=str))
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from .plotting import plot_metrics
+
+    plot_metrics(args.metrics_file, args.output)
+    print(f"streamlearn: wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def _add_source_options(p) -> None:
+    p.add_argument("source", nargs="+", help="file path(s) or glob(s), - for stdin, or kafka://HOST:PORT/TOPIC?group=NAME")
+    p.add_argument("--format", help="libsvm, csv, jsonl or msgpack (default: guessed from the file name; libsvm for stdin)")
+    p.add_argument("--label-column", help="CSV: the label column's name or 0-based index")
+    p.add_argument("--batch-records", type=int, default=10_000, help="records per batch (default: 10000)")
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="streamlearn", description="Learn multi-class linear classifiers from a stream.",
+                                     epilog=__doc__.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("train", help="learn from a source, with checkpoints, metrics and dead letters")
+    _add_source_options(p)
+    p.add_argument("--config", help="a TOML file whose keys stand in for these options ([param] table for --param)")
+    p.add_argument("--learner", default="MulticlassSVM", help="learner class name as exported by streamlearn (default: MulticlassSVM)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="learner parameter, repeatable (e.g. lam=1e-4)")
+    p.add_argument("--checkpoint-dir", help="directory for checkpoints (and, by default, metrics.jsonl and dead_letters.jsonl)")
+    p.add_argument("--checkpoint-every", type=int, default=10_000, help="checkpoint every N learned examples (default: 10000)")
+    p.add_argument("--checkpoint-interval", type=float, default=60.0, help="... and every S seconds (default: 60)")
+    p.add_argument("--keep", type=int, default=3, help="checkpoints kept (default: 3)")
+    p.add_argument("--resume", action="store_true", help="continue from the newest intact checkpoint in --checkpoint-dir")
+    p.add_argument("--holdout", help="a fraction (hash split of the stream, never learned) or a labelled source evaluated at each checkpoint")
+    p.add_argument("--metrics", help="metrics log (JSON lines; default: CHECKPOINT_DIR/metrics.jsonl)")
+    p.add_argument("--dead-letter", help="bad records go here: a file (JSON lines) or kafka://HOST:PORT/TOPIC "
+                                         "(default: CHECKPOINT_DIR/dead_letters.jsonl, else ./dead_letters.jsonl)")
+    p.add_argument("--max-errors", type=int, help="stop with exit code 2 after more than N bad records")
+    p.add_argument("--passes", type=int, default=1, help="passes over file sources (default: 1)")
+    p.add_argument("--idle-timeout", type=float, help="Kafka: stop after S seconds without a message (default: run forever)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("predict", help="predict the records of a source with a checkpointed model")
+    _add_source_options(p)
+    p.add_argument("--checkpoint", required=True, help="checkpoint directory")
+    p.add_argument("--output", help="file (JSON lines), - (stdout, default) or kafka://HOST:PORT/TOPIC")
+    p.add_argument("--proba", action="store_true", help="add class probabilities")
+    p.add_argument("--idle-timeout", type=float, default=5.0, help="Kafka: stop after S seconds without a message")
+    p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("evaluate", help="accuracy, macro-F1 and log-loss of a checkpointed model on a labelled source")
+    _add_source_options(p)
+    p.add_argument("--checkpoint", required=True, help="checkpoint directory")
+    p.add_argument("--idle-timeout", type=float, default=5.0, help="Kafka: stop after S seconds without a message")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("inspect", help="what the newest checkpoint of a directory holds")
+    p.add_argument("directory")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("plot", help="learning curves from a metrics log, as PNG")
+    p.add_argument("metrics_file")
+    p.add_argument("-o", "--output", required=True, help="PNG file to write")
+    p.set_defaults(func=cmd_plot)
+    return parser
+
+
+def _apply_config(parser, argv) -> None:
+    """Defaults from ``train --config FILE`` (TOML; keys are option names)."""
+    if "--config" not in " ".join(argv):
+        return
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config")
+    known, _ = pre.parse_known_args(argv)
+    if not known.config:
+        return
+    try:
+        with open(known.config, "rb") as f:
+            config = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"cannot read config {known.config!r}: {error}") from None
+    params = [f"{k}={v!r}" for k, v in config.pop("param", {}).items()]
+    defaults = {k.replace("-", "_"): v for k, v in config.items()}
+    train = parser._subparsers._group_actions[0].choices["train"]
+    unknown = set(defaults) - {a.dest for a in train._actions}
+    if unknown:
+        raise ConfigError(f"unknown keys in {known.config!r}: {', '.join(sorted(unknown))}")
+    train.set_defaults(**defaults, param=params)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = make_parser()
+    try:
+        _apply_config(parser, argv)
+        args = parser.parse_args(argv)
+        return args.func(args)
+    except (ConfigError, SourceError, CheckpointError, FileNotFoundError) as error:
+        print(f"streamlearn: error: {error}", file=sys.stderr)
+        return 1
+    except ValueError as error:  # e.g. a bad format name or URI
+        print(f"streamlearn: error: {error}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

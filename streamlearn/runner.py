@@ -1,0 +1,316 @@
+"""The stream loop: pull a batch, score it, learn it, evaluate, checkpoint, commit.
+
+For every batch a source yields (:mod:`connectors`):
+
+1. its dead letters go to the dead-letter sink (counted; ``max_errors`` turns too many
+   into a stop with exit code 2);
+2. with a hash hold-out (``holdout=0.05``), the records whose stable hash falls in the
+   first 5 % of the hash range are only *scored* (hold-out metrics), never learned;
+3. the other records are scored by the current model before they are learned
+   (prequential accuracy, macro-F1, log-loss: :class:`~streamlearn.metrics.ClassificationMetrics`),
+   then learned with ``learn_many`` (every learner of the project);
+4. every ``checkpoint_every`` learned examples or ``checkpoint_interval`` seconds: the
+   hold-out source (if any) is evaluated in full, a metrics line is appended (JSON lines),
+   sinks are synced, a checkpoint (learner state + source position + counters + metrics +
+   sink sizes) is written, and only then the position is committed to the source.
+
+SIGTERM / SIGINT: the current batch is finished, a final checkpoint is written, the
+position committed, and :meth:`Runner.run` returns 0. A source that blocks while waiting
+for input (stdin) is interrupted; the records it had not yet handed over are not part of
+the checkpoint and are read again on resume.
+
+Resuming (:meth:`Runner.resume`) restores the newest intact checkpoint, seeks the source to
+its position and cuts the dead-letter and metrics files back to the sizes it recorded, so
+a crash at any moment (even ``kill -9``) replays exactly what the restored model has not
+learned, and nothing is learned or reported twice.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+
+import numpy as np
+
+from connectors.records import Batch
+from connectors.sinks import NullSink, to_json_line
+
+from .base import StreamClassifier
+from .checkpoint import CheckpointStore
+from .metrics import ClassificationMetrics
+
+HASH_RANGE = float(2**64)
+
+
+class TooManyErrors(RuntimeError):
+    """More bad records than ``max_errors``."""
+
+
+class _Stop(BaseException):
+    """Raised by the signal handler while the runner waits on a blocking source."""
+
+
+def score_batch(model: StreamClassifier, X, y) -> tuple[list, np.ndarray]:
+    """Predicted labels and the probability given to each true label (0 for a class the
+    model has not seen), for a batch the model has not learned yet."""
+    scores = model.decision_function_many(X)
+    n = scores.shape[0]
+    if not scores.shape[1]:
+        return [None] * n, np.zeros(n)
+    proba = model._probabilities(scores)
+    classes = model.classes
+    predicted = [classes[k] for k in proba.argmax(axis=1).tolist()]
+    columns = model.class_indices(y)
+    p_true = np.where(columns >= 0, proba[np.arange(n), np.maximum(columns, 0)], 0.0)
+    return predicted, p_true
+
+
+def evaluate_source(model: StreamClassifier, source, metrics: ClassificationMetrics | None = None) -> ClassificationMetrics:
+    """Score every labelled record of a source (nothing is learned)."""
+    metrics = metrics or ClassificationMetrics()
+    for batch in source:
+        if len(batch):
+            predicted, p_true = score_batch(model, batch.X, batch.y)
+            metrics.update(batch.y, predicted, p_true)
+    return metrics
+
+
+class Runner:
+    """Runs a learner on a source (see the module docstring).
+
+    Parameters
+    ----------
+    model, source
+        A streamlearn learner and a source from :func:`connectors.open_source`.
+    checkpoint_dir
+        Where checkpoints go (``None``: no checkpoints, no resume).
+    checkpoint_every, checkpoint_interval
+        Checkpoint after this many learned examples and/or this many seconds.
+    keep
+        Checkpoints kept.
+    holdout
+        ``None``, a fraction in (0, 1) (hash split of the stream) or a callable returning a
+        fresh labelled source evaluated in full at every checkpoint.
+    metrics_sink, dead_letter_sink
+        Sinks (:mod:`connectors.sinks`) for metrics lines and dead letters.
+    max_errors
+        Stop (exit code 2) once more than this many records were bad; ``None``: never.
+    log
+        Where progress lines go (``None``: stderr); a tqdm bar is used on a terminal.
+    """
+
+    def __init__(self, model: StreamClassifier, source, *, checkpoint_dir=None, checkpoint_every: int = 10_000,
+                 checkpoint_interval: float | None = 60.0, keep: int = 3, holdout=None, metrics_sink=None,
+                 dead_letter_sink=None, max_errors: int | None = None, log=None, progress: bool | None = None):
+        if holdout is not None and not callable(holdout) and not 0.0 < float(holdout) < 1.0:
+            raise ValueError(f"a hold-out fraction must be in (0, 1), got {holdout!r}")
+        if checkpoint_every is not None and int(checkpoint_every) < 1:
+            raise ValueError(f"checkpoint_every must be positive, got {checkpoint_every!r}")
+        self.model, self.source = model, source
+        self.store = CheckpointStore(checkpoint_dir, keep) if checkpoint_dir else None
+        self.checkpoint_every = checkpoint_every
+        self.checkpoint_interval = checkpoint_interval
+        self.holdout = holdout
+        self.metrics_sink = metrics_sink or NullSink()
+        self.dead_letters = dead_letter_sink or NullSink()
+        self.max_errors = max_errors
+        self.log = log or sys.stderr
+        self.progress = self.log.isatty() if progress is None and hasattr(self.log, "isatty") else bool(progress)
+        self.counters = {"seen": 0, "learned": 0, "held_out": 0, "dead_letters": 0, "batches": 0, "checkpoints": 0}
+        self.prequential = ClassificationMetrics()
+        self.holdout_metrics = ClassificationMetrics()
+        self.position = None
+        self.checkpoint_seconds = 0.0
+        self.last_checkpoint_path = None
+        self._stop_requested = False
+        self._waiting = False
+
+    # ----------------------------------------------------------------- resume
+    def resume(self) -> bool:
+        """Restore the newest intact checkpoint (``False`` if there is none)."""
+        if self.store is None:
+            raise ValueError("resuming needs a checkpoint directory")
+        payload = self.store.load_latest()
+        if payload is None:
+            return False
+        from . import learner_from_state
+
+        self.model = learner_from_state(payload["learner"])
+        self.position = payload["position"]
+        if self.position is not None:
+            self.source.seek(self.position)
+        state = payload["runner"]
+        self.counters.update(state["counters"])
+        self.prequential = ClassificationMetrics.restore(state["prequential"])
+        self.holdout_metrics = ClassificationMetrics.restore(state["holdout"])
+        self.dead_letters.truncate(state["sinks"].get("dead_letters"))
+        self.metrics_sink.truncate(state["sinks"].get("metrics"))
+        self.last_checkpoint_path = payload["path"]
+        return True
+
+    # ------------------------------------------------------------ checkpoints
+    def _payload(self) -> dict:
+        return {
+            "learner": self.model.export_state(),
+            "position": self.position,
+            "runner": {
+                "source": self.source.name,
+                "counters": dict(self.counters),
+                "prequential": self.prequential.export(),
+                "holdout": self.holdout_metrics.export(),
+                "sinks": {"dead_letters": self.dead_letters.size(), "metrics": self.metrics_sink.size()},
+            },
+        }
+
+    def checkpoint(self) -> None:
+        """Evaluate, log metrics, sync sinks, write a checkpoint, then commit the position."""
+        start = time.perf_counter()
+        line = self.metrics_line()
+        self.metrics_sink.write(line)
+        self.metrics_sink.sync()
+        self.dead_letters.sync()
+        if self.store is not None:
+            self.counters["checkpoints"] += 1
+            self.last_checkpoint_path = str(self.store.save(self._payload()))
+        if self.position is not None and (self.store is not None):
+            self.source.commit(self.position)
+        self.checkpoint_seconds += time.perf_counter() - start
+        self._learned_at_checkpoint = self.counters["learned"]
+        self._checkpoint_time = time.monotonic()
+
+    def metrics_line(self) -> dict:
+        """The current metrics as one JSON-able dict (what the metrics log holds)."""
+        now = time.monotonic()
+        learned = self.counters["learned"]
+        rate = (learned - self._rate_mark[1]) / max(now - self._rate_mark[0], 1e-9)
+        self._rate_mark = (now, learned)
+        holdout = None
+        if callable(self.holdout):
+            holdout = evaluate_source(self.model, self.holdout()).summary()
+        elif self.holdout is not None:
+            holdout = self.holdout_metrics.summary()
+        return {
+            "time": time.time(),
+            "elapsed_s": round(time.perf_counter() - self._started, 3),
+            **self.counters,
+            "examples_per_s": round(rate, 1),
+            "prequential": self.prequential.summary(),
+            "holdout": holdout,
+        }
+
+    # -------------------------------------------------------------------- loop
+    def _handle_signal(self, signum, frame):
+        self._stop_requested = True
+        if self._waiting:
+            raise _Stop()
+
+    def _process(self, batch: Batch) -> None:
+        for dead in batch.dead:
+            self.dead_letters.write(dead.to_json())
+        self.counters["dead_letters"] += len(batch.dead)
+        if len(batch):
+            train = batch
+            if self.holdout is not None and not callable(self.holdout):
+                held = batch.hashes < np.uint64(min(float(self.holdout) * HASH_RANGE, HASH_RANGE - 1))
+                if held.any():
+                    kept = batch.take(held)
+                    predicted, p_true = score_batch(self.model, kept.X, kept.y)
+                    self.holdout_metrics.update(kept.y, predicted, p_true)
+                    self.counters["held_out"] += len(kept)
+                    train = batch.take(~held)
+            if len(train):
+                predicted, p_true = score_batch(self.model, train.X, train.y)
+                self.model.learn_many(train.X, train.y)
+                self.prequential.update(train.y, predicted, p_true)
+                self.counters["learned"] += len(train)
+            self.counters["seen"] += len(batch)
+        self.counters["batches"] += 1
+        if batch.position is not None:
+            self.position = batch.position
+        if self.max_errors is not None and self.counters["dead_letters"] > self.max_errors:
+            # the batch is fully handled (valid records learned), so a checkpoint now is consistent
+            raise TooManyErrors(f"{self.counters['dead_letters']} bad records, more than --max-errors {self.max_errors}")
+
+    def _due(self) -> bool:
+        if self.counters["learned"] - self._learned_at_checkpoint >= (self.checkpoint_every or float("inf")):
+            return True
+        if self.checkpoint_interval is not None and time.monotonic() - self._checkpoint_time >= self.checkpoint_interval:
+            return True
+        return False
+
+    def run(self) -> int:
+        """Run until the source ends or a signal arrives; the exit code (0, or 2 after
+        too many bad records)."""
+        self._started = time.perf_counter()
+        self._rate_mark = (time.monotonic(), self.counters["learned"])
+        self._learned_at_checkpoint = self.counters["learned"]
+        self._checkpoint_time = time.monotonic()
+        handlers = {s: signal.signal(s, self._handle_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        bar = self._progress_bar()
+        code = 0
+        try:
+            batches = iter(self.source)
+            while not self._stop_requested:
+                self._waiting = getattr(self.source, "kind", "") != "kafka"
+                try:
+                    batch = next(batches)
+                except (StopIteration, _Stop):
+                    break
+                finally:
+                    self._waiting = False
+                try:
+                    self._process(batch)
+                except TooManyErrors as error:
+                    print(f"streamlearn: {error}; stopping", file=self.log)
+                    code = 2
+                    break
+                bar(batch)
+                if self._due():
+                    self.checkpoint()
+            self.checkpoint()
+        finally:
+            self._waiting = False
+            for s, h in handlers.items():
+                signal.signal(s, h)
+            bar(None)
+            self.source.close()
+        return code
+
+    def _progress_bar(self):
+        """A callable updating a tqdm bar (terminal) or printing a line every 10 s."""
+        if self.progress:
+            from tqdm import tqdm
+
+            bar = tqdm(unit=" ex", file=self.log, dynamic_ncols=True, smoothing=0.1)
+
+            def update(batch):
+                if batch is None:
+                    bar.close()
+                    return
+                bar.update(len(batch))
+                acc = self.prequential.summary()["accuracy"]
+                if acc is not None and self.counters["batches"] % 10 == 0:
+                    bar.set_postfix(acc=f"{acc:.4f}", dead=self.counters["dead_letters"], refresh=False)
+
+            return update
+        last = [time.monotonic()]
+
+        def log_line(batch):
+            if batch is None or time.monotonic() - last[0] < 10:
+                return
+            last[0] = time.monotonic()
+            summary = self.prequential.summary()
+            self.log.write(to_json_line({"progress": {**self.counters, "accuracy": summary["accuracy"]}}))
+            self.log.flush()
+
+        return log_line
+
+    def summary(self) -> dict:
+        """Counters, metrics and the share of time spent checkpointing."""
+        elapsed = time.perf_counter() - self._started
+        return {**self.counters, "prequential": self.prequential.summary(),
+                "holdout": self.holdout_metrics.summary() if self.holdout is not None and not callable(self.holdout) else None,
+                "elapsed_s": elapsed, "checkpoint_share": self.checkpoint_seconds / elapsed if elapsed else 0.0,
+                "checkpoint": self.last_checkpoint_path}
+
