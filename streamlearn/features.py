@@ -32,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import InvalidInputError
-from .kernels.rows import sort_rows_by_key
+from .kernels.rows import first_appearance, sort_rows_by_key
 
 _NUMERIC_TYPES = frozenset({float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_})
 _HASH_CACHE_LIMIT = 1 << 20
@@ -221,11 +221,13 @@ class FeatureSpace:
         """Validate a batch (pandas/narwhals DataFrame, 2-D NumPy array, SciPy sparse
         matrix or a list of feature dicts) and return it as CSR rows over weight columns. Column names are the
         DataFrame's column labels, or the integers ``0..n_cols-1`` for arrays. Only
-        columns with a non-zero value enter the vocabulary (a zero contributes nothing)."""
+        columns with a non-zero value enter the vocabulary (a zero contributes nothing),
+        in order of first appearance (row by row), so the vocabulary does not depend on
+        where a stream is cut into batches."""
         if isinstance(X, list):
             return self._encode_dicts(X, grow)
         names, matrix = _batch_to_csr(X)
-        used = np.flatnonzero(np.bincount(matrix.indices, minlength=0)) if matrix.nnz else np.zeros(0, np.int64)
+        used = first_appearance(matrix.indices, matrix.shape[1])
         cols = self._columns_of_positions(names, used, grow)
         indptr = matrix.indptr.astype(np.int64)
         indices, data = cols[matrix.indices], matrix.data.astype(np.float64)

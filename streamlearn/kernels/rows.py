@@ -30,3 +30,19 @@ def sort_rows_by_key(indptr, indices, data, keys):
         for p in range(hi - lo):
             indices[lo + p] = row_indices[order[p]]
             data[lo + p] = row_data[order[p]]
+
+
+@njit(cache=True)
+def first_appearance(indices, width):
+    """The distinct values of ``indices`` (all in ``[0, width)``) in order of first
+    appearance: a batch's new columns then enter the vocabulary in stream order, so
+    cutting a stream into batches differently never changes the vocabulary's order."""
+    seen = np.zeros(width, np.bool_)
+    out = np.empty(min(width, len(indices)), np.int64)
+    n = 0
+    for c in indices:
+        if not seen[c]:
+            seen[c] = True
+            out[n] = c
+            n += 1
+    return out[:n]

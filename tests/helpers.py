@@ -1,0 +1,83 @@
+"""Helpers shared by the runtime tests: synthetic labelled streams, model comparison,
+and running the ``streamlearn`` command."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+import streamlearn
+from connectors.libsvm import parse_libsvm_bytes
+
+PYTHON = sys.executable
+
+
+def libsvm_lines(n: int, n_classes: int = 5, n_features: int = 40, seed: int = 0) -> list[str]:
+    """A learnable multi-class stream as LIBSVM lines (class-dependent feature means)."""
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(n_classes, n_features))
+    lines = []
+    for _ in range(n):
+        y = int(rng.integers(n_classes))
+        active = rng.choice(n_features, size=8, replace=False)
+        active.sort()
+        values = centers[y, active] + 0.5 * rng.normal(size=8)
+        lines.append(f"{y + 1} " + " ".join(f"{j + 1}:{v:.6g}" for j, v in zip(active, values)))
+    return lines
+
+
+def records(n: int, n_classes: int = 4, seed: int = 0) -> list[dict]:
+    """The same kind of stream as ``{"x": {...}, "y": ...}`` records with string names."""
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(n_classes, 12))
+    out = []
+    for _ in range(n):
+        y = int(rng.integers(n_classes))
+        active = rng.choice(12, size=5, replace=False)
+        out.append({"x": {f"f{j}": float(centers[y, j] + 0.3 * rng.normal()) for j in active}, "y": f"c{y}"})
+    return out
+
+
+def train_reference(text: bytes, learner: str = "MulticlassSVM", **params):
+    """A model trained in-process on all valid LIBSVM lines of ``text``, in one go."""
+    chunk = parse_libsvm_bytes(text)
+    model = streamlearn.LEARNERS[learner](**params)
+    model.learn_many(chunk.X, chunk.labels)
+    return model
+
+
+def train_reference_records(recs: list[dict], learner: str = "MulticlassSVM", **params):
+    model = streamlearn.LEARNERS[learner](**params)
+    for r in recs:
+        model.learn_one(r["x"], r["y"])
+    return model
+
+
+def assert_same_state(a, b, path="state") -> None:
+    """Two learner states (``export_state()``) are equal, arrays bit for bit."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.shape == b.shape, f"{path}: shape {a.shape} != {b.shape}"
+        assert a.tobytes() == b.tobytes(), f"{path}: arrays differ"
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), f"{path}: keys {sorted(a)} != {sorted(b)}"
+        for key in a:
+            assert_same_state(a[key], b[key], f"{path}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), f"{path}: lengths {len(a)} != {len(b)}"
+        for i, (u, v) in enumerate(zip(a, b)):
+            assert_same_state(u, v, f"{path}[{i}]")
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+def cli(*args, input=None, check=True, timeout=120, **kwargs) -> subprocess.CompletedProcess:
+    """Run ``python -m streamlearn.cli ARGS`` and return the completed process."""
+    result = subprocess.run([PYTHON, "-m", "streamlearn.cli", *map(str, args)], input=input, capture_output=True,
+                            timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"}, **kwargs)
+    if check and result.returncode != 0:
+        raise AssertionError(f"streamlearn {' '.join(map(str, args))} exited {result.returncode}:\n{result.stderr.decode()}")
+    return result

@@ -1,0 +1,108 @@
+"""Checkpoint files (atomic, checksummed, versioned, fall-back) and the runner's metrics."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from river import metrics as river_metrics
+
+import streamlearn
+from streamlearn.checkpoint import FORMAT_VERSION, CheckpointError, CheckpointStore, CorruptCheckpoint, dumps, loads
+from streamlearn.metrics import ClassificationMetrics
+from helpers import assert_same_state, records
+
+
+@pytest.mark.parametrize("name", sorted(streamlearn.LEARNERS))
+def test_a_restored_learner_predicts_exactly_as_the_saved_one(tmp_path, name):
+    recs = records(300)
+    model = streamlearn.LEARNERS[name](batch_size=3, average=True)
+    for r in recs[:200]:
+        model.learn_one(r["x"], r["y"])
+    model.learn_one(recs[200]["x"], recs[200]["y"])  # leaves a pending example
+    store = CheckpointStore(tmp_path)
+    store.save({"learner": model.export_state(), "position": None})
+    restored = streamlearn.learner_from_state(store.load_latest()["learner"])
+    assert_same_state(model.export_state(), restored.export_state())
+    for r in recs[201:]:
+        assert model.decision_function_one(r["x"]) == restored.decision_function_one(r["x"])
+        model.learn_one(r["x"], r["y"])
+        restored.learn_one(r["x"], r["y"])
+    assert_same_state(model.export_state(), restored.export_state())
+
+
+def test_keeps_the_last_n_and_falls_back_past_a_corrupt_one(tmp_path):
+    store = CheckpointStore(tmp_path, keep=3)
+    for i in range(5):
+        store.save({"i": i, "w": np.full(4, float(i))})
+    assert [p.name for p in store.paths()] == [f"ckpt-{i:012d}.slc" for i in (3, 4, 5)]
+    newest = store.paths()[-1]
+    data = bytearray(newest.read_bytes())
+    data[-3] ^= 0xFF  # flip bits in the payload
+    newest.write_bytes(bytes(data))
+    with pytest.warns(UserWarning, match="checksum mismatch"):
+        payload = store.load_latest()
+    assert payload["i"] == 3 and payload["path"].endswith("ckpt-000000000004.slc")
+    store.paths()[-2].write_bytes(b"STREAMLEARN")  # truncated
+    with pytest.warns(UserWarning):
+        assert store.load_latest()["i"] == 2
+    for p in store.paths():
+        p.write_bytes(b"garbage")
+    with pytest.warns(UserWarning), pytest.raises(CorruptCheckpoint, match="no usable checkpoint"):
+        store.load_latest()
+
+
+def test_another_format_version_is_refused_with_a_clear_message():
+    data = bytearray(dumps({"a": 1}))
+    data[12:16] = struct.pack("<I", FORMAT_VERSION + 1)
+    with pytest.raises(CheckpointError, match=f"format version {FORMAT_VERSION + 1}.*reads version {FORMAT_VERSION}"):
+        loads(bytes(data))
+
+
+def test_no_temporary_file_is_left_behind(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.save({"x": np.arange(5)})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-000000000001.slc"]
+
+
+def test_arrays_keep_dtype_and_shape_and_objects_are_refused():
+    payload = loads(dumps({"a": np.arange(6, dtype=np.int32).reshape(2, 3), "b": np.float32(1.5), "t": (1, 2)}))
+    assert payload["a"].dtype == np.int32 and payload["a"].shape == (2, 3)
+    assert payload["b"] == 1.5 and payload["t"] == [1, 2]
+    with pytest.raises(TypeError):
+        dumps({"bad": np.array([object()])})
+
+
+def test_metrics_equal_river_example_by_example():
+    rng = np.random.default_rng(3)
+    labels = ["a", "b", "c", 4]
+    ours = ClassificationMetrics()
+    acc, f1, ce = river_metrics.Accuracy(), river_metrics.MacroF1(), river_metrics.CrossEntropy()
+    for _ in range(20):
+        n = int(rng.integers(1, 30))
+        y_true = [labels[i] for i in rng.integers(0, 4, n)]
+        y_pred = [labels[i] for i in rng.integers(0, 4, n)]
+        proba = rng.dirichlet(np.ones(4), n)
+        p_true = [proba[i, labels.index(y)] for i, y in enumerate(y_true)]
+        ours.update(y_true, y_pred, p_true)
+        for i in range(n):
+            acc.update(y_true[i], y_pred[i])
+            f1.update(y_true[i], y_pred[i])
+            ce.update(y_true[i], dict(zip(labels, proba[i])))
+        summary = ours.summary()
+        assert summary["accuracy"] == pytest.approx(acc.get(), abs=1e-12)
+        assert summary["macro_f1"] == pytest.approx(f1.get(), abs=1e-12)
+        assert summary["log_loss"] == pytest.approx(ce.get(), abs=1e-9)
+    restored = ClassificationMetrics.restore(loads(dumps(ours.export())))
+    assert restored.summary() == ours.summary()
+
+
+def test_metrics_count_missing_predictions_and_unseen_classes():
+    m = ClassificationMetrics()
+    m.update(["a", "b"], [None, "b"], [0.0, 0.5])
+    summary = m.summary()
+    assert summary["accuracy"] == 0.5 and summary["macro_f1"] == 0.5
+    assert summary["log_loss"] == pytest.approx((-np.log(1e-15) - np.log(0.5)) / 2)
+    with pytest.raises(ValueError):
+        m.update(["a"], [])

@@ -1,0 +1,193 @@
+"""Parsing, formats and file/stdin sources (positions, resume, compression, bad records)."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import json
+import lzma
+import struct
+
+import msgpack
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from connectors import FileSource, SourceError, StdinSource, open_source
+from connectors.formats import CsvDecoder, JsonLinesDecoder, MsgpackDecoder, guess_format
+from connectors.libsvm import parse_libsvm_bytes, read_libsvm
+from helpers import libsvm_lines
+
+
+# ----------------------------------------------------------------- LIBSVM parser
+def test_parser_matches_sklearn_on_the_shared_datasets(datasets_dir):
+    from sklearn.datasets import load_svmlight_file
+
+    for name in ("news20.bz2", "sector.scale.bz2", "letter.scale.bz2"):
+        raw = bz2.open(datasets_dir / name).read()
+        chunk = parse_libsvm_bytes(raw)
+        X, y = load_svmlight_file(io.BytesIO(raw), zero_based=True)
+        width = max(X.shape[1], chunk.X.shape[1])
+        ours, theirs = chunk.X.copy(), X.copy()
+        ours.resize(ours.shape[0], width)
+        theirs.resize(theirs.shape[0], width)
+        assert not chunk.errors
+        assert (ours != theirs).nnz == 0, name  # every value bit for bit
+        assert np.array_equal(np.asarray(chunk.labels, float), y)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False, width=64))
+def test_parsed_values_equal_python_float_bit_for_bit(value):
+    for text in (repr(value), f"{value:.17g}", f"{value:.6e}", f"{value:.3f}"):
+        chunk = parse_libsvm_bytes(f"1 7:{text}\n".encode())
+        expected = float(text)
+        got = chunk.X.data
+        assert len(got) == 1 and struct.pack("<d", got[0]) == struct.pack("<d", expected), text
+
+
+@pytest.mark.parametrize("text, reason", [
+    (b"1 1:nan", "non-finite"), (b"1 1:inf", "non-finite"), (b"1 1:-Infinity", "non-finite"), (b"1 1:1e999", "non-finite"),
+    (b"1 1:abc", "malformed"), (b"1 1:", "malformed"), (b"1 x:2", "malformed"), (b"1 1:2:3", "malformed"), (b"1 1 2", "malformed"),
+    (b"1:2 3:4", "missing-label"), (b"7", "empty-features"), (b"7  # only a comment", "empty-features"),
+])
+def test_bad_lines_are_reported_with_their_reason(text, reason):
+    chunk = parse_libsvm_bytes(b"2 1:1\n" + text + b"\n3 2:1\n")
+    assert [(e.line, e.reason) for e in chunk.errors] == [(1, reason)]
+    assert chunk.labels == [2, 3] and chunk.X.shape[0] == 2
+
+
+def test_labels_comments_blank_lines_and_zero_based_indices():
+    chunk = parse_libsvm_bytes(b"# header\n\n+1 0:1 5:2 # c\r\nspam 3:1e-3\n-1 2:.5\n1.5 1:1")
+    assert chunk.labels == [1, "spam", -1, "1.5"]
+    assert chunk.lines.tolist() == [2, 3, 4, 5]
+    assert chunk.X.toarray().tolist()[0] == [1, 0, 0, 0, 0, 2]
+    assert chunk.X[1, 3] == 1e-3 and chunk.X[2, 2] == 0.5
+
+
+def test_read_libsvm_names_the_bad_line(tmp_path):
+    path = tmp_path / "bad.svm"
+    path.write_text("1 1:1\n2 2:nan\n")
+    with pytest.raises(ValueError, match="line 2: non-finite"):
+        read_libsvm(path)
+
+
+# ------------------------------------------------------------------- formats
+def test_jsonl_decoder_validates_each_record():
+    text = b"\n".join([
+        b'{"x": {"a": 1, "b": 2.5}, "y": "cat"}', b'{"x": {"a": NaN}, "y": "cat"}', b'{"x": {"a": "1"}, "y": 1}',
+        b'{"x": {"a": 1}}', b'{"x": {}, "y": 2}', b'[1, 2]', b'{"x": {"a": 1}, "y": [1]}', b'{"x": {"b": 3}, "y": 2}',
+    ]) + b"\n"
+    batch = JsonLinesDecoder(labelled=True).decode(text, 10, 1000, "f.jsonl")
+    assert batch.X == [{"a": 1, "b": 2.5}, {"b": 3}] and batch.y == ["cat", 2]
+    assert [(d.position["line"], d.reason) for d in batch.dead] == [
+        (12, "non-finite"), (13, "non-numeric"), (14, "missing-label"), (15, "empty-features"), (16, "malformed"), (17, "bad-label")]
+    assert batch.dead[0].position["offset"] == 1000 + len(b'{"x": {"a": 1, "b": 2.5}, "y": "cat"}\n')
+    assert batch.locate(1)["line"] == 18
+    unlabelled = JsonLinesDecoder(labelled=False).decode(b'{"x": {"a": 1}}\n', 0, 0, "f")
+    assert unlabelled.y == [None] and not unlabelled.dead
+
+
+def test_csv_decoder_header_label_column_and_empty_cells():
+    text = b"f1,label,f2\n1.5,cat,2\n,dog,3\nx,cat,1\n1,cat\n"
+    decoder = CsvDecoder()
+    batch = decoder.decode(text, 0, 0, "f.csv")
+    assert batch.X == [{"f1": 1.5, "f2": 2.0}, {"f2": 3.0}] and batch.y == ["cat", "dog"]
+    assert [(d.position["line"], d.reason) for d in batch.dead] == [(4, "non-numeric"), (5, "malformed")]
+    by_index = CsvDecoder(label_column=0).decode(b"y,a\n3,1\n", 0, 0, "f.csv")
+    assert by_index.y == [3] and by_index.X == [{"a": 1.0}]
+    with pytest.raises(ValueError, match="not in the CSV header"):
+        CsvDecoder(label_column="nope").decode(b"a,b\n1,2\n", 0, 0, "f.csv")
+
+
+def test_msgpack_decoder_bad_records_and_undecodable_tail():
+    good = [msgpack.packb({"x": {"a": float(i)}, "y": i % 2}) for i in range(1, 4)]
+    bad = msgpack.packb({"x": {"a": float("inf")}, "y": 1})
+    data = good[0] + bad + good[1] + good[2] + b"\xc1\xc1 garbage"
+    batch, consumed, n = MsgpackDecoder().decode(data, True, 0, 0, "f.msgpack", 100)
+    assert batch.y == [1, 0, 1] and consumed == len(data) and n == 4
+    assert [d.reason for d in batch.dead] == ["non-finite", "undecodable"]
+    assert batch.dead[1].record == b"\xc1\xc1 garbage"
+
+
+def test_guess_format():
+    assert [guess_format(p) for p in ("a.svm.bz2", "news20.bz2", "x.csv.gz", "r.jsonl", "m.msgpack.xz", "sector.t.scale")] == [
+        "libsvm", "libsvm", "csv", "jsonl", "msgpack", "libsvm"]
+
+
+# ------------------------------------------------------------------- sources
+@pytest.mark.parametrize("opener, suffix", [(open, ""), (gzip.open, ".gz"), (bz2.open, ".bz2"), (lzma.open, ".xz")])
+def test_file_source_reads_compressed_files_in_batches(tmp_path, opener, suffix):
+    text = ("\n".join(libsvm_lines(250)) + "\n").encode()
+    path = tmp_path / f"data.svm{suffix}"
+    with opener(path, "wb") as f:
+        f.write(text)
+    batches = [b for b in FileSource([str(path)], batch_records=64) if len(b)]
+    assert [len(b) for b in batches] == [64, 64, 64, 58]
+    whole = parse_libsvm_bytes(text)
+    got = [label for b in batches for label in b.y]
+    assert got == whole.labels
+    assert batches[-1].position["offset"] == len(text)
+
+
+def test_file_source_resumes_at_every_position_and_refuses_a_changed_file(tmp_path):
+    lines = libsvm_lines(100)
+    paths = []
+    for i in range(2):
+        paths.append(tmp_path / f"part{i}.svm")
+        paths[-1].write_text("\n".join(lines[50 * i : 50 * (i + 1)]) + "\n")
+    source = FileSource(str(tmp_path / "part*.svm"), batch_records=7, passes=2)
+    assert source.paths == [str(p) for p in paths]
+    full = [(b.position, list(b.y)) for b in source]
+    labels = [y for _, ys in full for y in ys]
+    assert len(labels) == 200
+    for k, (position, _) in enumerate(full):
+        resumed = FileSource(str(tmp_path / "part*.svm"), batch_records=7, passes=2)
+        resumed.seek(position)
+        rest = [y for b in resumed for y in b.y]
+        assert rest == [y for _, ys in full[k + 1 :] for y in ys], k
+    paths[0].write_text("\n".join(lines[1:50]) + "\n")
+    changed = FileSource(str(tmp_path / "part*.svm"), batch_records=7, passes=2)
+    changed.seek(full[2][0])
+    with pytest.raises(SourceError, match="does not start with"):
+        list(changed)
+
+
+def test_stdin_source_decodes_as_lines_arrive_and_checks_the_replayed_prefix():
+    class Trickle(io.RawIOBase):
+        """Hands out one 6-byte line per read, like a slow pipe."""
+
+        def __init__(self, data):
+            self.data = data
+
+        def readable(self):
+            return True
+
+        def read1(self, n=-1):
+            piece, self.data = self.data[:6], self.data[6:]
+            return piece
+
+    text = b"1 1:1\n2 2:1\n1 1:2\n"
+    batches = list(StdinSource(stream=Trickle(text), batch_records=100))
+    assert [b.y for b in batches if len(b)] == [[1], [2], [1]]  # each line as soon as it is complete
+    resumed = StdinSource(stream=Trickle(text))
+    resumed.seek(batches[1].position)
+    assert [y for b in resumed for y in b.y] == [1]
+    other = StdinSource(stream=Trickle(b"9 9:9\n" + text))
+    other.seek(batches[1].position)
+    with pytest.raises(SourceError, match="stdin does not start with"):
+        list(other)
+
+
+def test_open_source_chooses_the_source(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps({"x": {"a": 1}, "y": 1}) + "\n")
+    assert isinstance(open_source([str(path)]), FileSource)
+    assert open_source([str(path)]).format == "jsonl"
+    assert isinstance(open_source("-"), StdinSource)
+    with pytest.raises(SourceError, match="no such file"):
+        open_source(str(tmp_path / "missing.svm"))
+    with pytest.raises(ValueError, match="unknown format"):
+        open_source([str(path)], fmt="parquet")

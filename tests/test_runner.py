@@ -1,0 +1,185 @@
+"""The runner and the CLI: dead letters, hold-out, SIGTERM, corrupt checkpoints, errors."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+import streamlearn
+from connectors import FileSource, JsonLinesSink
+from connectors.libsvm import parse_libsvm_bytes
+from streamlearn.checkpoint import CheckpointStore
+from streamlearn.runner import Runner
+from helpers import PYTHON, assert_same_state, cli, libsvm_lines, records, train_reference, train_reference_records
+
+BAD_LINES = {
+    7: ("3 4:nan 5:1", "non-finite"),
+    40: ("this is not libsvm", "malformed"),
+    41: ("2:1 3:4", "missing-label"),
+    99: ("4 1:1e999", "non-finite"),
+    150: ("5", "empty-features"),
+}
+
+
+def seeded_stream(tmp_path, n=300):
+    """A LIBSVM file with known bad lines at known (1-based) line numbers."""
+    lines = libsvm_lines(n)
+    for number in sorted(BAD_LINES):
+        lines.insert(number - 1, BAD_LINES[number][0])
+    path = tmp_path / "seeded.svm"
+    path.write_text("\n".join(lines) + "\n")
+    good = "\n".join(l for i, l in enumerate(lines, 1) if i not in BAD_LINES) + "\n"
+    return path, good.encode()
+
+
+def final_state(directory):
+    return CheckpointStore(directory).load_latest()
+
+
+def test_dead_letters_hold_exactly_the_bad_records_and_the_model_only_the_good(tmp_path):
+    path, good = seeded_stream(tmp_path)
+    result = cli("train", path, "--learner", "MulticlassSVM", "--param", "lam=0.01", "--checkpoint-dir", tmp_path / "ck",
+                 "--checkpoint-every", "50", "--batch-records", "32")
+    summary = json.loads(result.stdout)
+    assert summary["dead_letters"] == len(BAD_LINES) and summary["learned"] == 300
+    letters = [json.loads(l) for l in (tmp_path / "ck" / "dead_letters.jsonl").read_text().splitlines()]
+    assert [(d["position"]["line"], d["record"], d["reason"]) for d in letters] == [
+        (n, text, reason) for n, (text, reason) in sorted(BAD_LINES.items())]
+    assert all(d["position"]["source"] == str(path) for d in letters)
+    reference = train_reference(good, "MulticlassSVM", lam=0.01)
+    assert_same_state(final_state(tmp_path / "ck")["learner"], reference.export_state())
+
+
+def test_max_errors_stops_with_exit_code_2_after_learning_what_was_valid(tmp_path):
+    path, _ = seeded_stream(tmp_path)
+    result = cli("train", path, "--checkpoint-dir", tmp_path / "ck", "--max-errors", "2", "--batch-records", "45", check=False)
+    assert result.returncode == 2 and b"more than --max-errors 2" in result.stderr
+    payload = final_state(tmp_path / "ck")
+    assert payload["runner"]["counters"]["dead_letters"] == 3  # lines 7, 40 and 41 are in the first 45
+    assert payload["runner"]["counters"]["learned"] == 45 - 3
+
+
+def test_hash_holdout_records_are_scored_but_never_learned(tmp_path):
+    recs = records(2000)
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    source = FileSource([str(path)], batch_records=128)
+    runner = Runner(streamlearn.MulticlassLogisticRegression(lam=0.01), source, holdout=0.2, checkpoint_every=500,
+                    metrics_sink=JsonLinesSink(str(tmp_path / "m.jsonl")), progress=False)
+    assert runner.run() == 0
+    held = runner.counters["held_out"]
+    assert 300 < held < 500 and runner.counters["learned"] == 2000 - held
+    from connectors.records import record_hash
+
+    kept = [r for r, line in zip(recs, path.read_bytes().splitlines()) if record_hash(line) >= 0.2 * 2**64]
+    reference = train_reference_records(kept, "MulticlassLogisticRegression", lam=0.01)
+    assert_same_state(runner.model.export_state(), reference.export_state())
+    lines = [json.loads(l) for l in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert lines[-1]["holdout"]["n"] == held and lines[-1]["holdout"]["accuracy"] > 0.8
+
+
+def test_holdout_source_is_evaluated_at_every_checkpoint(tmp_path):
+    train, test = tmp_path / "train.svm", tmp_path / "test.svm"
+    lines = libsvm_lines(1200)
+    train.write_text("\n".join(lines[:1000]) + "\n")
+    test.write_text("\n".join(lines[1000:]) + "\n")
+    cli("train", train, "--checkpoint-dir", tmp_path / "ck", "--checkpoint-every", "250", "--batch-records", "250",
+        "--holdout", test, "--metrics", tmp_path / "m.jsonl")
+    rows = [json.loads(l) for l in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert [r["learned"] for r in rows] == [250, 500, 750, 1000, 1000]
+    assert all(r["holdout"]["n"] == 200 for r in rows) and rows[-1]["holdout"]["accuracy"] > 0.8
+    evaluated = json.loads(cli("evaluate", test, "--checkpoint", tmp_path / "ck").stdout)
+    assert evaluated["accuracy"] == rows[-1]["holdout"]["accuracy"]
+    cli("plot", tmp_path / "m.jsonl", "-o", tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sigterm_finishes_the_batch_checkpoints_and_exits_0(tmp_path):
+    lines = libsvm_lines(500)
+    process = subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "train", "-", "--checkpoint-dir", str(tmp_path / "ck"),
+                                "--checkpoint-every", "250", "--checkpoint-interval", "1000", "--quiet"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdin.write(("\n".join(lines) + "\n").encode())
+    process.stdin.flush()  # stdin stays open: the daemon is left waiting for more input
+    deadline = time.monotonic() + 60
+    while not CheckpointStore(tmp_path / "ck").paths():
+        assert time.monotonic() < deadline and process.poll() is None, "no checkpoint within 60 s"
+        time.sleep(0.1)
+    time.sleep(1.0)  # the rest of the 500 lines is learned within milliseconds
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err.decode()
+    payload = final_state(tmp_path / "ck")
+    assert payload["runner"]["counters"]["learned"] == 500
+    assert payload["runner"]["counters"]["checkpoints"] >= 2  # the periodic one and the one at SIGTERM
+    reference = train_reference(("\n".join(lines) + "\n").encode())
+    assert_same_state(payload["learner"], reference.export_state())
+
+
+def test_resume_falls_back_past_a_corrupt_checkpoint_and_ends_identical(tmp_path):
+    path = tmp_path / "d.svm"
+    text = ("\n".join(libsvm_lines(1000)) + "\n").encode()
+    half = text[: text.index(b"\n", len(text) // 2) + 1]
+    path.write_bytes(half)  # first run sees half the stream ...
+    args = ["train", path, "--checkpoint-dir", tmp_path / "ck", "--checkpoint-every", "100", "--batch-records", "50"]
+    cli(*args)
+    newest = CheckpointStore(tmp_path / "ck").paths()[-1]
+    newest.write_bytes(newest.read_bytes()[:-10])  # ... and its last checkpoint is damaged
+    result = cli(*args, "--resume")
+    assert b"checksum" in result.stderr or b"corrupt" in result.stderr
+    assert json.loads(result.stdout)["learned"] == half.count(b"\n")
+    assert_same_state(final_state(tmp_path / "ck")["learner"], train_reference(half).export_state())
+
+
+def test_train_passes_and_toml_config(tmp_path):
+    path = tmp_path / "d.svm"
+    path.write_text("\n".join(libsvm_lines(200)) + "\n")
+    config = tmp_path / "job.toml"
+    config.write_text(f'learner = "MulticlassPerceptron"\npasses = 3\ncheckpoint_dir = "{tmp_path / "ck"}"\n[param]\nlam = 0.5\n')
+    summary = json.loads(cli("train", path, "--config", config).stdout)
+    assert summary["learned"] == 600
+    state = final_state(tmp_path / "ck")["learner"]
+    assert state["class"] == "MulticlassPerceptron" and state["params"]["lam"] == 0.5
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--learner", "Nope"], "unknown learner 'Nope'; choose one of"),
+    (["--param", "lam=-1"], "lam must be a positive number"),
+    (["--param", "colour=1"], "unexpected keyword argument 'colour'"),
+    (["--param", "lam"], "--param expects KEY=VALUE"),
+    (["--format", "parquet"], "unknown format 'parquet'"),
+    (["--resume"], "--resume needs --checkpoint-dir"),
+])
+def test_bad_configuration_fails_with_one_line(tmp_path, args, message):
+    path = tmp_path / "d.svm"
+    path.write_text("1 1:1\n")
+    result = cli("train", path, *args, check=False)
+    assert result.returncode == 1
+    assert result.stderr.decode().strip().count("\n") == 0 and message in result.stderr.decode()
+
+
+def test_predict_writes_one_line_per_record_with_its_position(tmp_path):
+    path = tmp_path / "d.svm"
+    text = "\n".join(libsvm_lines(300)) + "\n"
+    path.write_text(text)
+    cli("train", path, "--checkpoint-dir", tmp_path / "ck")
+    out = cli("predict", path, "--checkpoint", tmp_path / "ck", "--output", tmp_path / "p.jsonl", "--proba").stderr
+    assert b"300 predictions" in out
+    rows = [json.loads(l) for l in (tmp_path / "p.jsonl").read_text().splitlines()]
+    model = streamlearn.learner_from_state(final_state(tmp_path / "ck")["learner"])
+    chunk = parse_libsvm_bytes(text.encode())
+    assert [r["prediction"] for r in rows] == model.predict_many(chunk.X).tolist()
+    assert [r["position"]["line"] for r in rows] == list(range(1, 301))
+    assert all(abs(sum(r["proba"].values()) - 1) < 1e-9 for r in rows)
+    info = json.loads(cli("inspect", tmp_path / "ck").stdout)
+    assert info["learner"] == "MulticlassSVM" and info["classes"] == 5 and info["counters"]["learned"] == 300
+
+
+def test_main_module_dispatches_cli_commands(tmp_path):
+    result = subprocess.run([PYTHON, "-m", "streamlearn", "inspect", str(tmp_path)], capture_output=True)
+    assert result.returncode == 1 and b"no checkpoint in" in result.stderr
+    assert b"usage: streamlearn" in subprocess.run([PYTHON, "-m", "streamlearn.cli", "--help"], capture_output=True).stdout
