@@ -20,7 +20,7 @@ from .records import Batch, DeadLetter, RecordError
 from .sinks import JsonLinesSink, NullSink
 
 
-def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_records: int = 10_000,
+def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_records: int = 1000,
                 passes: int = 1, label_column=None, idle_timeout: float | None = None):
     """A source for one URI (``-``, ``kafka://...``) or for one or more paths/globs."""
     uris = [uris] if isinstance(uris, str) else list(uris)

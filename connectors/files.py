@@ -127,7 +127,7 @@ class FileSource:
 
     kind = "file"
 
-    def __init__(self, paths, fmt: str | None = None, labelled: bool = True, batch_records: int = 10_000,
+    def __init__(self, paths, fmt: str | None = None, labelled: bool = True, batch_records: int = 1000,
                  passes: int = 1, label_column=None):
         self.paths = expand_paths(paths)
         self.format = fmt or guess_format(self.paths[0])
@@ -188,7 +188,7 @@ class StdinSource:
 
     kind = "stdin"
 
-    def __init__(self, fmt: str = "libsvm", labelled: bool = True, batch_records: int = 10_000, label_column=None, stream=None):
+    def __init__(self, fmt: str = "libsvm", labelled: bool = True, batch_records: int = 1000, label_column=None, stream=None):
         self.format = fmt
         self.decoder = make_decoder(fmt, labelled, label_column)
         self.batch_records = int(batch_records)

@@ -99,7 +99,7 @@ class KafkaSource:
     kind = "kafka"
 
     def __init__(self, bootstrap: str, topic: str, group: str | None = None, labelled: bool = True,
-                 value_format: str = "auto", batch_records: int = 10_000, poll_timeout_ms: int = 200,
+                 value_format: str = "auto", batch_records: int = 1000, poll_timeout_ms: int = 200,
                  idle_timeout: float | None = None, **consumer_options):
         self.bootstrap, self.topic = bootstrap, topic
         self.group = group or f"streamlearn-{topic}"
@@ -147,8 +147,10 @@ class KafkaSource:
         consumer = self._consumer or self._connect()
         yield empty_batch(self._position())
         last_message = time.monotonic()
+        per_message = None  # records per message, observed, so that a batch holds about batch_records records
         while True:
-            polled = consumer.poll(timeout_ms=self.poll_timeout_ms, max_records=self.batch_records)
+            max_messages = 1 if per_message is None else max(1, int(self.batch_records / per_message))
+            polled = consumer.poll(timeout_ms=self.poll_timeout_ms, max_records=max_messages)
             messages = [m for part in polled.values() for m in part]
             if not messages:
                 if self.idle_timeout is not None and time.monotonic() - last_message > self.idle_timeout:
@@ -157,6 +159,7 @@ class KafkaSource:
                 continue
             last_message = time.monotonic()
             batch = decode_messages(messages, self.labelled, self.value_format)
+            per_message = max(1.0, (len(batch) + len(batch.dead)) / len(messages))
             for m in messages:
                 self._offsets[m.partition] = max(self._offsets.get(m.partition, 0), m.offset + 1)
             batch.position = self._position()

@@ -196,7 +196,7 @@ def _add_source_options(p) -> None:
     p.add_argument("source", nargs="+", help="file path(s) or glob(s), - for stdin, or kafka://HOST:PORT/TOPIC?group=NAME")
     p.add_argument("--format", help="libsvm, csv, jsonl or msgpack (default: guessed from the file name; libsvm for stdin)")
     p.add_argument("--label-column", help="CSV: the label column's name or 0-based index")
-    p.add_argument("--batch-records", type=int, default=10_000, help="records per batch (default: 10000)")
+    p.add_argument("--batch-records", type=int, default=1000, help="records per batch: each batch is scored, then learned (default: 1000)")
 
 
 def make_parser() -> argparse.ArgumentParser:

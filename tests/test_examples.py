@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
 import pathlib
 import re
 import runpy
 import subprocess
 import sys
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -23,3 +27,26 @@ def test_main_job_prints_held_out_accuracy():
     accuracies = [float(a) for a in re.findall(r"held-out accuracy ([\d.]+)%", out)]
     assert len(accuracies) == 2
     assert accuracies[-1] > 60.0  # a linear model reaches ~70-75% on letter; chance is ~4%
+
+
+def test_shell_pipe_example_learns_from_stdin_and_resumes(tmp_path):
+    env = {**os.environ, "PATH": f"{pathlib.Path(sys.executable).parent}:{os.environ['PATH']}"}
+    run = lambda: subprocess.run(["bash", str(ROOT / "examples" / "shell_pipe.sh"), str(tmp_path)], env=env,
+                                 capture_output=True, text=True, check=True)
+    first = run()
+    evaluation = json.loads(first.stdout.strip().splitlines()[-1])
+    assert evaluation["accuracy"] > 0.65 and (tmp_path / "learning_curves.png").exists()
+    second = run()  # same stream piped again: the checkpoint already covers all of it
+    assert "resumed from" in second.stderr
+    assert json.loads(second.stdout.strip().splitlines()[-1]) == evaluation
+
+
+def test_kafka_daemon_example_end_to_end():
+    from connectors.localbroker import BrokerUnavailable
+
+    namespace = runpy.run_path(str(ROOT / "examples" / "kafka_daemon.py"))
+    try:
+        accuracy = namespace["main"]([])
+    except BrokerUnavailable as error:
+        pytest.skip(str(error))
+    assert accuracy > 0.6  # measured 0.68 after one pass; chance is ~0.04
