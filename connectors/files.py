@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import glob
 import os
+import queue
 import sys
+import threading
 import zlib
 
 import numpy as np
@@ -90,6 +92,45 @@ def decode_stream(read, decoder, origin: str, cursor: _Cursor, max_records: int)
             return
 
 
+_DONE = object()
+
+
+def prefetch(batches, depth: int = 2):
+    """Run a batch generator in a background thread, ``depth`` batches ahead: reading and
+    parsing (compiled without the GIL) overlap with learning on the other core. Errors
+    are re-raised here; leaving the loop early stops the thread."""
+    results: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce():
+        try:
+            for batch in batches:
+                while not stop.is_set():
+                    try:
+                        results.put(batch, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            results.put(_DONE)
+        except BaseException as error:  # handed to the consumer
+            results.put(error)
+
+    thread = threading.Thread(target=produce, name="streamlearn-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = results.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+
+
 def skip_verified(read, cursor: _Cursor, what: str) -> None:
     """Read and drop ``cursor.offset`` bytes, checking them against ``cursor.crc``."""
     left, crc = cursor.offset, 0
@@ -119,7 +160,19 @@ def expand_paths(patterns) -> list[str]:
     return paths
 
 
-class FileSource:
+class _HashSwitch:
+    """``with_hashes``: whether the decoder computes record hashes (only hash hold-outs need them)."""
+
+    @property
+    def with_hashes(self) -> bool:
+        return self.decoder.with_hashes
+
+    @with_hashes.setter
+    def with_hashes(self, value: bool) -> None:
+        self.decoder.with_hashes = bool(value)
+
+
+class FileSource(_HashSwitch):
     """Records from one or more files (paths or globs, read in order), ``passes`` times.
 
     ``fmt`` is a format name (:data:`connectors.formats.FORMATS`), guessed from the first
@@ -157,6 +210,9 @@ class FileSource:
                 "line": cursor.line, "crc": cursor.crc, "decoder": self.decoder.export()}
 
     def __iter__(self):
+        return prefetch(self._batches())
+
+    def _batches(self):
         first_pass, first_file, cursor, decoder_state = self._start
         for pass_ in range(first_pass, self.passes):
             for index in range(first_file if pass_ == first_pass else 0, len(self.paths)):
@@ -179,7 +235,7 @@ class FileSource:
         return self._position(pass_ + 1, 0, _Cursor())
 
 
-class StdinSource:
+class StdinSource(_HashSwitch):
     """Records from standard input (or any binary stream), decoded as lines arrive.
 
     A restart with ``--resume`` re-reads and checks the bytes the checkpoint covers, then
@@ -216,6 +272,9 @@ class StdinSource:
         pass
 
     def __iter__(self):
+        return prefetch(self._batches())
+
+    def _batches(self):
         read, cursor = self._read(), self._cursor
         self.decoder.new_file()
         if cursor.offset:

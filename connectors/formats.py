@@ -13,7 +13,7 @@ Every decoder validates each record and turns a bad one into a dead letter with 
 position (source, 1-based line or record number, byte offset) instead of raising.
 
 >>> batch = JsonLinesDecoder(labelled=True).decode(b'{"x": {"a": 1}, "y": 2}\\nnot json\\n', 0, 0, "demo")
->>> batch.X, batch.y, [(d.position["line"], d.reason) for d in batch.dead]
+>>> batch.X, batch.y.tolist(), [(d.position["line"], d.reason) for d in batch.dead]
 ([{'a': 1}], [2], [(2, 'malformed')])
 """
 
@@ -28,7 +28,7 @@ import msgpack
 import numpy as np
 
 from .libsvm import parse_libsvm_bytes
-from .records import Batch, DeadLetter, RecordError, check_features, check_label, check_record, record_hash
+from .records import Batch, DeadLetter, RecordError, check_features, check_label, check_record, labels_out, record_hash
 
 FORMATS = ("libsvm", "csv", "jsonl", "msgpack")
 _SUFFIXES = {
@@ -59,9 +59,11 @@ def _line_position(origin: str, line: int, offset: int) -> dict:
 
 
 class LineDecoder:
-    """Base of the line formats: ``decode`` gets complete lines only."""
+    """Base of the line formats: ``decode`` gets complete lines only. Record hashes are
+    computed while ``with_hashes`` is true (only hash hold-outs need them)."""
 
     line_based = True
+    with_hashes = True
 
     def __init__(self, labelled: bool = True):
         self.labelled = labelled
@@ -82,8 +84,10 @@ class LineDecoder:
 
 
 class LibsvmDecoder(LineDecoder):
+    """LIBSVM lines; integer labels come as an int64 array (the fast path downstream)."""
+
     def decode(self, piece, first_line, offset, origin):
-        chunk = parse_libsvm_bytes(piece)
+        chunk = parse_libsvm_bytes(piece, with_hashes=self.with_hashes)
         starts = np.concatenate([[0], chunk.line_ends[:-1]]) if len(chunk.line_ends) else chunk.line_ends
         dead = [
             DeadLetter(_line_position(origin, first_line + e.line + 1, offset + e.start), e.reason, e.message, piece[e.start : e.end])
@@ -94,7 +98,8 @@ class LibsvmDecoder(LineDecoder):
         def locate(i):
             return _line_position(origin, first_line + int(lines[i]) + 1, offset + int(starts[lines[i]]))
 
-        return Batch(chunk.X, chunk.labels, chunk.hashes, locate, dead)
+        labels = chunk.label_array if chunk.label_array is not None else chunk.labels
+        return Batch(chunk.X, labels, chunk.hashes, locate, dead)
 
 
 class _DictLineDecoder(LineDecoder):
@@ -116,11 +121,11 @@ class _DictLineDecoder(LineDecoder):
                 else:
                     X.append(x)
                     y.append(label)
-                    hashes.append(record_hash(text.strip()))
+                    hashes.append(record_hash(text.strip()) if self.with_hashes else 0)
                     where.append((number, offset + start))
             start += len(line)
         hashes = np.asarray(hashes, np.uint64)
-        return Batch(X, y, hashes, lambda i: _line_position(origin, *where[i]), dead)
+        return Batch(X, labels_out(y), hashes, lambda i: _line_position(origin, *where[i]), dead)
 
     def _skip(self, number: int, text: bytes) -> bool:
         return False
@@ -207,6 +212,7 @@ class MsgpackDecoder:
     they end the file (the rest of it becomes one dead letter per chunk read)."""
 
     line_based = False
+    with_hashes = True
 
     def __init__(self, labelled: bool = True):
         self.labelled = labelled
@@ -251,14 +257,14 @@ class MsgpackDecoder:
             else:
                 X.append(x)
                 y.append(label)
-                hashes.append(record_hash(raw))
+                hashes.append(record_hash(raw) if self.with_hashes else 0)
                 where.append((first_record + n, offset + consumed))
             consumed = end
         if final and consumed < len(buf):
             dead.append(DeadLetter({"source": origin, "record": first_record + n + 1, "offset": offset + consumed},
                                    "malformed", "truncated msgpack record at the end of the stream", buf[consumed:]))
             consumed = len(buf)
-        batch = Batch(X, y, np.asarray(hashes, np.uint64), lambda i: {"source": origin, "record": where[i][0], "offset": where[i][1]}, dead)
+        batch = Batch(X, labels_out(y), np.asarray(hashes, np.uint64), lambda i: {"source": origin, "record": where[i][0], "offset": where[i][1]}, dead)
         return batch, consumed, n
 
 

@@ -27,7 +27,7 @@ import time
 import msgpack
 import numpy as np
 
-from .records import Batch, DeadLetter, RecordError, check_record, empty_batch, record_hash
+from .records import Batch, DeadLetter, RecordError, check_record, empty_batch, labels_out, record_hash
 
 FAST_GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
 
@@ -52,8 +52,9 @@ def encode_value(obj, value_format: str = "msgpack") -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
-def decode_messages(messages, labelled: bool, value_format: str = "auto") -> Batch:
-    """Records and dead letters of consumed messages (``.partition``, ``.offset``, ``.value``)."""
+def decode_messages(messages, labelled: bool, value_format: str = "auto", with_hashes: bool = True) -> Batch:
+    """Records and dead letters of consumed messages (``.partition``, ``.offset``, ``.value``);
+    record hashes (for hash hold-outs) only ``with_hashes``."""
     X, y, hashes, where, dead = [], [], [], [], []
     for message in messages:
         try:
@@ -73,9 +74,11 @@ def decode_messages(messages, labelled: bool, value_format: str = "auto") -> Bat
                 continue
             X.append(x)
             y.append(label)
-            hashes.append(record_hash(message.value if len(records) == 1 else encode_value(record)))
+            if with_hashes:
+                hashes.append(record_hash(message.value if len(records) == 1 else encode_value(record)))
             where.append(spot)
-    return Batch(X, y, np.asarray(hashes, np.uint64), where.__getitem__, dead)
+    hashes = np.asarray(hashes, np.uint64) if with_hashes else np.zeros(len(y), np.uint64)
+    return Batch(X, labels_out(y), hashes, where.__getitem__, dead)
 
 
 def parse_kafka_uri(uri: str) -> dict:
@@ -109,6 +112,7 @@ class KafkaSource:
         self.name = f"kafka://{bootstrap}/{topic}?group={self.group}"
         self._offsets: dict[int, int] = {}
         self._consumer = None
+        self.with_hashes = True  # record hashes, for hash hold-outs (the runner turns them off otherwise)
 
     def seek(self, position: dict) -> None:
         if position.get("kind") != self.kind or position.get("topic") != self.topic:
@@ -158,7 +162,7 @@ class KafkaSource:
                 yield empty_batch(self._position())
                 continue
             last_message = time.monotonic()
-            batch = decode_messages(messages, self.labelled, self.value_format)
+            batch = decode_messages(messages, self.labelled, self.value_format, self.with_hashes)
             per_message = max(1.0, (len(batch) + len(batch.dead)) / len(messages))
             for m in messages:
                 self._offsets[m.partition] = max(self._offsets.get(m.partition, 0), m.offset + 1)

@@ -57,12 +57,12 @@ def open_binary(path):
     return OPENERS.get(path.suffix, open)(path, "rb")
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _is_space(c):
     return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def fnv1a(buf, start, end):
     """FNV-1a 64-bit hash of ``buf[start:end]`` (a stable record hash for hold-out splits)."""
     h = _FNV_OFFSET
@@ -71,91 +71,91 @@ def fnv1a(buf, start, end):
     return h
 
 
-@numba.njit(cache=True)
-def _parse_number(buf, i, end, pow10):
-    """Parse a decimal number at ``buf[i:end]`` (the whole token).
+@numba.njit(cache=True, nogil=True, inline="always")
+def _parse_number(buf, i, n, pow10):
+    """Parse the decimal number that starts at ``buf[i]``, up to the first byte that cannot
+    continue it (each byte is read once).
 
-    Returns ``(value, status)``: status 0 = exact, 1 = needs Python's float (too many
-    digits or a large exponent), 2 = not a number, 3 = NaN/inf spelled out."""
+    Returns ``(value, status, end)``: status 0 = exact, 1 = needs Python's float (more than
+    15 significant digits or a large exponent), 2 = not a number, 3 = NaN/inf spelled out;
+    ``end`` is where parsing stopped (the caller checks that the token ends there)."""
     neg = False
     if buf[i] == 43 or buf[i] == 45:  # + -
         neg = buf[i] == 45
         i += 1
-    if i < end and (buf[i] | 32) in (105, 110):  # 'i' or 'n': inf, infinity, nan
+    if i < n and ((buf[i] | 32) == 105 or (buf[i] | 32) == 110):  # 'i' or 'n': inf, infinity, nan
         word = 0
-        n = 0
-        while i < end and n < 8:
+        m = 0
+        while i < n and not _ends_token(buf[i]) and m < 9:
             word = word * 256 + (buf[i] | 32)
             i += 1
-            n += 1
-        if i == end and (word == 0x696E66 or word == 0x6E616E or word == 0x696E66696E697479):
-            return 0.0, 3
-        return 0.0, 2
+            m += 1
+        if word == 0x696E66 or word == 0x6E616E or word == 0x696E66696E697479:
+            return 0.0, 3, i
+        return 0.0, 2, i
     mantissa = 0
     digits = 0
     exponent = 0
     seen_digit = False
-    while i < end and 48 <= buf[i] <= 57:
-        seen_digit = True
-        if mantissa or buf[i] != 48:
-            if digits < 18:
-                mantissa = mantissa * 10 + (buf[i] - 48)
-            else:
-                exponent += 1
-            digits += 1
-        i += 1
-    if i < end and buf[i] == 46:  # .
-        i += 1
-        while i < end and 48 <= buf[i] <= 57:
+    fraction = False
+    while i < n:
+        d = np.int64(buf[i]) - 48
+        if 0 <= d <= 9:
             seen_digit = True
-            if mantissa or buf[i] != 48:
-                if digits < 18:
-                    mantissa = mantissa * 10 + (buf[i] - 48)
+            if mantissa == 0 and d == 0:
+                if fraction:
                     exponent -= 1
+            elif digits < 18:
+                mantissa = mantissa * 10 + d
                 digits += 1
+                if fraction:
+                    exponent -= 1
             else:
-                exponent -= 1
-            i += 1
+                digits += 1
+                if not fraction:
+                    exponent += 1
+        elif d == -2 and not fraction:  # '.'
+            fraction = True
+        else:
+            break
+        i += 1
     if not seen_digit:
-        return 0.0, 2
-    if i < end and (buf[i] | 32) == 101:  # e
+        return 0.0, 2, i
+    if i < n and (buf[i] | 32) == 101:  # e
         i += 1
         eneg = False
-        if i < end and (buf[i] == 43 or buf[i] == 45):
+        if i < n and (buf[i] == 43 or buf[i] == 45):
             eneg = buf[i] == 45
             i += 1
-        if i == end:
-            return 0.0, 2
         e = 0
-        while i < end and 48 <= buf[i] <= 57:
+        n_exp = 0
+        while i < n and 48 <= buf[i] <= 57:
             if e < 100000:
                 e = e * 10 + (buf[i] - 48)
             i += 1
+            n_exp += 1
+        if n_exp == 0:
+            return 0.0, 2, i
         exponent += -e if eneg else e
-    if i != end:
-        return 0.0, 2
     if mantissa == 0:
-        return -0.0 if neg else 0.0, 0
+        return -0.0 if neg else 0.0, 0, i
     if digits > 15 or exponent > 22 or exponent < -22:
-        return 0.0, 1
+        return 0.0, 1, i
     value = float(mantissa)
     value = value * pow10[exponent] if exponent >= 0 else value / pow10[-exponent]
-    return -value if neg else value, 0
+    return -value if neg else value, 0, i
 
 
-@numba.njit(cache=True)
-def _parse(buf, pow10):
-    """One pass over complete lines. See :func:`parse_libsvm_bytes`."""
+@numba.njit(cache=True, nogil=True, inline="always")
+def _ends_token(c):
+    return c == 32 or c == 9 or c == 13 or c == 11 or c == 12 or c == 10 or c == 35
+
+
+@numba.njit(cache=True, nogil=True)
+def _parse(buf, n_lines, n_colons, pow10, with_hashes):
+    """One pass over ``n_lines`` complete lines (``n_colons`` bounds the entries); a line
+    ends at its newline, its record at a ``#``. See :func:`parse_libsvm_bytes`."""
     n = len(buf)
-    n_lines = 0
-    n_colons = 0
-    for i in range(n):
-        if buf[i] == 10:
-            n_lines += 1
-        elif buf[i] == 58:
-            n_colons += 1
-    if n and buf[n - 1] != 10:
-        n_lines += 1
     line_start = np.empty(n_lines, np.int64)
     line_end = np.empty(n_lines, np.int64)
     status = np.zeros(n_lines, np.int8)
@@ -163,7 +163,7 @@ def _parse(buf, pow10):
     label_end = np.zeros(n_lines, np.int64)
     label_int = np.zeros(n_lines, np.int64)
     label_is_int = np.zeros(n_lines, np.bool_)
-    hashes = np.zeros(n_lines, np.uint64)
+    hashes = np.zeros(n_lines if with_hashes else 0, np.uint64)
     indptr = np.zeros(n_lines + 1, np.int64)
     indices = np.empty(n_colons, np.int64)
     data = np.empty(n_colons, np.float64)
@@ -172,98 +172,83 @@ def _parse(buf, pow10):
     nnz = 0
     pos = 0
     for line in range(n_lines):
-        start = pos
-        while pos < n and buf[pos] != 10:
-            pos += 1
-        end = pos
-        pos += 1  # past the newline
-        line_start[line] = start
-        line_end[line] = end
-        # the record: strip the comment and surrounding white space
-        stop = start
-        while stop < end and buf[stop] != 35:  # '#'
-            stop += 1
-        while stop > start and _is_space(buf[stop - 1]):
-            stop -= 1
-        i = start
-        while i < stop and _is_space(buf[i]):
+        line_start[line] = pos
+        i = pos
+        while i < n and _is_space(buf[i]):
             i += 1
-        if i == stop:
-            status[line] = SKIP
-            indptr[line + 1] = nnz
-            continue
-        hashes[line] = fnv1a(buf, i, stop)
-        # label
-        label_start[line] = i
-        is_int = True
-        value = 0
-        negative = False
-        has_colon = False
-        j = i
-        if buf[j] == 43 or buf[j] == 45:
-            negative = buf[j] == 45
-            j += 1
-        n_digits = 0
-        while j < stop and not _is_space(buf[j]):
-            c = buf[j]
-            if c == 58:
-                has_colon = True
-            if 48 <= c <= 57 and n_digits < 18:
-                value = value * 10 + (c - 48)
-                n_digits += 1
-            else:
-                is_int = False
-            j += 1
-        label_end[line] = j
-        if has_colon:
-            status[line] = MISSING_LABEL
-            indptr[line + 1] = nnz
-            continue
-        label_is_int[line] = is_int and n_digits > 0
-        label_int[line] = -value if negative else value
-        # idx:value pairs
         row_start = nnz
         state = OK
-        i = j
-        while i < stop:
-            while i < stop and _is_space(buf[i]):
-                i += 1
-            if i == stop:
-                break
-            k = i
-            index = 0
-            n_idx = 0
-            while k < stop and 48 <= buf[k] <= 57:
-                if n_idx < 18:
-                    index = index * 10 + (buf[k] - 48)
-                n_idx += 1
+        if i == n or buf[i] == 10 or buf[i] == 35:
+            state = SKIP
+        else:
+            # label
+            label_start[line] = i
+            is_int = True
+            value = 0
+            negative = False
+            j = i
+            if buf[j] == 43 or buf[j] == 45:
+                negative = buf[j] == 45
+                j += 1
+            n_digits = 0
+            while j < n and not _ends_token(buf[j]):
+                c = buf[j]
+                if c == 58:
+                    state = MISSING_LABEL
+                if 48 <= c <= 57 and n_digits < 18:
+                    value = value * 10 + (c - 48)
+                    n_digits += 1
+                else:
+                    is_int = False
+                j += 1
+            label_end[line] = j
+            label_is_int[line] = is_int and n_digits > 0
+            label_int[line] = -value if negative else value
+            last = j
+            # idx:value pairs
+            while state == OK:
+                while j < n and _is_space(buf[j]):
+                    j += 1
+                if j == n or buf[j] == 10 or buf[j] == 35:
+                    break
+                k = j
+                index = 0
+                n_idx = 0
+                while k < n and 48 <= buf[k] <= 57:
+                    if n_idx < 18:
+                        index = index * 10 + (buf[k] - 48)
+                    n_idx += 1
+                    k += 1
+                if n_idx == 0 or n_idx > 18 or k == n or buf[k] != 58:
+                    state = MALFORMED
+                    break
                 k += 1
-            if n_idx == 0 or n_idx > 18 or k == stop or buf[k] != 58:
-                state = MALFORMED
-                break
-            k += 1
-            v_start = k
-            while k < stop and not _is_space(buf[k]):
-                k += 1
-            if k == v_start:
-                state = MALFORMED
-                break
-            number, kind = _parse_number(buf, v_start, k, pow10)
-            if kind == 2:
-                state = MALFORMED
-                break
-            if kind == 3:
-                state = NON_FINITE
-                break
-            indices[nnz] = index
-            data[nnz] = number
-            if kind == 1:  # Python converts it; remember where the text is
-                slow[nnz] = True
-                n_slow += 1
-            nnz += 1
-            i = k
-        if state == OK and nnz == row_start:
-            state = EMPTY_FEATURES
+                if k == n or _ends_token(buf[k]):
+                    state = MALFORMED
+                    break
+                number, kind, k = _parse_number(buf, k, n, pow10)
+                if kind == 2 or (k < n and not _ends_token(buf[k])):
+                    state = MALFORMED
+                    break
+                if kind == 3:
+                    state = NON_FINITE
+                    break
+                indices[nnz] = index
+                data[nnz] = number
+                if kind == 1:  # Python converts it
+                    slow[nnz] = True
+                    n_slow += 1
+                nnz += 1
+                j = k
+                last = k
+            if state == OK and nnz == row_start:
+                state = EMPTY_FEATURES
+            if with_hashes and state == OK:
+                hashes[line] = fnv1a(buf, i, last)
+        while pos < n and buf[pos] != 10:
+            pos += 1
+        line_end[line] = pos
+        pos += 1  # past the newline
         if state != OK:
             nnz = row_start
             status[line] = state
@@ -272,7 +257,7 @@ def _parse(buf, pow10):
             hashes, indptr, indices[:nnz], data[:nnz], slow[:nnz], n_slow)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _value_spans(buf, line_start, line_end, indptr, slow, out_start, out_end):
     """Byte spans of the values flagged ``slow`` (for Python's float), in entry order."""
     m = 0
@@ -314,18 +299,21 @@ class ParsedChunk(NamedTuple):
 
     X: sp.csr_matrix
     labels: list
+    label_array: np.ndarray | None  # the labels as int64 when they are all integers
     lines: np.ndarray  # index of each record's line in the buffer
     hashes: np.ndarray  # FNV-1a of each record's text (white space and comment stripped)
     line_ends: np.ndarray  # byte offset just past each line of the buffer (newline included)
     errors: list
 
 
-def parse_libsvm_bytes(buf, width: int = 0) -> ParsedChunk:
+def parse_libsvm_bytes(buf, width: int = 0, with_hashes: bool = True) -> ParsedChunk:
     """Parse complete LIBSVM lines held in ``buf`` (bytes; the last line may lack its
-    newline). ``width`` is a minimum number of CSR columns."""
+    newline). ``width`` is a minimum number of CSR columns; ``with_hashes=False`` skips
+    the record hashes (zeros), which only hash hold-out splits need."""
     array = np.frombuffer(buf, np.uint8)
+    n_lines = int(np.count_nonzero(array == 10)) + (1 if len(array) and array[-1] != 10 else 0)
     (line_start, line_end, status, label_start, label_end, label_int, label_is_int,
-     hashes, indptr, indices, data, slow, n_slow) = _parse(array, _POW10)
+     hashes, indptr, indices, data, slow, n_slow) = _parse(array, n_lines, int(np.count_nonzero(array == 58)), _POW10, with_hashes)
     if n_slow:
         starts, ends = np.empty(n_slow, np.int64), np.empty(n_slow, np.int64)
         _value_spans(array, line_start, line_end, indptr, slow, starts, ends)
@@ -352,8 +340,9 @@ def parse_libsvm_bytes(buf, width: int = 0) -> ParsedChunk:
     n_cols = max(width, int(indices.max()) + 1 if len(indices) else 0)
     X = sp.csr_matrix((data, indices, new_indptr), shape=(len(lines), n_cols))
     is_int = label_is_int[lines]
-    if is_int.all():
-        labels = label_int[lines].tolist()
+    label_array = label_int[lines] if is_int.all() else None
+    if label_array is not None:
+        labels = label_array.tolist()
     else:
         ints = label_int[lines].tolist()
         labels = [
@@ -361,7 +350,8 @@ def parse_libsvm_bytes(buf, width: int = 0) -> ParsedChunk:
             for r, i in enumerate(lines.tolist())
         ]
     line_ends = np.minimum(line_end + 1, len(buf))
-    return ParsedChunk(X, labels, lines, hashes[lines], line_ends, errors)
+    hashes = hashes[lines] if with_hashes else np.zeros(len(lines), np.uint64)
+    return ParsedChunk(X, labels, label_array, lines, hashes, line_ends, errors)
 
 
 def read_libsvm(path) -> tuple[sp.csr_matrix, list]:

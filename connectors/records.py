@@ -28,6 +28,8 @@ import numpy as np
 from .libsvm import fnv1a
 
 _NUMBERS = (int, float)
+_FLOAT_OR_INT = {float, int}
+_NAME_TYPES = {str, int}
 
 
 class RecordError(ValueError):
@@ -61,7 +63,7 @@ class Batch:
     """Valid records of a stretch of the stream, its dead letters, and the position after it."""
 
     X: object  # scipy.sparse.csr_matrix or list of feature dicts
-    y: list  # labels (None for an unlabelled record when the source is not labelled)
+    y: object  # labels: a list, or an int64 array (None for an unlabelled record when the source is not labelled)
     hashes: np.ndarray  # uint64, one per record
     locate: Callable[[int], dict]  # position of record i, for reports
     dead: list = field(default_factory=list)
@@ -75,7 +77,19 @@ class Batch:
         rows = np.flatnonzero(mask)
         X = self.X[rows] if hasattr(self.X, "tocsr") else [self.X[i] for i in rows.tolist()]
         locate = self.locate
-        return Batch(X, [self.y[i] for i in rows.tolist()], self.hashes[rows], lambda i: locate(int(rows[i])))
+        y = self.y[rows] if isinstance(self.y, np.ndarray) else [self.y[i] for i in rows.tolist()]
+        return Batch(X, y, self.hashes[rows], lambda i: locate(int(rows[i])))
+
+
+def labels_out(y: list):
+    """Labels as an int64 array when they are all Python ints (the learners' fast path),
+    else the list itself."""
+    if y and all(type(v) is int for v in y):
+        try:
+            return np.array(y, dtype=np.int64)
+        except OverflowError:
+            return y
+    return y
 
 
 def empty_batch(position: dict | None = None) -> Batch:
@@ -107,6 +121,8 @@ def check_features(x) -> dict:
         raise RecordError("malformed", f"features must be a mapping, got {type(x).__name__}")
     if not x:
         raise RecordError("empty-features", "the record has no features")
+    if set(map(type, x.values())) <= _FLOAT_OR_INT and set(map(type, x)) <= _NAME_TYPES and math.isfinite(sum(x.values())):
+        return x  # the common case, checked at C speed (a finite sum means finite values)
     for name, value in x.items():
         if not isinstance(name, (str, int)) or isinstance(name, bool):
             raise RecordError("malformed", f"feature name {name!r} is not a string or an integer")

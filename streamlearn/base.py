@@ -23,8 +23,9 @@ A family implements ``_init_model``, ``_learn_groups`` (complete groups only),
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
-import pandas as pd
 from river import base
 
 from .errors import InvalidInputError, InvalidParameterError
@@ -50,6 +51,13 @@ def _split_rows(rows: SparseRows, n: int) -> tuple[SparseRows, list, list]:
         cols.append(rows.indices[lo:hi].copy())
         vals.append(rows.data[lo:hi].copy())
     return head, cols, vals
+
+
+def _is_pandas_frame(X) -> bool:
+    """Whether X is a pandas DataFrame, without importing pandas (slow to import) for
+    users who never pass one."""
+    pandas = sys.modules.get("pandas")
+    return pandas is not None and isinstance(X, pandas.DataFrame)
 
 
 def check_positive(name: str, value, integer: bool = False) -> None:
@@ -132,12 +140,35 @@ class StreamClassifier(base.MiniBatchClassifier):
     def learn_many(self, X, y) -> None:
         """Learn a batch: a DataFrame, a 2-D NumPy array, a SciPy sparse matrix or a list
         of feature dicts, and its labels (a Series, a list or an array of the same length)."""
+        rows = self._encode_labelled(X, y)
+        self._learn_rows(rows, self._labels.indices(y, grow=True))
+
+    def score_and_learn(self, X, y) -> np.ndarray:
+        """Class scores of a batch by the model as it is (columns follow :attr:`classes`
+        before the batch, as :meth:`decision_function_many` would give), then learn it.
+        The batch is validated and encoded once: the runner's test-then-train step."""
+        rows = self._encode_labelled(X, y)
+        if self._labels.labels:
+            self._reserve_columns()
+            scores = self._raw_scores(rows)
+        else:
+            scores = np.zeros((rows.n_rows, 0))
+        self._learn_rows(rows, self._labels.indices(y, grow=True))
+        return scores
+
+    def _encode_labelled(self, X, y) -> SparseRows:
+        """Validate a labelled batch and encode it (growing the vocabulary)."""
         n_labels = self._labels.validate_batch(y)
         n_rows = X.shape[0] if hasattr(X, "shape") else len(X)
         if n_labels != n_rows:
             raise InvalidInputError("length-mismatch", f"X has {n_rows} rows but y has {n_labels} labels")
-        rows = self._features.encode_many(X, grow=True)
-        y_idx = self._labels.indices(y, grow=True)
+        return self._features.encode_many(X, grow=True)
+
+    def _reserve_columns(self) -> None:
+        """Make the model able to score every column of the feature space (a family whose
+        ``_raw_scores`` cannot take columns it has not learned yet overrides this)."""
+
+    def _learn_rows(self, rows: SparseRows, y_idx: np.ndarray) -> None:
         if self._pending_y:  # continue the mini-batch that learn_one / learn_many started
             head = stack_rows(self._pending_cols, self._pending_vals)
             rows = SparseRows(
@@ -188,10 +219,12 @@ class StreamClassifier(base.MiniBatchClassifier):
             return np.zeros((rows.n_rows, 0))
         return self._raw_scores(rows)
 
-    def predict_proba_many(self, X) -> pd.DataFrame:
+    def predict_proba_many(self, X) -> "pandas.DataFrame":
         scores = self.decision_function_many(X)
         proba = self._probabilities(scores) if scores.shape[1] else scores
-        index = X.index if isinstance(X, pd.DataFrame) else None
+        import pandas as pd
+
+        index = X.index if _is_pandas_frame(X) else None
         return pd.DataFrame(proba, columns=self.classes, index=index)
 
     def predict_many(self, X):
@@ -200,7 +233,9 @@ class StreamClassifier(base.MiniBatchClassifier):
         labels = np.empty(scores.shape[0], dtype=object)
         if scores.shape[1]:
             labels[:] = [self._labels.labels[k] for k in scores.argmax(axis=1)]
-        if isinstance(X, pd.DataFrame):
+        if _is_pandas_frame(X):
+            import pandas as pd
+
             return pd.Series(labels, index=X.index)
         return labels
 

@@ -89,6 +89,10 @@ def name_keys(names: list) -> np.ndarray:
     """A stable 63-bit key per feature name: the value itself for an integer name (so the
     columns of a canonical CSR matrix are already in key order), BLAKE2b of ``repr`` for
     any other name. Stable across processes, unlike Python's salted ``hash``."""
+    if all(type(name) is int for name in names):  # positional columns, LIBSVM indices: vectorised
+        keys = np.array(names, dtype=object if not names else None)
+        if keys.dtype == np.int64 and (not len(keys) or (keys.min() >= -(1 << 62) and keys.max() < (1 << 62))):
+            return keys
     keys = np.empty(len(names), np.int64)
     for i, name in enumerate(names):
         if type(name) is int and -(1 << 62) <= name < (1 << 62):
@@ -229,16 +233,21 @@ class FeatureSpace:
         names, matrix = _batch_to_csr(X)
         used = first_appearance(matrix.indices, matrix.shape[1])
         cols = self._columns_of_positions(names, used, grow)
-        indptr = matrix.indptr.astype(np.int64)
-        indices, data = cols[matrix.indices], matrix.data.astype(np.float64)
+        return self._mapped_rows(matrix.indptr.astype(np.int64), cols[matrix.indices], matrix.data.astype(np.float64))
+
+    def _mapped_rows(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> SparseRows:
+        """CSR rows whose entries are mapped to columns (``-1``: unknown, dropped), put in
+        canonical order: by name key (vocabulary), or by column with collisions summed
+        (hashing), exactly as :meth:`encode_one` orders a single row."""
+        n_rows = len(indptr) - 1
         if len(indices) and indices.min() < 0:  # unknown features at prediction time
             keep = indices >= 0
-            row_of = np.repeat(np.arange(matrix.shape[0]), np.diff(indptr))
-            indptr = np.concatenate([[0], np.cumsum(np.bincount(row_of[keep], minlength=matrix.shape[0]))])
+            row_of = np.repeat(np.arange(n_rows), np.diff(indptr))
+            indptr = np.concatenate([[0], np.cumsum(np.bincount(row_of[keep], minlength=n_rows))])
             indices, data = indices[keep], data[keep]
         if self.n_bits is not None:  # sort by column and sum collisions, as encode_one does
             width = 1 << self.n_bits
-            mapped = sp.csr_matrix((data, indices, indptr), shape=(matrix.shape[0], width))
+            mapped = sp.csr_matrix((data, indices, indptr), shape=(n_rows, width))
             mapped.sum_duplicates()
             indptr, indices, data = mapped.indptr.astype(np.int64), mapped.indices.astype(np.int64), mapped.data
         elif len(indices) > 1:  # vocabulary: order each row by name key, as encode_one does
@@ -246,11 +255,29 @@ class FeatureSpace:
         return SparseRows(indptr.astype(np.int64), indices, data)
 
     def _encode_dicts(self, X: list, grow: bool) -> SparseRows:
-        """A list of dict examples as rows: all validated first, then encoded in order (so
-        the vocabulary grows exactly as a ``learn_one`` loop would grow it)."""
-        values = [_dict_values(x, row) for row, x in enumerate(X)]
-        encoded = [self._encode_valid(x, v, grow) for x, v in zip(X, values)]
-        return stack_rows([c for c, _ in encoded], [v for _, v in encoded])
+        """A list of dict examples as rows, in bulk: all validated first, then their names
+        looked up in one pass (new names enter the vocabulary in the order a ``learn_one``
+        loop would add them)."""
+        for row, x in enumerate(X):
+            if type(x) is not dict:
+                _dict_values(x, row)  # raises with the row number
+        indptr = np.zeros(len(X) + 1, np.int64)
+        np.cumsum([len(x) for x in X], out=indptr[1:])
+        raw = [v for x in X for v in x.values()]
+        if not set(map(type, raw)) <= _NUMERIC_TYPES:
+            for row, x in enumerate(X):
+                _dict_values(x, row)  # finds the row and feature, or accepts numbers.Real
+        try:
+            data = np.array(raw, dtype=np.float64) if raw else np.zeros(0)
+        except (TypeError, ValueError):
+            for row, x in enumerate(X):
+                _dict_values(x, row)
+            raise
+        if not np.isfinite(data).all():
+            row = int(np.searchsorted(indptr, int(np.flatnonzero(~np.isfinite(data))[0]), side="right") - 1)
+            _dict_values(X[row], row)
+        cols = self.columns([name for x in X for name in x], grow)
+        return self._mapped_rows(indptr, cols, data)
 
     def __getstate__(self):
         state = dict(self.__dict__)

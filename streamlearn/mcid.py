@@ -112,6 +112,9 @@ class _MCIDLearner(StreamClassifier):
             store.averaged, self._renormalize_below,
         )  # fmt: skip
 
+    def _reserve_columns(self) -> None:
+        self._weights.reserve(self._features.n_columns, len(self._labels))
+
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:
         store = self._weights
         n_classes = len(self._labels)

@@ -43,14 +43,19 @@ class ClassificationMetrics:
         self.log_loss_sum = 0.0
         self.n_proba = 0
 
+    def _index_of(self, label) -> int:
+        k = self._index.get(label)
+        if k is None:
+            k = self._index[label] = len(self.labels)
+            self.labels.append(label)
+        return k
+
     def _indices(self, labels) -> np.ndarray:
-        out = np.empty(len(labels), np.int64)
-        for i, label in enumerate(labels):
-            k = self._index.get(label)
-            if k is None:
-                k = self._index[label] = len(self.labels)
-                self.labels.append(label)
-            out[i] = k
+        if isinstance(labels, np.ndarray) and labels.dtype.kind in "iub":  # vectorised: one look-up per distinct label
+            uniques, inverse = np.unique(labels, return_inverse=True)
+            out = np.fromiter((self._index_of(u) for u in uniques.tolist()), np.int64, len(uniques))[inverse]
+        else:
+            out = np.fromiter((self._index_of(label) for label in labels), np.int64, len(labels))
         if len(self.labels) > len(self.tp):
             grow = len(self.labels) - len(self.tp)
             self.tp, self.predicted, self.actual = (np.concatenate([a, np.zeros(grow, np.int64)]) for a in (self.tp, self.predicted, self.actual))
@@ -62,10 +67,13 @@ class ClassificationMetrics:
         if len(y_true) != len(y_pred):
             raise ValueError("y_true and y_pred differ in length")
         true = self._indices(y_true)
-        has_pred = np.array([p is not None for p in y_pred], bool)
-        pred = np.full(len(y_pred), -1, np.int64)
-        if has_pred.any():
-            pred[has_pred] = self._indices([p for p in y_pred if p is not None])
+        if isinstance(y_pred, np.ndarray) and y_pred.dtype.kind in "iub":
+            has_pred, pred = np.ones(len(y_pred), bool), self._indices(y_pred)
+        else:
+            has_pred = np.array([p is not None for p in y_pred], bool)
+            pred = np.full(len(y_pred), -1, np.int64)
+            if has_pred.any():
+                pred[has_pred] = self._indices([p for p in y_pred if p is not None])
         np.add.at(self.actual, true, 1)
         np.add.at(self.predicted, pred[has_pred], 1)
         np.add.at(self.tp, true[pred == true], 1)

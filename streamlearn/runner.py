@@ -51,18 +51,23 @@ class _Stop(BaseException):
     """Raised by the signal handler while the runner waits on a blocking source."""
 
 
-def score_batch(model: StreamClassifier, X, y) -> tuple[list, np.ndarray]:
+def score_batch(model: StreamClassifier, X, y, learn: bool = False) -> tuple[list, np.ndarray]:
     """Predicted labels and the probability given to each true label (0 for a class the
-    model has not seen), for a batch the model has not learned yet."""
-    scores = model.decision_function_many(X)
-    n = scores.shape[0]
-    if not scores.shape[1]:
+    model has not seen) for a batch, by the model before it learns the batch; with
+    ``learn=True`` the model then learns it (the batch is encoded once)."""
+    scores = model.score_and_learn(X, y) if learn else model.decision_function_many(X)
+    n, n_classes = scores.shape
+    if not n_classes:
         return [None] * n, np.zeros(n)
     proba = model._probabilities(scores)
-    classes = model.classes
-    predicted = [classes[k] for k in proba.argmax(axis=1).tolist()]
+    classes = model.classes[:n_classes]
+    if isinstance(y, np.ndarray) and y.dtype.kind in "iub" and all(type(c) is int for c in classes):
+        predicted = np.asarray(classes, np.int64)[proba.argmax(axis=1)]
+    else:
+        predicted = [classes[k] for k in proba.argmax(axis=1).tolist()]
     columns = model.class_indices(y)
-    p_true = np.where(columns >= 0, proba[np.arange(n), np.maximum(columns, 0)], 0.0)
+    known = (columns >= 0) & (columns < n_classes)
+    p_true = np.where(known, proba[np.arange(n), np.where(known, columns, 0)], 0.0)
     return predicted, p_true
 
 
@@ -108,6 +113,8 @@ class Runner:
         if checkpoint_every is not None and int(checkpoint_every) < 1:
             raise ValueError(f"checkpoint_every must be positive, got {checkpoint_every!r}")
         self.model, self.source = model, source
+        if hasattr(source, "with_hashes") and (holdout is None or callable(holdout)):
+            source.with_hashes = False  # only a hash hold-out needs record hashes
         self.store = CheckpointStore(checkpoint_dir, keep) if checkpoint_dir else None
         self.checkpoint_every = checkpoint_every
         self.checkpoint_interval = checkpoint_interval
@@ -122,6 +129,8 @@ class Runner:
         self.holdout_metrics = ClassificationMetrics()
         self.position = None
         self.checkpoint_seconds = 0.0
+        self._checkpoint_log: list = []  # (perf_counter at start, seconds) of each checkpoint
+        self._data_span = [None, None]  # perf_counter when the first record arrived / the last was learned
         self.last_checkpoint_path = None
         self._stop_requested = False
         self._waiting = False
@@ -176,6 +185,7 @@ class Runner:
         if self.position is not None and (self.store is not None):
             self.source.commit(self.position)
         self.checkpoint_seconds += time.perf_counter() - start
+        self._checkpoint_log.append((start, time.perf_counter() - start))
         self._learned_at_checkpoint = self.counters["learned"]
         self._checkpoint_time = time.monotonic()
 
@@ -210,6 +220,8 @@ class Runner:
             self.dead_letters.write(dead.to_json())
         self.counters["dead_letters"] += len(batch.dead)
         if len(batch):
+            if self._data_span[0] is None:
+                self._data_span[0] = time.perf_counter()
             train = batch
             if self.holdout is not None and not callable(self.holdout):
                 held = batch.hashes < np.uint64(min(float(self.holdout) * HASH_RANGE, HASH_RANGE - 1))
@@ -220,11 +232,11 @@ class Runner:
                     self.counters["held_out"] += len(kept)
                     train = batch.take(~held)
             if len(train):
-                predicted, p_true = score_batch(self.model, train.X, train.y)
-                self.model.learn_many(train.X, train.y)
+                predicted, p_true = score_batch(self.model, train.X, train.y, learn=True)
                 self.prequential.update(train.y, predicted, p_true)
                 self.counters["learned"] += len(train)
             self.counters["seen"] += len(batch)
+            self._data_span[1] = time.perf_counter()
         self.counters["batches"] += 1
         if batch.position is not None:
             self.position = batch.position
@@ -307,10 +319,16 @@ class Runner:
         return log_line
 
     def summary(self) -> dict:
-        """Counters, metrics and the share of time spent checkpointing."""
+        """Counters, metrics, the share of time spent checkpointing, and ``data_seconds``:
+        from the first record to the last one learned (a daemon's idle time excluded), with
+        the checkpoint time spent within it."""
         elapsed = time.perf_counter() - self._started
+        first, last = self._data_span
+        data_seconds = (last - first) if first is not None else 0.0
+        during_data = sum(d for t, d in self._checkpoint_log if first is not None and first <= t <= last)
         return {**self.counters, "prequential": self.prequential.summary(),
                 "holdout": self.holdout_metrics.summary() if self.holdout is not None and not callable(self.holdout) else None,
                 "elapsed_s": elapsed, "checkpoint_share": self.checkpoint_seconds / elapsed if elapsed else 0.0,
+                "data_seconds": data_seconds, "checkpoint_seconds_during_data": during_data,
                 "checkpoint": self.last_checkpoint_path}
 

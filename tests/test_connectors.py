@@ -81,7 +81,7 @@ def test_jsonl_decoder_validates_each_record():
         b'{"x": {"a": 1}}', b'{"x": {}, "y": 2}', b'[1, 2]', b'{"x": {"a": 1}, "y": [1]}', b'{"x": {"b": 3}, "y": 2}',
     ]) + b"\n"
     batch = JsonLinesDecoder(labelled=True).decode(text, 10, 1000, "f.jsonl")
-    assert batch.X == [{"a": 1, "b": 2.5}, {"b": 3}] and batch.y == ["cat", 2]
+    assert batch.X == [{"a": 1, "b": 2.5}, {"b": 3}] and list(batch.y) == ["cat", 2]
     assert [(d.position["line"], d.reason) for d in batch.dead] == [
         (12, "non-finite"), (13, "non-numeric"), (14, "missing-label"), (15, "empty-features"), (16, "malformed"), (17, "bad-label")]
     assert batch.dead[0].position["offset"] == 1000 + len(b'{"x": {"a": 1, "b": 2.5}, "y": "cat"}\n')
@@ -97,7 +97,7 @@ def test_csv_decoder_header_label_column_and_empty_cells():
     assert batch.X == [{"f1": 1.5, "f2": 2.0}, {"f2": 3.0}] and batch.y == ["cat", "dog"]
     assert [(d.position["line"], d.reason) for d in batch.dead] == [(4, "non-numeric"), (5, "malformed")]
     by_index = CsvDecoder(label_column=0).decode(b"y,a\n3,1\n", 0, 0, "f.csv")
-    assert by_index.y == [3] and by_index.X == [{"a": 1.0}]
+    assert list(by_index.y) == [3] and by_index.X == [{"a": 1.0}]
     with pytest.raises(ValueError, match="not in the CSV header"):
         CsvDecoder(label_column="nope").decode(b"a,b\n1,2\n", 0, 0, "f.csv")
 
@@ -107,7 +107,7 @@ def test_msgpack_decoder_bad_records_and_undecodable_tail():
     bad = msgpack.packb({"x": {"a": float("inf")}, "y": 1})
     data = good[0] + bad + good[1] + good[2] + b"\xc1\xc1 garbage"
     batch, consumed, n = MsgpackDecoder().decode(data, True, 0, 0, "f.msgpack", 100)
-    assert batch.y == [1, 0, 1] and consumed == len(data) and n == 4
+    assert list(batch.y) == [1, 0, 1] and consumed == len(data) and n == 4
     assert [d.reason for d in batch.dead] == ["non-finite", "undecodable"]
     assert batch.dead[1].record == b"\xc1\xc1 garbage"
 
@@ -171,7 +171,7 @@ def test_stdin_source_decodes_as_lines_arrive_and_checks_the_replayed_prefix():
 
     text = b"1 1:1\n2 2:1\n1 1:2\n"
     batches = list(StdinSource(stream=Trickle(text), batch_records=100))
-    assert [b.y for b in batches if len(b)] == [[1], [2], [1]]  # each line as soon as it is complete
+    assert [list(b.y) for b in batches if len(b)] == [[1], [2], [1]]  # each line as soon as it is complete
     resumed = StdinSource(stream=Trickle(text))
     resumed.seek(batches[1].position)
     assert [y for b in resumed for y in b.y] == [1]

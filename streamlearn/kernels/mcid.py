@@ -22,7 +22,7 @@ OVR_HINGE = 3  # K binary Pegasos (one-vs-rest hinge)
 OVR_LOGISTIC = 4  # K binary logistic regressions (one-vs-rest)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sigmoid(z):
     if z >= 0:
         return 1.0 / (1.0 + np.exp(-z))
@@ -30,7 +30,7 @@ def _sigmoid(z):
     return e / (1.0 + e)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def loss_coefficients(loss, scores, y, n_classes):
     """Overwrite ``scores`` (the ``w_k . x``) with ``g_k`` such that ``dl/dw_k = g_k x``.
 
@@ -72,7 +72,7 @@ def loss_coefficients(loss, scores, y, n_classes):
             scores[k] = -s * _sigmoid(-s * scores[k])
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def learn_groups(
     indptr, indices, data, y, group_size,
     V, scale, sqnorm, U, A, n_features, n_classes, t,

@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sort_rows_by_key(indptr, indices, data, keys):
     """Sort the entries of each CSR row by ``keys[indices]`` in place (stable)."""
     n_rows = len(indptr) - 1
@@ -32,7 +32,7 @@ def sort_rows_by_key(indptr, indices, data, keys):
             data[lo + p] = row_data[order[p]]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def first_appearance(indices, width):
     """The distinct values of ``indices`` (all in ``[0, width)``) in order of first
     appearance: a batch's new columns then enter the vocabulary in stream order, so

@@ -21,7 +21,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def row_dots(indptr, indices, data, row, M, n_classes, out):
     """``out[k] = sum_p data[p] * M[indices[p], k]`` over the entries of one CSR row.
 
@@ -39,7 +39,7 @@ def row_dots(indptr, indices, data, row, M, n_classes, out):
             out[k] += v * M[j, k]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def scores_batch(indptr, indices, data, V, scale, U, A, n_steps, n_classes, averaged, out):
     """Class scores ``x . w_k`` of every row of a CSR batch into ``out[n_rows, K]``.
 
@@ -57,7 +57,7 @@ def scores_batch(indptr, indices, data, V, scale, U, A, n_steps, n_classes, aver
                 out[i, k] *= scale[k]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def add_to_column(V, sqnorm, U, A, averaged, indptr, indices, data, row, k, coef):
     """``V[:, k] += coef * x_row``, keeping ``sqnorm[k] = ||V[:, k]||^2`` and the average's ``U``."""
     acc = sqnorm[k]
@@ -73,7 +73,7 @@ def add_to_column(V, sqnorm, U, A, averaged, indptr, indices, data, row, k, coef
     sqnorm[k] = acc
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def renormalize_column(V, scale, sqnorm, U, A, averaged, n_features, k):
     """Fold ``scale[k]`` into ``V[:, k]`` (O(d)); also recomputes ``sqnorm[k]`` exactly.
 
@@ -96,7 +96,7 @@ def renormalize_column(V, scale, sqnorm, U, A, averaged, n_features, k):
     scale[k] = 1.0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def project_to_ball(scale, sqnorm, n_classes, radius, per_class):
     """Scale ``W`` onto the ball ``||W|| <= radius``: Frobenius ball of the whole matrix,
     or, with ``per_class``, each column onto its own ball (one-vs-rest Pegasos). O(K)."""

@@ -1,0 +1,247 @@
+"""End-to-end benchmark of the stream runtime (issue 3), in one run:
+
+1. ``streamlearn train FILE`` on news20 and MNIST in LIBSVM text against Vowpal Wabbit
+   reading the same examples in its own text format through its own driver
+   (``python -m vowpalwabbit -d FILE --oaa K``); both as subprocesses, wall time measured
+   from outside, medians of interleaved repeats. Two stream lengths: the training file as
+   is, and the file repeated (a longer stream, where start-up is amortised). Start-up alone
+   is measured on a one-line file and reported.
+2. The Kafka daemon: the training records as msgpack messages (100 records each) on a
+   local Tansu broker, consumed by ``streamlearn train kafka://...`` with a checkpoint
+   every 10 s; sustained examples/s while data flows and the share of that time spent
+   checkpointing.
+
+    python -m bench.runtime_bench [--repeats 5] [--copies 8] [--kafka-seconds 40]
+
+Results: bench/results/runtime.{json,md}, runtime.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from bench.data import CACHE, load
+
+RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+WORK = CACHE / "runtime"
+
+
+def write_texts(name: str, copies: int) -> dict:
+    """The training part as LIBSVM and VW text (same rows, same order), once and repeated."""
+    split = load(name)
+    X, y = split.X_train, split.y_train
+    labels = y - y.min() + 1  # VW's --oaa wants 1..K
+    files = {}
+    WORK.mkdir(parents=True, exist_ok=True)
+    for reps, tag in ((1, "x1"), (copies, f"x{copies}")):
+        svm, vw = WORK / f"{name}.{tag}.svm", WORK / f"{name}.{tag}.vw"
+        if not svm.exists() or not vw.exists():
+            lines_svm, lines_vw = [], []
+            for i in range(X.shape[0]):
+                lo, hi = X.indptr[i], X.indptr[i + 1]
+                feats = " ".join(f"{j}:{v:.6g}" for j, v in zip(X.indices[lo:hi].tolist(), X.data[lo:hi].tolist()))
+                lines_svm.append(f"{labels[i]} {feats}\n")
+                lines_vw.append(f"{labels[i]} | {feats}\n")
+            svm.write_text("".join(lines_svm) * reps)
+            vw.write_text("".join(lines_vw) * reps)
+        files[tag] = {"svm": svm, "vw": vw, "examples": X.shape[0] * reps}
+    tiny_svm, tiny_vw = WORK / "tiny.svm", WORK / "tiny.vw"
+    tiny_svm.write_text("1 1:1\n")
+    tiny_vw.write_text("1 | 1:1\n")
+    files["startup"] = {"svm": tiny_svm, "vw": tiny_vw, "examples": 1}
+    files["n_classes"] = int(len(np.unique(y)))
+    return files
+
+
+def run_ours(path, extra=()) -> tuple[float, dict]:
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "streamlearn.cli", "train", str(path), "--learner", "MulticlassSVM",
+                          "--quiet", *extra], capture_output=True, text=True, check=True).stdout
+    return time.perf_counter() - start, json.loads(out.strip().splitlines()[-1])
+
+
+def run_vw(path, n_classes: int) -> tuple[float, float]:
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "vowpalwabbit", "-d", str(path), "--oaa", str(n_classes)],
+                            capture_output=True, text=True, check=True)
+    seconds = time.perf_counter() - start
+    loss = re.search(r"average loss = ([\d.]+)", result.stdout + result.stderr)
+    return seconds, 1.0 - float(loss.group(1)) if loss else float("nan")
+
+
+def file_benchmark(name: str, repeats: int, copies: int) -> dict:
+    files = write_texts(name, copies)
+    K = files["n_classes"]
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        times = {key: [] for key in ("ours", "ours_ckpt", "vw")}
+        stats = {}
+        for tag in ("startup", "x1", f"x{copies}"):
+            t = {k: [] for k in times}
+            for r in range(repeats):
+                seconds, summary = run_ours(files[tag]["svm"])
+                t["ours"].append(seconds)
+                stats[(tag, "ours")] = summary["prequential"]["accuracy"]
+                ck = pathlib.Path(tmp) / f"{tag}-{r}"
+                seconds, summary = run_ours(files[tag]["svm"], ["--checkpoint-dir", str(ck)])
+                t["ours_ckpt"].append(seconds)
+                seconds, acc = run_vw(files[tag]["vw"], K)
+                t["vw"].append(seconds)
+                stats[(tag, "vw")] = acc
+            rows[tag] = {
+                "examples": files[tag]["examples"],
+                **{f"{k}_seconds": statistics.median(v) for k, v in t.items()},
+                **{f"{k}_all_seconds": v for k, v in t.items()},
+                "ours_prequential_accuracy": stats[(tag, "ours")],
+                "vw_progressive_accuracy": stats[(tag, "vw")],
+            }
+    for tag in ("x1", f"x{copies}"):
+        row = rows[tag]
+        n = row["examples"]
+        for k in ("ours", "ours_ckpt", "vw"):
+            row[f"{k}_examples_per_s"] = n / row[f"{k}_seconds"]
+            steady = row[f"{k}_seconds"] - rows["startup"][f"{k}_seconds"]
+            row[f"{k}_steady_examples_per_s"] = n / steady if steady > 0 else float("nan")
+        row["ratio_end_to_end"] = row["ours_examples_per_s"] / row["vw_examples_per_s"]
+        row["ratio_steady"] = row["ours_steady_examples_per_s"] / row["vw_steady_examples_per_s"]
+    return {"dataset": name, "classes": K, "copies": copies, "rows": rows}
+
+
+def kafka_benchmark(name: str, seconds: float) -> dict:
+    """Sustained daemon throughput with a checkpoint every 10 s, and the checkpoint share."""
+    from connectors.kafka import encode_value
+    from connectors.localbroker import create_topic, local_broker, produce
+
+    split = load(name)
+    X, y = split.X_train, split.y_train
+    messages = []
+    for start in range(0, X.shape[0], 100):
+        batch = []
+        for i in range(start, min(start + 100, X.shape[0])):
+            lo, hi = X.indptr[i], X.indptr[i + 1]
+            batch.append({"x": dict(zip(map(str, X.indices[lo:hi].tolist()), X.data[lo:hi].tolist())), "y": int(y[i])})
+        messages.append(encode_value(batch))
+    with local_broker() as bootstrap, tempfile.TemporaryDirectory() as tmp:
+        create_topic(bootstrap, "bench")
+        # measure how fast the daemon goes, then produce enough data for `seconds` of learning
+        produce(bootstrap, "bench", messages)
+        copies = 1
+        probe = _daemon(bootstrap, "probe", tmp, idle=2)
+        rate = probe["learned"] / max(probe["data_seconds"], 1e-3)
+        copies = max(1, int(np.ceil(seconds * rate / X.shape[0])))
+        for _ in range(copies - 1):
+            produce(bootstrap, "bench", messages)
+        summary = _daemon(bootstrap, "main", tmp, idle=3)
+    data_s = summary["data_seconds"]
+    return {
+        "dataset": name, "records": summary["learned"], "copies": copies, "data_seconds": data_s,
+        "examples_per_s": summary["learned"] / data_s, "checkpoints": summary["checkpoints"],
+        "checkpoint_seconds_during_data": summary["checkpoint_seconds_during_data"],
+        "checkpoint_share": summary["checkpoint_seconds_during_data"] / data_s,
+        "prequential_accuracy": summary["prequential"]["accuracy"],
+    }
+
+
+def _daemon(bootstrap, group, tmp, idle) -> dict:
+    out = subprocess.run([sys.executable, "-m", "streamlearn.cli", "train", f"kafka://{bootstrap}/bench?group={group}",
+                          "--learner", "MulticlassSVM", "--checkpoint-dir", os.path.join(tmp, group), "--checkpoint-interval",
+                          "10", "--checkpoint-every", str(10**12), "--idle-timeout", str(idle), "--quiet"],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def write_report(results: dict, out: pathlib.Path) -> None:
+    lines = ["# Stream runtime benchmark (issue 3)", "",
+             f"Machine: {os.cpu_count()} cores; medians of {results['repeats']} interleaved repeats; wall time of the whole command.",
+             "`ours` = `streamlearn train FILE --learner MulticlassSVM` (default 1000-record batches, each scored then learned);",
+             "`ours+ckpt` adds `--checkpoint-dir` (checkpoint every 10,000 examples, dead letters and metrics files);",
+             "`VW` = `python -m vowpalwabbit -d FILE --oaa K` on the same rows in VW text. *Steady* subtracts each tool's",
+             "start-up (median wall time on a one-line file).", "",
+             "| data | examples | ours s | ours+ckpt s | VW s | ours ex/s | VW ex/s | ratio (end to end) | ratio (steady) | prequential acc. ours / VW |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for entry in results["files"]:
+        for tag, row in entry["rows"].items():
+            if tag == "startup":
+                continue
+            lines.append(
+                f"| {entry['dataset']} {tag} | {row['examples']:,} | {row['ours_seconds']:.2f} | {row['ours_ckpt_seconds']:.2f} | "
+                f"{row['vw_seconds']:.2f} | {row['ours_examples_per_s']:,.0f} | {row['vw_examples_per_s']:,.0f} | "
+                f"{row['ratio_end_to_end']:.2f}x | {row['ratio_steady']:.2f}x | "
+                f"{100 * row['ours_prequential_accuracy']:.2f} / {100 * row['vw_progressive_accuracy']:.2f} |")
+    start = results["files"][0]["rows"]["startup"]
+    lines += ["", f"Start-up (one-line file): ours {start['ours_seconds']:.2f} s, VW {start['vw_seconds']:.2f} s.", ""]
+    if results.get("kafka"):
+        k = results["kafka"]
+        lines += ["## Kafka daemon", "",
+                  f"{k['dataset']}: {k['records']:,} records (msgpack, 100 per message) on a local Tansu broker, checkpoint every 10 s.",
+                  "", "| sustained ex/s | data flowing (s) | checkpoints | checkpoint time (s) | checkpoint share | prequential acc. |",
+                  "|---:|---:|---:|---:|---:|---:|",
+                  f"| {k['examples_per_s']:,.0f} | {k['data_seconds']:.1f} | {k['checkpoints']} | {k['checkpoint_seconds_during_data']:.2f} | "
+                  f"{100 * k['checkpoint_share']:.2f} % | {100 * k['prequential_accuracy']:.2f} |", ""]
+    (out / "runtime.md").write_text("\n".join(lines))
+
+
+def plot(results: dict, out: pathlib.Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels, ours, ours_ck, vw = [], [], [], []
+    for entry in results["files"]:
+        for tag, row in entry["rows"].items():
+            if tag != "startup":
+                labels.append(f"{entry['dataset']} {tag}")
+                ours.append(row["ours_examples_per_s"])
+                ours_ck.append(row["ours_ckpt_examples_per_s"])
+                vw.append(row["vw_examples_per_s"])
+    x = np.arange(len(labels))
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.bar(x - 0.27, ours, 0.27, label="streamlearn train")
+    ax.bar(x, ours_ck, 0.27, label="streamlearn train + checkpoints")
+    ax.bar(x + 0.27, vw, 0.27, label="vowpalwabbit --oaa")
+    ax.set_xticks(x, labels)
+    ax.set_ylabel("examples/s, end to end (median)")
+    ax.legend()
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "runtime.png", dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", nargs="+", default=["news20", "mnist"])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--copies", type=int, default=8, help="the longer stream repeats the file this many times")
+    parser.add_argument("--kafka-seconds", type=float, default=40.0, help="target length of the Kafka run (0: skip)")
+    parser.add_argument("--out", default=str(RESULTS))
+    args = parser.parse_args(argv)
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = {"repeats": args.repeats, "files": [], "kafka": None}
+    for name in args.datasets:
+        print(f"files: {name}", file=sys.stderr)
+        results["files"].append(file_benchmark(name, args.repeats, args.copies))
+    if args.kafka_seconds > 0:
+        print("kafka", file=sys.stderr)
+        results["kafka"] = kafka_benchmark(args.datasets[0], args.kafka_seconds)
+    (out / "runtime.json").write_text(json.dumps(results, indent=1, default=str))
+    write_report(results, out)
+    plot(results, out)
+    print((out / "runtime.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
