@@ -21,6 +21,7 @@ decompressed bytes.
 
 from __future__ import annotations
 
+import concurrent.futures
 import glob
 import os
 import queue
@@ -64,29 +65,48 @@ def _cut_lines(buf: bytes, start: int, max_lines: int, final: bool) -> tuple[int
     return (start + int(newlines[-1]) + 1, len(newlines)) if len(newlines) else (start, 0)
 
 
+_PARSERS = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="streamlearn-parse")
+
+
 def decode_stream(read, decoder, origin: str, cursor: _Cursor, max_records: int):
     """Yield batches decoded from ``read(n)`` (which returns ``b""`` at the end); the
-    cursor is advanced past each batch before it is yielded."""
+    cursor is advanced past each batch before it is yielded.
+
+    The pieces of one read (at most ``max_records`` lines each) of a stateless decoder
+    (LIBSVM) are decoded by two threads at once; the compiled parser runs without the GIL."""
     pending = b""
+    parallel = getattr(decoder, "stateless", False)
     while True:
-        data = read(CHUNK_BYTES)
+        data = read(4 * CHUNK_BYTES if parallel else CHUNK_BYTES)
         final = not data
         buf = pending + data if pending else data
         start = 0
-        while start < len(buf):
-            if decoder.line_based:
+        if decoder.line_based:
+            cuts = []
+            line, offset = cursor.line, cursor.offset
+            while start < len(buf):
                 end, n_lines = _cut_lines(buf, start, max_records, final)
                 if end == start:
                     break
-                batch = decoder.decode(buf[start:end], cursor.line, cursor.offset, origin)
+                cuts.append((start, end, n_lines, line, offset))
+                line, offset, start = line + n_lines, offset + end - start, end
+            pieces = [(buf[a:b], line, offset, origin) for a, b, _, line, offset in cuts]
+            if parallel and len(pieces) > 1:
+                batches = _PARSERS.map(lambda args: decoder.decode(*args), pieces)
             else:
+                batches = (decoder.decode(*args) for args in pieces)
+            for (a, b, n_lines, _, _), batch in zip(cuts, batches):
+                cursor.advance(buf[a:b], n_lines)
+                yield batch
+        else:
+            while start < len(buf):
                 batch, consumed, n_lines = decoder.decode(buf[start:], final, cursor.line, cursor.offset, origin, max_records)
                 if consumed == 0:
                     break
                 end = start + consumed
-            cursor.advance(buf[start:end], n_lines)
-            start = end
-            yield batch
+                cursor.advance(buf[start:end], n_lines)
+                start = end
+                yield batch
         pending = buf[start:]
         if final:
             return
@@ -213,7 +233,8 @@ class FileSource(_HashSwitch):
         return prefetch(self._batches())
 
     def _batches(self):
-        first_pass, first_file, cursor, decoder_state = self._start
+        first_pass, first_file, start, decoder_state = self._start
+        cursor = _Cursor(start.offset, start.line, start.crc)  # iterating again starts at the same place
         for pass_ in range(first_pass, self.passes):
             for index in range(first_file if pass_ == first_pass else 0, len(self.paths)):
                 self.decoder.new_file()
@@ -275,7 +296,7 @@ class StdinSource(_HashSwitch):
         return prefetch(self._batches())
 
     def _batches(self):
-        read, cursor = self._read(), self._cursor
+        read, cursor = self._read(), _Cursor(self._cursor.offset, self._cursor.line, self._cursor.crc)
         self.decoder.new_file()
         if cursor.offset:
             skip_verified(read, cursor, "stdin")

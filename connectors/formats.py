@@ -84,7 +84,10 @@ class LineDecoder:
 
 
 class LibsvmDecoder(LineDecoder):
-    """LIBSVM lines; integer labels come as an int64 array (the fast path downstream)."""
+    """LIBSVM lines; integer labels come as an int64 array (the fast path downstream).
+    Stateless: pieces of a stream may be decoded concurrently."""
+
+    stateless = True
 
     def decode(self, piece, first_line, offset, origin):
         chunk = parse_libsvm_bytes(piece, with_hashes=self.with_hashes)

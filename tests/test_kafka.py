@@ -1,0 +1,91 @@
+"""Kafka source and sinks against a real broker: bad messages go to a dead-letter topic,
+JSON and msgpack values, one record or a list per message, predictions to a topic."""
+
+from __future__ import annotations
+
+import json
+
+import msgpack
+from kafka import KafkaConsumer
+
+from connectors.kafka import KafkaSource, encode_value, parse_kafka_uri
+from streamlearn.checkpoint import CheckpointStore
+from helpers import assert_same_state, cli, records, train_reference_records
+
+
+def read_topic(bootstrap, topic, expected, timeout_ms=5000) -> list:
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=timeout_ms, group_id=f"reader-{topic}", session_timeout_ms=6000,
+                             heartbeat_interval_ms=1000)
+    values = []
+    for message in consumer:
+        values.append(json.loads(message.value))
+        if len(values) == expected:
+            break
+    consumer.close()
+    return values
+
+
+def test_bad_messages_go_to_a_dead_letter_topic_and_the_model_sees_only_good_records(tmp_path, broker):
+    from connectors.localbroker import create_topic, produce
+
+    good = records(600, seed=9)
+    bad = {
+        3: (b"\xc1\xc1", "undecodable"),
+        10: (encode_value({"x": {"a": float("nan")}, "y": "c0"}), "non-finite"),
+        11: (b'{"x": {"a": 1.0}}', "missing-label"),
+        20: (b'{"x": {"a": "one"}, "y": "c1"}', "non-numeric"),
+        21: (b"{not json", "undecodable"),
+    }
+    messages, g = [], 0
+    for offset in range(len(good) // 20 + len(bad)):
+        if offset in bad:
+            messages.append(bad[offset][0])
+        elif offset % 2:  # JSON lists and msgpack lists of records
+            messages.append(json.dumps(good[g : g + 20]).encode())
+            g += 20
+        else:
+            messages.append(encode_value(good[g : g + 20]))
+            g += 20
+    assert g == len(good)
+    create_topic(broker, "mixed")
+    create_topic(broker, "mixed-dead")
+    produce(broker, "mixed", messages)
+    result = cli("train", f"kafka://{broker}/mixed?group=g1", "--checkpoint-dir", tmp_path / "ck", "--idle-timeout", "2",
+                 "--dead-letter", f"kafka://{broker}/mixed-dead", "--batch-records", "50")
+    assert json.loads(result.stdout)["dead_letters"] == len(bad)
+    letters = read_topic(broker, "mixed-dead", len(bad))
+    assert [(d["position"]["offset"], d["reason"]) for d in letters] == [(o, r) for o, (_, r) in sorted(bad.items())]
+    payload = CheckpointStore(tmp_path / "ck").load_latest()
+    assert_same_state(payload["learner"], train_reference_records(good).export_state())
+    assert payload["position"]["offsets"] == {"0": len(messages)}
+
+
+def test_predictions_to_a_topic_and_offsets_committed(tmp_path, broker):
+    from connectors.localbroker import create_topic, produce
+
+    recs = records(300, seed=3)
+    create_topic(broker, "p-train")
+    create_topic(broker, "p-in")
+    create_topic(broker, "p-out")
+    produce(broker, "p-train", [msgpack.packb(r) for r in recs])
+    produce(broker, "p-in", [msgpack.packb({"x": r["x"]}) for r in recs[:50]])
+    cli("train", f"kafka://{broker}/p-train?group=trainer", "--checkpoint-dir", tmp_path / "ck", "--idle-timeout", "2")
+    source = KafkaSource(broker, "p-train", "trainer")
+    assert source.committed() == {0: 300}
+    source.close()
+    cli("predict", f"kafka://{broker}/p-in?group=predictor", "--checkpoint", tmp_path / "ck",
+        "--output", f"kafka://{broker}/p-out", "--idle-timeout", "2")
+    answers = read_topic(broker, "p-out", 50)
+    model = train_reference_records(recs)
+    assert [a["prediction"] for a in answers] == [model.predict_one(r["x"]) for r in recs[:50]]
+    assert [a["position"]["offset"] for a in answers] == list(range(50))
+
+
+def test_kafka_uri():
+    assert parse_kafka_uri("kafka://h:1,h2:2/topic?group=g") == {"bootstrap": "h:1,h2:2", "topic": "topic", "group": "g",
+                                                              "options": {"group": "g"}}
+    import pytest
+
+    with pytest.raises(ValueError, match="not a Kafka URI"):
+        parse_kafka_uri("kafka:///nothing")
