@@ -20,6 +20,7 @@ from .mcid import (
     OneVsRestLogisticRegression,
     OneVsRestPegasos,
 )
+from .pgs import MulticlassPGS, PrimalGradientSolver
 
 __version__ = "0.1.0"
 
@@ -31,6 +32,8 @@ LEARNERS = {
         MulticlassPerceptron,
         OneVsRestPegasos,
         OneVsRestLogisticRegression,
+        PrimalGradientSolver,
+        MulticlassPGS,
     )
 }
 
@@ -50,10 +53,12 @@ __all__ = [
     "LEARNERS",
     "LabelSpace",
     "MulticlassLogisticRegression",
+    "MulticlassPGS",
     "MulticlassPerceptron",
     "MulticlassSVM",
     "OneVsRestLogisticRegression",
     "OneVsRestPegasos",
+    "PrimalGradientSolver",
     "StreamClassifier",
     "StreamlearnError",
     "learner_from_state",

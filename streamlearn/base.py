@@ -73,6 +73,8 @@ class StreamClassifier(base.MiniBatchClassifier):
 
     #: mini-batch size; subclasses set it from their ``batch_size`` parameter
     batch_size: int = 1
+    #: most classes the learner can take (2 for a binary learner), ``None``: unbounded
+    max_classes: int | None = None
     n_bits: int | None = None
 
     # ------------------------------------------------------------------ set-up
@@ -124,6 +126,7 @@ class StreamClassifier(base.MiniBatchClassifier):
     def learn_one(self, x: dict, y) -> None:
         """Gather one example; take a step when ``batch_size`` examples are gathered."""
         label = self._labels.normalize(y)
+        self._check_class_room(1 if self._labels.index(label, grow=False) < 0 else 0)
         cols, vals = self._features.encode_one(x, grow=True)
         self._pending_cols.append(cols)
         self._pending_vals.append(vals)
@@ -162,7 +165,15 @@ class StreamClassifier(base.MiniBatchClassifier):
         n_rows = X.shape[0] if hasattr(X, "shape") else len(X)
         if n_labels != n_rows:
             raise InvalidInputError("length-mismatch", f"X has {n_rows} rows but y has {n_labels} labels")
+        if self.max_classes is not None:
+            self._check_class_room(self._labels.n_new(y))
         return self._features.encode_many(X, grow=True)
+
+    def _check_class_room(self, n_new: int) -> None:
+        if self.max_classes is not None and len(self._labels) + n_new > self.max_classes:
+            raise InvalidInputError(
+                "bad-label", f"{type(self).__name__} takes at most {self.max_classes} classes; "
+                f"{len(self._labels) + n_new} were given (the model is unchanged)")
 
     def _reserve_columns(self) -> None:
         """Make the model able to score every column of the feature space (a family whose

@@ -402,6 +402,15 @@ class LabelSpace:
         labels = ys.tolist() if hasattr(ys, "tolist") else list(ys)
         return np.fromiter((self.index(self.normalize(y), grow) for y in labels), np.int64, len(labels))
 
+    def n_new(self, ys) -> int:
+        """How many distinct labels of a (validated) batch are not in the space yet."""
+        values = np.asarray(ys) if not isinstance(ys, list) else None
+        if values is not None and values.dtype.kind in "iub" and values.ndim == 1:
+            distinct = np.unique(values).tolist()
+        else:
+            distinct = set(self.normalize(y) for y in (ys.tolist() if hasattr(ys, "tolist") else ys))
+        return sum(1 for y in distinct if y not in self._index)
+
     def validate_batch(self, ys) -> int:
         """Raise for the first empty or unhashable label of a batch; return the batch length."""
         values = np.asarray(ys) if not isinstance(ys, list) else None

@@ -16,8 +16,11 @@ from helpers import assert_same_state, records
 
 @pytest.mark.parametrize("name", sorted(streamlearn.LEARNERS))
 def test_a_restored_learner_predicts_exactly_as_the_saved_one(tmp_path, name):
+    cls = streamlearn.LEARNERS[name]
     recs = records(300)
-    model = streamlearn.LEARNERS[name](batch_size=3, average=True)
+    if not cls()._multiclass:  # a binary learner: two classes
+        recs = [{"x": r["x"], "y": r["y"] == "c0"} for r in recs]
+    model = cls(**list(cls._unit_test_params())[-1])  # the non-default options (mini-batches, averaging, ...)
     for r in recs[:200]:
         model.learn_one(r["x"], r["y"])
     model.learn_one(recs[200]["x"], recs[200]["y"])  # leaves a pending example

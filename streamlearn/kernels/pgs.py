@@ -1,0 +1,179 @@
+"""The Primal Gradient Solver's step with a lazy ℓp mirror map
+(003_5fe9be115ce0064e.txt, Fig. 1 and Fig. 2; block norm of 001_9340a29bc499f11f.txt).
+
+State: the dual vector ``Lam`` (feature-major, ``Lam[i, j]`` = coordinate i of class j)
+and sums that make ``w = ∇r*(Lam / ((t+1) σ))`` computable on any coordinate in O(1):
+
+* entrywise ``r(W) = ||W||_p² / (2(p-1))``: ``S = Σ |Lam|^q`` and
+  ``w_ij = coef · |Lam_ij|^(q-1) sgn Lam_ij`` with ``coef = (p-1) c ||Lam||_q^(2-q)``;
+* block ``r(W) = ||W||_{2,p}² / (2(p-1))``: ``N_j = ||Lam_j||_2²`` per class,
+  ``T = Σ_j N_j^(q/2)`` and ``w_ij = coef · N_j^((q-2)/2) · Lam_ij`` with
+  ``coef = (p-1) c ||Lam||_{2,q}^(2-q)``;
+
+where ``c = 1/((t+1) σ)`` and ``1/p + 1/q = 1``. Both maps give ``||w|| = (p-1) c ||Lam||``
+in the primal norm, so the projection onto ``{||w|| <= B}`` multiplies ``coef`` by
+``min(1, B / ||w||)`` (Corollary 2, Eq. 28). A step changes ``Lam`` on the ``nnz`` of its
+rows only and updates the sums there: O(k·nnz·K_touched), never O(n).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .mcid import CRAMMER_SINGER, SOFTMAX, _sigmoid, loss_coefficients
+
+HINGE = 10  # binary hinge on y in {-1, +1}
+LOGISTIC = 11  # binary logistic
+SQUARED = 12  # least squares on y in {-1, +1}
+# multi-class losses reuse the MCID codes: SOFTMAX, CRAMMER_SINGER
+
+ENTRYWISE = 0
+BLOCK = 1
+
+
+@njit(cache=True, nogil=True)
+def signed_power(x, e):
+    """``|x|^e sgn x`` (``e >= 1``; 0 for 0, never 0 to a negative power)."""
+    if x == 0.0:
+        return 0.0
+    if e == 1.0:
+        return x
+    return np.abs(x) ** e * (1.0 if x > 0 else -1.0)
+
+
+@njit(cache=True, nogil=True)
+def factors(t, sigma, p, q, bound, regularizer, S, N, n_classes, out):
+    """``out[j]``: the factor ``g_j`` with ``w_ij = g_j · φ(Lam_ij)`` (φ = signed power q-1
+    entrywise, identity for the block norm), for the iterate after ``t`` steps."""
+    c = 1.0 / ((t + 1) * sigma)
+    total = S if regularizer == ENTRYWISE else 0.0
+    if regularizer == BLOCK:
+        for j in range(n_classes):
+            total += N[j] ** (q / 2.0)
+    if total <= 0.0:
+        for j in range(n_classes):
+            out[j] = 0.0
+        return
+    norm_q = total ** (1.0 / q)  # ||Lam||_q or ||Lam||_{2,q}
+    coef = (p - 1.0) * c * norm_q ** (2.0 - q)
+    if bound > 0.0:
+        primal = (p - 1.0) * c * norm_q  # ||w||_p or ||w||_{2,p}
+        if primal > bound:
+            coef *= bound / primal
+    for j in range(n_classes):
+        if regularizer == BLOCK:
+            out[j] = coef * N[j] ** ((q - 2.0) / 2.0) if N[j] > 0.0 else 0.0
+        else:
+            out[j] = coef
+
+
+@njit(cache=True, nogil=True)
+def row_scores(indptr, indices, data, row, Lam, g, n_classes, e, out):
+    """``out[j] = w_j . x`` for one CSR row (columns beyond ``Lam`` have zero weight)."""
+    for j in range(n_classes):
+        out[j] = 0.0
+    n_features = Lam.shape[0]
+    for p_ in range(indptr[row], indptr[row + 1]):
+        i = indices[p_]
+        if i >= n_features:
+            continue
+        v = data[p_]
+        for j in range(n_classes):
+            out[j] += v * signed_power(Lam[i, j], e)
+    for j in range(n_classes):
+        out[j] *= g[j]
+
+
+@njit(cache=True, nogil=True)
+def scores_batch(indptr, indices, data, Lam, g, n_classes, e, out):
+    for r in range(len(indptr) - 1):
+        row_scores(indptr, indices, data, r, Lam, g, n_classes, e, out[r])
+
+
+@njit(cache=True, nogil=True)
+def _binary_coefficient(loss, margin, y):
+    """``dl/dm`` for the binary losses (``y`` in {-1, +1})."""
+    if loss == HINGE:
+        return -y if y * margin < 1.0 else 0.0
+    if loss == LOGISTIC:
+        return -y * _sigmoid(-y * margin)
+    return margin - y  # SQUARED: d/dm (m - y)² / 2
+
+
+@njit(cache=True, nogil=True)
+def learn_groups(indptr, indices, data, y, group_size, Lam, N, stats, n_active, t,
+                 sigma, p, q, bound, loss, regularizer,
+                 rng_state, snap_Lam, snap_N, snap_meta, keep_random):  # fmt: skip
+    """Fig. 1 lines 4–8 for each group of ``group_size`` consecutive rows; returns
+    ``(t, n_active)``. A multi-class group works on the classes seen up to its last row
+    (class indices number classes in order of first appearance), as a ``learn_one`` loop
+    would, whatever the batch the group came in.
+
+    ``stats[0]`` is ``S`` (entrywise) and ``stats[1]`` the number of ``Lam`` entries changed
+    (for the caller's periodic exact recomputation). Binary losses use one column and
+    ``y`` in {-1, +1}; multi-class losses use class indices. With ``keep_random`` the
+    iterate of a uniformly random step (reservoir sampling, Fig. 1 line 9) is copied into
+    ``snap_*`` (``snap_meta = [t, S]``)."""
+    n_rows = len(indptr) - 1
+    e = q - 1.0 if regularizer == ENTRYWISE else 1.0
+    capacity = Lam.shape[1]
+    g = np.empty(capacity)
+    G = np.empty((group_size, capacity))
+    binary = loss == HINGE or loss == LOGISTIC or loss == SQUARED
+    if binary:
+        n_active = 1
+    for start in range(0, n_rows, group_size):
+        t += 1
+        if not binary:
+            for r in range(group_size):
+                n_active = max(n_active, y[start + r] + 1)
+        n_classes = n_active
+        factors(t - 1, sigma, p, q, bound, regularizer, stats[0], N, n_classes, g)  # w_{t-1}
+        for r in range(group_size):  # every sub-gradient at w_{t-1} (line 6)
+            row = start + r
+            row_scores(indptr, indices, data, row, Lam, g, n_classes, e, G[r, :n_classes])
+            if binary:
+                G[r, 0] = _binary_coefficient(loss, G[r, 0], 1.0 if y[row] == 1 else -1.0)
+            else:
+                loss_coefficients(loss, G[r, :n_classes], y[row], n_classes)
+        for r in range(group_size):  # Lam <- Lam - (1/k) Σ dl/dW (line 7)
+            row = start + r
+            for j in range(n_classes):
+                coefficient = G[r, j] / group_size
+                if coefficient == 0.0:
+                    continue
+                for p_ in range(indptr[row], indptr[row + 1]):
+                    i = indices[p_]
+                    old = Lam[i, j]
+                    new = old - coefficient * data[p_]
+                    Lam[i, j] = new
+                    N[j] += new * new - old * old
+                    if regularizer == ENTRYWISE:
+                        stats[0] += np.abs(new) ** q - np.abs(old) ** q
+                    stats[1] += 1.0
+        if keep_random:  # reservoir: after step t, keep w_t with probability 1/t
+            rng_state[0] = rng_state[0] * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)  # LCG mod 2^64
+            u = float(rng_state[0] >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+            if u * t < 1.0:
+                snap_Lam[:, :n_classes] = Lam[:, :n_classes]
+                snap_N[:n_classes] = N[:n_classes]
+                snap_meta[0] = t
+                snap_meta[1] = stats[0]
+    return t, n_active
+
+
+@njit(cache=True, nogil=True)
+def exact_sums(Lam, N, n_features, n_classes, q, stats):
+    """Recompute ``N`` and ``S`` from ``Lam`` (removes the drift of incremental sums)."""
+    S = 0.0
+    for j in range(n_classes):
+        N[j] = 0.0
+    for i in range(n_features):
+        for j in range(n_classes):
+            v = Lam[i, j]
+            if v != 0.0:
+                N[j] += v * v
+                S += np.abs(v) ** q
+    stats[0] = S
+    stats[1] = 0.0
