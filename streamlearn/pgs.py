@@ -23,7 +23,8 @@ is right, the figure's ``q`` is a typo.
 ``k ≈ n/d`` for ``p < 2``. Here ``w`` is never materialised: the kernel keeps
 ``S = Σ|λ_i|^q`` up to date in O(nnz) per step, and a prediction evaluates ``w`` on the
 coordinates of ``x`` only (:mod:`streamlearn.kernels.pgs`). A step costs O(k·nnz) for every
-``p``; ``p = 2`` keeps the O(1) coefficient of Eq. 10. The incremental sums are recomputed
+``p``; ``p = 2`` keeps the O(1) coefficient of Eq. 10. ``φ(λ) = |λ|^(q-1) sgn λ`` is stored
+beside ``λ``, so a prediction needs no power and an updated entry one. The incremental sums are recomputed
 exactly whenever as many entries have changed as ``λ`` has (amortised O(1) per entry).
 
 Predictions use the last iterate ``w_t`` (``iterate="last"``) or, as Fig. 1 line 9 does,
@@ -71,6 +72,11 @@ class _PGSLearner(StreamClassifier):
             raise InvalidParameterError(f"iterate must be one of {_ITERATES}, got {self.iterate!r}")
 
     @property
+    def _separate_phi(self) -> bool:
+        """Whether φ(Lam) differs from Lam (entrywise regularizer with p < 2)."""
+        return self._regularizer_code == _pgs.ENTRYWISE and self.p != 2.0
+
+    @property
     def q(self) -> float:
         """The dual exponent, ``1/p + 1/q = 1``."""
         return self.p / (self.p - 1.0)
@@ -82,10 +88,11 @@ class _PGSLearner(StreamClassifier):
         self._t = 0
         self._n_learned_classes = 0  # classes active at the last step (multi-class)
         self._Lam = np.zeros((0, 0))
+        self._Phi = self._Lam  # φ(Lam); the same array when φ is the identity (p = 2 or the block norm)
         self._N = np.zeros(0)
         self._stats = np.zeros(2)  # S, entries changed since the last exact recomputation
         self._rng = np.array([np.uint64((self.seed or 0) * 2654435761 + 1)], dtype=np.uint64)
-        self._snap_Lam = np.zeros((0, 0))
+        self._snap_Phi = np.zeros((0, 0))
         self._snap_N = np.zeros(0)
         self._snap_meta = np.zeros(2)  # t and S of the kept random iterate
 
@@ -100,10 +107,13 @@ class _PGSLearner(StreamClassifier):
             out[tuple(slice(0, s) for s in a.shape)] = a
             return out
 
+        self._Phi = grown(self._Phi, shape) if self._separate_phi else None
         self._Lam = grown(self._Lam, shape)
+        if not self._separate_phi:
+            self._Phi = self._Lam
         self._N = grown(self._N, (shape[1],))
         if self.iterate == "random":
-            self._snap_Lam = grown(self._snap_Lam, shape)
+            self._snap_Phi = grown(self._snap_Phi, shape)
             self._snap_N = grown(self._snap_N, (shape[1],))
 
     def _reserve_columns(self) -> None:
@@ -118,9 +128,10 @@ class _PGSLearner(StreamClassifier):
         n_classes = self._n_columns()
         self._reserve(self._features.n_columns, n_classes)
         self._t, self._n_learned_classes = _pgs.learn_groups(
-            rows.indptr, rows.indices, rows.data, y, self.batch_size, self._Lam, self._N, self._stats,
+            rows.indptr, rows.indices, rows.data, y, self.batch_size, self._Lam, self._Phi, self._separate_phi,
+            self._N, self._stats,
             self._n_learned_classes, self._t, float(self.sigma), float(self.p), self.q, float(self.bound or 0.0),
-            self._loss_code, self._regularizer_code, self._rng, self._snap_Lam, self._snap_N, self._snap_meta,
+            self._loss_code, self._regularizer_code, self._rng, self._snap_Phi, self._snap_N, self._snap_meta,
             self.iterate == "random",
         )  # fmt: skip
         d = self._features.n_columns
@@ -130,24 +141,22 @@ class _PGSLearner(StreamClassifier):
     # ---------------------------------------------------------------- weights
     def _iterate_state(self):
         if self.iterate == "random" and self._snap_meta[0] > 0:
-            return int(self._snap_meta[0]), self._snap_Lam, self._snap_N, float(self._snap_meta[1])
-        return self._t, self._Lam, self._N, float(self._stats[0])
+            return int(self._snap_meta[0]), self._snap_Phi, self._snap_N, float(self._snap_meta[1])
+        return self._t, self._Phi, self._N, float(self._stats[0])
 
     def _factors(self, n_classes: int):
-        t, Lam, N, S = self._iterate_state()
+        """``Phi`` of the predicting iterate and the factors ``g`` with ``w_j = g_j Phi_j``."""
+        t, Phi, N, S = self._iterate_state()
         g = np.zeros(n_classes)
         _pgs.factors(t, float(self.sigma), float(self.p), self.q, float(self.bound or 0.0), self._regularizer_code,
                      S, N, n_classes, g)
-        return Lam, g
-
-    def _exponent(self) -> float:
-        return self.q - 1.0 if self._regularizer_code == _pgs.ENTRYWISE else 1.0
+        return Phi, g
 
     def _column_scores(self, rows: SparseRows, n_classes: int) -> np.ndarray:
         self._reserve(self._features.n_columns, n_classes)
-        Lam, g = self._factors(n_classes)
+        Phi, g = self._factors(n_classes)
         out = np.zeros((rows.n_rows, n_classes))
-        _pgs.scores_batch(rows.indptr, rows.indices, rows.data, Lam, g, n_classes, self._exponent(), out)
+        _pgs.scores_batch(rows.indptr, rows.indices, rows.data, Phi, g, n_classes, out)
         return out
 
     def weight_matrix(self) -> np.ndarray:
@@ -155,10 +164,9 @@ class _PGSLearner(StreamClassifier):
         solver, one per class otherwise), materialised on demand (O(n))."""
         n_classes = self._n_columns()
         self._reserve(self._features.n_columns, n_classes)
-        Lam, g = self._factors(n_classes)
+        Phi, g = self._factors(n_classes)
         d = self._features.n_columns
-        phi = np.sign(Lam[:d, :n_classes]) * np.abs(Lam[:d, :n_classes]) ** self._exponent()
-        return (phi * g).T.copy()
+        return (Phi[:d, :n_classes] * g).T.copy()
 
     # ------------------------------------------------------------------ state
     def _export_model(self) -> dict:
@@ -167,7 +175,7 @@ class _PGSLearner(StreamClassifier):
         model = {"t": self._t, "n_learned_classes": self._n_learned_classes, "Lam": self._Lam[:d, :k].copy(), "N": self._N[:k].copy(), "stats": self._stats.copy(),
                  "rng": int(self._rng[0])}
         if self.iterate == "random":
-            model.update(snap_Lam=self._snap_Lam[:d, :k].copy(), snap_N=self._snap_N[:k].copy(), snap_meta=self._snap_meta.copy())
+            model.update(snap_Phi=self._snap_Phi[:d, :k].copy(), snap_N=self._snap_N[:k].copy(), snap_meta=self._snap_meta.copy())
         return model
 
     def _restore_model(self, model: dict) -> None:
@@ -175,13 +183,15 @@ class _PGSLearner(StreamClassifier):
         self._reserve(*Lam.shape)
         d, k = Lam.shape
         self._Lam[:d, :k] = Lam
+        if self._separate_phi:  # φ(Lam) with the step's own arithmetic: bit for bit what learning kept
+            _pgs.phi_of(self._Lam, self.q - 1.0, self._Phi)
         self._N[:k] = model["N"]
         self._stats = np.asarray(model["stats"], np.float64).copy()
         self._t = int(model["t"])
         self._n_learned_classes = int(model["n_learned_classes"])
         self._rng = np.array([model["rng"]], dtype=np.uint64)
         if self.iterate == "random":
-            self._snap_Lam[:d, :k] = model["snap_Lam"]
+            self._snap_Phi[:d, :k] = model["snap_Phi"]
             self._snap_N[:k] = model["snap_N"]
             self._snap_meta = np.asarray(model["snap_meta"], np.float64).copy()
 
@@ -189,7 +199,13 @@ class _PGSLearner(StreamClassifier):
         state = dict(self.__dict__)
         d, k = self._features.n_columns, self._n_columns()
         state["_Lam"] = self._Lam[:d, :k].copy() if self._Lam.size else self._Lam
+        state["_Phi"] = self._Phi[:d, :k].copy() if self._separate_phi and self._Phi.size else None
         return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if self._Phi is None:
+            self._Phi = self._Lam
 
 
 class PrimalGradientSolver(_PGSLearner):

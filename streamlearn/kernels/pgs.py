@@ -14,6 +14,11 @@ where ``c = 1/((t+1) σ)`` and ``1/p + 1/q = 1``. Both maps give ``||w|| = (p-1)
 in the primal norm, so the projection onto ``{||w|| <= B}`` multiplies ``coef`` by
 ``min(1, B / ||w||)`` (Corollary 2, Eq. 28). A step changes ``Lam`` on the ``nnz`` of its
 rows only and updates the sums there: O(k·nnz·K_touched), never O(n).
+
+``Phi = φ(Lam)`` (``|Lam|^(q-1) sgn Lam`` entrywise) is stored beside ``Lam`` and updated
+with it, so scoring needs no power at all and an update needs one: ``|x|^q = |x|·|φ(x)|``.
+For ``p = 2`` and the block norm ``φ`` is the identity and ``Phi`` *is* ``Lam`` (the
+caller passes the same array twice and ``separate_phi=False``).
 """
 
 from __future__ import annotations
@@ -69,26 +74,35 @@ def factors(t, sigma, p, q, bound, regularizer, S, N, n_classes, out):
 
 
 @njit(cache=True, nogil=True)
-def row_scores(indptr, indices, data, row, Lam, g, n_classes, e, out):
-    """``out[j] = w_j . x`` for one CSR row (columns beyond ``Lam`` have zero weight)."""
+def phi_of(Lam, e, out):
+    """``out = φ(Lam)`` entry by entry (the same arithmetic as the step's update)."""
+    for i in range(Lam.shape[0]):
+        for j in range(Lam.shape[1]):
+            out[i, j] = signed_power(Lam[i, j], e)
+
+
+@njit(cache=True, nogil=True)
+def row_scores(indptr, indices, data, row, Phi, g, n_classes, out):
+    """``out[j] = w_j . x = g_j Σ_i x_i Phi[i, j]`` for one CSR row (columns beyond
+    ``Phi`` have zero weight)."""
     for j in range(n_classes):
         out[j] = 0.0
-    n_features = Lam.shape[0]
+    n_features = Phi.shape[0]
     for p_ in range(indptr[row], indptr[row + 1]):
         i = indices[p_]
         if i >= n_features:
             continue
         v = data[p_]
         for j in range(n_classes):
-            out[j] += v * signed_power(Lam[i, j], e)
+            out[j] += v * Phi[i, j]
     for j in range(n_classes):
         out[j] *= g[j]
 
 
 @njit(cache=True, nogil=True)
-def scores_batch(indptr, indices, data, Lam, g, n_classes, e, out):
+def scores_batch(indptr, indices, data, Phi, g, n_classes, out):
     for r in range(len(indptr) - 1):
-        row_scores(indptr, indices, data, r, Lam, g, n_classes, e, out[r])
+        row_scores(indptr, indices, data, r, Phi, g, n_classes, out[r])
 
 
 @njit(cache=True, nogil=True)
@@ -102,9 +116,9 @@ def _binary_coefficient(loss, margin, y):
 
 
 @njit(cache=True, nogil=True)
-def learn_groups(indptr, indices, data, y, group_size, Lam, N, stats, n_active, t,
+def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N, stats, n_active, t,
                  sigma, p, q, bound, loss, regularizer,
-                 rng_state, snap_Lam, snap_N, snap_meta, keep_random):  # fmt: skip
+                 rng_state, snap_Phi, snap_N, snap_meta, keep_random):  # fmt: skip
     """Fig. 1 lines 4–8 for each group of ``group_size`` consecutive rows; returns
     ``(t, n_active)``. A multi-class group works on the classes seen up to its last row
     (class indices number classes in order of first appearance), as a ``learn_one`` loop
@@ -114,9 +128,9 @@ def learn_groups(indptr, indices, data, y, group_size, Lam, N, stats, n_active, 
     (for the caller's periodic exact recomputation). Binary losses use one column and
     ``y`` in {-1, +1}; multi-class losses use class indices. With ``keep_random`` the
     iterate of a uniformly random step (reservoir sampling, Fig. 1 line 9) is copied into
-    ``snap_*`` (``snap_meta = [t, S]``)."""
+    ``snap_*`` (its ``Phi``, ``N`` and ``snap_meta = [t, S]``)."""
     n_rows = len(indptr) - 1
-    e = q - 1.0 if regularizer == ENTRYWISE else 1.0
+    e = q - 1.0
     capacity = Lam.shape[1]
     g = np.empty(capacity)
     G = np.empty((group_size, capacity))
@@ -132,7 +146,7 @@ def learn_groups(indptr, indices, data, y, group_size, Lam, N, stats, n_active, 
         factors(t - 1, sigma, p, q, bound, regularizer, stats[0], N, n_classes, g)  # w_{t-1}
         for r in range(group_size):  # every sub-gradient at w_{t-1} (line 6)
             row = start + r
-            row_scores(indptr, indices, data, row, Lam, g, n_classes, e, G[r, :n_classes])
+            row_scores(indptr, indices, data, row, Phi, g, n_classes, G[r, :n_classes])
             if binary:
                 G[r, 0] = _binary_coefficient(loss, G[r, 0], 1.0 if y[row] == 1 else -1.0)
             else:
@@ -147,16 +161,20 @@ def learn_groups(indptr, indices, data, y, group_size, Lam, N, stats, n_active, 
                     i = indices[p_]
                     old = Lam[i, j]
                     new = old - coefficient * data[p_]
-                    Lam[i, j] = new
                     N[j] += new * new - old * old
-                    if regularizer == ENTRYWISE:
-                        stats[0] += np.abs(new) ** q - np.abs(old) ** q
+                    if separate_phi:
+                        phi_new = signed_power(new, e)
+                        stats[0] += np.abs(new) * np.abs(phi_new) - np.abs(old) * np.abs(Phi[i, j])
+                        Phi[i, j] = phi_new
+                    elif regularizer == ENTRYWISE:  # p = 2
+                        stats[0] += new * new - old * old
+                    Lam[i, j] = new
                     stats[1] += 1.0
         if keep_random:  # reservoir: after step t, keep w_t with probability 1/t
             rng_state[0] = rng_state[0] * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)  # LCG mod 2^64
             u = float(rng_state[0] >> np.uint64(11)) * (1.0 / 9007199254740992.0)
             if u * t < 1.0:
-                snap_Lam[:, :n_classes] = Lam[:, :n_classes]
+                snap_Phi[:, :n_classes] = Phi[:, :n_classes]
                 snap_N[:n_classes] = N[:n_classes]
                 snap_meta[0] = t
                 snap_meta[1] = stats[0]
@@ -174,6 +192,6 @@ def exact_sums(Lam, N, n_features, n_classes, q, stats):
             v = Lam[i, j]
             if v != 0.0:
                 N[j] += v * v
-                S += np.abs(v) ** q
+                S += np.abs(v) * np.abs(signed_power(v, q - 1.0))
     stats[0] = S
     stats[1] = 0.0
