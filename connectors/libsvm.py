@@ -72,6 +72,20 @@ def fnv1a(buf, start, end):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _digits(buf, i, n, max_digits):
+    """The decimal integer at ``buf[i:]``: ``(value of its first max_digits digits,
+    number of digits, end)``."""
+    value = 0
+    count = 0
+    while i < n and 48 <= buf[i] <= 57:
+        if count < max_digits:
+            value = value * 10 + (np.int64(buf[i]) - 48)
+        count += 1
+        i += 1
+    return value, count, i
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _parse_number(buf, i, n, pow10):
     """Parse the decimal number that starts at ``buf[i]``, up to the first byte that cannot
     continue it (each byte is read once).
@@ -127,13 +141,7 @@ def _parse_number(buf, i, n, pow10):
         if i < n and (buf[i] == 43 or buf[i] == 45):
             eneg = buf[i] == 45
             i += 1
-        e = 0
-        n_exp = 0
-        while i < n and 48 <= buf[i] <= 57:
-            if e < 100000:
-                e = e * 10 + (buf[i] - 48)
-            i += 1
-            n_exp += 1
+        e, n_exp, i = _digits(buf, i, n, 6)
         if n_exp == 0:
             return 0.0, 2, i
         exponent += -e if eneg else e
@@ -211,14 +219,7 @@ def _parse(buf, n_lines, n_colons, pow10, with_hashes):
                     j += 1
                 if j == n or buf[j] == 10 or buf[j] == 35:
                     break
-                k = j
-                index = 0
-                n_idx = 0
-                while k < n and 48 <= buf[k] <= 57:
-                    if n_idx < 18:
-                        index = index * 10 + (buf[k] - 48)
-                    n_idx += 1
-                    k += 1
+                index, n_idx, k = _digits(buf, j, n, 18)
                 if n_idx == 0 or n_idx > 18 or k == n or buf[k] != 58:
                     state = MALFORMED
                     break

@@ -27,6 +27,7 @@ import numpy as np
 from numba import njit
 
 from .mcid import CRAMMER_SINGER, SOFTMAX, _sigmoid, loss_coefficients
+from .scaled import row_dots
 
 HINGE = 10  # binary hinge on y in {-1, +1}
 LOGISTIC = 11  # binary logistic
@@ -85,16 +86,7 @@ def phi_of(Lam, e, out):
 def row_scores(indptr, indices, data, row, Phi, g, n_classes, out):
     """``out[j] = w_j . x = g_j Σ_i x_i Phi[i, j]`` for one CSR row (columns beyond
     ``Phi`` have zero weight)."""
-    for j in range(n_classes):
-        out[j] = 0.0
-    n_features = Phi.shape[0]
-    for p_ in range(indptr[row], indptr[row + 1]):
-        i = indices[p_]
-        if i >= n_features:
-            continue
-        v = data[p_]
-        for j in range(n_classes):
-            out[j] += v * Phi[i, j]
+    row_dots(indptr, indices, data, row, Phi, n_classes, out)
     for j in range(n_classes):
         out[j] *= g[j]
 
