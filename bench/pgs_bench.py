@@ -10,7 +10,10 @@
    PGS runs pass after pass and we report its held-out accuracy, QN's, and the time PGS
    needs to come within 0.2 points of QN's accuracy.
 
-    python -m bench.pgs_bench [--repeats 5] [--max-passes 20]
+3. inverse time dependency (Figs. 5-8): seconds to a fixed held-out accuracy as the training
+   set grows, and the toy of Fig. 9 (two Gaussians, iterations to the Bayes direction).
+
+    python -m bench.pgs_bench [--repeats 5] [--max-passes 20] [--runs 10] [--toy-runs 30]
 
 Results: bench/results/pgs.{json,md}, pgs.png.
 """
@@ -119,6 +122,76 @@ def table2(split, max_passes: int) -> list:
     return rows
 
 
+FRACTIONS = [1 / 8, 1 / 4, 1 / 2, 3 / 4, 1]
+FRACTION_NAMES = {1 / 8: "N/8", 1 / 4: "N/4", 1 / 2: "N/2", 3 / 4: "3N/4", 1: "N"}
+
+
+def inverse_time(runs: int) -> dict:
+    """Figs. 5-8: training seconds until a fixed held-out accuracy, as the training set
+    grows (m = N/8 ... N, examples drawn uniformly from the first m), median of ``runs``."""
+    from bench.data import Split
+    from bench.mcid_bench import time_to_accuracy
+
+    cases = {
+        "mnist 0 vs rest, p=1.8 logistic": ("mnist", lambda y: y == 0, lambda: PrimalGradientSolver(loss="logistic", p=1.8, sigma=SIGMA), 0.99),
+        "mnist 10 classes, MulticlassPGS p=1.8": ("mnist", None, lambda: MulticlassPGS(p=1.8, sigma=SIGMA), 0.88),
+        "news20 20 classes, MulticlassPGS p=1.8": ("news20", None, lambda: MulticlassPGS(p=1.8, sigma=SIGMA), 0.78),
+    }
+    out = {}
+    for name, (data, relabel, make, target) in cases.items():
+        split = load(data)
+        if relabel is not None:
+            split = Split(split.name, split.X_train, relabel(split.y_train), split.X_test, relabel(split.y_test))
+        out[name] = {"target": target, "by_training_size": time_to_accuracy(split, make, target, FRACTIONS, runs, 1000, 200_000)}
+    return out
+
+
+def toy(runs: int, n: int = 200_000, dims=(10, 20, 40)) -> dict:
+    """Fig. 9: two Gaussians with a shared covariance; iterations (examples, k = 1) of
+    PGS (p = 2, logistic, σ = 0.01) until the unit-normalised predictor is within 0.05 of
+    the unit-normalised w*, for training sets of m = n/8 ... n samples, median of ``runs``
+    (each run draws its examples uniformly from the first m). w* is the minimiser of the
+    same regularised objective on all n samples (scipy L-BFGS): the Bayes direction
+    Σ⁻¹(μ₁ − μ₀) is not the regularised optimum, and with σ = 0.01 it lies more than 0.05
+    away from it in 20 and 40 dimensions (smaller σ makes w huge and PGS turn slowly)."""
+    out = {}
+    for d in dims:
+        rng = np.random.default_rng(d)
+        A = rng.normal(size=(d, d)) / np.sqrt(d)
+        cov = A @ A.T + 0.5 * np.eye(d)
+        mu = rng.normal(size=d) * 0.5
+        y = rng.random(n) < 0.5
+        X = rng.multivariate_normal(np.zeros(d), cov, size=n) + np.where(y[:, None], mu, -mu)
+        s = np.where(y, 1.0, -1.0)
+        w_star = scipy.optimize.minimize(objective_and_gradient, np.zeros(d), args=(X, s, 2.0, 0.01, "logistic"), jac=True,
+                                         method="L-BFGS-B", options={"gtol": 1e-10, "ftol": 1e-15, "maxiter": 10_000}).x
+        w_star /= np.linalg.norm(w_star)
+        bayes = np.linalg.solve(cov, 2 * mu)
+        bayes_gap = float(np.linalg.norm(bayes / np.linalg.norm(bayes) - w_star))
+        rows = {}
+        for fraction in FRACTIONS:
+            m = int(fraction * n)
+            iterations = []
+            for run in range(runs):
+                r = np.random.default_rng(10_000 + run)
+                model, steps, hit = PrimalGradientSolver(loss="logistic", p=2.0, sigma=0.01), 0, None
+                while steps < 300_000:
+                    draws = r.integers(0, m, 1000)
+                    model.learn_many(X[draws], y[draws])
+                    steps += 1000
+                    w = np.zeros(d)
+                    w[model._features.names] = model.weight_matrix()[0]
+                    if np.linalg.norm(w) > 0 and np.linalg.norm(w / np.linalg.norm(w) - w_star) <= 0.05:
+                        hit = steps
+                        break
+                iterations.append(hit)
+            done = [i for i in iterations if i is not None]
+            rows[str(m)] = {"median_iterations": statistics.median(done) if len(done) == runs else None,
+                            "reached": len(done), "runs": iterations}
+        out[str(d)] = {"bayes_to_w_star": bayes_gap, "by_training_size": rows}
+    return out
+
+
 def write_report(results: dict, out: pathlib.Path) -> None:
     cost = results["cost"]
     lines = ["# Primal Gradient Solver benchmark (issue 4)", "",
@@ -137,6 +210,22 @@ def write_report(results: dict, out: pathlib.Path) -> None:
         lines.append(f"| {row['problem']} | {100 * row['qn_accuracy']:.2f} | {row['qn_seconds']:.2f} | {100 * row['pgs_best_accuracy']:.2f} | "
                      f"{'pass ' + str(reached['pass']) if reached else 'not within ' + str(len(row['curve'])) + ' passes'} | "
                      f"{format(reached['seconds'], '.3f') + ' s' if reached else '—'} |")
+    if results.get("inverse_time"):
+        lines += ["", f"## Inverse time dependency (Figs. 5-8): seconds to a fixed held-out accuracy, median of {results['runs']} runs", "",
+                  "| case | target | " + " | ".join(f"m = {FRACTION_NAMES[f]}" for f in FRACTIONS) + " |",
+                  "|---|---:|" + "---:|" * len(FRACTIONS)]
+        for name, case in results["inverse_time"].items():
+            cells = [("%.3f" % v["median_seconds"]) if v["median_seconds"] is not None else
+                     f"not always ({sum(x is not None for x in v['runs'])}/{len(v['runs'])})" for v in case["by_training_size"].values()]
+            lines.append(f"| {name} | {case['target']} | " + " | ".join(cells) + " |")
+    if results.get("toy"):
+        lines += ["", f"## Fig. 9 toy: iterations until the unit predictor is within 0.05 of the unit w* (regularised optimum on all samples, σ = 0.01), median of {results['toy_runs']} runs", "",
+                  "| dimensions | ‖Bayes − w*‖ (unit) | " + " | ".join(f"m = {m}" for m in next(iter(results["toy"].values()))["by_training_size"]) + " |",
+                  "|---|---:|" + "---:|" * len(FRACTIONS)]
+        for d, entry in results["toy"].items():
+            cells = [f"{v['median_iterations']:,.0f}" if v["median_iterations"] is not None else f"not always ({v['reached']}/{len(v['runs'])})"
+                     for v in entry["by_training_size"].values()]
+            lines.append(f"| {d} | {entry['bayes_to_w_star']:.3f} | " + " | ".join(cells) + " |")
     lines.append("")
     (out / "pgs.md").write_text("\n".join(lines))
 
@@ -147,8 +236,8 @@ def plot(results: dict, out: pathlib.Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(results["table2"]), figsize=(13, 3.6))
-    for ax, row in zip(axes, results["table2"]):
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7.2))
+    for ax, row in zip(axes[0], results["table2"]):
         ax.plot([c["seconds"] for c in row["curve"]], [100 * c["accuracy"] for c in row["curve"]], marker=".", label="PGS")
         ax.axhline(100 * row["qn_accuracy"], color="k", ls="--", label=f"QN ({row['qn_seconds']:.1f} s)")
         ax.set_title(row["problem"])
@@ -156,6 +245,27 @@ def plot(results: dict, out: pathlib.Path) -> None:
         ax.set_ylabel("held-out accuracy %")
         ax.legend()
         ax.grid(alpha=0.3)
+    ax = axes[1][0]
+    for name, case in (results.get("inverse_time") or {}).items():
+        points = [(int(m), v["median_seconds"]) for m, v in case["by_training_size"].items() if v["median_seconds"] is not None]
+        if points:
+            ax.plot(*zip(*points), marker="o", label=name)
+    ax.set_xlabel("training set size m")
+    ax.set_ylabel("seconds to target accuracy (median)")
+    ax.set_title("inverse time dependency (Figs. 5-8)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    ax = axes[1][1]
+    for d, entry in (results.get("toy") or {}).items():
+        points = [(int(m), v["median_iterations"]) for m, v in entry["by_training_size"].items() if v["median_iterations"] is not None]
+        if points:
+            ax.plot(*zip(*points), marker="o", label=f"{d} dimensions")
+    ax.set_xlabel("training set size m")
+    ax.set_ylabel("iterations to ||w*/|w*| - w/|w||| <= 0.05")
+    ax.set_title("Fig. 9 toy: two Gaussians")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    axes[1][2].axis("off")
     fig.tight_layout()
     fig.savefig(out / "pgs.png", dpi=110)
     plt.close(fig)
@@ -165,12 +275,24 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-passes", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=10, help="runs per training-set size (Figs. 5-8)")
+    parser.add_argument("--toy-runs", type=int, default=30, help="runs per training-set size (Fig. 9)")
+    parser.add_argument("--only", nargs="+", choices=["cost", "table2", "inverse", "toy"],
+                        help="re-run only these parts and keep the others from the existing pgs.json")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     split = load("news20")
-    results = {"repeats": args.repeats, "cost": per_example_cost(split, args.repeats), "table2": table2(split, args.max_passes)}
+    parts = {
+        "cost": lambda: {"repeats": args.repeats, "cost": per_example_cost(split, args.repeats)},
+        "table2": lambda: {"table2": table2(split, args.max_passes)},
+        "inverse": lambda: {"runs": args.runs, "inverse_time": inverse_time(args.runs)},
+        "toy": lambda: {"toy_runs": args.toy_runs, "toy": toy(args.toy_runs)},
+    }
+    results = json.loads((out / "pgs.json").read_text()) if args.only else {}
+    for name in args.only or parts:
+        results.update(parts[name]())
     (out / "pgs.json").write_text(json.dumps(results, indent=1))
     write_report(results, out)
     plot(results, out)

@@ -27,9 +27,11 @@ coordinates of ``x`` only (:mod:`streamlearn.kernels.pgs`). A step costs O(k·nn
 beside ``λ``, so a prediction needs no power and an updated entry one. The incremental sums are recomputed
 exactly whenever as many entries have changed as ``λ`` has (amortised O(1) per entry).
 
-Predictions use the last iterate ``w_t`` (``iterate="last"``) or, as Fig. 1 line 9 does,
-a uniformly random one among ``w_1..w_t`` (``iterate="random"``, reservoir sampling with
-``seed``; it costs a snapshot of ``λ`` with probability 1/t per step, O(n log T) in all).
+Predictions use the last iterate ``w_t`` (``iterate="last"``), the running average
+``(1/t) Σ_s w_s`` (``iterate="average"``: kept lazily, O(1) per changed entry and O(K) per
+step, two more weight-sized arrays), or, as Fig. 1 line 9 does, a uniformly random one
+among ``w_1..w_t`` (``iterate="random"``, reservoir sampling with ``seed``; a snapshot with
+probability 1/t per step, O(n log T) in all). Learning is the same for all three.
 
 Two learners, both river classifiers:
 
@@ -54,7 +56,7 @@ from .features import SparseRows
 from .kernels import pgs as _pgs
 from .kernels.mcid import CRAMMER_SINGER, SOFTMAX
 
-_ITERATES = ("last", "random")
+_ITERATES = ("last", "average", "random")
 
 
 class _PGSLearner(StreamClassifier):
@@ -95,6 +97,9 @@ class _PGSLearner(StreamClassifier):
         self._snap_Phi = np.zeros((0, 0))
         self._snap_N = np.zeros(0)
         self._snap_meta = np.zeros(2)  # t and S of the kept random iterate
+        self._Acc = np.zeros((0, 0))  # averaged iterate (see kernels.pgs.learn_groups)
+        self._Mark = np.zeros((0, 0))
+        self._Cj = np.zeros(0)
 
     def _reserve(self, n_features: int, n_classes: int) -> None:
         d, k = self._Lam.shape
@@ -112,6 +117,8 @@ class _PGSLearner(StreamClassifier):
         if not self._separate_phi:
             self._Phi = self._Lam
         self._N = grown(self._N, (shape[1],))
+        if self.iterate == "average":
+            self._Acc, self._Mark, self._Cj = grown(self._Acc, shape), grown(self._Mark, shape), grown(self._Cj, (shape[1],))
         if self.iterate == "random":
             self._snap_Phi = grown(self._snap_Phi, shape)
             self._snap_N = grown(self._snap_N, (shape[1],))
@@ -132,7 +139,7 @@ class _PGSLearner(StreamClassifier):
             self._N, self._stats,
             self._n_learned_classes, self._t, float(self.sigma), float(self.p), self.q, float(self.bound or 0.0),
             self._loss_code, self._regularizer_code, self._rng, self._snap_Phi, self._snap_N, self._snap_meta,
-            self.iterate == "random",
+            self.iterate == "random", self.iterate == "average", self._Acc, self._Mark, self._Cj,
         )  # fmt: skip
         d = self._features.n_columns
         if self._stats[1] > d * n_classes:  # drift control of the incremental sums (capacity-independent)
@@ -154,8 +161,12 @@ class _PGSLearner(StreamClassifier):
 
     def _column_scores(self, rows: SparseRows, n_classes: int) -> np.ndarray:
         self._reserve(self._features.n_columns, n_classes)
-        Phi, g = self._factors(n_classes)
         out = np.zeros((rows.n_rows, n_classes))
+        if self.iterate == "average" and self._t > 0:
+            _pgs.average_scores(rows.indptr, rows.indices, rows.data, self._Phi, self._Acc, self._Mark, self._Cj,
+                                n_classes, self._t, out)
+            return out
+        Phi, g = self._factors(n_classes)
         _pgs.scores_batch(rows.indptr, rows.indices, rows.data, Phi, g, n_classes, out)
         return out
 
@@ -164,8 +175,12 @@ class _PGSLearner(StreamClassifier):
         solver, one per class otherwise), materialised on demand (O(n))."""
         n_classes = self._n_columns()
         self._reserve(self._features.n_columns, n_classes)
-        Phi, g = self._factors(n_classes)
         d = self._features.n_columns
+        if self.iterate == "average" and self._t > 0:
+            k = n_classes
+            total = self._Acc[:d, :k] + self._Phi[:d, :k] * (self._Cj[:k] - self._Mark[:d, :k])
+            return (total / self._t).T.copy()
+        Phi, g = self._factors(n_classes)
         return (Phi[:d, :n_classes] * g).T.copy()
 
     # ------------------------------------------------------------------ state
@@ -174,6 +189,8 @@ class _PGSLearner(StreamClassifier):
         self._reserve(d, k)
         model = {"t": self._t, "n_learned_classes": self._n_learned_classes, "Lam": self._Lam[:d, :k].copy(), "N": self._N[:k].copy(), "stats": self._stats.copy(),
                  "rng": int(self._rng[0])}
+        if self.iterate == "average":
+            model.update(Acc=self._Acc[:d, :k].copy(), Mark=self._Mark[:d, :k].copy(), Cj=self._Cj[:k].copy())
         if self.iterate == "random":
             model.update(snap_Phi=self._snap_Phi[:d, :k].copy(), snap_N=self._snap_N[:k].copy(), snap_meta=self._snap_meta.copy())
         return model
@@ -190,6 +207,8 @@ class _PGSLearner(StreamClassifier):
         self._t = int(model["t"])
         self._n_learned_classes = int(model["n_learned_classes"])
         self._rng = np.array([model["rng"]], dtype=np.uint64)
+        if self.iterate == "average":
+            self._Acc[:d, :k], self._Mark[:d, :k], self._Cj[:k] = model["Acc"], model["Mark"], model["Cj"]
         if self.iterate == "random":
             self._snap_Phi[:d, :k] = model["snap_Phi"]
             self._snap_N[:k] = model["snap_N"]
@@ -225,7 +244,7 @@ class PrimalGradientSolver(_PGSLearner):
     bound
         B of the domain ``||w||_p <= B``, or ``None`` for ℝⁿ.
     iterate
-        ``"last"`` or ``"random"`` (Fig. 1 line 9).
+        ``"last"``, ``"average"`` or ``"random"`` (Fig. 1 line 9).
     seed
         Seeds the random iterate.
     classes
@@ -284,6 +303,7 @@ class PrimalGradientSolver(_PGSLearner):
     def _unit_test_params(cls):
         yield {}
         yield {"loss": "logistic", "p": 1.5, "sigma": 1e-2, "batch_size": 3, "bound": 10.0, "iterate": "random", "seed": 1}
+        yield {"loss": "squared", "p": 1.8, "sigma": 1e-2, "bound": 5.0, "iterate": "average"}
 
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:
         margin = self._column_scores(rows, 1)[:, 0]
@@ -330,6 +350,7 @@ class MulticlassPGS(_PGSLearner):
         yield {}
         yield {"loss": "softmax", "p": 1.5, "sigma": 1e-2, "batch_size": 3, "bound": 10.0, "regularizer": "block",
                "iterate": "random", "seed": 1}
+        yield {"p": 1.8, "sigma": 1e-2, "iterate": "average"}
 
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:
         return self._column_scores(rows, len(self._labels))

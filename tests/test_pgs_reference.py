@@ -71,12 +71,14 @@ def r_star(theta, p, block=False):
 
 
 # ------------------------------------------------------------ reference solver
-def reference_pgs(X, y, *, multiclass, loss, p, sigma, k, bound=None, block=False):
+def reference_pgs(X, y, *, multiclass, loss, p, sigma, k, bound=None, block=False, average=False):
     """Fig. 1 with the dense map of Fig. 2; ``y`` are class indices (binary: 0 = −1, 1 = +1).
-    A group works on the classes seen up to its last row. Returns W (rows: classes)."""
+    A group works on the classes seen up to its last row. Returns W (rows: classes), or
+    with ``average`` the mean of the iterates W_1..W_T."""
     n, d = X.shape
     K = int(y.max()) + 1 if multiclass else 1
     Lam = np.zeros((K, d))
+    total = np.zeros((K, d))
     t, active = 0, 0
     for start in range(0, n, k):
         t += 1
@@ -108,6 +110,9 @@ def reference_pgs(X, y, *, multiclass, loss, p, sigma, k, bound=None, block=Fals
                     coef = np.array([m - sign])
             G += np.outer(coef, X[i])
         Lam[:active] -= G / k
+        total[:active] += grad_r_star(Lam[:active] / ((t + 1) * sigma), p, bound, block)
+    if average:
+        return total / t
     return grad_r_star(Lam / ((t + 1) * sigma), p, bound, block)
 
 
@@ -176,6 +181,23 @@ def test_multiclass_solver_matches_the_dense_reference_with_class_growth(p, boun
     np.testing.assert_allclose(learner_weights(model, X.shape[1]), expected, rtol=1e-9, atol=1e-12)
     scores = model.decision_function_many([{j: X[0, j] for j in np.flatnonzero(X[0])}])
     np.testing.assert_allclose(scores[0], expected @ X[0], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("p", PS)
+@pytest.mark.parametrize("regularizer", ["entrywise", "block"])
+def test_averaged_iterate_matches_the_mean_of_the_dense_iterates(p, regularizer):
+    X, y = stream(seed=int(3 * p))
+    model = MulticlassPGS(loss="softmax", p=p, sigma=0.05, batch_size=2, bound=0.7, regularizer=regularizer, iterate="average")
+    feed(model, X, list(y), in_batches=True)
+    expected = reference_pgs(X, y, multiclass=True, loss="softmax", p=p, sigma=0.05, k=2, bound=0.7,
+                             block=regularizer == "block", average=True)
+    np.testing.assert_allclose(learner_weights(model, X.shape[1]), expected, rtol=1e-9, atol=1e-12)
+    x0 = {j: X[0, j] for j in np.flatnonzero(X[0])}
+    np.testing.assert_allclose(model.decision_function_many([x0])[0], expected @ X[0], rtol=1e-9, atol=1e-12)
+    binary = PrimalGradientSolver(loss="logistic", p=p, sigma=0.05, iterate="average")
+    feed(binary, X, [bool(v % 2) for v in y], in_batches=True)
+    expected = reference_pgs(X, y % 2, multiclass=False, loss="logistic", p=p, sigma=0.05, k=1, average=True)
+    np.testing.assert_allclose(learner_weights(binary, X.shape[1]), expected, rtol=1e-9, atol=1e-12)
 
 
 def test_long_stream_with_exact_resummation_still_matches():

@@ -98,6 +98,24 @@ def scores_batch(indptr, indices, data, Phi, g, n_classes, out):
 
 
 @njit(cache=True, nogil=True)
+def average_scores(indptr, indices, data, Phi, Acc, Mark, Cj, n_classes, t, out):
+    """Scores of the averaged iterate ``(1/t) Σ_s w_s`` (see :func:`learn_groups`)."""
+    n_features = Phi.shape[0]
+    for r in range(len(indptr) - 1):
+        for j in range(n_classes):
+            out[r, j] = 0.0
+        for p_ in range(indptr[r], indptr[r + 1]):
+            i = indices[p_]
+            if i >= n_features:
+                continue
+            v = data[p_]
+            for j in range(n_classes):
+                out[r, j] += v * (Acc[i, j] + Phi[i, j] * (Cj[j] - Mark[i, j]))
+        for j in range(n_classes):
+            out[r, j] /= t
+
+
+@njit(cache=True, nogil=True)
 def _binary_coefficient(loss, margin, y):
     """``dl/dm`` for the binary losses (``y`` in {-1, +1})."""
     if loss == HINGE:
@@ -110,7 +128,7 @@ def _binary_coefficient(loss, margin, y):
 @njit(cache=True, nogil=True)
 def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N, stats, n_active, t,
                  sigma, p, q, bound, loss, regularizer,
-                 rng_state, snap_Phi, snap_N, snap_meta, keep_random):  # fmt: skip
+                 rng_state, snap_Phi, snap_N, snap_meta, keep_random, averaged, Acc, Mark, Cj):  # fmt: skip
     """Fig. 1 lines 4–8 for each group of ``group_size`` consecutive rows; returns
     ``(t, n_active)``. A multi-class group works on the classes seen up to its last row
     (class indices number classes in order of first appearance), as a ``learn_one`` loop
@@ -120,7 +138,12 @@ def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N
     (for the caller's periodic exact recomputation). Binary losses use one column and
     ``y`` in {-1, +1}; multi-class losses use class indices. With ``keep_random`` the
     iterate of a uniformly random step (reservoir sampling, Fig. 1 line 9) is copied into
-    ``snap_*`` (its ``Phi``, ``N`` and ``snap_meta = [t, S]``)."""
+    ``snap_*`` (its ``Phi``, ``N`` and ``snap_meta = [t, S]``).
+
+    ``averaged`` keeps the running sum of the iterates ``w_1 + ... + w_t`` lazily:
+    ``Cj[j]`` is the sum of the class factors ``g_j`` of every iterate so far, and entry
+    ``(i, j)`` holds ``Acc`` (its sum up to its last change) and ``Mark`` (``Cj`` then), so
+    the sum is ``Acc + Phi (Cj - Mark)``; a change costs O(1), a step O(K)."""
     n_rows = len(indptr) - 1
     e = q - 1.0
     capacity = Lam.shape[1]
@@ -153,6 +176,9 @@ def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N
                     i = indices[p_]
                     old = Lam[i, j]
                     new = old - coefficient * data[p_]
+                    if averaged:  # close the stretch of iterates that had the old value
+                        Acc[i, j] += Phi[i, j] * (Cj[j] - Mark[i, j])
+                        Mark[i, j] = Cj[j]
                     N[j] += new * new - old * old
                     if separate_phi:
                         phi_new = signed_power(new, e)
@@ -162,6 +188,10 @@ def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N
                         stats[0] += new * new - old * old
                     Lam[i, j] = new
                     stats[1] += 1.0
+        if averaged:  # w_t joins the sum
+            factors(t, sigma, p, q, bound, regularizer, stats[0], N, n_classes, g)
+            for j in range(n_classes):
+                Cj[j] += g[j]
         if keep_random:  # reservoir: after step t, keep w_t with probability 1/t
             rng_state[0] = rng_state[0] * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)  # LCG mod 2^64
             u = float(rng_state[0] >> np.uint64(11)) * (1.0 / 9007199254740992.0)
