@@ -20,6 +20,7 @@ from .mcid import (
     OneVsRestLogisticRegression,
     OneVsRestPegasos,
 )
+from .leastsquares import CalibratedLeastSquares, GeneralizedLeastSquares
 from .pgs import MulticlassPGS, PrimalGradientSolver
 
 __version__ = "0.1.0"
@@ -34,6 +35,8 @@ LEARNERS = {
         OneVsRestLogisticRegression,
         PrimalGradientSolver,
         MulticlassPGS,
+        GeneralizedLeastSquares,
+        CalibratedLeastSquares,
     )
 }
 
@@ -47,7 +50,9 @@ def learner_from_state(state: dict) -> StreamClassifier:
 
 
 __all__ = [
+    "CalibratedLeastSquares",
     "FeatureSpace",
+    "GeneralizedLeastSquares",
     "InvalidInputError",
     "InvalidParameterError",
     "LEARNERS",

@@ -1,0 +1,447 @@
+"""The least-squares family of Agarwal, Kakade, Karampatziakis, Song & Valiant, *Least
+Squares Revisited: Scalable Approaches for Multi-class Prediction*
+(``../shared/papers/004_6d6f30a18e3b636b.txt``).
+
+* :class:`GeneralizedLeastSquares` — Alg. 1: the preconditioned step
+  ``Wᵀ ← Wᵀ − (1/L) Σ̂⁻¹ Ê[(ŷ − y) xᵀ]`` (Eq. 6) with the link ``g = ∇Φ`` (softmax, L = 1; or
+  the identity, for which one step is plain least squares);
+* :class:`CalibratedLeastSquares` — Alg. 2: alternate the residual fit (Eq. 10) and the
+  calibration fit on ``G(ỹ) = [ỹ, ỹ², ỹ³]`` (Eq. 11) followed by the Euclidean projection
+  onto the probability simplex; the model is the chain of stages, replayed to predict.
+
+Both work on dense features (the model's feature space is materialised as a ``d × d``
+second-moment matrix), so they refuse more than ``max_features`` features with a message
+that points to stagewise fitting of feature blocks (Alg. 3, a later step of the issue).
+
+**Two modes.** ``learn_one``/``learn_many`` are the stream: every group of ``batch_size``
+examples is folded into running sufficient statistics (``Σ̂ = E[x xᵀ]``, and for the
+identity link ``E[x yᵀ]`` too, so the identity link *is* recursive least squares: the
+weights equal the closed-form solution on everything seen so far), and the softmax link
+takes one preconditioned step on the group's residual with the running ``Σ̂``. ``fit(X, y)``
+is the batch algorithm: Alg. 1 (or Alg. 2) iterated to convergence on the given data — use
+it on a buffered window or a whole data set when the stream can be revisited; use the
+stream mode when it cannot.
+
+**Ridge.** ``Σ̂`` is singular whenever a feature is constant zero or features are collinear
+(raw MNIST pixels are both), so it is factored as ``Σ̂ + ridge·I`` (Cholesky, ``ridge``
+default 1e-6 times the mean diagonal of ``Σ̂``, and at least 1e-12).
+
+**Multi-label.** The paper notes that y may live on the hypercube; river's classifier API
+gives one hashable label per example, so a label *set* would be a single class here. The
+hypercube projection (:func:`project_hypercube`) is provided, but multi-label learning is
+not offered through this API.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+
+from .base import StreamClassifier, check_positive, softmax_rows
+from .errors import InvalidInputError, InvalidParameterError
+from .features import SparseRows
+
+
+def project_simplex(V: np.ndarray) -> np.ndarray:
+    """Euclidean projection of each row onto the probability simplex (sort-based,
+    O(k log k) per row; Duchi et al. 2008).
+
+    >>> project_simplex(np.array([[0.5, 0.5, 0.5], [2.0, 0.0, -1.0]])).round(4).tolist()
+    [[0.3333, 0.3333, 0.3333], [1.0, 0.0, 0.0]]
+    """
+    V = np.atleast_2d(np.asarray(V, np.float64))
+    n, k = V.shape
+    U = -np.sort(-V, axis=1)
+    cumulative = np.cumsum(U, axis=1) - 1.0
+    positive = U - cumulative / np.arange(1, k + 1) > 0
+    rho = k - 1 - np.argmax(positive[:, ::-1], axis=1)  # the last index where it holds
+    theta = cumulative[np.arange(n), rho] / (rho + 1)
+    return np.maximum(V - theta[:, None], 0.0)
+
+
+def project_hypercube(V: np.ndarray) -> np.ndarray:
+    """Euclidean projection onto ``[0, 1]^k`` (the multi-label counterpart of the simplex)."""
+    return np.clip(V, 0.0, 1.0)
+
+
+def dense_rows(rows: SparseRows, width: int) -> np.ndarray:
+    """A CSR batch as a dense ``(n, width)`` array (columns beyond ``width`` dropped)."""
+    out = np.zeros((rows.n_rows, width))
+    start, end = rows.indptr[0], rows.indptr[-1]  # a batch may be a view on part of longer arrays
+    row_of = np.repeat(np.arange(rows.n_rows), np.diff(rows.indptr))
+    indices, data = rows.indices[start:end], rows.data[start:end]
+    keep = indices < width
+    np.add.at(out, (row_of[keep], indices[keep]), data[keep])
+    return out
+
+
+def take_columns(X: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """``X[:, columns]``, without a copy when ``columns`` is ``0..d-1`` of all of X."""
+    if len(columns) == X.shape[1] and np.array_equal(columns, np.arange(len(columns))):
+        return X
+    return X[:, columns]
+
+
+def one_hot(y: np.ndarray, n_classes: int) -> np.ndarray:
+    out = np.zeros((len(y), n_classes))
+    out[np.arange(len(y)), y] = 1.0
+    return out
+
+
+def _ridged(second_moment: np.ndarray, ridge: float) -> np.ndarray:
+    d = second_moment.shape[0]
+    scale = max(float(np.trace(second_moment)) / max(d, 1), 1.0) * ridge
+    return second_moment + max(scale, 1e-12) * np.eye(d)
+
+
+class RidgeSolver:
+    """Solves ``(Σ̂ + ridge · mean(diag Σ̂) · I) Z = B`` by one Cholesky factorisation (see the
+    module docstring). ``order`` permutes the features into a canonical order (their name
+    keys) before factoring, so that the order in which features entered the vocabulary —
+    which depends on the key order of the first dicts — does not change the rounding of an
+    ill-conditioned solve."""
+
+    def __init__(self, second_moment: np.ndarray, ridge: float, order: np.ndarray | None = None):
+        A = _ridged(second_moment, ridge)
+        self.order = None if order is None or np.array_equal(order, np.arange(len(order))) else order
+        if self.order is not None:
+            A = A[np.ix_(self.order, self.order)]
+        self._chol = scipy.linalg.cho_factor(A, check_finite=False)
+
+    def solve(self, B: np.ndarray) -> np.ndarray:
+        if self.order is None:
+            return scipy.linalg.cho_solve(self._chol, B, check_finite=False)
+        out = np.empty_like(B)
+        out[self.order] = scipy.linalg.cho_solve(self._chol, B[self.order], check_finite=False)
+        return out
+
+
+class _DenseLeastSquares(StreamClassifier):
+    """Dense feature space, running second moment, class growth."""
+
+    def _check_common(self) -> None:
+        check_positive("ridge", self.ridge)
+        check_positive("max_features", self.max_features, integer=True)
+
+    def _init_model(self) -> None:
+        self._n = 0
+        self._XtX = np.zeros((0, 0))
+        self._W = np.zeros((0, 0))  # (d, K)
+
+    def _width(self) -> int:
+        d = self._features.n_columns
+        if d > self.max_features:
+            raise InvalidInputError(
+                "bad-shape", f"{type(self).__name__} works on dense features and the stream has {d} > max_features="
+                f"{self.max_features}; fit blocks of features stagewise (Alg. 3) or raise max_features")
+        return d
+
+    def _encode_labelled(self, X, y) -> SparseRows:
+        rows = super()._encode_labelled(X, y)
+        self._width()  # refuse a batch that takes the dense model past max_features
+        return rows
+
+    def _grow(self, d: int, k: int) -> None:
+        d0, k0 = self._W.shape
+        if d > self._XtX.shape[0]:
+            XtX = np.zeros((d, d))
+            XtX[: self._XtX.shape[0], : self._XtX.shape[0]] = self._XtX
+            self._XtX = XtX
+        if d > d0 or k > k0:
+            W = np.zeros((max(d, d0), max(k, k0)))
+            W[:d0, :k0] = self._W
+            self._W = W
+
+    def _reserve_columns(self) -> None:
+        self._grow(self._width(), len(self._labels))
+
+    def _solver(self, second_moment: np.ndarray) -> RidgeSolver:
+        """A :class:`RidgeSolver` with the features in their canonical (name-key) order."""
+        d = second_moment.shape[0]
+        return RidgeSolver(second_moment, self.ridge, np.argsort(self._features._sort_keys(np.arange(d)), kind="stable"))
+
+    def _raw_scores(self, rows: SparseRows) -> np.ndarray:
+        self._reserve_columns()
+        d, k = self._W.shape
+        return dense_rows(rows, d) @ self._W[:, : len(self._labels)]
+
+    def _export_model(self) -> dict:
+        return {"n": self._n, "XtX": self._XtX.copy(), "W": self._W.copy()}
+
+    def _restore_model(self, model: dict) -> None:
+        self._n = int(model["n"])
+        self._XtX = np.asarray(model["XtX"], np.float64).copy()
+        self._W = np.asarray(model["W"], np.float64).copy()
+
+    def _dataset(self, X, y) -> tuple[np.ndarray, np.ndarray]:
+        """A whole labelled data set as a dense matrix over the vocabulary's columns (the
+        vocabulary and classes grow). A float NumPy array whose columns are, or become, the
+        vocabulary's first columns in order is used as it is (no sparse round trip: a
+        60,000 x 8,000 array is not copied)."""
+        if isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype == np.float64 and np.isfinite(X).all():
+            n_labels = self._labels.validate_batch(y)
+            if n_labels != X.shape[0]:
+                raise InvalidInputError("length-mismatch", f"X has {X.shape[0]} rows but y has {n_labels} labels")
+            columns = self._features.columns(list(range(X.shape[1])), grow=True)
+            if np.array_equal(columns, np.arange(X.shape[1])):
+                y_idx = self._labels.indices(y, grow=True)
+                self._grow(self._width(), len(self._labels))
+                return X, y_idx
+        rows = self._encode_labelled(X, y)
+        y_idx = self._labels.indices(y, grow=True)
+        d = self._width()
+        self._grow(d, len(self._labels))
+        return dense_rows(rows, d), y_idx
+
+
+class GeneralizedLeastSquares(_DenseLeastSquares):
+    """Alg. 1 of 004 (see the module docstring).
+
+    Parameters
+    ----------
+    link
+        ``"softmax"`` (multinomial logit, L = 1: minimises the multinomial log-loss) or
+        ``"identity"`` (least squares on one-hot targets).
+    batch_size
+        Examples per stream step (a step factors a ``d × d`` matrix: O(d³)).
+    ridge
+        Relative ridge added to ``Σ̂`` before it is factored.
+    max_features
+        Most features the dense model takes.
+
+    ``predict_proba_one``: the softmax link gives its calibrated probabilities; for the
+    identity link the scores are projected onto the probability simplex.
+
+    >>> from streamlearn import GeneralizedLeastSquares
+    >>> model = GeneralizedLeastSquares(link="identity")
+    >>> _ = model.fit([{"a": 1.0}, {"b": 1.0}, {"a": 1.0, "b": 0.1}], ["x", "y", "x"])
+    >>> model.predict_one({"a": 1.0})
+    'x'
+    """
+
+    def __init__(self, link: str = "softmax", batch_size: int = 32, ridge: float = 1e-6, max_features: int = 4096,
+                 seed: int | None = None):
+        self.link, self.batch_size, self.ridge, self.max_features, self.seed = link, batch_size, ridge, max_features, seed
+        if link not in ("softmax", "identity"):
+            raise InvalidParameterError(f"link must be 'softmax' or 'identity', got {link!r}")
+        self._check_common()
+        self._reset()
+
+    @classmethod
+    def _unit_test_params(cls):
+        yield {}
+        yield {"link": "identity", "batch_size": 5}
+
+    def _init_model(self) -> None:
+        super()._init_model()
+        self._XtY = np.zeros((0, 0))
+
+    def _probabilities(self, scores: np.ndarray) -> np.ndarray:
+        return softmax_rows(scores) if self.link == "softmax" else project_simplex(scores)
+
+    def _grow(self, d: int, k: int) -> None:
+        super()._grow(d, k)
+        if self.link == "identity" and (d > self._XtY.shape[0] or k > self._XtY.shape[1]):
+            XtY = np.zeros(self._W.shape)
+            XtY[: self._XtY.shape[0], : self._XtY.shape[1]] = self._XtY
+            self._XtY = XtY
+
+    def _learn_groups(self, rows: SparseRows, y: np.ndarray) -> None:
+        self._reserve_columns()
+        d, K = self._width(), len(self._labels)
+        X = dense_rows(rows, d)
+        for start in range(0, len(y), self.batch_size):
+            self._step(X[start : start + self.batch_size], y[start : start + self.batch_size], d, K)
+
+    def _step(self, X: np.ndarray, y: np.ndarray, d: int, K: int) -> None:
+        """One stream step: fold the group into the statistics, then update W."""
+        Y = one_hot(y, K)
+        self._XtX[:d, :d] += X.T @ X
+        self._n += len(y)
+        second_moment = self._XtX[:d, :d] / self._n
+        if self.link == "identity":  # recursive least squares: the closed form on all data so far
+            self._XtY[:d, :K] += X.T @ Y
+            self._W[:d, :K] = self._solver(second_moment).solve(self._XtY[:d, :K] / self._n)
+            return
+        residual = softmax_rows(X @ self._W[:d, :K]) - Y  # ŷ − y, L = 1
+        self._W[:d, :K] -= self._solver(second_moment).solve(X.T @ residual / len(y))
+
+    def fit(self, X, y, max_iter: int = 200, tol: float = 1e-9):
+        """Alg. 1 on a whole data set (a DataFrame, array, CSR matrix or list of dicts) to
+        convergence: until the multinomial log-loss improves by less than ``tol`` (relative),
+        or ``max_iter`` iterations. Replaces the statistics with those of ``X``. The log-loss
+        of each iteration is kept in ``self.history_``."""
+        X, y_idx = self._dataset(X, y)
+        d, K = X.shape[1], len(self._labels)
+        Y = one_hot(y_idx, K)
+        self._n = len(y_idx)
+        self._XtX[:d, :d] = X.T @ X
+        solve = self._solver(self._XtX[:d, :d] / self._n).solve  # one factorisation for every iteration
+        if self.link == "identity":
+            self._XtY[:d, :K] = X.T @ Y
+            self._W[:d, :K] = solve(self._XtY[:d, :K] / self._n)
+            self.history_ = []
+            return self
+        W = np.zeros((d, K))
+        self.history_ = [log_loss(X @ W, y_idx)]
+        for _ in range(max_iter):
+            W -= solve(X.T @ (softmax_rows(X @ W) - Y) / self._n)
+            self.history_.append(log_loss(X @ W, y_idx))
+            if self.history_[-2] - self.history_[-1] <= tol * abs(self.history_[-2]):
+                break
+        self._W[:d, :K] = W
+        return self
+
+    def _export_model(self) -> dict:
+        return {**super()._export_model(), "XtY": self._XtY.copy()}
+
+    def _restore_model(self, model: dict) -> None:
+        super()._restore_model(model)
+        self._XtY = np.asarray(model["XtY"], np.float64).copy()
+
+
+def log_loss(scores: np.ndarray, y: np.ndarray) -> float:
+    """Mean multinomial log-loss of scores (log-sum-exp)."""
+    m = scores.max(axis=1, keepdims=True)
+    lse = m[:, 0] + np.log(np.exp(scores - m).sum(axis=1))
+    return float(np.mean(lse - scores[np.arange(len(y)), y]))
+
+
+def calibration_basis(Y: np.ndarray, powers=(1, 2, 3)) -> np.ndarray:
+    """``G(ỹ)``: the elementwise powers of the predictions, side by side (n, m·k)."""
+    return np.hstack([Y**p for p in powers])
+
+
+class _WindowRefit(_DenseLeastSquares):
+    """Stream mode of the algorithms that revisit their data (Alg. 2, Alg. 3): keep the last
+    ``window`` examples and refit on them every ``refit_every`` examples (example by
+    example, so ``learn_many`` equals the ``learn_one`` loop)."""
+
+    batch_size = 1
+
+    def _check_window(self) -> None:
+        check_positive("window", self.window, integer=True)
+        check_positive("refit_every", self.refit_every, integer=True)
+
+    def _init_model(self) -> None:
+        super()._init_model()
+        self._window_rows: list = []  # (columns, values, class) of the last `window` examples
+        self._since_refit = 0
+
+    def _learn_groups(self, rows: SparseRows, y: np.ndarray) -> None:
+        for i in range(rows.n_rows):
+            lo, hi = rows.indptr[i], rows.indptr[i + 1]
+            self._window_rows.append((rows.indices[lo:hi].copy(), rows.data[lo:hi].copy(), int(y[i])))
+            if len(self._window_rows) > self.window:
+                del self._window_rows[0]
+            self._since_refit += 1
+            if self._since_refit >= self.refit_every:
+                d = self._width()
+                X = np.zeros((len(self._window_rows), d))
+                for r, (cols, vals, _) in enumerate(self._window_rows):
+                    np.add.at(X[r], cols, vals)
+                self._fit_dense(X, np.array([c for _, _, c in self._window_rows], np.int64), len(self._labels))
+                self._since_refit = 0
+
+    def _fit_dense(self, X: np.ndarray, y: np.ndarray, K: int) -> None:
+        raise NotImplementedError
+
+    def fit(self, X, y):
+        """Run the batch algorithm on a whole data set; replaces the fitted model."""
+        X, y_idx = self._dataset(X, y)
+        self._fit_dense(X, y_idx, len(self._labels))
+        return self
+
+    def _canonical_columns(self, d: int) -> np.ndarray:
+        """Vocabulary columns ``0..d-1`` in name-key order: fitted stages work in this order,
+        so that neither the key order of dicts nor the vocabulary's order changes a result."""
+        return np.argsort(self._features._sort_keys(np.arange(d)), kind="stable")
+
+    def _export_window(self) -> dict:
+        return {"window": [[c, v, k] for c, v, k in self._window_rows], "since_refit": self._since_refit}
+
+    def _restore_window(self, model: dict) -> None:
+        self._window_rows = [(np.asarray(c, np.int64), np.asarray(v, np.float64), int(k)) for c, v, k in model["window"]]
+        self._since_refit = int(model["since_refit"])
+
+
+class CalibratedLeastSquares(_WindowRefit):
+    """Alg. 2 of 004: alternate the residual fit (Eq. 10) and the calibration fit on
+    ``G(ỹ) = [ỹ, ỹ², ỹ³]`` (Eq. 11, elementwise powers), then project onto the simplex.
+
+    The model is the chain of stages ``(W_t, W̃_t)``; predicting replays it:
+    ``ŷ ← clip(W̃_t G(ŷ + W_t x))``. Alg. 2 revisits its data, so the stream mode keeps a
+    window of the last ``window`` examples and refits the chain on it (``stages``
+    iterations) every ``refit_every`` examples; :meth:`fit` runs it on a whole data set.
+    ``predict_proba_one`` is the projected prediction itself.
+
+    >>> from streamlearn import CalibratedLeastSquares
+    >>> model = CalibratedLeastSquares(stages=3)
+    >>> _ = model.fit([{"a": 1.0}, {"b": 1.0}, {"a": 1.0, "b": 0.2}], ["x", "y", "x"])
+    >>> model.predict_one({"a": 1.0})
+    'x'
+    """
+
+    def __init__(self, stages: int = 5, window: int = 10_000, refit_every: int = 1000, ridge: float = 1e-6,
+                 max_features: int = 4096, powers: tuple = (1, 2, 3), seed: int | None = None):
+        self.stages, self.window, self.refit_every = stages, window, refit_every
+        self.ridge, self.max_features, self.powers, self.seed = ridge, max_features, tuple(powers), seed
+        check_positive("stages", stages, integer=True)
+        self._check_window()
+        if not self.powers or any(not isinstance(p, int) or p < 1 for p in self.powers):
+            raise InvalidParameterError(f"powers must be positive integers, got {powers!r}")
+        self._check_common()
+        self._reset()
+
+    @classmethod
+    def _unit_test_params(cls):
+        yield {}
+        yield {"stages": 2, "window": 50, "refit_every": 7, "powers": (1, 2)}
+
+    def _init_model(self) -> None:
+        super()._init_model()
+        self._chain: list = []  # [(columns in canonical order, W (d, K), W̃ (m·K, K))]
+
+    def _probabilities(self, scores: np.ndarray) -> np.ndarray:
+        return project_simplex(scores) if scores.shape[1] else scores
+
+    def _raw_scores(self, rows: SparseRows) -> np.ndarray:
+        K = len(self._labels)
+        d = self._features.n_columns
+        return self._replay(dense_rows(rows, d), K)
+
+    def _replay(self, X: np.ndarray, K: int) -> np.ndarray:
+        Y_hat = np.zeros((X.shape[0], K))
+        for columns, W, W_cal in self._chain:
+            kk = W.shape[1]
+            tilde = Y_hat[:, :kk] + take_columns(X, columns) @ W
+            calibrated = project_simplex(calibration_basis(tilde, self.powers) @ W_cal)
+            Y_hat = np.zeros((X.shape[0], K))
+            Y_hat[:, :kk] = calibrated
+        return Y_hat
+
+    def _fit_dense(self, X: np.ndarray, y: np.ndarray, K: int) -> None:
+        """Alg. 2 for ``stages`` iterations; ``history_`` holds the mean squared error
+        ``(1/n) Σ ||ŷ − y||²`` after each stage."""
+        Y = one_hot(y, K)
+        n = len(y)
+        columns = self._canonical_columns(X.shape[1])
+        X = take_columns(X, columns)
+        solver = RidgeSolver(X.T @ X / n, self.ridge)
+        Y_hat = np.zeros((n, K))
+        self._chain, self.history_ = [], []
+        for _ in range(self.stages):
+            W = solver.solve(X.T @ (Y - Y_hat) / n)  # Eq. 10
+            U = calibration_basis(Y_hat + X @ W, self.powers)
+            W_cal = RidgeSolver(U.T @ U / n, self.ridge).solve(U.T @ Y / n)  # Eq. 11
+            Y_hat = project_simplex(U @ W_cal)
+            self._chain.append((columns, W, W_cal))
+            self.history_.append(float(((Y_hat - Y) ** 2).sum(axis=1).mean()))
+
+    def _export_model(self) -> dict:
+        return {"chain": [[c, W, W_cal] for c, W, W_cal in self._chain], **self._export_window()}
+
+    def _restore_model(self, model: dict) -> None:
+        self._chain = [(np.asarray(c, np.int64), np.asarray(W, np.float64), np.asarray(Wc, np.float64))
+                       for c, W, Wc in model["chain"]]
+        self._restore_window(model)

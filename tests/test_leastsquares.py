@@ -1,0 +1,134 @@
+"""The least-squares family (004_6d6f30a18e3b636b.txt, Alg. 1 and Alg. 2) against closed
+forms, scipy's L-BFGS and a brute-force simplex projection."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.optimize
+
+from streamlearn import CalibratedLeastSquares, GeneralizedLeastSquares
+from streamlearn.errors import InvalidInputError, InvalidParameterError
+from streamlearn.leastsquares import log_loss, project_simplex
+
+
+def blobs(n=300, d=6, K=3, seed=0, noise=1.5):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(K, d)) * 1.5
+    y = rng.integers(0, K, n)
+    X = centers[y] + noise * rng.normal(size=(n, d))
+    first = {}
+    y = np.array([first.setdefault(v, len(first)) for v in y])  # first-appearance order, like LabelSpace
+    return X, y
+
+
+def weights(model, d):
+    """W as (d, K) in feature order (the learner's columns follow the vocabulary)."""
+    W = np.zeros((d, len(model.classes)))
+    W[model._features.names] = model._W[: len(model._features.names), : len(model.classes)]
+    return W
+
+
+def test_identity_link_is_the_closed_form_least_squares_solution():
+    X, y = blobs()
+    model = GeneralizedLeastSquares(link="identity", ridge=1e-12).fit(X, y)
+    Y = np.eye(3)[y]
+    expected = np.linalg.lstsq(X, Y, rcond=None)[0]
+    np.testing.assert_allclose(weights(model, X.shape[1]), expected, rtol=1e-7, atol=1e-9)
+
+
+def test_identity_link_stream_is_recursive_least_squares():
+    """Fed in batches, the stream keeps the same sufficient statistics as one batch, and the
+    identity link's weights are the closed form on everything seen."""
+    X, y = blobs(n=400)
+    one = GeneralizedLeastSquares(link="identity", batch_size=400, ridge=1e-12)
+    one.learn_many(X, y)
+    chunked = GeneralizedLeastSquares(link="identity", batch_size=400, ridge=1e-12)
+    for start in range(0, 400, 37):  # uneven chunks; the pending mechanism forms one group of 400
+        chunked.learn_many(X[start : start + 37], y[start : start + 37])
+    np.testing.assert_array_equal(one._XtX, chunked._XtX)
+    steps = GeneralizedLeastSquares(link="identity", batch_size=25, ridge=1e-12)
+    for start in range(0, 400, 25):
+        steps.learn_many(X[start : start + 25], y[start : start + 25])
+    np.testing.assert_allclose(steps._XtX, X.T @ X, rtol=1e-12)
+    np.testing.assert_allclose(steps._XtY[:, :3], X.T @ np.eye(3)[y], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(weights(steps, 6), np.linalg.lstsq(X, np.eye(3)[y], rcond=None)[0], rtol=1e-7, atol=1e-9)
+
+
+def test_softmax_link_decreases_the_log_loss_every_iteration_and_reaches_lbfgs():
+    X, y = blobs(n=200, d=4, K=3, seed=2, noise=2.0)
+    model = GeneralizedLeastSquares(link="softmax", ridge=1e-12).fit(X, y, max_iter=2000, tol=1e-15)
+    history = np.array(model.history_)
+    assert len(history) > 5
+    assert np.all(np.diff(history) <= 1e-15)  # Theorem 1: monotone with the 1/L step
+
+    def loss(w):
+        W = w.reshape(4, 3)
+        S = X @ W
+        P = np.exp(S - S.max(axis=1, keepdims=True))
+        P /= P.sum(axis=1, keepdims=True)
+        return log_loss(S, y), (X.T @ (P - np.eye(3)[y]) / len(y)).ravel()
+
+    best = scipy.optimize.minimize(loss, np.zeros(12), jac=True, method="L-BFGS-B", options={"gtol": 1e-12, "ftol": 1e-15})
+    assert history[-1] == pytest.approx(best.fun, abs=1e-9)
+    W_bfgs = best.x.reshape(4, 3)
+    probabilities = model.predict_proba_many(X).to_numpy()
+    expected = np.exp(X @ W_bfgs - (X @ W_bfgs).max(axis=1, keepdims=True))
+    expected /= expected.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(probabilities, expected, atol=1e-5)
+
+
+def test_softmax_stream_learns():
+    X, y = blobs(n=3000, seed=3, noise=1.0)
+    model = GeneralizedLeastSquares(batch_size=50)
+    model.learn_many(X[:2500], y[:2500])
+    assert np.mean(model.predict_many(X[2500:]).astype(int) == y[2500:]) > 0.9
+
+
+@pytest.mark.parametrize("k", [2, 3, 5, 8])
+def test_simplex_projection_is_the_euclidean_projection(k):
+    rng = np.random.default_rng(k)
+    V = rng.normal(size=(20, k)) * 2
+    P = project_simplex(V)
+    assert np.allclose(P.sum(axis=1), 1) and (P >= 0).all()
+    for v, p in zip(V, P):
+        qp = scipy.optimize.minimize(lambda z: ((z - v) ** 2).sum(), np.full(k, 1 / k), jac=lambda z: 2 * (z - v),
+                                     method="SLSQP", bounds=[(0, None)] * k,
+                                     constraints=[{"type": "eq", "fun": lambda z: z.sum() - 1, "jac": lambda z: np.ones(k)}],
+                                     options={"ftol": 1e-14, "maxiter": 500})
+        np.testing.assert_allclose(p, qp.x, atol=1e-6)
+        # and nothing on the simplex is closer (random points)
+        others = rng.dirichlet(np.ones(k), 200)
+        assert ((others - v) ** 2).sum(axis=1).min() >= ((p - v) ** 2).sum() - 1e-12
+
+
+def test_calibrated_least_squares_improves_the_square_loss_every_stage():
+    X, y = blobs(n=500, seed=4, noise=1.8)
+    model = CalibratedLeastSquares(stages=8).fit(X, y)
+    history = np.array(model.history_)
+    assert np.all(np.diff(history) <= 1e-10)
+    linear = GeneralizedLeastSquares(link="identity").fit(X, y)
+    Y = np.eye(3)[y]
+    linear_error = ((project_simplex(linear.decision_function_many(X)) - Y) ** 2).sum(axis=1).mean()
+    assert history[-1] <= linear_error + 1e-9
+    proba = model.predict_proba_many(X).to_numpy()
+    assert np.allclose(proba.sum(axis=1), 1) and (proba >= 0).all()
+
+
+def test_calibrated_stream_refits_its_window():
+    X, y = blobs(n=600, seed=5, noise=1.0)
+    model = CalibratedLeastSquares(stages=3, window=200, refit_every=100)
+    for xi, yi in zip(X[:500], y[:500]):
+        model.learn_one(dict(enumerate(xi)), yi)
+    assert len(model._window_rows) == 200 and len(model._chain) == 3
+    assert np.mean(model.predict_many(X[500:]).astype(int) == y[500:]) > 0.85
+
+
+def test_dense_models_refuse_too_many_features_and_bad_parameters():
+    model = GeneralizedLeastSquares(max_features=3)
+    with pytest.raises(InvalidInputError, match="max_features=3"):
+        model.learn_many(np.eye(4), [0, 1, 0, 1])
+    with pytest.raises(InvalidParameterError, match="link must be"):
+        GeneralizedLeastSquares(link="probit")
+    with pytest.raises(InvalidParameterError, match="powers"):
+        CalibratedLeastSquares(powers=(0,))
