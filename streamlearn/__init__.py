@@ -20,7 +20,13 @@ from .mcid import (
     OneVsRestLogisticRegression,
     OneVsRestPegasos,
 )
-from .leastsquares import CalibratedLeastSquares, GeneralizedLeastSquares
+from .leastsquares import (
+    CalibratedLeastSquares,
+    FeatureSampler,
+    GeneralizedLeastSquares,
+    RandomFourierFeatures,
+    StagewiseRegression,
+)
 from .pgs import MulticlassPGS, PrimalGradientSolver
 
 __version__ = "0.1.0"
@@ -37,6 +43,7 @@ LEARNERS = {
         MulticlassPGS,
         GeneralizedLeastSquares,
         CalibratedLeastSquares,
+        StagewiseRegression,
     )
 }
 
@@ -51,6 +58,7 @@ def learner_from_state(state: dict) -> StreamClassifier:
 
 __all__ = [
     "CalibratedLeastSquares",
+    "FeatureSampler",
     "FeatureSpace",
     "GeneralizedLeastSquares",
     "InvalidInputError",
@@ -64,6 +72,8 @@ __all__ = [
     "OneVsRestLogisticRegression",
     "OneVsRestPegasos",
     "PrimalGradientSolver",
+    "RandomFourierFeatures",
+    "StagewiseRegression",
     "StreamClassifier",
     "StreamlearnError",
     "learner_from_state",

@@ -435,7 +435,8 @@ class CalibratedLeastSquares(_WindowRefit):
             U = calibration_basis(Y_hat + X @ W, self.powers)
             W_cal = RidgeSolver(U.T @ U / n, self.ridge).solve(U.T @ Y / n)  # Eq. 11
             Y_hat = project_simplex(U @ W_cal)
-            self._chain.append((columns, W, W_cal))
+            # C order, as a restored checkpoint has it: BLAS rounds F- and C-ordered operands differently
+            self._chain.append((columns, np.ascontiguousarray(W), np.ascontiguousarray(W_cal)))
             self.history_.append(float(((Y_hat - Y) ** 2).sum(axis=1).mean()))
 
     def _export_model(self) -> dict:
@@ -444,4 +445,180 @@ class CalibratedLeastSquares(_WindowRefit):
     def _restore_model(self, model: dict) -> None:
         self._chain = [(np.asarray(c, np.int64), np.asarray(W, np.float64), np.asarray(Wc, np.float64))
                        for c, W, Wc in model["chain"]]
+        self._restore_window(model)
+
+
+class RandomFourierFeatures:
+    """GEN for Alg. 3: random Fourier features of the Gaussian kernel
+    ``exp(-||x - x'||² / (2 s²))`` (Rahimi & Recht 2007): ``z(x) = sqrt(2/m) cos(x Ω + b)``
+    with ``Ω ~ N(0, 1/s²)`` and ``b ~ U[0, 2π]``, drawn per stage from ``seed`` and the stage
+    number (a stage's block is reproduced exactly to predict).
+
+    >>> gen = RandomFourierFeatures(bandwidth=2.0, seed=0)
+    >>> gen(np.ones((3, 5)), m=4, stage=0).shape
+    (3, 4)
+    """
+
+    def __init__(self, bandwidth: float = 1.0, seed: int = 0):
+        check_positive("bandwidth", bandwidth)
+        self.bandwidth, self.seed = bandwidth, seed
+
+    def __call__(self, X: np.ndarray, m: int, stage: int) -> np.ndarray:
+        rng = np.random.default_rng([self.seed, stage])
+        omega = rng.normal(scale=1.0 / self.bandwidth, size=(X.shape[1], m))
+        shift = rng.uniform(0, 2 * np.pi, m)
+        Z = X @ omega
+        Z += shift
+        np.cos(Z, out=Z)
+        Z *= np.sqrt(2.0 / m)
+        return Z
+
+    def __repr__(self):
+        return f"RandomFourierFeatures(bandwidth={self.bandwidth!r}, seed={self.seed!r})"
+
+
+class FeatureSampler:
+    """GEN for Alg. 3: blocks of the original features. ``order="frequency"`` takes the
+    features by decreasing number of non-zero values in the data it first sees (the paper:
+    fitting frequent words first gives better text models), ``"random"`` a seeded
+    permutation; ``replace=True`` draws each block at random with replacement instead.
+    Stage t takes block t of the order (cycling when the features run out).
+
+    >>> FeatureSampler()(np.array([[0., 1., 2.], [0., 3., 0.]]), m=2, stage=0).tolist()
+    [[1.0, 2.0], [3.0, 0.0]]
+    """
+
+    def __init__(self, order: str = "frequency", replace: bool = False, seed: int = 0):
+        if order not in ("frequency", "random"):
+            raise InvalidParameterError(f"order must be 'frequency' or 'random', got {order!r}")
+        self.order, self.replace, self.seed = order, bool(replace), seed
+        self._ranking = None
+
+    def columns(self, X: np.ndarray, m: int, stage: int) -> np.ndarray:
+        """The original columns of stage ``stage``'s block."""
+        d = X.shape[1]
+        if self.replace:
+            return np.random.default_rng([self.seed, stage]).integers(0, d, min(m, d))
+        if self._ranking is None or len(self._ranking) != d:
+            if self.order == "frequency":
+                self._ranking = np.argsort(-np.count_nonzero(X, axis=0), kind="stable")
+            else:
+                self._ranking = np.random.default_rng(self.seed).permutation(d)
+        start = (stage * m) % d
+        return np.take(self._ranking, np.arange(start, start + min(m, d)), mode="wrap")
+
+    def __call__(self, X: np.ndarray, m: int, stage: int) -> np.ndarray:
+        return X[:, self.columns(X, m, stage)]
+
+    def __repr__(self):
+        return f"FeatureSampler(order={self.order!r}, replace={self.replace!r}, seed={self.seed!r})"
+
+
+class StagewiseRegression(_WindowRefit):
+    """Alg. 3 of 004: each stage draws a block of ``block_size`` features from GEN and fits
+    it to the residual of the stages before, with least squares (``inner="linear"``, Eq. 10
+    on the block) or ``inner_iterations`` preconditioned softmax steps (``inner="logistic"``,
+    Alg. 1 with the earlier stages' scores as an offset). Predictions replay the stages:
+    ``scores = Σ_t GEN_t(x) W_t``.
+
+    Parameters
+    ----------
+    generator
+        A callable ``GEN(X_dense, m, stage) -> (n, m)`` features: :class:`RandomFourierFeatures`,
+        :class:`FeatureSampler` or your own function (it must be deterministic in ``stage``:
+        prediction calls it again).
+    block_size, stages
+        Features per stage (the paper: about 1000) and the number of stages.
+    inner, inner_iterations
+        The fit of a block (see above).
+    window, refit_every, ridge, max_features
+        As :class:`CalibratedLeastSquares` (the stream refits on a window).
+
+    ``predict_proba_one``: the softmax of the scores for ``inner="logistic"``, the simplex
+    projection of the scores for ``"linear"``. ``history_`` holds the training error after
+    each stage of the last fit.
+    """
+
+    def __init__(self, generator=None, block_size: int = 1000, stages: int = 10, inner: str = "linear",
+                 inner_iterations: int = 50, window: int = 10_000, refit_every: int = 1000, ridge: float = 1e-6,
+                 max_features: int = 4096, seed: int | None = None):
+        self.generator = generator if generator is not None else FeatureSampler()
+        self.block_size, self.stages, self.inner, self.inner_iterations = block_size, stages, inner, inner_iterations
+        self.window, self.refit_every, self.ridge, self.max_features, self.seed = window, refit_every, ridge, max_features, seed
+        if not callable(self.generator):
+            raise InvalidParameterError(f"generator must be callable GEN(X, m, stage), got {generator!r}")
+        if inner not in ("linear", "logistic"):
+            raise InvalidParameterError(f"inner must be 'linear' or 'logistic', got {inner!r}")
+        for name in ("block_size", "stages", "inner_iterations"):
+            check_positive(name, getattr(self, name), integer=True)
+        self._check_window()
+        self._check_common()
+        self._reset()
+
+    @classmethod
+    def _unit_test_params(cls):
+        yield {"block_size": 3, "stages": 2, "window": 60, "refit_every": 20}
+        yield {"generator": RandomFourierFeatures(bandwidth=3.0, seed=1), "block_size": 8, "stages": 2, "inner": "logistic",
+               "inner_iterations": 3, "window": 40, "refit_every": 13}
+
+    def _init_model(self) -> None:
+        super()._init_model()
+        self._stages: list = []  # [(columns in canonical order, W (m, K))]
+
+    def _probabilities(self, scores: np.ndarray) -> np.ndarray:
+        if not scores.shape[1]:
+            return scores
+        return softmax_rows(scores) if self.inner == "logistic" else project_simplex(scores)
+
+    def _raw_scores(self, rows: SparseRows) -> np.ndarray:
+        X = dense_rows(rows, self._features.n_columns)
+        scores = np.zeros((X.shape[0], len(self._labels)))
+        for stage, (columns, W) in enumerate(self._stages):
+            scores[:, : W.shape[1]] += self.generator(take_columns(X, columns), self.block_size, stage) @ W
+        return scores
+
+    def _fit_dense(self, X: np.ndarray, y: np.ndarray, K: int) -> None:
+        Y = one_hot(y, K)
+        n = len(y)
+        columns = self._canonical_columns(X.shape[1])
+        X = take_columns(X, columns)
+        scores = np.zeros((n, K))
+        self._stages, self.history_ = [], []
+        for stage in range(self.stages):
+            Z = self.generator(X, self.block_size, stage)
+            solver = RidgeSolver(Z.T @ Z / n, self.ridge)
+            if self.inner == "linear":
+                W = solver.solve(Z.T @ (Y - scores) / n)  # least squares on the residual
+            else:
+                W = np.zeros((Z.shape[1], K))
+                for _ in range(self.inner_iterations):  # Alg. 1 with the earlier stages as an offset
+                    W -= solver.solve(Z.T @ (softmax_rows(scores + Z @ W) - Y) / n)
+            W = np.ascontiguousarray(W)  # as a restored checkpoint has it (BLAS rounds F and C order differently)
+            scores += Z @ W
+            self._stages.append((columns, W))
+            self.history_.append(float(np.mean(scores.argmax(axis=1) != y)))
+
+    def export_state(self) -> dict:
+        """As the base class, with the generator as plain data (a user function cannot be
+        checkpointed: a ``ValueError`` says so)."""
+        state = super().export_state()
+        generator = state["params"]["generator"]
+        if not isinstance(generator, (RandomFourierFeatures, FeatureSampler)):
+            raise ValueError(f"cannot checkpoint StagewiseRegression with a user generator {generator!r}: "
+                             "only RandomFourierFeatures and FeatureSampler are plain data")
+        state["params"] = {**state["params"], "generator": {"class": type(generator).__name__, **{
+            k: v for k, v in vars(generator).items() if not k.startswith("_")}}}
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict) -> "StagewiseRegression":
+        spec = dict(state["params"]["generator"])
+        generator = {"RandomFourierFeatures": RandomFourierFeatures, "FeatureSampler": FeatureSampler}[spec.pop("class")](**spec)
+        return super().from_state({**state, "params": {**state["params"], "generator": generator}})
+
+    def _export_model(self) -> dict:
+        return {"stages": [[c, W] for c, W in self._stages], **self._export_window()}
+
+    def _restore_model(self, model: dict) -> None:
+        self._stages = [(np.asarray(c, np.int64), np.asarray(W, np.float64)) for c, W in model["stages"]]
         self._restore_window(model)

@@ -132,3 +132,46 @@ def test_dense_models_refuse_too_many_features_and_bad_parameters():
         GeneralizedLeastSquares(link="probit")
     with pytest.raises(InvalidParameterError, match="powers"):
         CalibratedLeastSquares(powers=(0,))
+
+
+def test_stagewise_with_one_block_of_all_features_is_least_squares():
+    from streamlearn import FeatureSampler, StagewiseRegression
+
+    X, y = blobs(n=300, d=6)
+    model = StagewiseRegression(FeatureSampler(), block_size=6, stages=1, ridge=1e-12).fit(X, y)
+    np.testing.assert_allclose(model.decision_function_many(X), X @ np.linalg.lstsq(X, np.eye(3)[y], rcond=None)[0],
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_stagewise_random_fourier_features_fit_a_nonlinear_problem():
+    from streamlearn import RandomFourierFeatures, StagewiseRegression
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(1500, 2))
+    y = (np.linalg.norm(X, axis=1) > 0.6).astype(int)  # a disc: not linearly separable
+    linear = GeneralizedLeastSquares(link="identity").fit(X[:1000], y[:1000])
+    assert np.mean(linear.predict_many(X[1000:]).astype(int) == y[1000:]) < 0.75
+    model = StagewiseRegression(RandomFourierFeatures(bandwidth=0.5, seed=1), block_size=100, stages=4, inner="logistic",
+                                inner_iterations=20).fit(X[:1000], y[:1000])
+    assert np.all(np.diff(model.history_) <= 0.02)  # training error falls stage by stage (up to noise)
+    assert np.mean(model.predict_many(X[1000:]).astype(int) == y[1000:]) > 0.93
+    restored = type(model).from_state(model.export_state())
+    np.testing.assert_array_equal(restored.decision_function_many(X[1000:]), model.decision_function_many(X[1000:]))
+
+
+def test_random_fourier_features_approximate_the_gaussian_kernel():
+    from streamlearn import RandomFourierFeatures
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(6, 3))
+    Z = RandomFourierFeatures(bandwidth=1.5, seed=2)(X, 40_000, stage=0)
+    kernel = np.exp(-((X[:, None] - X[None]) ** 2).sum(axis=2) / (2 * 1.5**2))
+    np.testing.assert_allclose(Z @ Z.T, kernel, atol=0.03)
+
+
+def test_feature_sampler_blocks_follow_frequency():
+    from streamlearn import FeatureSampler
+
+    X = np.array([[1.0, 0, 1, 1], [1, 0, 0, 1], [1, 1, 0, 0]])
+    sampler = FeatureSampler()
+    assert sampler.columns(X, 2, 0).tolist() == [0, 3] and sampler.columns(X, 2, 1).tolist() == [1, 2]
