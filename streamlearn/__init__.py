@@ -27,7 +27,7 @@ from .leastsquares import (
     RandomFourierFeatures,
     StagewiseRegression,
 )
-from .pgs import MulticlassPGS, PrimalGradientSolver
+from .pgs import MulticlassPGS, PrimalGradientRegressor, PrimalGradientSolver
 
 __version__ = "0.1.0"
 
@@ -48,6 +48,10 @@ LEARNERS = {
 }
 
 
+#: regressors (river ``MiniBatchRegressor``s); the ``streamlearn`` command trains the classifiers of LEARNERS
+REGRESSORS = {"PrimalGradientRegressor": PrimalGradientRegressor}
+
+
 def learner_from_state(state: dict) -> StreamClassifier:
     """Rebuild any streamlearn learner from its ``export_state()`` output."""
     name = state.get("class")
@@ -64,6 +68,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidParameterError",
     "LEARNERS",
+    "REGRESSORS",
     "LabelSpace",
     "MulticlassLogisticRegression",
     "MulticlassPGS",
@@ -71,6 +76,7 @@ __all__ = [
     "MulticlassSVM",
     "OneVsRestLogisticRegression",
     "OneVsRestPegasos",
+    "PrimalGradientRegressor",
     "PrimalGradientSolver",
     "RandomFourierFeatures",
     "StagewiseRegression",

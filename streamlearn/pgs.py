@@ -25,7 +25,7 @@ is right, the figure's ``q`` is a typo.
 coordinates of ``x`` only (:mod:`streamlearn.kernels.pgs`). A step costs O(k·nnz) for every
 ``p``; ``p = 2`` keeps the O(1) coefficient of Eq. 10. ``φ(λ) = |λ|^(q-1) sgn λ`` is stored
 beside ``λ``, so a prediction needs no power and an updated entry one. The incremental sums are recomputed
-exactly whenever as many entries have changed as ``λ`` has (amortised O(1) per entry).
+exactly once more entries have changed than are non-zero (amortised O(1) per entry).
 
 Predictions use the last iterate ``w_t`` (``iterate="last"``), the running average
 ``(1/t) Σ_s w_s`` (``iterate="average"``: kept lazily, O(1) per changed entry and O(K) per
@@ -49,10 +49,11 @@ Two learners, both river classifiers:
 from __future__ import annotations
 
 import numpy as np
+from river import base as river_base
 
-from .base import StreamClassifier, check_positive
-from .errors import InvalidParameterError
-from .features import SparseRows
+from .base import StreamClassifier, _is_pandas_frame, check_positive
+from .errors import InvalidInputError, InvalidParameterError
+from .features import SparseRows, stack_rows
 from .kernels import pgs as _pgs
 from .kernels.mcid import CRAMMER_SINGER, SOFTMAX
 
@@ -92,7 +93,7 @@ class _PGSLearner(StreamClassifier):
         self._Lam = np.zeros((0, 0))
         self._Phi = self._Lam  # φ(Lam); the same array when φ is the identity (p = 2 or the block norm)
         self._N = np.zeros(0)
-        self._stats = np.zeros(2)  # S, entries changed since the last exact recomputation
+        self._stats = np.zeros(3)  # S, entries changed since the last exact recomputation, non-zero entries
         self._rng = np.array([np.uint64((self.seed or 0) * 2654435761 + 1)], dtype=np.uint64)
         self._snap_Phi = np.zeros((0, 0))
         self._snap_N = np.zeros(0)
@@ -139,11 +140,15 @@ class _PGSLearner(StreamClassifier):
             self._N, self._stats,
             self._n_learned_classes, self._t, float(self.sigma), float(self.p), self.q, float(self.bound or 0.0),
             self._loss_code, self._regularizer_code, self._rng, self._snap_Phi, self._snap_N, self._snap_meta,
-            self.iterate == "random", self.iterate == "average", self._Acc, self._Mark, self._Cj,
+            self.iterate == "random", self.iterate == "average", self._Acc, self._Mark, self._Cj, self._feature_keys(),
         )  # fmt: skip
+
+    def _feature_keys(self) -> np.ndarray:
+        """The name keys of the vocabulary's columns (the kernel's canonical order)."""
         d = self._features.n_columns
-        if self._stats[1] > d * n_classes:  # drift control of the incremental sums (capacity-independent)
-            _pgs.exact_sums(self._Lam, self._N, d, n_classes, self.q, self._stats)
+        if self._features.n_bits is None:
+            return self._features._order_key[:d]
+        return np.arange(d, dtype=np.int64)
 
     # ---------------------------------------------------------------- weights
     def _iterate_state(self):
@@ -355,3 +360,98 @@ class MulticlassPGS(_PGSLearner):
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:
         return self._column_scores(rows, len(self._labels))
 
+
+
+class PrimalGradientRegressor(river_base.MiniBatchRegressor):
+    """Least-squares regression by the Primal Gradient Solver (003, Fig. 1 + Fig. 2, Sec. IV):
+    real-valued targets, loss ``(w.x − y)² / 2``, on the bounded domain ``||w||_p <= B``.
+
+    ``bound`` has no default: the least-squares loss is not Lipschitz on all of ℝⁿ, so the
+    solver's guarantee holds only on a bounded domain — ``None`` is refused with that
+    reason. The other parameters are those of :class:`PrimalGradientSolver`; mini-batch
+    semantics are the same (``learn_many`` equals the ``learn_one`` loop). It shares the
+    solver's state and kernel (a binary solver whose targets are real numbers).
+
+    >>> from streamlearn import PrimalGradientRegressor
+    >>> model = PrimalGradientRegressor(bound=10.0, sigma=0.01)
+    >>> for _ in range(200):
+    ...     model.learn_one({"a": 1.0}, 2.0)
+    ...     model.learn_one({"b": 1.0}, -1.0)
+    >>> round(model.predict_one({"a": 1.0}), 2), round(model.predict_one({"b": 1.0}), 2)  # σ shrinks 2 and -1 a little
+    (1.96, -0.98)
+    """
+
+    def __init__(self, bound: float | None, p: float = 2.0, sigma: float = 1e-4, batch_size: int = 1,
+                 iterate: str = "last", seed: int | None = None):
+        if bound is None:
+            raise InvalidParameterError(
+                "PrimalGradientRegressor needs a bound B: the least-squares loss is not Lipschitz on all of R^n, "
+                "so the solver's guarantee (003, Sec. III) holds only on the domain ||w||_p <= B")
+        self.bound, self.p, self.sigma, self.batch_size, self.iterate, self.seed = bound, p, sigma, batch_size, iterate, seed
+        self._solver = PrimalGradientSolver(loss="squared", p=p, sigma=sigma, batch_size=batch_size, bound=bound,
+                                            iterate=iterate, seed=seed)
+        self._solver._loss_code = _pgs.REGRESSION
+        self._pending_cols, self._pending_vals, self._pending_y = [], [], []
+
+    @classmethod
+    def _unit_test_params(cls):
+        yield {"bound": 100.0, "sigma": 1e-3}
+        yield {"bound": 5.0, "p": 1.5, "sigma": 1e-2, "batch_size": 3, "iterate": "average"}
+
+    @staticmethod
+    def _target(y, row: int = 0) -> float:
+        if isinstance(y, bool) or not isinstance(y, (int, float, np.integer, np.floating)) or not np.isfinite(y):
+            raise InvalidInputError("bad-label", f"target {y!r} is not a finite number", row)
+        return float(y)
+
+    def learn_one(self, x: dict, y) -> None:
+        target = self._target(y)
+        cols, vals = self._solver._features.encode_one(x, grow=True)
+        self._pending_cols.append(cols)
+        self._pending_vals.append(vals)
+        self._pending_y.append(target)
+        if len(self._pending_y) == self.batch_size:
+            self._flush(stack_rows(self._pending_cols, self._pending_vals), np.asarray(self._pending_y))
+
+    def learn_many(self, X, y) -> None:
+        targets = np.asarray([self._target(v, i) for i, v in enumerate(y.tolist() if hasattr(y, "tolist") else y)])
+        n_rows = X.shape[0] if hasattr(X, "shape") else len(X)
+        if len(targets) != n_rows:
+            raise InvalidInputError("length-mismatch", f"X has {n_rows} rows but y has {len(targets)} targets")
+        rows = self._solver._features.encode_many(X, grow=True)
+        if self._pending_y:
+            head = stack_rows(self._pending_cols, self._pending_vals)
+            rows = SparseRows(np.concatenate([head.indptr[:-1], rows.indptr + head.indptr[-1]]),
+                              np.concatenate([head.indices, rows.indices]), np.concatenate([head.data, rows.data]))
+            targets = np.concatenate([np.asarray(self._pending_y), targets])
+        self._flush(rows, targets)
+
+    def _flush(self, rows: SparseRows, targets: np.ndarray) -> None:
+        """Learn the complete groups; keep the rest pending."""
+        n_complete = (rows.n_rows // self.batch_size) * self.batch_size
+        self._pending_cols, self._pending_vals = [], []
+        for i in range(n_complete, rows.n_rows):
+            lo, hi = rows.indptr[i], rows.indptr[i + 1]
+            self._pending_cols.append(rows.indices[lo:hi].copy())
+            self._pending_vals.append(rows.data[lo:hi].copy())
+        self._pending_y = targets[n_complete:].tolist()
+        if n_complete:
+            self._solver._learn_groups(SparseRows(rows.indptr[: n_complete + 1], rows.indices, rows.data),
+                                       np.ascontiguousarray(targets[:n_complete], dtype=np.float64))
+
+    def predict_one(self, x: dict) -> float:
+        cols, vals = self._solver._features.encode_one(x, grow=False)
+        return float(self._solver._column_scores(SparseRows(np.array([0, len(cols)], np.int64), cols, vals), 1)[0, 0])
+
+    def predict_many(self, X):
+        rows = self._solver._features.encode_many(X, grow=False)
+        predictions = self._solver._column_scores(rows, 1)[:, 0]
+        if _is_pandas_frame(X):
+            import pandas as pd
+
+            return pd.Series(predictions, index=X.index)
+        return predictions
+
+    def weight_matrix(self) -> np.ndarray:
+        """``w`` as a ``(1, d)`` array over the feature space's columns."""
+        return self._solver.weight_matrix()

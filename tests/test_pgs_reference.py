@@ -100,6 +100,8 @@ def reference_pgs(X, y, *, multiclass, loss, p, sigma, k, bound=None, block=Fals
                         best = others[int(np.argmax(s[others]))]
                         if 1 + s[best] - s[y[i]] > 0:
                             coef[best], coef[y[i]] = 1, -1
+            elif loss == "regression":  # real targets
+                coef = np.array([s[0] - y[i]])
             else:
                 m, sign = s[0], (1.0 if y[i] == 1 else -1.0)
                 if loss == "hinge":
@@ -289,3 +291,35 @@ def test_least_squares_needs_a_bound_and_binary_refuses_a_third_class():
     with pytest.raises(ValueError, match="at most 2 classes"):
         model.learn_many([{"a": 1.0}, {"b": 1.0}], ["ham", "eggs"])
     assert model.n_steps == 1
+
+
+@pytest.mark.parametrize("p", PS)
+@pytest.mark.parametrize("iterate", ["last", "average"])
+def test_regressor_matches_the_dense_reference(p, iterate):
+    from streamlearn import PrimalGradientRegressor
+
+    X, _ = stream(n=150, seed=int(11 * p))
+    targets = X @ np.linspace(-1, 1, X.shape[1]) + 0.1 * np.random.default_rng(0).normal(size=len(X))
+    model = PrimalGradientRegressor(bound=0.8, p=p, sigma=0.05, batch_size=2, iterate=iterate)
+    rows = [{j: X[i, j] for j in np.flatnonzero(X[i])} for i in range(len(X))]
+    model.learn_one(rows[0], targets[0])
+    model.learn_many(rows[1:90], targets[1:90])
+    for x, t in zip(rows[90:], targets[90:]):
+        model.learn_one(x, t)
+    expected = reference_pgs(X[:150], targets[:150], multiclass=False, loss="regression", p=p, sigma=0.05, k=2, bound=0.8,
+                             average=iterate == "average")
+    np.testing.assert_allclose(learner_weights(model._solver, X.shape[1]), expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(model.predict_many(rows[:5]), X[:5] @ expected[0], rtol=1e-9, atol=1e-12)
+    assert (np.abs(expected[0]) ** p).sum() ** (1 / p) <= 0.8 * (1 + 1e-12)  # the bound holds (an average of points in the ball is in it)
+
+
+def test_regressor_refuses_no_bound_and_bad_targets():
+    from streamlearn import PrimalGradientRegressor
+
+    with pytest.raises(InvalidParameterError, match="needs a bound B"):
+        PrimalGradientRegressor(bound=None)
+    model = PrimalGradientRegressor(bound=1.0)
+    with pytest.raises(ValueError, match="not a finite number"):
+        model.learn_one({"a": 1.0}, float("nan"))
+    with pytest.raises(ValueError, match="not a finite number"):
+        model.learn_many([{"a": 1.0}], ["x"])

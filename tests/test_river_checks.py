@@ -13,7 +13,7 @@ import streamlearn
 
 CASES = [
     pytest.param(cls(**params), check, id=f"{name}-{i}-{check.__name__}")
-    for name, cls in sorted(streamlearn.LEARNERS.items())
+    for name, cls in sorted({**streamlearn.LEARNERS, **streamlearn.REGRESSORS}.items())
     for i, params in enumerate(cls._unit_test_params())
     for check in checks.yield_checks(cls(**params))
 ]
@@ -27,4 +27,4 @@ def test_river_check(model, check):
 
 def test_every_learner_is_covered():
     covered = {p.values[0].__class__.__name__ for p in CASES}
-    assert covered == set(streamlearn.LEARNERS)
+    assert covered == set(streamlearn.LEARNERS) | set(streamlearn.REGRESSORS)

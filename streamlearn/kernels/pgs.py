@@ -32,6 +32,7 @@ from .scaled import row_dots
 HINGE = 10  # binary hinge on y in {-1, +1}
 LOGISTIC = 11  # binary logistic
 SQUARED = 12  # least squares on y in {-1, +1}
+REGRESSION = 13  # least squares on real targets (y is a float array)
 # multi-class losses reuse the MCID codes: SOFTMAX, CRAMMER_SINGER
 
 ENTRYWISE = 0
@@ -122,20 +123,23 @@ def _binary_coefficient(loss, margin, y):
         return -y if y * margin < 1.0 else 0.0
     if loss == LOGISTIC:
         return -y * _sigmoid(-y * margin)
-    return margin - y  # SQUARED: d/dm (m - y)² / 2
+    return margin - y  # SQUARED and REGRESSION: d/dm (m - y)² / 2
 
 
 @njit(cache=True, nogil=True)
 def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N, stats, n_active, t,
                  sigma, p, q, bound, loss, regularizer,
-                 rng_state, snap_Phi, snap_N, snap_meta, keep_random, averaged, Acc, Mark, Cj):  # fmt: skip
+                 rng_state, snap_Phi, snap_N, snap_meta, keep_random, averaged, Acc, Mark, Cj, keys):  # fmt: skip
     """Fig. 1 lines 4–8 for each group of ``group_size`` consecutive rows; returns
     ``(t, n_active)``. A multi-class group works on the classes seen up to its last row
     (class indices number classes in order of first appearance), as a ``learn_one`` loop
     would, whatever the batch the group came in.
 
-    ``stats[0]`` is ``S`` (entrywise) and ``stats[1]`` the number of ``Lam`` entries changed
-    (for the caller's periodic exact recomputation). Binary losses use one column and
+    ``stats[0]`` is ``S`` (entrywise), ``stats[1]`` the number of ``Lam`` entries changed
+    since the sums were last recomputed exactly and ``stats[2]`` the number of non-zero
+    entries: once more entries changed than are non-zero (and at least 1024), ``N`` and
+    ``S`` are recomputed exactly, rows in the order of ``keys`` (the features' name keys) —
+    at the same step whatever the batches, and whatever the vocabulary's order. Binary losses use one column and
     ``y`` in {-1, +1}; multi-class losses use class indices. With ``keep_random`` the
     iterate of a uniformly random step (reservoir sampling, Fig. 1 line 9) is copied into
     ``snap_*`` (its ``Phi``, ``N`` and ``snap_meta = [t, S]``).
@@ -149,23 +153,24 @@ def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N
     capacity = Lam.shape[1]
     g = np.empty(capacity)
     G = np.empty((group_size, capacity))
-    binary = loss == HINGE or loss == LOGISTIC or loss == SQUARED
+    binary = loss == HINGE or loss == LOGISTIC or loss == SQUARED or loss == REGRESSION
     if binary:
         n_active = 1
     for start in range(0, n_rows, group_size):
         t += 1
         if not binary:
             for r in range(group_size):
-                n_active = max(n_active, y[start + r] + 1)
+                n_active = max(n_active, int(y[start + r]) + 1)
         n_classes = n_active
         factors(t - 1, sigma, p, q, bound, regularizer, stats[0], N, n_classes, g)  # w_{t-1}
         for r in range(group_size):  # every sub-gradient at w_{t-1} (line 6)
             row = start + r
             row_scores(indptr, indices, data, row, Phi, g, n_classes, G[r, :n_classes])
             if binary:
-                G[r, 0] = _binary_coefficient(loss, G[r, 0], 1.0 if y[row] == 1 else -1.0)
+                target = float(y[row]) if loss == REGRESSION else (1.0 if y[row] == 1 else -1.0)
+                G[r, 0] = _binary_coefficient(loss, G[r, 0], target)
             else:
-                loss_coefficients(loss, G[r, :n_classes], y[row], n_classes)
+                loss_coefficients(loss, G[r, :n_classes], int(y[row]), n_classes)
         for r in range(group_size):  # Lam <- Lam - (1/k) Σ dl/dW (line 7)
             row = start + r
             for j in range(n_classes):
@@ -188,6 +193,12 @@ def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N
                         stats[0] += new * new - old * old
                     Lam[i, j] = new
                     stats[1] += 1.0
+                    if old == 0.0 and new != 0.0:
+                        stats[2] += 1.0
+                    elif old != 0.0 and new == 0.0:
+                        stats[2] -= 1.0
+        if stats[1] > max(stats[2], 1024.0):  # drift control of the incremental sums
+            exact_sums(Lam, N, np.argsort(keys, kind="mergesort"), n_classes, q, stats)
         if averaged:  # w_t joins the sum
             factors(t, sigma, p, q, bound, regularizer, stats[0], N, n_classes, g)
             for j in range(n_classes):
@@ -204,16 +215,21 @@ def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N
 
 
 @njit(cache=True, nogil=True)
-def exact_sums(Lam, N, n_features, n_classes, q, stats):
-    """Recompute ``N`` and ``S`` from ``Lam`` (removes the drift of incremental sums)."""
+def exact_sums(Lam, N, order, n_classes, q, stats):
+    """Recompute ``N`` and ``S`` from ``Lam`` (removes the drift of incremental sums), rows
+    visited in ``order`` (the features' canonical order: the vocabulary's order, which
+    depends on dict key order, must not change a sum)."""
     S = 0.0
+    nonzero = 0.0
     for j in range(n_classes):
         N[j] = 0.0
-    for i in range(n_features):
+    for i in order:
         for j in range(n_classes):
             v = Lam[i, j]
             if v != 0.0:
                 N[j] += v * v
                 S += np.abs(v) * np.abs(signed_power(v, q - 1.0))
+                nonzero += 1.0
     stats[0] = S
     stats[1] = 0.0
+    stats[2] = nonzero
