@@ -25,7 +25,7 @@ is right, the figure's ``q`` is a typo.
 coordinates of ``x`` only (:mod:`streamlearn.kernels.pgs`). A step costs O(k·nnz) for every
 ``p``; ``p = 2`` keeps the O(1) coefficient of Eq. 10. ``φ(λ) = |λ|^(q-1) sgn λ`` is stored
 beside ``λ``, so a prediction needs no power and an updated entry one. The incremental sums are recomputed
-exactly once more entries have changed than are non-zero (amortised O(1) per entry).
+exactly once 16 times more entries have changed than are non-zero (amortised O(1) per entry).
 
 Predictions use the last iterate ``w_t`` (``iterate="last"``), the running average
 ``(1/t) Σ_s w_s`` (``iterate="average"``: kept lazily, O(1) per changed entry and O(K) per

@@ -137,8 +137,8 @@ def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N
 
     ``stats[0]`` is ``S`` (entrywise), ``stats[1]`` the number of ``Lam`` entries changed
     since the sums were last recomputed exactly and ``stats[2]`` the number of non-zero
-    entries: once more entries changed than are non-zero (and at least 1024), ``N`` and
-    ``S`` are recomputed exactly, rows in the order of ``keys`` (the features' name keys) —
+    entries: once 16 times more entries changed than are non-zero (and at least 65,536),
+    ``N`` and ``S`` are recomputed exactly (an O(d log d) sort, amortised), rows in the order of ``keys`` (the features' name keys) —
     at the same step whatever the batches, and whatever the vocabulary's order. Binary losses use one column and
     ``y`` in {-1, +1}; multi-class losses use class indices. With ``keep_random`` the
     iterate of a uniformly random step (reservoir sampling, Fig. 1 line 9) is copied into
@@ -197,7 +197,7 @@ def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N
                         stats[2] += 1.0
                     elif old != 0.0 and new == 0.0:
                         stats[2] -= 1.0
-        if stats[1] > max(stats[2], 1024.0):  # drift control of the incremental sums
+        if stats[1] > 16.0 * max(stats[2], 4096.0):  # drift control of the incremental sums
             exact_sums(Lam, N, np.argsort(keys, kind="mergesort"), n_classes, q, stats)
         if averaged:  # w_t joins the sum
             factors(t, sigma, p, q, bound, regularizer, stats[0], N, n_classes, g)
