@@ -24,12 +24,16 @@ A family implements ``_init_model``, ``_learn_groups`` (complete groups only),
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import numpy as np
 from river import base
 
 from .errors import InvalidInputError, InvalidParameterError
 from .features import FeatureSpace, LabelSpace, SparseRows, stack_rows
+
+if TYPE_CHECKING:
+    import pandas
 
 STATE_FORMAT = 1
 
@@ -68,7 +72,47 @@ def check_positive(name: str, value, integer: bool = False) -> None:
         raise InvalidParameterError(f"{name} must be {what}, got {value!r}")
 
 
-class StreamClassifier(base.MiniBatchClassifier):
+class PendingRows:
+    """Mini-batch semantics for a stream, shared by the classifiers and the regressors:
+    ``learn_one`` gathers ``batch_size`` examples and then calls ``_learn_groups``;
+    ``learn_many`` continues the group the previous calls started and leaves an incomplete
+    tail pending, so it equals the ``learn_one`` loop exactly. Targets are class indices
+    (``_target_dtype`` int64) or real numbers (float64)."""
+
+    _target_dtype = np.int64
+
+    def _gather(self, cols: np.ndarray, vals: np.ndarray, target) -> None:
+        """Add one encoded example; learn the group once it is complete."""
+        self._pending_cols.append(cols)
+        self._pending_vals.append(vals)
+        self._pending_y.append(target)
+        if len(self._pending_y) == self.batch_size:
+            if self.batch_size == 1:
+                rows = SparseRows(np.array([0, len(cols)], np.int64), cols, vals)
+            else:
+                rows = stack_rows(self._pending_cols, self._pending_vals)
+            targets = np.asarray(self._pending_y, self._target_dtype)
+            self._pending_cols, self._pending_vals, self._pending_y = [], [], []
+            self._learn_groups(rows, targets)
+
+    def _learn_rows(self, rows: SparseRows, targets: np.ndarray) -> None:
+        """Learn encoded rows after the pending ones; keep the incomplete tail pending."""
+        if self._pending_y:  # continue the mini-batch that learn_one / learn_many started
+            head = stack_rows(self._pending_cols, self._pending_vals)
+            rows = SparseRows(
+                np.concatenate([head.indptr[:-1], rows.indptr + head.indptr[-1]]),
+                np.concatenate([head.indices, rows.indices]),
+                np.concatenate([head.data, rows.data]),
+            )
+            targets = np.concatenate([np.asarray(self._pending_y, self._target_dtype), targets])
+        n_complete = (rows.n_rows // self.batch_size) * self.batch_size
+        complete, self._pending_cols, self._pending_vals = _split_rows(rows, n_complete)
+        self._pending_y = targets[n_complete:].tolist()
+        if n_complete:
+            self._learn_groups(complete, targets[:n_complete])
+
+
+class StreamClassifier(PendingRows, base.MiniBatchClassifier):
     """Base class of streamlearn's multi-class learners (see the module docstring)."""
 
     #: mini-batch size; subclasses set it from their ``batch_size`` parameter
@@ -128,17 +172,7 @@ class StreamClassifier(base.MiniBatchClassifier):
         label = self._labels.normalize(y)
         self._check_class_room(1 if self._labels.index(label, grow=False) < 0 else 0)
         cols, vals = self._features.encode_one(x, grow=True)
-        self._pending_cols.append(cols)
-        self._pending_vals.append(vals)
-        self._pending_y.append(self._labels.index(label, grow=True))
-        if len(self._pending_y) == self.batch_size:
-            if self.batch_size == 1:
-                rows = SparseRows(np.array([0, len(cols)], np.int64), cols, vals)
-            else:
-                rows = stack_rows(self._pending_cols, self._pending_vals)
-            y_idx = np.asarray(self._pending_y, np.int64)
-            self._pending_cols, self._pending_vals, self._pending_y = [], [], []
-            self._learn_groups(rows, y_idx)
+        self._gather(cols, vals, self._labels.index(label, grow=True))
 
     def learn_many(self, X, y) -> None:
         """Learn a batch: a DataFrame, a 2-D NumPy array, a SciPy sparse matrix or a list
@@ -178,21 +212,6 @@ class StreamClassifier(base.MiniBatchClassifier):
     def _reserve_columns(self) -> None:
         """Make the model able to score every column of the feature space (a family whose
         ``_raw_scores`` cannot take columns it has not learned yet overrides this)."""
-
-    def _learn_rows(self, rows: SparseRows, y_idx: np.ndarray) -> None:
-        if self._pending_y:  # continue the mini-batch that learn_one / learn_many started
-            head = stack_rows(self._pending_cols, self._pending_vals)
-            rows = SparseRows(
-                np.concatenate([head.indptr[:-1], rows.indptr + head.indptr[-1]]),
-                np.concatenate([head.indices, rows.indices]),
-                np.concatenate([head.data, rows.data]),
-            )
-            y_idx = np.concatenate([np.asarray(self._pending_y, np.int64), y_idx])
-        n_complete = (rows.n_rows // self.batch_size) * self.batch_size
-        complete, self._pending_cols, self._pending_vals = _split_rows(rows, n_complete)
-        self._pending_y = y_idx[n_complete:].tolist()
-        if n_complete:
-            self._learn_groups(complete, y_idx[:n_complete])
 
     def class_indices(self, y) -> np.ndarray:
         """Column of each label in :meth:`decision_function_many` (``-1`` for a label the

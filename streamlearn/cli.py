@@ -25,12 +25,11 @@ import sys
 import tomllib
 
 import connectors
-from connectors.files import SourceError
 
-from .checkpoint import CheckpointError, CheckpointStore
+from .checkpoint import CheckpointStore
 from .errors import StreamlearnError
 from .metrics import ClassificationMetrics
-from .runner import Runner, evaluate_source, score_batch
+from .runner import Runner, score_batch
 
 
 class ConfigError(ValueError):
@@ -283,10 +282,7 @@ def main(argv=None) -> int:
         _apply_config(parser, argv)
         args = parser.parse_args(argv)
         return args.func(args)
-    except (ConfigError, SourceError, CheckpointError, FileNotFoundError) as error:
-        print(f"streamlearn: error: {error}", file=sys.stderr)
-        return 1
-    except ValueError as error:  # e.g. a bad format name or URI
+    except (ValueError, FileNotFoundError) as error:  # ConfigError, SourceError, CheckpointError, a bad format or URI
         print(f"streamlearn: error: {error}", file=sys.stderr)
         return 1
     except BrokenPipeError:

@@ -23,8 +23,6 @@ numbers as river (the tests check it against ``river.metrics`` example by exampl
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 EPS = 1e-15
@@ -108,7 +106,3 @@ class ClassificationMetrics:
         metrics.n, metrics.log_loss_sum, metrics.n_proba = int(state["n"]), float(state["log_loss_sum"]), int(state["n_proba"])
         return metrics
 
-
-def finite_or_none(value):
-    """``value`` if it is a finite float, else ``None`` (for JSON logs)."""
-    return value if value is None or math.isfinite(value) else None

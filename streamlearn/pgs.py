@@ -51,9 +51,9 @@ from __future__ import annotations
 import numpy as np
 from river import base as river_base
 
-from .base import StreamClassifier, _is_pandas_frame, check_positive
+from .base import PendingRows, StreamClassifier, _is_pandas_frame, check_positive
 from .errors import InvalidInputError, InvalidParameterError
-from .features import SparseRows, stack_rows
+from .features import SparseRows
 from .kernels import pgs as _pgs
 from .kernels.mcid import CRAMMER_SINGER, SOFTMAX
 
@@ -362,7 +362,7 @@ class MulticlassPGS(_PGSLearner):
 
 
 
-class PrimalGradientRegressor(river_base.MiniBatchRegressor):
+class PrimalGradientRegressor(PendingRows, river_base.MiniBatchRegressor):
     """Least-squares regression by the Primal Gradient Solver (003, Fig. 1 + Fig. 2, Sec. IV):
     real-valued targets, loss ``(w.x − y)² / 2``, on the bounded domain ``||w||_p <= B``.
 
@@ -380,6 +380,8 @@ class PrimalGradientRegressor(river_base.MiniBatchRegressor):
     >>> round(model.predict_one({"a": 1.0}), 2), round(model.predict_one({"b": 1.0}), 2)  # σ shrinks 2 and -1 a little
     (1.96, -0.98)
     """
+
+    _target_dtype = np.float64  # real targets (PendingRows)
 
     def __init__(self, bound: float | None, p: float = 2.0, sigma: float = 1e-4, batch_size: int = 1,
                  iterate: str = "last", seed: int | None = None):
@@ -406,38 +408,17 @@ class PrimalGradientRegressor(river_base.MiniBatchRegressor):
 
     def learn_one(self, x: dict, y) -> None:
         target = self._target(y)
-        cols, vals = self._solver._features.encode_one(x, grow=True)
-        self._pending_cols.append(cols)
-        self._pending_vals.append(vals)
-        self._pending_y.append(target)
-        if len(self._pending_y) == self.batch_size:
-            self._flush(stack_rows(self._pending_cols, self._pending_vals), np.asarray(self._pending_y))
+        self._gather(*self._solver._features.encode_one(x, grow=True), target)
 
     def learn_many(self, X, y) -> None:
         targets = np.asarray([self._target(v, i) for i, v in enumerate(y.tolist() if hasattr(y, "tolist") else y)])
         n_rows = X.shape[0] if hasattr(X, "shape") else len(X)
         if len(targets) != n_rows:
             raise InvalidInputError("length-mismatch", f"X has {n_rows} rows but y has {len(targets)} targets")
-        rows = self._solver._features.encode_many(X, grow=True)
-        if self._pending_y:
-            head = stack_rows(self._pending_cols, self._pending_vals)
-            rows = SparseRows(np.concatenate([head.indptr[:-1], rows.indptr + head.indptr[-1]]),
-                              np.concatenate([head.indices, rows.indices]), np.concatenate([head.data, rows.data]))
-            targets = np.concatenate([np.asarray(self._pending_y), targets])
-        self._flush(rows, targets)
+        self._learn_rows(self._solver._features.encode_many(X, grow=True), targets)
 
-    def _flush(self, rows: SparseRows, targets: np.ndarray) -> None:
-        """Learn the complete groups; keep the rest pending."""
-        n_complete = (rows.n_rows // self.batch_size) * self.batch_size
-        self._pending_cols, self._pending_vals = [], []
-        for i in range(n_complete, rows.n_rows):
-            lo, hi = rows.indptr[i], rows.indptr[i + 1]
-            self._pending_cols.append(rows.indices[lo:hi].copy())
-            self._pending_vals.append(rows.data[lo:hi].copy())
-        self._pending_y = targets[n_complete:].tolist()
-        if n_complete:
-            self._solver._learn_groups(SparseRows(rows.indptr[: n_complete + 1], rows.indices, rows.data),
-                                       np.ascontiguousarray(targets[:n_complete], dtype=np.float64))
+    def _learn_groups(self, rows: SparseRows, targets: np.ndarray) -> None:
+        self._solver._learn_groups(rows, np.ascontiguousarray(targets, dtype=np.float64))
 
     def predict_one(self, x: dict) -> float:
         cols, vals = self._solver._features.encode_one(x, grow=False)

