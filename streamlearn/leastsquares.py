@@ -35,7 +35,6 @@ not offered through this API.
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 
 from .base import StreamClassifier, check_positive, softmax_rows
 from .errors import InvalidInputError, InvalidParameterError
@@ -102,6 +101,8 @@ class RidgeSolver:
     ill-conditioned solve."""
 
     def __init__(self, second_moment: np.ndarray, ridge: float, order: np.ndarray | None = None):
+        import scipy.linalg  # here, not at import: the streamlearn command does not pay for it
+
         A = _ridged(second_moment, ridge)
         self.order = None if order is None or np.array_equal(order, np.arange(len(order))) else order
         if self.order is not None:
@@ -109,6 +110,8 @@ class RidgeSolver:
         self._chol = scipy.linalg.cho_factor(A, check_finite=False)
 
     def solve(self, B: np.ndarray) -> np.ndarray:
+        import scipy.linalg
+
         if self.order is None:
             return scipy.linalg.cho_solve(self._chol, B, check_finite=False)
         out = np.empty_like(B)
