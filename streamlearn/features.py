@@ -124,7 +124,13 @@ class FeatureSpace:
         self._column: dict = {}  # name -> column (the vocabulary, or a cache of hashes)
         self._names: list = []  # vocabulary only: column -> name
         self._order_key = np.zeros(0, np.int64)  # vocabulary only: column -> name key
-        self._int_name_columns = np.zeros(0, np.int64)  # column of int name i (-1: not mapped yet)
+        # Positional names (the columns 0..n-1 of arrays and sparse matrices) take a vectorised
+        # road: ``_int_name_columns[i]`` is the column of int name ``i`` (-1: not in the
+        # vocabulary), exact for every int name below its length; names added that way
+        # reach the ``_column`` dict only when a look-up by name needs them (``_unsynced``).
+        self._int_name_columns = np.zeros(0, np.int64)
+        self._unsynced: list = []  # [(int names, their columns)] not yet in ``_column``
+        self._dict_int_names = 0  # int names added through ``_add`` (the dict road)
 
     @property
     def n_columns(self) -> int:
@@ -135,6 +141,12 @@ class FeatureSpace:
     def names(self) -> list:
         """The vocabulary in column order (empty when hashing)."""
         return list(self._names)
+
+    def _sync_dict(self) -> None:
+        """Put the names added by the positional road into the ``_column`` dict."""
+        for names, cols in self._unsynced:
+            self._column.update(zip(names.tolist(), cols.tolist()))
+        self._unsynced = []
 
     def _add(self, names: list) -> None:
         """Give new, distinct names their columns (in bulk)."""
@@ -152,6 +164,43 @@ class FeatureSpace:
         self._order_key[first : first + len(names)] = keys
         self._column.update(zip(names, range(first, first + len(names))))
         self._names.extend(names)
+        cache = self._int_name_columns
+        for column, name in enumerate(names, first):
+            if type(name) is int and name >= 0:
+                self._dict_int_names += 1
+                if name < len(cache):
+                    cache[name] = column
+
+    def _add_positions(self, positions: np.ndarray) -> np.ndarray:
+        """Give new, distinct int names ``positions`` (not in the vocabulary) their columns,
+        vectorised; returns the columns."""
+        if self.n_bits is not None:
+            cols = positions & ((1 << self.n_bits) - 1)
+        else:
+            first = len(self._names)
+            cols = np.arange(first, first + len(positions), dtype=np.int64)
+            if first + len(positions) > len(self._order_key):
+                grown = np.zeros(max(first + len(positions), 2 * len(self._order_key)), np.int64)
+                grown[:first] = self._order_key[:first]
+                self._order_key = grown
+            self._order_key[first : first + len(positions)] = positions  # an int name is its own key
+            self._names.extend(positions.tolist())
+            self._unsynced.append((positions.copy(), cols))
+        self._int_name_columns[positions] = cols
+        return cols
+
+    def _grow_position_cache(self, needed: int) -> None:
+        """Make ``_int_name_columns`` cover int names ``0..needed-1``, filling the new part
+        from the vocabulary (only int names added through the dict road can be there)."""
+        old = len(self._int_name_columns)
+        grown = np.full(max(needed, 2 * old), -1, np.int64)
+        grown[:old] = self._int_name_columns
+        if self._dict_int_names and self.n_bits is None:
+            self._sync_dict()
+            for name, column in self._column.items():
+                if type(name) is int and old <= name < len(grown):
+                    grown[name] = column
+        self._int_name_columns = grown
 
     def _sort_keys(self, cols: np.ndarray) -> np.ndarray:
         """The key rows are ordered by: the column itself when hashing, the name key otherwise."""
@@ -159,6 +208,8 @@ class FeatureSpace:
 
     def columns(self, names: list, grow: bool) -> np.ndarray:
         """Columns of several names (``-1`` for unknown names when not growing)."""
+        if self._unsynced:
+            self._sync_dict()
         get = self._column.get
         cols = [get(name) for name in names]
         if None in cols:
@@ -204,15 +255,11 @@ class FeatureSpace:
         if names is None:  # positional integer names
             needed = int(used.max()) + 1 if len(used) else 0
             if len(self._int_name_columns) < needed:
-                grown = np.full(max(needed, 2 * len(self._int_name_columns)), -1, np.int64)
-                grown[: len(self._int_name_columns)] = self._int_name_columns
-                self._int_name_columns = grown
+                self._grow_position_cache(needed)
             cached = self._int_name_columns[used]
             missing = used[cached < 0]
-            if len(missing):
-                fresh = self.columns(missing.tolist(), grow)
-                known = fresh >= 0  # a known column never changes: cache it
-                self._int_name_columns[missing[known]] = fresh[known]
+            if len(missing) and (grow or self.n_bits is not None):
+                self._add_positions(missing)  # in order of first appearance
                 cached = self._int_name_columns[used]
             cols = np.full(needed, -1, np.int64)
             cols[used] = cached

@@ -197,6 +197,31 @@ def test_hashing_trick_sums_collisions_and_is_order_free():
     assert model.decision_function_one(shuffled) == model.decision_function_one(x)
 
 
+@pytest.mark.parametrize("n_bits", [None, 3])
+def test_positional_and_dict_roads_give_an_int_name_one_column(n_bits):
+    """Columns of arrays/CSR (the vectorised road) and int dict keys (the dict road) are the
+    same names: wherever a name enters first, both roads find it in the same column, also
+    after a restore and after the position cache grows."""
+    from streamlearn.features import FeatureSpace
+
+    rng = np.random.default_rng(0)
+    space = FeatureSpace(n_bits)
+    space.encode_one({5: 1.0, 900: 2.0}, grow=True)  # dict road first, 900 beyond any cache
+    for width in (3, 8, 40, 1000):  # the cache grows several times
+        space.encode_many(sp.random(4, width, density=0.5, random_state=int(rng.integers(1 << 30)), format="csr"), grow=True)
+        space.encode_one({int(rng.integers(2000)): 1.0, "s": 1.0}, grow=True)
+    for fs in (space, FeatureSpace.restore(space.export())):
+        names = [n for n in fs.names if type(n) is int] if n_bits is None else list(range(2000))
+        by_dict = fs.columns(names, grow=False)
+        width = max(names) + 1
+        eye = sp.csr_matrix((np.ones(len(names)), (np.arange(len(names)), names)), shape=(len(names), width))
+        by_position = fs.encode_many(eye, grow=False).indices
+        np.testing.assert_array_equal(by_position, by_dict)
+        assert (by_dict >= 0).all()
+    if n_bits is None:
+        assert space.names[:2] == [5, 900] and len(set(space.names)) == len(space.names)
+
+
 def test_mcid_svm_learns_a_separable_problem():
     rng = np.random.default_rng(0)
     centers = rng.normal(scale=4, size=(5, 10))
