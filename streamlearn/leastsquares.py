@@ -269,11 +269,15 @@ class GeneralizedLeastSquares(_DenseLeastSquares):
         residual = softmax_rows(X @ self._W[:d, :K]) - Y  # ŷ − y, L = 1
         self._W[:d, :K] -= self._solver(second_moment).solve(X.T @ residual / len(y))
 
-    def fit(self, X, y, max_iter: int = 200, tol: float = 1e-9):
+    def fit(self, X, y, max_iter: int = 200, tol: float = 1e-9, callback=None):
         """Alg. 1 on a whole data set (a DataFrame, array, CSR matrix or list of dicts) to
         convergence: until the multinomial log-loss improves by less than ``tol`` (relative),
         or ``max_iter`` iterations. Replaces the statistics with those of ``X``. The log-loss
-        of each iteration is kept in ``self.history_``."""
+        of each iteration is kept in ``self.history_``.
+
+        ``callback(iteration, model)``, if given, is called after every iteration with the
+        model holding that iterate (for progress, or to pick the iteration count on held-out
+        data: an unregularised softmax fit overfits as it converges)."""
         X, y_idx = self._dataset(X, y)
         d, K = X.shape[1], len(self._labels)
         Y = one_hot(y_idx, K)
@@ -287,9 +291,12 @@ class GeneralizedLeastSquares(_DenseLeastSquares):
             return self
         W = np.zeros((d, K))
         self.history_ = [log_loss(X @ W, y_idx)]
-        for _ in range(max_iter):
+        for iteration in range(1, max_iter + 1):
             W -= solve(X.T @ (softmax_rows(X @ W) - Y) / self._n)
             self.history_.append(log_loss(X @ W, y_idx))
+            if callback is not None:
+                self._W[:d, :K] = W
+                callback(iteration, self)
             if self.history_[-2] - self.history_[-1] <= tol * abs(self.history_[-2]):
                 break
         self._W[:d, :K] = W

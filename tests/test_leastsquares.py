@@ -78,6 +78,19 @@ def test_softmax_link_decreases_the_log_loss_every_iteration_and_reaches_lbfgs()
     np.testing.assert_allclose(probabilities, expected, atol=1e-5)
 
 
+def test_fit_callback_sees_every_iterate():
+    """The callback gets each iteration's model: its log-loss is the history's entry, and
+    the model after the last call is the fitted one."""
+    X, y = blobs(n=150, d=4, seed=4)
+    seen = []
+    model = GeneralizedLeastSquares(link="softmax").fit(
+        X, y, max_iter=7, tol=0.0, callback=lambda it, m: seen.append((it, m.decision_function_many(X).copy())))
+    assert [it for it, _ in seen] == list(range(1, 8))
+    for it, scores in seen:
+        assert log_loss(scores, y) == pytest.approx(model.history_[it], rel=1e-12)
+    np.testing.assert_array_equal(seen[-1][1], model.decision_function_many(X))
+
+
 def test_softmax_stream_learns():
     X, y = blobs(n=3000, seed=3, noise=1.0)
     model = GeneralizedLeastSquares(batch_size=50)
