@@ -26,13 +26,14 @@ from __future__ import annotations
 import hashlib
 import math
 import numbers
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from .errors import InvalidInputError
-from .kernels.rows import first_appearance, sort_rows_by_key
+from .kernels.rows import first_appearance, map_rows, sort_rows_by_key
 
 _NUMERIC_TYPES = frozenset({float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_})
 _HASH_CACHE_LIMIT = 1 << 20
@@ -210,6 +211,11 @@ class FeatureSpace:
         """Columns of several names (``-1`` for unknown names when not growing)."""
         if self._unsynced:
             self._sync_dict()
+        if len(names) > 1:  # the common case, every name known: one C-level look-up of all
+            try:
+                return np.fromiter(itemgetter(*names)(self._column), np.int64, len(names))
+            except KeyError:
+                pass
         get = self._column.get
         cols = [get(name) for name in names]
         if None in cols:
@@ -280,6 +286,8 @@ class FeatureSpace:
         names, matrix = _batch_to_csr(X)
         used = first_appearance(matrix.indices, matrix.shape[1])
         cols = self._columns_of_positions(names, used, grow)
+        if self.n_bits is None:  # one compiled pass: map, drop unknown, order by name key
+            return SparseRows(*map_rows(matrix.indptr, matrix.indices, matrix.data, cols, self._order_key))
         return self._mapped_rows(matrix.indptr.astype(np.int64), cols[matrix.indices], matrix.data.astype(np.float64))
 
     def _mapped_rows(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> SparseRows:

@@ -222,6 +222,26 @@ def test_positional_and_dict_roads_give_an_int_name_one_column(n_bits):
         assert space.names[:2] == [5, 900] and len(set(space.names)) == len(space.names)
 
 
+def test_map_rows_kernel_matches_a_plain_reference():
+    """The compiled batch encoder: map positions to columns, drop unknown ones, order each
+    row by the columns' name keys (stable), against a per-row Python reference."""
+    from streamlearn.kernels.rows import map_rows
+
+    rng = np.random.default_rng(3)
+    matrix = sp.random(40, 30, density=0.3, random_state=4, format="csr")
+    column_of = rng.permutation(30)
+    column_of[rng.choice(30, 6, replace=False)] = -1  # unknown features
+    keys = rng.integers(0, 5, 30)  # repeated keys: the order among equal keys is the row's
+    indptr, indices, data = map_rows(matrix.indptr, matrix.indices, matrix.data, column_of, keys)
+    for i in range(40):
+        lo, hi = matrix.indptr[i], matrix.indptr[i + 1]
+        pairs = [(column_of[j], v) for j, v in zip(matrix.indices[lo:hi], matrix.data[lo:hi]) if column_of[j] >= 0]
+        pairs.sort(key=lambda cv: keys[cv[0]])  # Python's sort is stable
+        assert indices[indptr[i] : indptr[i + 1]].tolist() == [c for c, _ in pairs]
+        assert data[indptr[i] : indptr[i + 1]].tolist() == [v for _, v in pairs]
+    assert indices.dtype == np.int64 and data.dtype == np.float64 and indptr[-1] == len(indices)
+
+
 def test_mcid_svm_learns_a_separable_problem():
     rng = np.random.default_rng(0)
     centers = rng.normal(scale=4, size=(5, 10))

@@ -46,3 +46,29 @@ def first_appearance(indices, width):
             out[n] = c
             n += 1
     return out[:n]
+
+
+@njit(cache=True, nogil=True)
+def map_rows(indptr, indices, data, column_of, keys):
+    """A CSR batch over positions as rows over weight columns, in one pass: entry ``p``
+    goes to column ``column_of[indices[p]]`` (``-1``: an unknown feature, dropped), and each
+    row is then ordered by ``keys`` of its columns (:func:`sort_rows_by_key`; a row already
+    in order, as a canonical CSR row over int names is, costs one comparison per entry).
+    Returns fresh ``(indptr, indices, data)`` as int64, int64, float64."""
+    n_rows = len(indptr) - 1
+    out_ptr = np.empty(n_rows + 1, np.int64)
+    out_idx = np.empty(len(indices), np.int64)
+    out_val = np.empty(len(indices), np.float64)
+    n = 0
+    out_ptr[0] = 0
+    for i in range(n_rows):
+        for p in range(indptr[i], indptr[i + 1]):
+            c = column_of[indices[p]]
+            if c >= 0:
+                out_idx[n] = c
+                out_val[n] = data[p]
+                n += 1
+        out_ptr[i + 1] = n
+    out_idx, out_val = out_idx[:n], out_val[:n]
+    sort_rows_by_key(out_ptr, out_idx, out_val, keys)
+    return out_ptr, out_idx, out_val
