@@ -353,13 +353,17 @@ class _WindowRefit(_DenseLeastSquares):
                 self._fit_dense(X, np.array([c for _, _, c in self._window_rows], np.int64), len(self._labels))
                 self._since_refit = 0
 
-    def _fit_dense(self, X: np.ndarray, y: np.ndarray, K: int) -> None:
+    def _fit_dense(self, X: np.ndarray, y: np.ndarray, K: int, callback=None) -> None:
         raise NotImplementedError
 
-    def fit(self, X, y):
-        """Run the batch algorithm on a whole data set; replaces the fitted model."""
+    def fit(self, X, y, callback=None):
+        """Run the batch algorithm on a whole data set; replaces the fitted model.
+
+        ``callback(stage, model)``, if given, is called after every stage (1, 2, …) with the
+        model as it stands after that stage (to report progress, or to pick the number of
+        stages on held-out data)."""
         X, y_idx = self._dataset(X, y)
-        self._fit_dense(X, y_idx, len(self._labels))
+        self._fit_dense(X, y_idx, len(self._labels), callback)
         return self
 
     def _canonical_columns(self, d: int) -> np.ndarray:
@@ -430,7 +434,7 @@ class CalibratedLeastSquares(_WindowRefit):
             Y_hat[:, :kk] = calibrated
         return Y_hat
 
-    def _fit_dense(self, X: np.ndarray, y: np.ndarray, K: int) -> None:
+    def _fit_dense(self, X: np.ndarray, y: np.ndarray, K: int, callback=None) -> None:
         """Alg. 2 for ``stages`` iterations; ``history_`` holds the mean squared error
         ``(1/n) Σ ||ŷ − y||²`` after each stage."""
         Y = one_hot(y, K)
@@ -448,6 +452,8 @@ class CalibratedLeastSquares(_WindowRefit):
             # C order, as a restored checkpoint has it: BLAS rounds F- and C-ordered operands differently
             self._chain.append((columns, np.ascontiguousarray(W), np.ascontiguousarray(W_cal)))
             self.history_.append(float(((Y_hat - Y) ** 2).sum(axis=1).mean()))
+            if callback is not None:
+                callback(len(self._chain), self)
 
     def _export_model(self) -> dict:
         return {"chain": [[c, W, W_cal] for c, W, W_cal in self._chain], **self._export_window()}
@@ -587,7 +593,7 @@ class StagewiseRegression(_WindowRefit):
             scores[:, : W.shape[1]] += self.generator(take_columns(X, columns), self.block_size, stage) @ W
         return scores
 
-    def _fit_dense(self, X: np.ndarray, y: np.ndarray, K: int) -> None:
+    def _fit_dense(self, X: np.ndarray, y: np.ndarray, K: int, callback=None) -> None:
         Y = one_hot(y, K)
         n = len(y)
         columns = self._canonical_columns(X.shape[1])
@@ -607,6 +613,8 @@ class StagewiseRegression(_WindowRefit):
             scores += Z @ W
             self._stages.append((columns, W))
             self.history_.append(float(np.mean(scores.argmax(axis=1) != y)))
+            if callback is not None:
+                callback(stage + 1, self)
 
     def export_state(self) -> dict:
         """As the base class, with the generator as plain data (a user function cannot be

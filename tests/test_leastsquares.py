@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from streamlearn import CalibratedLeastSquares, GeneralizedLeastSquares
+from streamlearn import (CalibratedLeastSquares, FeatureSampler, GeneralizedLeastSquares, RandomFourierFeatures,
+                         StagewiseRegression)
 from streamlearn.errors import InvalidInputError, InvalidParameterError
 from streamlearn.leastsquares import log_loss, project_simplex
 
@@ -91,6 +92,21 @@ def test_fit_callback_sees_every_iterate():
     np.testing.assert_array_equal(seen[-1][1], model.decision_function_many(X))
 
 
+@pytest.mark.parametrize("make", [
+    lambda stages: CalibratedLeastSquares(stages=stages),
+    lambda stages: StagewiseRegression(RandomFourierFeatures(bandwidth=2.0, seed=3), block_size=6, stages=stages),
+], ids=["calibrated", "stagewise"])
+def test_staged_fit_callback_sees_each_prefix_of_stages(make):
+    """After stage t the callback's model scores as a fit of t stages does, so a held-out
+    choice of the stage count needs one fit."""
+    X, y = blobs(n=200, d=4, seed=6)
+    seen = []
+    make(4).fit(X, y, callback=lambda t, m: seen.append((t, m.decision_function_many(X).copy())))
+    assert [t for t, _ in seen] == [1, 2, 3, 4]
+    for t, scores in seen:
+        np.testing.assert_allclose(scores, make(t).fit(X, y).decision_function_many(X), rtol=1e-10, atol=1e-12)
+
+
 def test_softmax_stream_learns():
     X, y = blobs(n=3000, seed=3, noise=1.0)
     model = GeneralizedLeastSquares(batch_size=50)
@@ -148,7 +164,6 @@ def test_dense_models_refuse_too_many_features_and_bad_parameters():
 
 
 def test_stagewise_with_one_block_of_all_features_is_least_squares():
-    from streamlearn import FeatureSampler, StagewiseRegression
 
     X, y = blobs(n=300, d=6)
     model = StagewiseRegression(FeatureSampler(), block_size=6, stages=1, ridge=1e-12).fit(X, y)
@@ -157,7 +172,6 @@ def test_stagewise_with_one_block_of_all_features_is_least_squares():
 
 
 def test_stagewise_random_fourier_features_fit_a_nonlinear_problem():
-    from streamlearn import RandomFourierFeatures, StagewiseRegression
 
     rng = np.random.default_rng(0)
     X = rng.uniform(-1, 1, size=(1500, 2))
@@ -173,7 +187,6 @@ def test_stagewise_random_fourier_features_fit_a_nonlinear_problem():
 
 
 def test_random_fourier_features_approximate_the_gaussian_kernel():
-    from streamlearn import RandomFourierFeatures
 
     rng = np.random.default_rng(1)
     X = rng.normal(size=(6, 3))
