@@ -132,6 +132,7 @@ class FeatureSpace:
         self._int_name_columns = np.zeros(0, np.int64)
         self._unsynced: list = []  # [(int names, their columns)] not yet in ``_column``
         self._dict_int_names = 0  # int names added through ``_add`` (the dict road)
+        self._scratch_idx, self._scratch_val = np.empty(0, np.int64), np.empty(0, np.float64)  # see _scratch
 
     @property
     def n_columns(self) -> int:
@@ -280,15 +281,27 @@ class FeatureSpace:
         DataFrame's column labels, or the integers ``0..n_cols-1`` for arrays. Only
         columns with a non-zero value enter the vocabulary (a zero contributes nothing),
         in order of first appearance (row by row), so the vocabulary does not depend on
-        where a stream is cut into batches."""
+        where a stream is cut into batches. The rows may be views on buffers the next call
+        reuses (:meth:`_scratch`): use them or copy them first."""
         if isinstance(X, list):
             return self._encode_dicts(X, grow)
         names, matrix = _batch_to_csr(X)
         used = first_appearance(matrix.indices, matrix.shape[1])
         cols = self._columns_of_positions(names, used, grow)
         if self.n_bits is None:  # one compiled pass: map, drop unknown, order by name key
-            return SparseRows(*map_rows(matrix.indptr, matrix.indices, matrix.data, cols, self._order_key))
+            out_idx, out_val = self._scratch(matrix.nnz)
+            indptr, n = map_rows(matrix.indptr, matrix.indices, matrix.data, cols, self._order_key, out_idx, out_val)
+            return SparseRows(indptr, out_idx[:n], out_val[:n])
         return self._mapped_rows(matrix.indptr.astype(np.int64), cols[matrix.indices], matrix.data.astype(np.float64))
+
+    def _scratch(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Index and value buffers of at least ``n`` entries, reused from batch to batch
+        (allocating fresh megabyte-size arrays for every batch cost more page faults than
+        the encoding itself). Rows from :meth:`encode_many` are views on them, valid until
+        the next call: callers learn or score them at once and copy what they keep."""
+        if len(getattr(self, "_scratch_idx", ())) < n:  # (absent after unpickling)
+            self._scratch_idx, self._scratch_val = np.empty(2 * n, np.int64), np.empty(2 * n, np.float64)
+        return self._scratch_idx, self._scratch_val
 
     def _mapped_rows(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> SparseRows:
         """CSR rows whose entries are mapped to columns (``-1``: unknown, dropped), put in
@@ -336,6 +349,7 @@ class FeatureSpace:
 
     def __getstate__(self):
         state = dict(self.__dict__)
+        state.pop("_scratch_idx", None), state.pop("_scratch_val", None)  # buffers, not state
         if self.n_bits is not None:
             state["_column"] = {}  # a cache: recomputed on demand
         return state

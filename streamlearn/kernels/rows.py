@@ -49,26 +49,37 @@ def first_appearance(indices, width):
 
 
 @njit(cache=True, nogil=True)
-def map_rows(indptr, indices, data, column_of, keys):
+def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val):
     """A CSR batch over positions as rows over weight columns, in one pass: entry ``p``
     goes to column ``column_of[indices[p]]`` (``-1``: an unknown feature, dropped), and each
     row is then ordered by ``keys`` of its columns (:func:`sort_rows_by_key`; a row already
     in order, as a canonical CSR row over int names is, costs one comparison per entry).
-    Returns fresh ``(indptr, indices, data)`` as int64, int64, float64."""
+    Writes the entries into ``out_idx`` / ``out_val`` (int64 / float64, at least
+    ``len(indices)`` long: the caller reuses them from batch to batch, since fresh
+    megabyte-size arrays cost a page fault per 4 KiB) and returns ``(indptr, n)``: the
+    rows are ``out_idx[:n]``, ``out_val[:n]``."""
     n_rows = len(indptr) - 1
+    key_of = np.empty(len(column_of), np.int64)  # key per position: the row check needs no second pass
+    for j in range(len(column_of)):
+        key_of[j] = keys[column_of[j]] if column_of[j] >= 0 else 0
     out_ptr = np.empty(n_rows + 1, np.int64)
-    out_idx = np.empty(len(indices), np.int64)
-    out_val = np.empty(len(indices), np.float64)
+    unordered = np.zeros(n_rows, np.bool_)
     n = 0
     out_ptr[0] = 0
     for i in range(n_rows):
+        previous = np.iinfo(np.int64).min
         for p in range(indptr[i], indptr[i + 1]):
-            c = column_of[indices[p]]
+            j = indices[p]
+            c = column_of[j]
             if c >= 0:
                 out_idx[n] = c
                 out_val[n] = data[p]
                 n += 1
+                if key_of[j] < previous:
+                    unordered[i] = True
+                previous = key_of[j]
         out_ptr[i + 1] = n
-    out_idx, out_val = out_idx[:n], out_val[:n]
-    sort_rows_by_key(out_ptr, out_idx, out_val, keys)
-    return out_ptr, out_idx, out_val
+    for i in range(n_rows):
+        if unordered[i]:
+            sort_rows_by_key(out_ptr[i : i + 2], out_idx, out_val, keys)
+    return out_ptr, n
