@@ -6,8 +6,8 @@ no Python work per token. Each feature is named by its index *as written* (an in
 ``idx`` for feature ``idx``. Labels that are integers (``3``, ``-1``, ``+1``) become
 Python ints, any other label is kept as its text (``"1.5"``, ``"spam"``).
 
-Values are parsed exactly: a value with at most 15 significant digits and a decimal
-exponent within ±22 is converted in the compiled pass with one correctly rounded IEEE
+Values are parsed exactly: a value whose digits form an integer of at most 2**53 and whose
+decimal exponent is within ±22 is converted in the compiled pass with one correctly rounded IEEE
 operation (Clinger's fast path); any other value is handed to Python's ``float``. So
 every value equals ``float(text)`` bit for bit.
 
@@ -91,7 +91,7 @@ def _parse_number(buf, i, n, pow10):
     continue it (each byte is read once).
 
     Returns ``(value, status, end)``: status 0 = exact, 1 = needs Python's float (more than
-    15 significant digits or a large exponent), 2 = not a number, 3 = NaN/inf spelled out;
+    18 digits, a mantissa above 2**53 or a large exponent), 2 = not a number, 3 = NaN/inf spelled out;
     ``end`` is where parsing stopped (the caller checks that the token ends there)."""
     neg = False
     if buf[i] == 43 or buf[i] == 45:  # + -
@@ -107,33 +107,22 @@ def _parse_number(buf, i, n, pow10):
         if word == 0x696E66 or word == 0x6E616E or word == 0x696E66696E697479:
             return 0.0, 3, i
         return 0.0, 2, i
-    mantissa = 0
-    digits = 0
-    exponent = 0
-    seen_digit = False
-    fraction = False
-    while i < n:
-        d = np.int64(buf[i]) - 48
-        if 0 <= d <= 9:
-            seen_digit = True
-            if mantissa == 0 and d == 0:
-                if fraction:
-                    exponent -= 1
-            elif digits < 18:
-                mantissa = mantissa * 10 + d
-                digits += 1
-                if fraction:
-                    exponent -= 1
-            else:
-                digits += 1
-                if not fraction:
-                    exponent += 1
-        elif d == -2 and not fraction:  # '.'
-            fraction = True
-        else:
-            break
+    mantissa = 0  # every digit, leading zeros included; it cannot overflow within 18 digits
+    first = i
+    while i < n and 48 <= buf[i] <= 57:
+        mantissa = mantissa * 10 + (np.int64(buf[i]) - 48)
         i += 1
-    if not seen_digit:
+    n_digits = i - first
+    exponent = 0
+    if i < n and buf[i] == 46:  # '.'
+        i += 1
+        first = i
+        while i < n and 48 <= buf[i] <= 57:
+            mantissa = mantissa * 10 + (np.int64(buf[i]) - 48)
+            i += 1
+        exponent = first - i
+        n_digits += i - first
+    if n_digits == 0:
         return 0.0, 2, i
     if i < n and (buf[i] | 32) == 101:  # e
         i += 1
@@ -145,9 +134,12 @@ def _parse_number(buf, i, n, pow10):
         if n_exp == 0:
             return 0.0, 2, i
         exponent += -e if eneg else e
+    if n_digits > 18:
+        return 0.0, 1, i
     if mantissa == 0:
         return -0.0 if neg else 0.0, 0, i
-    if digits > 15 or exponent > 22 or exponent < -22:
+    # Clinger's fast path: an exact mantissa (< 2**53) and an exact power of ten (<= 1e22)
+    if mantissa > 9007199254740992 or exponent > 22 or exponent < -22:
         return 0.0, 1, i
     value = float(mantissa)
     value = value * pow10[exponent] if exponent >= 0 else value / pow10[-exponent]
@@ -246,6 +238,8 @@ def _parse(buf, n_lines, n_colons, pow10, with_hashes):
                 state = EMPTY_FEATURES
             if with_hashes and state == OK:
                 hashes[line] = fnv1a(buf, i, last)
+            i = j  # the record's bytes are read: look for the newline from where it stopped
+        pos = i
         while pos < n and buf[pos] != 10:
             pos += 1
         line_end[line] = pos

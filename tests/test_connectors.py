@@ -48,6 +48,14 @@ def test_parsed_values_equal_python_float_bit_for_bit(value):
         assert len(got) == 1 and struct.pack("<d", got[0]) == struct.pack("<d", expected), text
 
 
+@pytest.mark.parametrize("text", ["5.", ".5", "-0.0", "007", "0.000000000000000000001", "9007199254740992", "9007199254740993",
+                                  "123456789012345678", "1234567890123456789", "1e22", "1e23", "3.3e-22", "3.3e-23", "+2.5E+3"])
+def test_parsed_edge_values_equal_python_float(text):
+    """Around the compiled path's limits: 18 digits, a 2**53 mantissa, 10**±22, signs, bare points."""
+    got = parse_libsvm_bytes(f"1 7:{text}\n".encode()).X.data
+    assert len(got) == 1 and struct.pack("<d", got[0]) == struct.pack("<d", float(text)), text
+
+
 @pytest.mark.parametrize("text, reason", [
     (b"1 1:nan", "non-finite"), (b"1 1:inf", "non-finite"), (b"1 1:-Infinity", "non-finite"), (b"1 1:1e999", "non-finite"),
     (b"1 1:abc", "malformed"), (b"1 1:", "malformed"), (b"1 x:2", "malformed"), (b"1 1:2:3", "malformed"), (b"1 1 2", "malformed"),
