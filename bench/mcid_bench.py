@@ -10,14 +10,14 @@ What is measured (every ratio is between numbers taken in this same process and 
 * throughput (examples/s, median of ``--repeats`` runs): ``learn_many`` on in-memory CSR
   batches of 1,000 rows against scikit-learn ``SGDClassifier.partial_fit`` on the same
   batches (``MulticlassSVM`` with its one-pass parameters, and *plain*: the same λ without
-  the averaged iterate and the projection, the cheapest step); ``learn_one`` on dicts against river ``SoftmaxRegression.learn_one`` on the same
-  dicts;
+  the averaged iterate and the projection, the cheapest step); ``learn_one`` on dicts
+  against river ``SoftmaxRegression.learn_one`` on the same dicts;
 * held-out accuracy after 1 and 5 passes (each pass in a seeded random order) for the
   five learners, scikit-learn SGD (hinge, log loss), river SoftmaxRegression (1 pass
   only: 5 passes of river's pure-Python learner take too long), Vowpal Wabbit ``--oaa``
   through its own command-line driver, and LIBLINEAR ``-s 4`` (Crammer–Singer, batch);
-* hyper-parameters (λ, averaging and projection for ours, alpha for SGD, C for LIBLINEAR) chosen on a
-  validation split carved from the training part (last 20 %), never on the test part;
+* hyper-parameters (λ, averaging and projection for ours, alpha for SGD, C for LIBLINEAR)
+  chosen on a validation split carved from the training part (last 20 %), never on the test part;
 * the paper's Fig. 3 (MCID vs one-vs-rest at equal iterations) and Fig. 1 (seconds to a
   fixed held-out accuracy as the training set grows, median of 5 runs).
 """
@@ -193,7 +193,7 @@ def throughput(split: Split, params: dict, repeats: int) -> dict:
     # the same CSR batches for both sides, cut once outside the timing (slicing is neither's work)
     batches = [(X[i : i + BATCH], y[i : i + BATCH]) for i in range(0, X.shape[0], BATCH)]
 
-    def ours_many(chosen=params):
+    def ours_many(chosen: dict):
         model = MulticlassSVM(**chosen)
         for X_batch, y_batch in batches:
             model.learn_many(X_batch, y_batch)
@@ -223,7 +223,7 @@ def throughput(split: Split, params: dict, repeats: int) -> dict:
 
     MulticlassSVM(**params).learn_many(X[:10], y[:10])  # compile / load the numba cache first
     sides = [  # (name, examples per run, run)
-        ("streamlearn learn_many", X.shape[0], ours_many),
+        ("streamlearn learn_many", X.shape[0], lambda: ours_many(params)),
         ("streamlearn learn_many, plain", X.shape[0], lambda: ours_many(plain)),
         ("sklearn SGD hinge partial_fit", X.shape[0], lambda: sgd_many("hinge")),
         ("sklearn SGD log partial_fit", X.shape[0], lambda: sgd_many("log_loss")),

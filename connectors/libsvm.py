@@ -138,7 +138,7 @@ def _parse_number(buf, i, n, pow10):
         return 0.0, 1, i
     if mantissa == 0:
         return -0.0 if neg else 0.0, 0, i
-    # Clinger's fast path: an exact mantissa (< 2**53) and an exact power of ten (<= 1e22)
+    # Clinger's fast path: an exact mantissa (<= 2**53) and an exact power of ten (<= 1e22)
     if mantissa > 9007199254740992 or exponent > 22 or exponent < -22:
         return 0.0, 1, i
     value = float(mantissa)

@@ -132,7 +132,6 @@ class FeatureSpace:
         self._int_name_columns = np.zeros(0, np.int64)
         self._unsynced: list = []  # [(int names, their columns)] not yet in ``_column``
         self._dict_int_names = 0  # int names added through ``_add`` (the dict road)
-        self._scratch_idx, self._scratch_val = np.empty(0, np.int64), np.empty(0, np.float64)  # see _scratch
 
     @property
     def n_columns(self) -> int:
@@ -299,7 +298,7 @@ class FeatureSpace:
         (allocating fresh megabyte-size arrays for every batch cost more page faults than
         the encoding itself). Rows from :meth:`encode_many` are views on them, valid until
         the next call: callers learn or score them at once and copy what they keep."""
-        if len(getattr(self, "_scratch_idx", ())) < n:  # (absent after unpickling)
+        if len(getattr(self, "_scratch_idx", ())) < n:  # (absent until the first call and after unpickling)
             self._scratch_idx, self._scratch_val = np.empty(2 * n, np.int64), np.empty(2 * n, np.float64)
         return self._scratch_idx, self._scratch_val
 

@@ -59,9 +59,6 @@ def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val):
     megabyte-size arrays cost a page fault per 4 KiB) and returns ``(indptr, n)``: the
     rows are ``out_idx[:n]``, ``out_val[:n]``."""
     n_rows = len(indptr) - 1
-    key_of = np.empty(len(column_of), np.int64)  # key per position: the row check needs no second pass
-    for j in range(len(column_of)):
-        key_of[j] = keys[column_of[j]] if column_of[j] >= 0 else 0
     out_ptr = np.empty(n_rows + 1, np.int64)
     unordered = np.zeros(n_rows, np.bool_)
     n = 0
@@ -69,15 +66,14 @@ def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val):
     for i in range(n_rows):
         previous = np.iinfo(np.int64).min
         for p in range(indptr[i], indptr[i + 1]):
-            j = indices[p]
-            c = column_of[j]
+            c = column_of[indices[p]]
             if c >= 0:
                 out_idx[n] = c
                 out_val[n] = data[p]
                 n += 1
-                if key_of[j] < previous:
+                if keys[c] < previous:  # the order check rides along: no second pass
                     unordered[i] = True
-                previous = key_of[j]
+                previous = keys[c]
         out_ptr[i + 1] = n
     for i in range(n_rows):
         if unordered[i]:
