@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import InvalidInputError
-from .kernels.rows import first_appearance, map_rows, sort_rows_by_key
+from .kernels.rows import first_appearance, map_rows, sort_rows_by_key, unknown_positions
 
 _NUMERIC_TYPES = frozenset({float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_})
 _HASH_CACHE_LIMIT = 1 << 20
@@ -254,22 +254,27 @@ class FeatureSpace:
             values = np.add.reduceat(values, first)
         return cols, values
 
-    def _columns_of_positions(self, names, used: np.ndarray, grow: bool) -> np.ndarray:
-        """Columns for a batch's column positions; only positions in ``used`` (those with a
-        non-zero value) are mapped, others are -1. Integer names ``0..n-1`` (arrays and
-        sparse matrices) go through a cached array instead of one dict look-up each."""
-        if names is None:  # positional integer names
-            needed = int(used.max()) + 1 if len(used) else 0
-            if len(self._int_name_columns) < needed:
-                self._grow_position_cache(needed)
-            cached = self._int_name_columns[used]
-            missing = used[cached < 0]
-            if len(missing) and (grow or self.n_bits is not None):
-                self._add_positions(missing)  # in order of first appearance
-                cached = self._int_name_columns[used]
-            cols = np.full(needed, -1, np.int64)
-            cols[used] = cached
-            return cols
+    def _position_columns(self, indices: np.ndarray) -> np.ndarray:
+        """Column of every int name ``0..max(indices)`` (``-1``: unknown) for a batch over
+        positional names (arrays, sparse matrices): the cache ``_int_name_columns`` itself,
+        grown to cover the batch without adding any name (:meth:`_add_unknown_positions`
+        does that, once the batch is known to hold some)."""
+        needed = int(indices.max()) + 1 if len(indices) else 0
+        if len(self._int_name_columns) < needed:
+            self._grow_position_cache(needed)
+        return self._int_name_columns
+
+    def _add_unknown_positions(self, indices: np.ndarray) -> None:
+        """Give a batch's int names that are not in the vocabulary their columns, in order
+        of first appearance (:func:`unknown_positions`; no width-size scratch)."""
+        missing = unknown_positions(indices, self._int_name_columns)
+        if len(missing):
+            self._add_positions(missing)
+
+    def _named_columns(self, names: list, indices: np.ndarray, grow: bool) -> np.ndarray:
+        """Column of each of a DataFrame's column names (``-1``: unknown or unused); only
+        names with a non-zero value in the batch are looked up."""
+        used = first_appearance(indices, len(names))
         cols = np.full(len(names), -1, np.int64)
         cols[used] = self.columns([names[i] for i in used.tolist()], grow)
         return cols
@@ -285,13 +290,25 @@ class FeatureSpace:
         if isinstance(X, list):
             return self._encode_dicts(X, grow)
         names, matrix = _batch_to_csr(X)
-        used = first_appearance(matrix.indices, matrix.shape[1])
-        cols = self._columns_of_positions(names, used, grow)
+        positional = names is None
+        if positional:
+            column_of = self._position_columns(matrix.indices)
+            if self.n_bits is not None:  # hashing: every name has its column
+                self._add_unknown_positions(matrix.indices)
+        else:
+            column_of = self._named_columns(names, matrix.indices, grow)
         if self.n_bits is None:  # one compiled pass: map, drop unknown, order by name key
             out_idx, out_val = self._scratch(matrix.nnz)
-            indptr, n = map_rows(matrix.indptr, matrix.indices, matrix.data, cols, self._order_key, out_idx, out_val)
+            indptr, n = map_rows(
+                matrix.indptr, matrix.indices, matrix.data, column_of, self._order_key, out_idx, out_val, positional
+            )
+            if positional and grow and n < matrix.nnz:  # new names: add them, map again (rare once warm)
+                self._add_unknown_positions(matrix.indices)
+                indptr, n = map_rows(
+                    matrix.indptr, matrix.indices, matrix.data, column_of, self._order_key, out_idx, out_val, True
+                )
             return SparseRows(indptr, out_idx[:n], out_val[:n])
-        return self._mapped_rows(matrix.indptr.astype(np.int64), cols[matrix.indices], matrix.data.astype(np.float64))
+        return self._mapped_rows(matrix.indptr.astype(np.int64), column_of[matrix.indices], matrix.data.astype(np.float64))
 
     def _scratch(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Index and value buffers of at least ``n`` entries, reused from batch to batch

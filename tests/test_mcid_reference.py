@@ -253,3 +253,39 @@ def test_mcid_svm_learns_a_separable_problem():
     model.learn_many(X[:2500], y[:2500])
     accuracy = np.mean(model.predict_many(X[2500:]).astype(int) == y[2500:])
     assert accuracy > 0.95
+
+
+def test_unknown_positions_kernel_matches_a_plain_reference():
+    """New int names of a batch, in order of first appearance, and the column map left as
+    it was (the kernel marks positions in it while it runs)."""
+    from streamlearn.kernels.rows import unknown_positions
+
+    rng = np.random.default_rng(5)
+    indices = rng.integers(0, 50, 400).astype(np.int32)
+    column_of = np.where(rng.random(50) < 0.5, rng.permutation(50), -1).astype(np.int64)
+    before = column_of.copy()
+    expected = list(dict.fromkeys(int(c) for c in indices if column_of[c] < 0))
+    assert unknown_positions(indices, column_of).tolist() == expected
+    assert (column_of == before).all()
+
+
+def test_map_rows_with_positional_keys_orders_rows_like_the_key_table():
+    """``keys_are_positions``: the order check reads positions, which must give the same
+    rows as reading the key table when each known column's key is its position."""
+    from streamlearn.kernels.rows import map_rows
+
+    rng = np.random.default_rng(6)
+    matrix = sp.random(30, 40, density=0.3, random_state=7, format="csr")
+    matrix.indices[:] = matrix.indices[::-1].copy()  # rows out of position order: the sort path runs
+    column_of = rng.permutation(40)
+    column_of[rng.choice(40, 8, replace=False)] = -1
+    keys = np.zeros(40, np.int64)
+    keys[column_of[column_of >= 0]] = np.flatnonzero(column_of >= 0)  # key of a column = its position
+    results = []
+    for flag in (False, True):
+        out_idx, out_val = np.empty(matrix.nnz, np.int64), np.empty(matrix.nnz)
+        indptr, n = map_rows(matrix.indptr, matrix.indices, matrix.data, column_of, keys, out_idx, out_val, flag)
+        results.append((indptr.tolist(), out_idx[:n].tolist(), out_val[:n].tolist()))
+    assert results[0] == results[1]
+    indptr, cols, _ = results[1]
+    assert all(keys[cols[p]] <= keys[cols[p + 1]] for i in range(30) for p in range(indptr[i], indptr[i + 1] - 1))

@@ -49,7 +49,29 @@ def first_appearance(indices, width):
 
 
 @njit(cache=True, nogil=True)
-def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val):
+def unknown_positions(indices, column_of):
+    """The distinct values ``c`` of ``indices`` with ``column_of[c] < 0`` (features not in
+    the vocabulary yet), in order of first appearance. Two passes over ``indices`` and no
+    width-size scratch: the first marks each new position in ``column_of`` (``-2``) and
+    counts, the second collects and restores the marks, so ``column_of`` comes back as it
+    went in. Once the vocabulary holds a stream's features, that is one read per entry."""
+    n = 0
+    for c in indices:
+        if column_of[c] == -1:
+            column_of[c] = -2
+            n += 1
+    out = np.empty(n, np.int64)
+    n = 0
+    for c in indices:
+        if column_of[c] == -2:
+            column_of[c] = -1
+            out[n] = c
+            n += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_positions=False):
     """A CSR batch over positions as rows over weight columns, in one pass: entry ``p``
     goes to column ``column_of[indices[p]]`` (``-1``: an unknown feature, dropped), and each
     row is then ordered by ``keys`` of its columns (:func:`sort_rows_by_key`; a row already
@@ -57,7 +79,11 @@ def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val):
     Writes the entries into ``out_idx`` / ``out_val`` (int64 / float64, at least
     ``len(indices)`` long: the caller reuses them from batch to batch, since fresh
     megabyte-size arrays cost a page fault per 4 KiB) and returns ``(indptr, n)``: the
-    rows are ``out_idx[:n]``, ``out_val[:n]``."""
+    rows are ``out_idx[:n]``, ``out_val[:n]``.
+
+    ``keys_are_positions``: the key of a known column is its position (int names are their
+    own keys), so the order check reads the positions, in sequence, instead of gathering
+    ``keys[column]``; ``keys`` is then only read to sort a row found out of order."""
     n_rows = len(indptr) - 1
     out_ptr = np.empty(n_rows + 1, np.int64)
     unordered = np.zeros(n_rows, np.bool_)
@@ -71,9 +97,10 @@ def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val):
                 out_idx[n] = c
                 out_val[n] = data[p]
                 n += 1
-                if keys[c] < previous:  # the order check rides along: no second pass
+                key = indices[p] if keys_are_positions else keys[c]
+                if key < previous:  # the order check rides along: no second pass
                     unordered[i] = True
-                previous = keys[c]
+                previous = key
         out_ptr[i + 1] = n
     for i in range(n_rows):
         if unordered[i]:
