@@ -49,7 +49,9 @@ def test_parsed_values_equal_python_float_bit_for_bit(value):
 
 
 @pytest.mark.parametrize("text", ["5.", ".5", "-0.0", "007", "0.000000000000000000001", "9007199254740992", "9007199254740993",
-                                  "123456789012345678", "1234567890123456789", "1e22", "1e23", "3.3e-22", "3.3e-23", "+2.5E+3"])
+                                  "123456789012345678", "1234567890123456789", "1e22", "1e23", "3.3e-22", "3.3e-23", "+2.5E+3",
+                                  "123456789012345", "1234567890123456", "0.123456789012345", "-0.0000000000000001",
+                                  "1e0000001", "1E+0000022", "2.5e-0000003"])
 def test_parsed_edge_values_equal_python_float(text):
     """Around the compiled path's limits: 18 digits, a 2**53 mantissa, 10**±22, signs, bare points."""
     got = parse_libsvm_bytes(f"1 7:{text}\n".encode()).X.data
