@@ -29,6 +29,7 @@ import sys
 import threading
 import zlib
 
+import numba
 import numpy as np
 
 from .formats import guess_format, make_decoder
@@ -54,15 +55,30 @@ class _Cursor:
         self.crc = zlib.crc32(piece, self.crc)
 
 
+@numba.njit(cache=True, nogil=True)
+def _count_lines(array, start, max_lines):
+    """``(end just past the max_lines-th newline at or after start, or -1; newlines seen,
+    end just past the last one seen)``: reads only as far as it needs."""
+    count = 0
+    last_end = start
+    for i in range(start, len(array)):
+        if array[i] == 10:
+            count += 1
+            last_end = i + 1
+            if count == max_lines:
+                return i + 1, count, last_end
+    return -1, count, last_end
+
+
 def _cut_lines(buf: bytes, start: int, max_lines: int, final: bool) -> tuple[int, int]:
     """End of the first ``max_lines`` complete lines of ``buf[start:]`` and their count (at
     the end of the stream a last line without its newline counts as complete)."""
-    newlines = np.flatnonzero(np.frombuffer(buf, np.uint8, offset=start) == 10)
-    if len(newlines) >= max_lines:
-        return start + int(newlines[max_lines - 1]) + 1, max_lines
-    if final and len(buf) > start + (int(newlines[-1]) + 1 if len(newlines) else 0):
-        return len(buf), len(newlines) + 1
-    return (start + int(newlines[-1]) + 1, len(newlines)) if len(newlines) else (start, 0)
+    end, count, last_end = _count_lines(np.frombuffer(buf, np.uint8), start, max_lines)
+    if end >= 0:
+        return end, count
+    if final and len(buf) > last_end:
+        return len(buf), count + 1
+    return last_end, count
 
 
 _PARSERS = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="streamlearn-parse")
@@ -90,13 +106,14 @@ def decode_stream(read, decoder, origin: str, cursor: _Cursor, max_records: int)
                     break
                 cuts.append((start, end, n_lines, line, offset))
                 line, offset, start = line + n_lines, offset + end - start, end
-            pieces = [(buf[a:b], line, offset, origin) for a, b, _, line, offset in cuts]
+            view = memoryview(buf) if parallel else buf  # a stateless decoder takes views: no copy per piece
+            pieces = [(view[a:b], line, offset, origin) for a, b, _, line, offset in cuts]
             if parallel and len(pieces) > 1:
                 batches = _PARSERS.map(lambda args: decoder.decode(*args), pieces)
             else:
                 batches = (decoder.decode(*args) for args in pieces)
             for (a, b, n_lines, _, _), batch in zip(cuts, batches):
-                cursor.advance(buf[a:b], n_lines)
+                cursor.advance(view[a:b], n_lines)
                 yield batch
         else:
             while start < len(buf):

@@ -93,7 +93,7 @@ class LibsvmDecoder(LineDecoder):
         chunk = parse_libsvm_bytes(piece, with_hashes=self.with_hashes)
         starts = np.concatenate([[0], chunk.line_ends[:-1]]) if len(chunk.line_ends) else chunk.line_ends
         dead = [
-            DeadLetter(_line_position(origin, first_line + e.line + 1, offset + e.start), e.reason, e.message, piece[e.start : e.end])
+            DeadLetter(_line_position(origin, first_line + e.line + 1, offset + e.start), e.reason, e.message, bytes(piece[e.start : e.end]))
             for e in chunk.errors
         ]
         lines = chunk.lines

@@ -335,7 +335,7 @@ class ParsedChunk(NamedTuple):
 
 
 def parse_libsvm_bytes(buf, width: int = 0, with_hashes: bool = True) -> ParsedChunk:
-    """Parse complete LIBSVM lines held in ``buf`` (bytes; the last line may lack its
+    """Parse complete LIBSVM lines held in ``buf`` (bytes or a memoryview; the last line may lack its
     newline). ``width`` is a minimum number of CSR columns; ``with_hashes=False`` skips
     the record hashes (zeros), which only hash hold-out splits need."""
     array = np.frombuffer(buf, np.uint8)
@@ -345,7 +345,7 @@ def parse_libsvm_bytes(buf, width: int = 0, with_hashes: bool = True) -> ParsedC
     if n_slow:
         starts, ends = np.empty(n_slow, np.int64), np.empty(n_slow, np.int64)
         _value_spans(array, line_start, line_end, indptr, slow, starts, ends)
-        values = [float(buf[s:e]) for s, e in zip(starts.tolist(), ends.tolist())]
+        values = [float(bytes(buf[s:e])) for s, e in zip(starts.tolist(), ends.tolist())]
         data[slow] = values
         bad = ~np.isfinite(data)
         if bad.any():  # e.g. 1e999: finite text, infinite value
@@ -374,7 +374,7 @@ def parse_libsvm_bytes(buf, width: int = 0, with_hashes: bool = True) -> ParsedC
     else:
         ints = label_int[lines].tolist()
         labels = [
-            ints[r] if is_int[r] else buf[label_start[i] : label_end[i]].decode("utf-8", "replace")
+            ints[r] if is_int[r] else bytes(buf[label_start[i] : label_end[i]]).decode("utf-8", "replace")
             for r, i in enumerate(lines.tolist())
         ]
     line_ends = np.minimum(line_end + 1, len(buf))

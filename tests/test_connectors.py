@@ -201,3 +201,26 @@ def test_open_source_chooses_the_source(tmp_path):
         open_source(str(tmp_path / "missing.svm"))
     with pytest.raises(ValueError, match="unknown format"):
         open_source([str(path)], fmt="parquet")
+
+
+@pytest.mark.parametrize("final", [False, True])
+def test_cut_lines_matches_a_plain_reference(final):
+    """The compiled line cutter: the first ``max_lines`` complete lines from ``start`` (a
+    last line without its newline counts only at the end of the stream)."""
+    from connectors.files import _cut_lines
+
+    def reference(buf, start, max_lines):
+        ends = [i + 1 for i in range(start, len(buf)) if buf[i] == 10]
+        if len(ends) >= max_lines:
+            return ends[max_lines - 1], max_lines
+        last = ends[-1] if ends else start
+        if final and len(buf) > last:
+            return len(buf), len(ends) + 1
+        return last, len(ends)
+
+    rng = np.random.default_rng(8)
+    for _ in range(200):
+        buf = bytes(rng.choice([10, 49, 32], size=int(rng.integers(0, 30)), p=[0.2, 0.6, 0.2]).astype(np.uint8))
+        start = int(rng.integers(0, len(buf) + 1))
+        max_lines = int(rng.integers(1, 5))
+        assert _cut_lines(buf, start, max_lines, final) == reference(buf, start, max_lines), (buf, start, max_lines)
