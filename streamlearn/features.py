@@ -158,10 +158,7 @@ class FeatureSpace:
             self._column.update(zip(names, (keys & ((1 << self.n_bits) - 1)).tolist()))
             return
         first = len(self._names)
-        if first + len(names) > len(self._order_key):
-            grown = np.zeros(max(first + len(names), 2 * len(self._order_key)), np.int64)
-            grown[:first] = self._order_key[:first]
-            self._order_key = grown
+        self._reserve_order_keys(first + len(names))
         self._order_key[first : first + len(names)] = keys
         self._column.update(zip(names, range(first, first + len(names))))
         self._names.extend(names)
@@ -172,23 +169,25 @@ class FeatureSpace:
                 if name < len(cache):
                     cache[name] = column
 
-    def _add_positions(self, positions: np.ndarray) -> np.ndarray:
-        """Give new, distinct int names ``positions`` (not in the vocabulary) their columns,
-        vectorised; returns the columns."""
-        if self.n_bits is not None:
-            cols = positions & ((1 << self.n_bits) - 1)
-        else:
-            first = len(self._names)
-            cols = np.arange(first, first + len(positions), dtype=np.int64)
-            if first + len(positions) > len(self._order_key):
-                grown = np.zeros(max(first + len(positions), 2 * len(self._order_key)), np.int64)
-                grown[:first] = self._order_key[:first]
-                self._order_key = grown
-            self._order_key[first : first + len(positions)] = positions  # an int name is its own key
-            self._names.extend(positions.tolist())
-            self._unsynced.append((positions.copy(), cols))
-        self._int_name_columns[positions] = cols
-        return cols
+    def _reserve_order_keys(self, n: int) -> None:
+        """Make ``_order_key`` hold at least ``n`` columns (doubling)."""
+        if n > len(self._order_key):
+            grown = np.zeros(max(n, 2 * len(self._order_key)), np.int64)
+            grown[: len(self._names)] = self._order_key[: len(self._names)]
+            self._order_key = grown
+
+    def _record_positions(self, positions: np.ndarray) -> None:
+        """Book int names that :func:`map_rows` just gave the next columns (it wrote their
+        column map and order keys): the vocabulary's names, and the dict sync to come."""
+        first = len(self._names)
+        self._names.extend(positions.tolist())
+        self._unsynced.append((positions.copy(), np.arange(first, first + len(positions), dtype=np.int64)))
+
+    def _hash_positions(self, indices: np.ndarray) -> None:
+        """Hashing: put a batch's int names that are not in the position cache into it."""
+        missing = unknown_positions(indices, self._int_name_columns)
+        if len(missing):
+            self._int_name_columns[missing] = missing & ((1 << self.n_bits) - 1)
 
     def _grow_position_cache(self, needed: int) -> None:
         """Make ``_int_name_columns`` cover int names ``0..needed-1``, filling the new part
@@ -257,19 +256,12 @@ class FeatureSpace:
     def _position_columns(self, indices: np.ndarray) -> np.ndarray:
         """Column of every int name ``0..max(indices)`` (``-1``: unknown) for a batch over
         positional names (arrays, sparse matrices): the cache ``_int_name_columns`` itself,
-        grown to cover the batch without adding any name (:meth:`_add_unknown_positions`
-        does that, once the batch is known to hold some)."""
+        grown to cover the batch without adding any name (:func:`map_rows` adds them as
+        it meets them, :meth:`_hash_positions` when hashing)."""
         needed = int(indices.max()) + 1 if len(indices) else 0
         if len(self._int_name_columns) < needed:
             self._grow_position_cache(needed)
         return self._int_name_columns
-
-    def _add_unknown_positions(self, indices: np.ndarray) -> None:
-        """Give a batch's int names that are not in the vocabulary their columns, in order
-        of first appearance (:func:`unknown_positions`; no width-size scratch)."""
-        missing = unknown_positions(indices, self._int_name_columns)
-        if len(missing):
-            self._add_positions(missing)
 
     def _named_columns(self, names: list, indices: np.ndarray, grow: bool) -> np.ndarray:
         """Column of each of a DataFrame's column names (``-1``: unknown or unused); only
@@ -294,18 +286,24 @@ class FeatureSpace:
         if positional:
             column_of = self._position_columns(matrix.indices)
             if self.n_bits is not None:  # hashing: every name has its column
-                self._add_unknown_positions(matrix.indices)
+                self._hash_positions(matrix.indices)
         else:
             column_of = self._named_columns(names, matrix.indices, grow)
         if self.n_bits is None:  # one compiled pass: map, drop unknown, order by name key
             out_idx, out_val = self._scratch(matrix.nnz)
-            indptr, n = map_rows(
-                matrix.indptr, matrix.indices, matrix.data, column_of, self._order_key, out_idx, out_val, positional
-            )
-            if positional and grow and n < matrix.nnz:  # new names: add them, map again (rare once warm)
-                self._add_unknown_positions(matrix.indices)
-                indptr, n = map_rows(
-                    matrix.indptr, matrix.indices, matrix.data, column_of, self._order_key, out_idx, out_val, True
+            if positional and grow:  # new int names get their columns as the pass meets them
+                room = min(matrix.nnz, len(column_of))
+                self._reserve_order_keys(len(self._names) + room)
+                added = np.empty(room, np.int64)
+                indptr, n, n_added = map_rows(
+                    matrix.indptr, matrix.indices, matrix.data, column_of, self._order_key, out_idx, out_val,
+                    True, len(self._names), added,
+                )  # fmt: skip
+                if n_added:
+                    self._record_positions(added[:n_added])
+            else:
+                indptr, n, _ = map_rows(
+                    matrix.indptr, matrix.indices, matrix.data, column_of, self._order_key, out_idx, out_val, positional
                 )
             return SparseRows(indptr, out_idx[:n], out_val[:n])
         return self._mapped_rows(matrix.indptr.astype(np.int64), column_of[matrix.indices], matrix.data.astype(np.float64))

@@ -17,8 +17,10 @@ import numpy as np
 
 
 def _grown(array: np.ndarray, shape: tuple, fill: float) -> np.ndarray:
-    """A copy of ``array`` enlarged to ``shape`` (new cells set to ``fill``)."""
-    out = np.full(shape, fill)
+    """A copy of ``array`` enlarged to ``shape`` (new cells set to ``fill``). Zeros come
+    from ``np.zeros``: the pages of the spare capacity stay untouched until used, where
+    ``np.full`` would write all of them at once."""
+    out = np.zeros(shape) if fill == 0.0 else np.full(shape, fill)
     out[tuple(slice(0, n) for n in array.shape)] = array
     return out
 

@@ -233,7 +233,7 @@ def test_map_rows_kernel_matches_a_plain_reference():
     column_of[rng.choice(30, 6, replace=False)] = -1  # unknown features
     keys = rng.integers(0, 5, 30)  # repeated keys: the order among equal keys is the row's
     out_idx, out_val = np.full(matrix.nnz + 5, -7, np.int64), np.full(matrix.nnz + 5, np.nan)  # longer than needed
-    indptr, n = map_rows(matrix.indptr, matrix.indices, matrix.data, column_of, keys, out_idx, out_val)
+    indptr, n, _ = map_rows(matrix.indptr, matrix.indices, matrix.data, column_of, keys, out_idx, out_val)
     indices, data = out_idx[:n], out_val[:n]
     for i in range(40):
         lo, hi = matrix.indptr[i], matrix.indptr[i + 1]
@@ -284,8 +284,39 @@ def test_map_rows_with_positional_keys_orders_rows_like_the_key_table():
     results = []
     for flag in (False, True):
         out_idx, out_val = np.empty(matrix.nnz, np.int64), np.empty(matrix.nnz)
-        indptr, n = map_rows(matrix.indptr, matrix.indices, matrix.data, column_of, keys, out_idx, out_val, flag)
+        indptr, n, _ = map_rows(matrix.indptr, matrix.indices, matrix.data, column_of, keys, out_idx, out_val, flag)
         results.append((indptr.tolist(), out_idx[:n].tolist(), out_val[:n].tolist()))
     assert results[0] == results[1]
     indptr, cols, _ = results[1]
     assert all(keys[cols[p]] <= keys[cols[p + 1]] for i in range(30) for p in range(indptr[i], indptr[i + 1] - 1))
+
+
+def test_map_rows_growing_equals_adding_the_new_names_first():
+    """With ``added``, unknown positions get the next columns as the pass meets them: the
+    same column map, keys and rows as listing the new names (:func:`unknown_positions`),
+    giving them columns in that order, and mapping afterwards."""
+    from streamlearn.kernels.rows import map_rows, unknown_positions
+
+    rng = np.random.default_rng(8)
+    matrix = sp.random(30, 50, density=0.2, random_state=9, format="csr")
+    known = rng.choice(50, 20, replace=False)
+    base_map = np.full(50, -1, np.int64)
+    base_map[known] = np.arange(20)
+    base_keys = np.zeros(20 + 50, np.int64)
+    base_keys[:20] = known  # an int name's key is itself
+
+    two_step_map, two_step_keys = base_map.copy(), base_keys.copy()
+    new = unknown_positions(matrix.indices, two_step_map)
+    two_step_map[new] = 20 + np.arange(len(new))
+    two_step_keys[20 : 20 + len(new)] = new
+    out = np.empty(matrix.nnz, np.int64), np.empty(matrix.nnz)
+    expected_ptr, n_expected, _ = map_rows(matrix.indptr, matrix.indices, matrix.data, two_step_map, two_step_keys, *out, True)
+    expected = (expected_ptr.tolist(), out[0][:n_expected].tolist(), out[1][:n_expected].tolist())
+
+    grown_map, grown_keys, added = base_map.copy(), base_keys.copy(), np.empty(50, np.int64)
+    out = np.empty(matrix.nnz, np.int64), np.empty(matrix.nnz)
+    indptr, n, n_added = map_rows(matrix.indptr, matrix.indices, matrix.data, grown_map, grown_keys, *out, True, 20, added)
+    assert len(new) > 0 and n == matrix.nnz
+    assert added[:n_added].tolist() == new.tolist()
+    assert (grown_map == two_step_map).all() and (grown_keys == two_step_keys).all()
+    assert (indptr.tolist(), out[0][:n].tolist(), out[1][:n].tolist()) == expected

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .scaled import add_to_column, project_to_ball, renormalize_column, row_dots
+from .scaled import add_to_column, project_to_ball, renormalize_columns, row_dots
 
 SOFTMAX = 0  # multi-class logistic regression, Alg. 2 / Eq. 15
 CRAMMER_SINGER = 1  # multi-class SVM hinge, Alg. 3 / Eq. 16
@@ -112,9 +112,11 @@ def learn_groups(
                                   first + i, k, -step * coef[i, k] / scale[k])
         if project:
             project_to_ball(scale, sqnorm, n_classes, radius, per_class_ball)
+        smallest = np.inf
         for k in range(n_classes):
             if averaged:
                 A[k] += scale[k]
-            if scale[k] < renormalize_below:
-                renormalize_column(V, scale, sqnorm, U, A, averaged, n_features, k)
+            smallest = min(smallest, scale[k])
+        if smallest < renormalize_below:  # classes on their way there ride along
+            renormalize_columns(V, scale, sqnorm, U, A, averaged, n_features, n_classes, np.sqrt(renormalize_below))
     return t, n_classes

@@ -71,28 +71,42 @@ def unknown_positions(indices, column_of):
 
 
 @njit(cache=True, nogil=True)
-def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_positions=False):
+def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_positions=False, next_column=0, added=None):
     """A CSR batch over positions as rows over weight columns, in one pass: entry ``p``
     goes to column ``column_of[indices[p]]`` (``-1``: an unknown feature, dropped), and each
     row is then ordered by ``keys`` of its columns (:func:`sort_rows_by_key`; a row already
     in order, as a canonical CSR row over int names is, costs one comparison per entry).
     Writes the entries into ``out_idx`` / ``out_val`` (int64 / float64, at least
     ``len(indices)`` long: the caller reuses them from batch to batch, since fresh
-    megabyte-size arrays cost a page fault per 4 KiB) and returns ``(indptr, n)``: the
-    rows are ``out_idx[:n]``, ``out_val[:n]``.
+    megabyte-size arrays cost a page fault per 4 KiB) and returns ``(indptr, n, n_added)``:
+    the rows are ``out_idx[:n]``, ``out_val[:n]``.
 
     ``keys_are_positions``: the key of a known column is its position (int names are their
     own keys), so the order check reads the positions, in sequence, instead of gathering
-    ``keys[column]``; ``keys`` is then only read to sort a row found out of order."""
+    ``keys[column]``; ``keys`` is then only read to sort a row found out of order.
+
+    ``added`` (with ``keys_are_positions``): grow instead of dropping. An unknown position
+    ``c`` gets the column ``next_column + n_added`` in ``column_of``, its own value as key,
+    and is listed in ``added`` (so new names come in order of first appearance, row by row,
+    as :func:`unknown_positions` lists them); ``added`` and ``keys`` must have room for
+    every distinct new position. Learning a fresh stream then costs one pass, not a pass,
+    a look for new names and a second pass."""
     n_rows = len(indptr) - 1
     out_ptr = np.empty(n_rows + 1, np.int64)
     unordered = np.zeros(n_rows, np.bool_)
     n = 0
+    n_added = 0
     out_ptr[0] = 0
     for i in range(n_rows):
         previous = np.iinfo(np.int64).min
         for p in range(indptr[i], indptr[i + 1]):
             c = column_of[indices[p]]
+            if c < 0 and added is not None:
+                c = next_column + n_added
+                column_of[indices[p]] = c
+                keys[c] = indices[p]
+                added[n_added] = indices[p]
+                n_added += 1
             if c >= 0:
                 out_idx[n] = c
                 out_val[n] = data[p]
@@ -105,4 +119,4 @@ def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_
     for i in range(n_rows):
         if unordered[i]:
             sort_rows_by_key(out_ptr[i : i + 2], out_idx, out_val, keys)
-    return out_ptr, n
+    return out_ptr, n, n_added

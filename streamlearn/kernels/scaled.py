@@ -74,26 +74,39 @@ def add_to_column(V, sqnorm, U, A, averaged, indptr, indices, data, row, k, coef
 
 
 @njit(cache=True, nogil=True)
-def renormalize_column(V, scale, sqnorm, U, A, averaged, n_features, k):
-    """Fold ``scale[k]`` into ``V[:, k]`` (O(d)); also recomputes ``sqnorm[k]`` exactly.
+def renormalize_columns(V, scale, sqnorm, U, A, averaged, n_features, n_classes, below):
+    """Fold ``scale[k]`` into ``V[:, k]`` for every class with ``scale[k] < below``, in one
+    feature-major pass over ``V`` (O(d K)); also recomputes their ``sqnorm`` exactly.
 
-    With an average, the running sum is folded into ``U`` first (``U += A V``, ``A = 0``),
-    so that ``A`` only ever sums the scales since the last renormalisation: the sum
-    ``U + A V`` then never cancels large terms, whatever the scale went through."""
-    s = scale[k]
-    a = A[k]
-    acc = 0.0
+    One pass for all of them, not one per class: a column of the feature-major ``V`` is
+    strided, so folding classes one by one reads every cache line of ``V`` once per class,
+    and classes that share their shrink and projection (the Crammer-Singer learner's) reach
+    the threshold at the same step. With an average, the running sum is folded into ``U``
+    first (``U += A V``, ``A = 0``), so that ``A`` only ever sums the scales since the last
+    renormalisation: ``U + A V`` then never cancels large terms."""
+    folded = np.empty(n_classes, np.int64)
+    m = 0
+    for k in range(n_classes):
+        if scale[k] < below:
+            folded[m] = k
+            sqnorm[k] = 0.0
+            m += 1
+    if m == 0:
+        return
     for j in range(n_features):
-        v = V[j, k]
+        for i in range(m):
+            k = folded[i]
+            v = V[j, k]
+            if averaged:
+                U[j, k] += A[k] * v
+            v *= scale[k]
+            V[j, k] = v
+            sqnorm[k] += v * v
+    for i in range(m):
+        k = folded[i]
         if averaged:
-            U[j, k] += a * v
-        v *= s
-        V[j, k] = v
-        acc += v * v
-    sqnorm[k] = acc
-    if averaged:
-        A[k] = 0.0
-    scale[k] = 1.0
+            A[k] = 0.0
+        scale[k] = 1.0
 
 
 @njit(cache=True, nogil=True)
