@@ -63,14 +63,15 @@ class ScaledWeights:
         d, k = self.n_features, self.n_classes
         return (self.V[:d, :k] * self.scale[:k]).T.copy()
 
-    def dense_average(self, n_steps: int) -> np.ndarray:
-        """The averaged iterate ``(1/t) sum_s W_s`` as a dense ``(K, d)`` array."""
+    def dense_average(self, total_weight: float) -> np.ndarray:
+        """The averaged iterate ``sum_s c_s W_s / sum_s c_s`` as a dense ``(K, d)`` array
+        (``total_weight`` is ``sum_s c_s``: the number of steps for the plain average)."""
         if not self.averaged:
             raise ValueError("this learner does not keep an averaged iterate (average=False)")
-        if n_steps == 0:
+        if total_weight == 0:
             return self.dense()
         d, k = self.n_features, self.n_classes
-        return ((self.U[:d, :k] + self.A[:k] * self.V[:d, :k]) / n_steps).T.copy()
+        return ((self.U[:d, :k] + self.A[:k] * self.V[:d, :k]) / total_weight).T.copy()
 
     def export(self) -> dict:
         """Plain arrays trimmed to the used size, for checkpoints."""

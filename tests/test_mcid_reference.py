@@ -63,11 +63,13 @@ def reference_gradient(name, W, x, y):
     return grad
 
 
-def reference_mcid(name, X, y, lam, r, project=False):
-    """Alg. 1 over consecutive groups of r rows; returns (last W, averaged W, steps)."""
+def reference_mcid(name, X, y, lam, r, project=False, average_power=0.0):
+    """Alg. 1 over consecutive groups of r rows; returns (last W, averaged W, steps). The
+    average weights step t by t**average_power (Shamir & Zhang's polynomial decay; 0: plain)."""
     n, d = X.shape
     W = np.zeros((y.max() + 1, d))
     running_sum = np.zeros_like(W)
+    total_weight = 0.0
     n_classes, t = 0, 0
     per_class_ball = name.startswith("OneVsRest")
     for first in range(0, n - n % r, r):
@@ -82,8 +84,9 @@ def reference_mcid(name, X, y, lam, r, project=False):
                 W *= np.minimum(1, radius / np.maximum(norms, 1e-300))[:, None]
             else:
                 W *= min(1, radius / max(np.linalg.norm(W), 1e-300))
-        running_sum += W
-    return W, running_sum / max(t, 1), t
+        running_sum += t**average_power * W
+        total_weight += t**average_power
+    return W, running_sum / max(total_weight, 1), t
 
 
 def make_stream(n=360, d=25, n_classes=6, seed=0):
@@ -118,12 +121,13 @@ LEARNERS = [
 
 @pytest.mark.parametrize("cls", LEARNERS, ids=lambda c: c.__name__)
 @pytest.mark.parametrize(("lam", "r", "project"), [(0.05, 1, False), (0.01, 3, True), (0.2, 7, False), (1e-3, 2, True)])
-def test_kernel_matches_numpy_reference(cls, lam, r, project):
+@pytest.mark.parametrize("average_power", [0.0, 2.5])
+def test_kernel_matches_numpy_reference(cls, lam, r, project, average_power):
     X, y = make_stream()
-    model = cls(lam=lam, batch_size=r, project=project, average=True)
+    model = cls(lam=lam, batch_size=r, project=project, average=True, average_power=average_power)
     model._renormalize_below = 0.5  # fold the scale into V every few steps
     model.learn_many(sp.csr_matrix(X), y)
-    W_ref, W_avg_ref, t = reference_mcid(cls.__name__, X, y, lam, r, project)
+    W_ref, W_avg_ref, t = reference_mcid(cls.__name__, X, y, lam, r, project, average_power)
     assert model.n_steps == t
     scale = max(1.0, np.abs(W_ref).max())
     np.testing.assert_allclose(learner_matrix(model, X.shape[1]), W_ref, rtol=0, atol=1e-9 * scale)
@@ -320,3 +324,23 @@ def test_map_rows_growing_equals_adding_the_new_names_first():
     assert added[:n_added].tolist() == new.tolist()
     assert (grown_map == two_step_map).all() and (grown_keys == two_step_keys).all()
     assert (indptr.tolist(), out[0][:n].tolist(), out[1][:n].tolist()) == expected
+
+
+@pytest.mark.parametrize("bad", [-1.0, 11.0, float("nan"), "2", True])
+def test_average_power_outside_its_domain_is_refused(bad):
+    with pytest.raises(ValueError, match="average_power"):
+        MulticlassSVM(average=True, average_power=bad)
+
+
+def test_average_power_without_an_average_is_refused():
+    with pytest.raises(ValueError, match="needs average=True"):
+        MulticlassSVM(average_power=2.0)
+
+
+def test_weighted_average_survives_export_and_pickle():
+    X, y = make_stream(n=120)
+    model = MulticlassSVM(lam=0.05, average=True, average_power=2.0)
+    model.learn_many(X, y)
+    restored = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(restored.predict_proba_many(X).to_numpy(), model.predict_proba_many(X).to_numpy())
+    assert restored._average_weight == model._average_weight == sum(t**2.0 for t in range(1, 121))

@@ -3,7 +3,7 @@
 For each group of ``r`` consecutive rows: compute every row's loss sub-gradient at
 ``W^(t-1)``, then ``W^(t) = (1 - 1/t) W^(t-1) - 1/(lam t r) * sum of sub-gradients``
 (Eq. 14), optionally project onto the ball of radius ``1/sqrt(lam)``, then fold the
-new iterate into the running average. The sub-gradient of every loss here is
+new iterate into the running (optionally weighted) average. The sub-gradient of every loss here is
 ``dl/dw_k = g_k x`` for a per-class coefficient ``g_k`` (:func:`loss_coefficients`), so
 an update touches ``nnz(x)`` weights of each class with ``g_k != 0``.
 """
@@ -77,9 +77,13 @@ def learn_groups(
     indptr, indices, data, y, group_size,
     V, scale, sqnorm, U, A, n_features, n_classes, t,
     lam, loss, project, per_class_ball, averaged, renormalize_below,
+    average_power=0.0, average_weight=0.0,
 ):  # fmt: skip
     """Run Alg. 1 over consecutive groups of ``group_size`` rows; return the new
-    ``(t, n_classes)``.
+    ``(t, n_classes, average_weight)``.
+
+    The average is weighted: step ``t`` enters the running sum with weight ``t**average_power``
+    (1 for every step at power 0: the plain average) and ``average_weight`` totals them.
 
     A class exists for a step once one of the examples learned so far (this group
     included) carries it: ``n_classes`` grows to ``max(y of the group) + 1``, which is what
@@ -112,11 +116,13 @@ def learn_groups(
                                   first + i, k, -step * coef[i, k] / scale[k])
         if project:
             project_to_ball(scale, sqnorm, n_classes, radius, per_class_ball)
+        weight = float(t) ** average_power
+        average_weight += weight
         smallest = np.inf
         for k in range(n_classes):
             if averaged:
-                A[k] += scale[k]
+                A[k] += weight * scale[k]
             smallest = min(smallest, scale[k])
         if smallest < renormalize_below:  # classes on their way there ride along
             renormalize_columns(V, scale, sqnorm, U, A, averaged, n_features, n_classes, np.sqrt(renormalize_below))
-    return t, n_classes
+    return t, n_classes, average_weight

@@ -7,10 +7,10 @@ the Pegasos shrink ``W <- (1 - 1/t) W`` (000_9ee2d88cd77f9d98.txt, Alg. 1 line 5
 multiplication of ``scale`` only: O(K), never O(d K).
 
 Averaged iterate (Xu 2011's lazy trick, applied per class): the running sum
-``S = sum_s W_s`` is kept as ``S[:, k] = U[:, k] + A[k] * V[:, k]``. A sparse change
-``delta`` of ``V`` costs ``U -= A * delta`` (O(nnz)); at the end of a step ``A += scale``;
-renormalising ``V <- scale * V`` first folds ``A V`` into ``U`` and zeroes ``A``. The average after ``t``
-steps is ``S / t``.
+``S = sum_s c_s W_s`` is kept as ``S[:, k] = U[:, k] + A[k] * V[:, k]``. A sparse change
+``delta`` of ``V`` costs ``U -= A * delta`` (O(nnz)); at the end of step ``s``,
+``A += c_s scale``; renormalising ``V <- scale * V`` first folds ``A V`` into ``U`` and
+zeroes ``A``. The average is ``S / sum_s c_s`` (``c_s = 1``: the plain average ``S / t``).
 
 Only plain arrays and scalars here: no Python objects, no I/O.
 """
@@ -40,18 +40,19 @@ def row_dots(indptr, indices, data, row, M, n_classes, out):
 
 
 @njit(cache=True, nogil=True)
-def scores_batch(indptr, indices, data, V, scale, U, A, n_steps, n_classes, averaged, out):
+def scores_batch(indptr, indices, data, V, scale, U, A, total_weight, n_classes, averaged, out):
     """Class scores ``x . w_k`` of every row of a CSR batch into ``out[n_rows, K]``.
 
-    With ``averaged`` the scores are those of the averaged iterate ``(U + A V) / n_steps``."""
+    With ``averaged`` the scores are those of the averaged iterate ``(U + A V) / total_weight``
+    (the last iterate while ``total_weight`` is 0: no step yet)."""
     n_rows = len(indptr) - 1
     tmp = np.empty(n_classes)
     for i in range(n_rows):
         row_dots(indptr, indices, data, i, V, n_classes, out[i])
-        if averaged and n_steps > 0:
+        if averaged and total_weight > 0:
             row_dots(indptr, indices, data, i, U, n_classes, tmp)
             for k in range(n_classes):
-                out[i, k] = (tmp[k] + A[k] * out[i, k]) / n_steps
+                out[i, k] = (tmp[k] + A[k] * out[i, k]) / total_weight
         else:
             for k in range(n_classes):
                 out[i, k] *= scale[k]
