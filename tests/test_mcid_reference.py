@@ -344,3 +344,21 @@ def test_weighted_average_survives_export_and_pickle():
     restored = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(restored.predict_proba_many(X).to_numpy(), model.predict_proba_many(X).to_numpy())
     assert restored._average_weight == model._average_weight == sum(t**2.0 for t in range(1, 121))
+
+
+def test_a_stream_of_dicts_never_imports_scipy_sparse():
+    """``scipy.sparse`` costs ~0.12 s of start-up: ``import streamlearn`` and learning and
+    predicting from dicts must not load it (it is imported when a batch needs it)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, streamlearn\n"
+        "m = streamlearn.MulticlassSVM()\n"
+        "m.learn_one({'a': 1.0}, 0)\n"
+        "m.learn_many([{'a': 1.0}, {'b': 2.0}], [1, 0])\n"
+        "m.predict_one({'a': 1.0})\n"
+        "print('scipy.sparse' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
