@@ -248,6 +248,27 @@ def test_map_rows_kernel_matches_a_plain_reference():
     assert indptr[-1] == n == sum(column_of[matrix.indices] >= 0)
 
 
+def test_row_dots_matches_numpy_on_every_row_length_and_skips_unlearned_columns():
+    """The scoring kernel takes entries four at a time: rows of every length modulo 4, and
+    columns beyond the weight rows (never learned: zero weight) placed anywhere in a row."""
+    from streamlearn.kernels.scaled import row_dots
+
+    rng = np.random.default_rng(11)
+    n_learned, n_classes = 25, 7
+    M = rng.normal(size=(n_learned, 9))  # spare class capacity, as the weight store keeps
+    lengths = np.arange(40) % 11
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    indices = np.concatenate([np.sort(rng.choice(32, n, replace=False)) for n in lengths]).astype(np.int64)
+    data = rng.normal(size=len(indices))
+    out = np.empty(n_classes)
+    for row in range(len(lengths)):
+        lo, hi = indptr[row], indptr[row + 1]
+        learned = indices[lo:hi] < n_learned
+        expected = data[lo:hi][learned] @ M[indices[lo:hi][learned], :n_classes]
+        row_dots(indptr, indices, data, row, M, n_classes, out)
+        np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
 def test_mcid_svm_learns_a_separable_problem():
     rng = np.random.default_rng(0)
     centers = rng.normal(scale=4, size=(5, 10))
