@@ -89,7 +89,7 @@ def one_hot(y: np.ndarray, n_classes: int) -> np.ndarray:
 
 def _ridged(second_moment: np.ndarray, ridge: float) -> np.ndarray:
     d = second_moment.shape[0]
-    scale = max(float(np.trace(second_moment)) / max(d, 1), 1.0) * ridge
+    scale = float(np.trace(second_moment)) / max(d, 1) * ridge  # relative to the features' own scale
     return second_moment + max(scale, 1e-12) * np.eye(d)
 
 

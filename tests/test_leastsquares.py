@@ -38,6 +38,19 @@ def test_identity_link_is_the_closed_form_least_squares_solution():
     np.testing.assert_allclose(weights(model, X.shape[1]), expected, rtol=1e-7, atol=1e-9)
 
 
+def test_ridge_is_relative_to_the_features_own_scale():
+    """The ridge is ``ridge`` times the mean diagonal of Σ̂, so rescaling every feature by c
+    rescales the weights by 1/c, whatever c: small features (random Fourier features are
+    ~1/sqrt(m)) get no heavier a ridge than large ones. Fewer examples than features, so
+    the ridge decides the solution."""
+    rng = np.random.default_rng(3)
+    X, y = rng.normal(size=(8, 20)), np.arange(8) % 3
+    for c in (1e-3, 1e3):
+        base = GeneralizedLeastSquares(link="identity", ridge=1e-3).fit(X, y)
+        scaled = GeneralizedLeastSquares(link="identity", ridge=1e-3).fit(c * X, y)
+        np.testing.assert_allclose(weights(scaled, 20), weights(base, 20) / c, rtol=1e-9, atol=0)
+
+
 def test_identity_link_stream_is_recursive_least_squares():
     """Fed in batches, the stream keeps the same sufficient statistics as one batch, and the
     identity link's weights are the closed form on everything seen."""
