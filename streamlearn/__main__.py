@@ -54,4 +54,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from .cli import exit_now
+
+    exit_now(main())

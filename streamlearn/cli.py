@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import tomllib
+from typing import NoReturn
 
 import connectors
 
@@ -289,5 +290,27 @@ def main(argv=None) -> int:
         return 0
 
 
+def exit_now(code: int) -> NoReturn:
+    """End the process with ``code`` once a command has returned: flush stdout and stderr,
+    then ``os._exit``.
+
+    By then every file, sink, source and checkpoint the command used is closed and durable,
+    and nothing is left for Python's tear-down to do but free modules; freeing numba's and
+    scipy's takes ~0.2 s, a quarter of the command's start-up cost (15 interleaved runs of
+    ``streamlearn train`` on a one-line file: 0.84 s → 0.64 s, median). An exception out of a
+    command (a bug) never gets here: it ends the normal way, with its traceback."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # the reader went away: as main() treats it, not an error
+        pass
+    os._exit(code)
+
+
+def console_main() -> NoReturn:
+    """The ``streamlearn`` command; in-process callers (tests, notebooks) use :func:`main`."""
+    exit_now(main())
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    console_main()

@@ -179,6 +179,21 @@ def test_predict_writes_one_line_per_record_with_its_position(tmp_path):
     assert info["learner"] == "MulticlassSVM" and info["classes"] == 5 and info["counters"]["learned"] == 300
 
 
+def test_predict_into_a_reader_that_stops_early_exits_quietly_with_code_0(tmp_path):
+    """``streamlearn predict … | head -1``: the command ends on the broken pipe with exit
+    code 0 and no traceback, also in the fast exit after it (which flushes stdout once more)."""
+    path = tmp_path / "d.svm"
+    path.write_text("\n".join(libsvm_lines(20_000)) + "\n")
+    cli("train", path, "--checkpoint-dir", tmp_path / "ck")
+    process = subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "predict", str(path), "--checkpoint", str(tmp_path / "ck")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = json.loads(process.stdout.readline())
+    process.stdout.close()
+    stderr = process.stderr.read()
+    assert process.wait(timeout=60) == 0, stderr.decode()
+    assert first["position"]["line"] == 1 and b"Traceback" not in stderr and b"Exception ignored" not in stderr
+
+
 def test_main_module_dispatches_cli_commands(tmp_path):
     result = subprocess.run([PYTHON, "-m", "streamlearn", "inspect", str(tmp_path)], capture_output=True)
     assert result.returncode == 1 and b"no checkpoint in" in result.stderr
