@@ -138,7 +138,7 @@ class JsonLinesDecoder(_DictLineDecoder):
     def _record(self, line):
         try:
             obj = json.loads(line)
-        except (ValueError, UnicodeDecodeError) as error:
+        except (ValueError, UnicodeDecodeError, RecursionError) as error:  # RecursionError: nested too deeply
             raise RecordError("malformed", f"not JSON: {error}") from None
         return check_record(obj, self.labelled)
 

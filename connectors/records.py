@@ -121,14 +121,23 @@ def check_features(x) -> dict:
         raise RecordError("malformed", f"features must be a mapping, got {type(x).__name__}")
     if not x:
         raise RecordError("empty-features", "the record has no features")
-    if set(map(type, x.values())) <= _FLOAT_OR_INT and set(map(type, x)) <= _NAME_TYPES and math.isfinite(sum(x.values())):
-        return x  # the common case, checked at C speed (a finite sum means finite values)
+    if set(map(type, x.values())) <= _FLOAT_OR_INT and set(map(type, x)) <= _NAME_TYPES:
+        try:
+            if math.isfinite(sum(x.values())):
+                return x  # the common case, checked at C speed (a finite sum means finite values)
+        except OverflowError:  # an int beyond the float range (JSON allows 10**400): found below
+            pass
     for name, value in x.items():
         if not isinstance(name, (str, int)) or isinstance(name, bool):
             raise RecordError("malformed", f"feature name {name!r} is not a string or an integer")
         if not isinstance(value, _NUMBERS):
             raise RecordError("non-numeric", f"value of feature {name!r} is {value!r}, not a number")
-        if not math.isfinite(value):
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:
+            raise RecordError("non-finite", f"value of feature {name!r} is an integer of {len(str(abs(value)))} digits, "
+                                            "too large for a float") from None
+        if not finite:
             raise RecordError("non-finite", f"value of feature {name!r} is {value!r}")
     return x
 

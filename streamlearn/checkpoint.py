@@ -6,8 +6,9 @@ A checkpoint file ``ckpt-<sequence>.slc`` is::
 
 and the payload is msgpack: ``{"sequence", "created", "learner": learner.export_state(),
 "position": the source position, "runner": counters, metrics, sink sizes}``. NumPy
-arrays are msgpack extension values (dtype, shape, raw bytes), so reading a checkpoint
-never unpickles code.
+arrays are msgpack extension values (dtype, shape, raw bytes), and so are integers beyond
+msgpack's 64 bits (decimal text; a label or an int feature name may be one), so reading a
+checkpoint never unpickles code.
 
 Writing is atomic: a temporary file in the same directory is written, fsynced and renamed,
 and the directory is fsynced. The newest ``keep`` checkpoints are kept. Loading takes the
@@ -38,6 +39,7 @@ MAGIC = b"STREAMLEARN\0"
 FORMAT_VERSION = 1
 _HEADER = struct.Struct("<12sI32s")
 _NDARRAY = 1
+_BIG_INT = 2  # an int beyond msgpack's 64-bit integers (a label or feature name such as 10**30), as decimal text
 
 
 class CheckpointError(ValueError):
@@ -58,6 +60,8 @@ def _encode(obj):
         return obj.item()
     if isinstance(obj, tuple):
         return list(obj)
+    if type(obj) is int:  # msgpack hands over only the ints it cannot store itself
+        return msgpack.ExtType(_BIG_INT, str(obj).encode("ascii"))
     raise TypeError(f"cannot checkpoint a {type(obj).__name__}")
 
 
@@ -65,6 +69,8 @@ def _decode_ext(code, data):
     if code == _NDARRAY:
         dtype, shape, raw = msgpack.unpackb(data)
         return np.frombuffer(raw, dtype=np.dtype(dtype)).reshape(shape).copy()
+    if code == _BIG_INT:
+        return int(data.decode("ascii"))
     return msgpack.ExtType(code, data)
 
 

@@ -76,12 +76,23 @@ def stack_rows(parts_cols: list, parts_vals: list) -> SparseRows:
     return SparseRows(indptr, np.concatenate(parts_cols), np.concatenate(parts_vals))
 
 
+def _as_float(v, row: int, feature) -> float:
+    """One value as a float, or the reason it is none: not a number, or an integer beyond
+    the float range (``10**400``: Python converts it only by raising ``OverflowError``)."""
+    if type(v) not in _NUMERIC_TYPES and not isinstance(v, numbers.Real):
+        raise InvalidInputError("non-numeric", f"value {v!r} is not a number", row, feature)
+    try:
+        return float(v)
+    except OverflowError:
+        raise InvalidInputError("non-finite", f"an integer value of {len(str(abs(int(v))))} digits is too large for a float",
+                                row, feature) from None
+
+
 def _check_values(x: dict, values: np.ndarray, row: int) -> None:
     """Raise for a non-numeric or non-finite value of ``x`` (``values`` is its float copy)."""
-    if not set(map(type, x.values())) <= _NUMERIC_TYPES:
+    if not set(map(type, x.values())) <= _NUMERIC_TYPES - {int}:  # any int may be too large for a float
         for name, v in x.items():
-            if type(v) not in _NUMERIC_TYPES and not isinstance(v, numbers.Real):
-                raise InvalidInputError("non-numeric", f"value {v!r} is not a number", row, name)
+            _as_float(v, row, name)
     if not np.isfinite(values).all():
         name = list(x)[int(np.flatnonzero(~np.isfinite(values))[0])]
         raise InvalidInputError("non-finite", f"value {x[name]!r} is NaN or infinite", row, name)
@@ -94,7 +105,7 @@ def _dict_values(x: dict, row: int) -> np.ndarray:
     n = len(x)
     try:
         values = np.fromiter(x.values(), np.float64, n)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         _check_values(x, np.zeros(n), row)  # names the offending feature
         raise InvalidInputError("non-numeric", "values are not all numbers", row) from None
     _check_values(x, values, row)
@@ -366,7 +377,7 @@ class FeatureSpace:
                 _dict_values(x, row)  # finds the row and feature, or accepts numbers.Real
         try:
             data = np.array(raw, dtype=np.float64) if raw else np.zeros(0)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             for row, x in enumerate(X):
                 _dict_values(x, row)
             raise
@@ -429,8 +440,7 @@ def _dense_float(values: np.ndarray, names: list) -> np.ndarray:
     if values.dtype.kind in "fiub":
         return values.astype(np.float64)
     for (i, j), v in np.ndenumerate(values):
-        if type(v) not in _NUMERIC_TYPES and not isinstance(v, numbers.Real):
-            raise InvalidInputError("non-numeric", f"value {v!r} is not a number", i, names[j])
+        _as_float(v, i, names[j])
     return values.astype(np.float64)
 
 

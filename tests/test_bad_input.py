@@ -37,6 +37,8 @@ def _unchanged(model, action):
         ({"a": 1.0, "new": "3.5"}, "non-numeric", "new"),
         ({"a": None}, "non-numeric", "a"),
         ({"new": [1.0]}, "non-numeric", "new"),
+        ({"a": 1.0, "new": 10**400}, "non-finite", "new"),  # an int beyond the float range
+        ({"a": -(10**400)}, "non-finite", "a"),
     ],
 )
 def test_learn_one_rejects_bad_values(trained, x, reason, feature):
@@ -62,6 +64,14 @@ def test_learn_many_names_the_bad_row_object_column(trained):
     X = pd.DataFrame({"a": [1.0, "oops", 3.0]})
     error = _unchanged(trained, lambda m: m.learn_many(X, ["x", "y", "x"]))
     assert (error.reason, error.row, error.feature) == ("non-numeric", 1, "a")
+
+
+def test_learn_many_names_an_integer_too_large_for_a_float(trained):
+    for X in ([{"a": 1.0}, {"a": 2, "c": 10**400}], pd.DataFrame({"a": [1, 2], "c": [0, 10**400]}, dtype=object),
+              np.array([[1, 0], [2, 10**400]], dtype=object)):
+        error = _unchanged(trained, lambda m: m.learn_many(X, ["x", "y"]))
+        assert (error.reason, error.row) == ("non-finite", 1) and error.feature in ("c", 1)
+        assert "401 digits is too large for a float" in str(error)
 
 
 def test_learn_many_names_the_bad_row_sparse_and_dense(trained):

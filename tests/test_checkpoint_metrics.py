@@ -77,6 +77,20 @@ def test_arrays_keep_dtype_and_shape_and_objects_are_refused():
         dumps({"bad": np.array([object()])})
 
 
+def test_integers_beyond_64_bits_round_trip(tmp_path):
+    """A label or an int feature name beyond msgpack's 64-bit integers (JSON allows them) is
+    checkpointed as such: the daemon must not learn a record it cannot checkpoint."""
+    assert loads(dumps({"big": [10**30, -(2**64), 2**64 - 1, -(2**63)]}))["big"] == [10**30, -(2**64), 2**64 - 1, -(2**63)]
+    model = streamlearn.MulticlassSVM()
+    model.learn_one({"a": 1.0, 2**70: 0.5}, 10**30)
+    model.learn_one({"b": 1.0}, "small")
+    store = CheckpointStore(tmp_path)
+    store.save({"learner": model.export_state()})
+    restored = streamlearn.learner_from_state(store.load_latest()["learner"])
+    assert_same_state(model.export_state(), restored.export_state())
+    assert restored.classes == [10**30, "small"] and restored.predict_one({2**70: 1.0}) == 10**30
+
+
 def test_metrics_equal_river_example_by_example():
     rng = np.random.default_rng(3)
     labels = ["a", "b", "c", 4]

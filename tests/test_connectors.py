@@ -100,6 +100,17 @@ def test_jsonl_decoder_validates_each_record():
     assert unlabelled.y == [None] and not unlabelled.dead
 
 
+def test_jsonl_decoder_dead_letters_what_json_cannot_turn_into_a_record():
+    """Nesting deeper than Python's recursion limit (json raises RecursionError) and an integer
+    value beyond the float range (json gives an int, float() raises OverflowError) used to
+    escape the decoder and stop the daemon."""
+    text = b"[" * 100_000 + b'\n{"x": {"a": 1' + b"0" * 400 + b'}, "y": 1}\n{"x": {"a": 1}, "y": 100000000000000000000}\n'
+    batch = JsonLinesDecoder().decode(text, 0, 0, "f.jsonl")
+    assert [(d.position["line"], d.reason) for d in batch.dead] == [(1, "malformed"), (2, "non-finite")]
+    assert "401 digits, too large for a float" in batch.dead[1].message
+    assert batch.X == [{"a": 1}] and list(batch.y) == [10**20]  # a big label is a label (checkpoints hold it)
+
+
 def test_csv_decoder_header_label_column_and_empty_cells():
     text = b"f1,label,f2\n1.5,cat,2\n,dog,3\nx,cat,1\n1,cat\n"
     decoder = CsvDecoder()
