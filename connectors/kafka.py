@@ -69,16 +69,27 @@ def decode_messages(messages, labelled: bool, value_format: str = "auto", with_h
             try:
                 x, label = check_record(record, labelled)
             except RecordError as error:
-                raw = message.value if len(records) == 1 else encode_value(record)
-                dead.append(DeadLetter(spot, error.reason, error.message, raw))
+                dead.append(DeadLetter(spot, error.reason, error.message, _record_bytes(message.value, records, record)))
                 continue
             X.append(x)
             y.append(label)
             if with_hashes:
-                hashes.append(record_hash(message.value if len(records) == 1 else encode_value(record)))
+                hashes.append(record_hash(_record_bytes(message.value, records, record)))
             where.append(spot)
     hashes = np.asarray(hashes, np.uint64) if with_hashes else np.zeros(len(y), np.uint64)
     return Batch(X, labels_out(y), hashes, where.__getitem__, dead)
+
+
+def _record_bytes(value: bytes, records: list, record) -> bytes:
+    """The bytes of one record of a message (for its dead letter or its hold-out hash): the
+    value itself for a single record, else the record re-encoded as msgpack — or as JSON when
+    msgpack cannot hold it (a JSON record may carry an int beyond 64 bits, a label 10**30)."""
+    if len(records) == 1:
+        return value
+    try:
+        return encode_value(record)
+    except OverflowError:
+        return encode_value(record, "json")
 
 
 def parse_kafka_uri(uri: str) -> dict:

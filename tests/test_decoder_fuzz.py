@@ -1,0 +1,141 @@
+"""Property tests of the record decoders (JSON lines, msgpack files, Kafka messages): whatever
+arrives, they never raise; every record is either handed on or dead-lettered with its
+position, never both and never neither; a record is handed on exactly when it is valid (the
+spec restated below, independently of ``connectors.records``); and every record handed on can
+be learned and checkpointed (a record the daemon learns but cannot checkpoint would stop it at
+every restart)."""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+
+import msgpack
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import streamlearn
+from connectors.formats import JsonLinesDecoder, MsgpackDecoder
+from connectors.kafka import decode_messages
+from streamlearn.checkpoint import CheckpointStore
+from helpers import assert_same_state
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+Message = collections.namedtuple("Message", "topic partition offset value")
+
+
+def is_valid(obj) -> bool:
+    """A labelled record: ``{"x": a non-empty mapping of string or int (not bool) names to numbers
+    that are finite as floats, "y": a string (not blank), an int, a bool or a finite float}``."""
+    if not isinstance(obj, dict) or "x" not in obj or not isinstance(obj["x"], dict) or not obj["x"]:
+        return False
+    for name, value in obj["x"].items():
+        if isinstance(name, bool) or not isinstance(name, (str, int)) or not isinstance(value, (int, float)):
+            return False
+        try:
+            if not math.isfinite(float(value)):
+                return False
+        except OverflowError:
+            return False
+    y = obj.get("y")
+    if isinstance(y, str):
+        return bool(y.strip())
+    return isinstance(y, int) or (isinstance(y, float) and math.isfinite(y))
+
+
+def scalars(big_ints: bool):
+    ints = st.integers() if big_ints else st.integers(-(2**63), 2**64 - 1)
+    return st.none() | st.booleans() | ints | st.floats() | st.text(max_size=3)
+
+
+def records(big_ints: bool, names):
+    """Mostly near-valid records (so that both sides of every check are hit), and any value."""
+    scalar = scalars(big_ints)
+    numbers = st.floats() | (st.integers() if big_ints else st.integers(-(2**63), 2**64 - 1)) | st.booleans()
+    features = st.dictionaries(names, numbers | scalar | st.lists(scalar, max_size=2), max_size=4)
+    big = st.integers(-(10**30), 10**30) if big_ints else st.integers(-(2**63), 2**64 - 1)
+    label = st.text(max_size=3) | big | st.floats() | scalar | st.lists(scalar, max_size=1)
+    return st.one_of(st.fixed_dictionaries({"x": features}, optional={"y": label}), scalar, st.lists(scalar, max_size=2))
+
+
+JSON_RECORDS = records(big_ints=True, names=st.text(max_size=3))
+MSGPACK_RECORDS = records(big_ints=False, names=st.text(max_size=3) | st.integers(-(2**63), 2**64 - 1) | st.booleans() | st.none())
+GARBAGE = st.binary(max_size=12).map(lambda b: b"\xc1" + b)  # 0xc1 is never msgpack and never starts JSON
+
+
+def learn_and_checkpoint(batch, tmp_path) -> None:
+    """What the runner does with a decoded batch: learn it, checkpoint, restore."""
+    if not len(batch):
+        return
+    model = streamlearn.MulticlassSVM()
+    model.learn_many(batch.X, batch.y)
+    store = CheckpointStore(tmp_path)
+    store.save({"learner": model.export_state()})
+    restored = streamlearn.learner_from_state(store.load_latest()["learner"])
+    assert_same_state(model.export_state(), restored.export_state())
+
+
+@SETTINGS
+@given(items=st.lists(JSON_RECORDS.map(lambda r: ("record", r)) | GARBAGE.filter(lambda b: b"\n" not in b and b"\r" not in b)
+                      .map(lambda b: ("garbage", b)), max_size=12))
+def test_json_lines_decoder_accounts_for_every_line(items, tmp_path_factory):
+    lines = [json.dumps(v).encode() if kind == "record" else v for kind, v in items]
+    batch = JsonLinesDecoder(labelled=True).decode(b"".join(line + b"\n" for line in lines), 0, 0, "f.jsonl")
+    valid_lines = [n for n, (kind, v) in enumerate(items, 1) if kind == "record" and is_valid(json.loads(json.dumps(v)))]
+    bad_lines = [n for n, line in enumerate(lines, 1) if line.strip() and n not in valid_lines]
+    assert [batch.locate(i)["line"] for i in range(len(batch))] == valid_lines
+    assert [d.position["line"] for d in batch.dead] == bad_lines
+    learn_and_checkpoint(batch, tmp_path_factory.mktemp("ck"))
+
+
+@SETTINGS
+@given(items=st.lists(MSGPACK_RECORDS, max_size=12), tail=st.none() | GARBAGE)
+def test_msgpack_file_decoder_accounts_for_every_record(items, tail, tmp_path_factory):
+    data = b"".join(msgpack.packb(r, use_bin_type=True) for r in items) + (tail or b"")
+    batch, consumed, n = MsgpackDecoder(labelled=True).decode(data, True, 0, 0, "f.msgpack", 10**6)
+    assert consumed == len(data) and n == len(items)
+    valid = [i + 1 for i, r in enumerate(items) if is_valid(r)]
+    assert [batch.locate(i)["record"] for i in range(len(batch))] == valid
+    expected_dead = [i + 1 for i in range(len(items)) if i + 1 not in valid] + ([len(items) + 1] if tail else [])
+    assert [d.position["record"] for d in batch.dead] == expected_dead
+    assert not tail or batch.dead[-1].reason == "undecodable"
+    learn_and_checkpoint(batch, tmp_path_factory.mktemp("ck"))
+
+
+@SETTINGS
+@given(messages=st.lists(
+    st.tuples(st.sampled_from(["msgpack", "json"]), st.booleans(), st.lists(JSON_RECORDS, min_size=1, max_size=4)) | GARBAGE,
+    max_size=8))
+def test_kafka_messages_account_for_every_record(messages, tmp_path_factory):
+    values, expected_good, expected_dead = [], [], []
+    for message in messages:
+        if isinstance(message, bytes):
+            values.append(message)
+            expected_dead.append((len(values) - 1, None))
+            continue
+        encoding, as_list, recs = message
+        if encoding == "msgpack":
+            try:
+                value = msgpack.packb(recs if as_list else recs[0], use_bin_type=True)
+            except (OverflowError, TypeError):  # an int beyond 64 bits: such a message is not msgpack
+                continue
+        else:
+            value = json.dumps(recs if as_list else recs[0]).encode()
+            if value[:1] not in (b"{", b"["):  # a JSON scalar: its first byte says msgpack ("auto")
+                values.append(value)
+                try:
+                    msgpack.unpackb(value)  # "5" is msgpack too (the int 53): a record, not a record mapping
+                    expected_dead.append((len(values) - 1, 0))
+                except ValueError:  # ExtraData, FormatError...: undecodable, so no record index
+                    expected_dead.append((len(values) - 1, None))
+                continue
+        decoded = msgpack.unpackb(value, raw=False, strict_map_key=False) if encoding == "msgpack" else json.loads(value)
+        decoded = decoded if isinstance(decoded, list) else [decoded]
+        values.append(value)
+        for index, record in enumerate(decoded):
+            (expected_good if is_valid(record) else expected_dead).append((len(values) - 1, index))
+    batch = decode_messages([Message("t", 0, o, v) for o, v in enumerate(values)], labelled=True)
+    assert [(batch.locate(i)["offset"], batch.locate(i)["index"]) for i in range(len(batch))] == expected_good
+    assert [(d.position["offset"], d.position.get("index")) for d in batch.dead] == expected_dead
+    learn_and_checkpoint(batch, tmp_path_factory.mktemp("ck"))
