@@ -204,10 +204,23 @@ class CsvDecoder(_DictLineDecoder):
         x = check_features(x)
         label = cells[self._label_at].strip() if self._label_at is not None else None
         if label is not None:
-            label = int(label) if label.lstrip("+-").isdigit() else label
+            label = _int_or_text(label)
         if self.labelled or label:
             label = check_label(label if label != "" else None)
         return x, label
+
+
+def _int_or_text(text: str):
+    """A CSV label: ``3``, ``-1``, ``+1`` (one sign, ASCII digits) as an int, as in LIBSVM
+    files; any other text as it is (``+-5``, ``²``, or digits past Python's int-parsing
+    limit of 4,300, where ``int()`` would raise)."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if digits.isascii() and digits.isdigit():
+        try:
+            return int(text)
+        except ValueError:
+            pass
+    return text
 
 
 class MsgpackDecoder:
