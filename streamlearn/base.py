@@ -23,6 +23,7 @@ A family implements ``_init_model``, ``_learn_groups`` (complete groups only),
 
 from __future__ import annotations
 
+import copy
 import sys
 from typing import TYPE_CHECKING
 
@@ -119,6 +120,9 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
     batch_size: int = 1
     #: most classes the learner can take (2 for a binary learner), ``None``: unbounded
     max_classes: int | None = None
+    #: most feature columns the learner can take (the dense least-squares family's
+    #: ``max_features``), ``None``: unbounded
+    max_columns: int | None = None
     n_bits: int | None = None
 
     # ------------------------------------------------------------------ set-up
@@ -171,7 +175,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         """Gather one example; take a step when ``batch_size`` examples are gathered."""
         label = self._labels.normalize(y)
         self._check_class_room(1 if self._labels.index(label, grow=False) < 0 else 0)
-        cols, vals = self._features.encode_one(x, grow=True)
+        cols, vals = self._within_column_room(lambda: self._features.encode_one(x, grow=True), len(x))
         self._gather(cols, vals, self._labels.index(label, grow=True))
 
     def learn_many(self, X, y) -> None:
@@ -201,7 +205,25 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
             raise InvalidInputError("length-mismatch", f"X has {n_rows} rows but y has {n_labels} labels")
         if self.max_classes is not None:
             self._check_class_room(self._labels.n_new(y))
-        return self._features.encode_many(X, grow=True)
+        return self._within_column_room(lambda: self._features.encode_many(X, grow=True))
+
+    def _within_column_room(self, grow, most_new: int | None = None):
+        """``grow()``, which may add names to the vocabulary, undone if that takes it past
+        :attr:`max_columns`: the vocabulary is put back as it was and the input refused, so
+        the model is unchanged (``most_new`` bounds how many names ``grow`` can add: when
+        they cannot reach the limit there is nothing to undo, and no copy is taken)."""
+        limit = self.max_columns
+        if limit is None or (most_new is not None and self._features.n_columns + most_new <= limit):
+            return grow()
+        before = copy.deepcopy(self._features)
+        result = grow()
+        if self._features.n_columns > limit:
+            n = self._features.n_columns
+            self._features = before
+            raise InvalidInputError(
+                "bad-shape", f"{type(self).__name__} takes at most {limit} features and this input brings the "
+                f"vocabulary to {n} (the model is unchanged); raise the limit, or fit blocks of features stagewise")
+        return result
 
     def _check_class_room(self, n_new: int) -> None:
         if self.max_classes is not None and len(self._labels) + n_new > self.max_classes:

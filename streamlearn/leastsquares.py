@@ -139,10 +139,10 @@ class _DenseLeastSquares(StreamClassifier):
                 f"{self.max_features}; fit blocks of features stagewise (Alg. 3) or raise max_features")
         return d
 
-    def _encode_labelled(self, X, y) -> SparseRows:
-        rows = super()._encode_labelled(X, y)
-        self._width()  # refuse a batch that takes the dense model past max_features
-        return rows
+    @property
+    def max_columns(self) -> int:
+        """The vocabulary's limit (see :meth:`StreamClassifier._within_column_room`)."""
+        return self.max_features
 
     def _grow(self, d: int, k: int) -> None:
         d0, k0 = self._W.shape
@@ -185,7 +185,7 @@ class _DenseLeastSquares(StreamClassifier):
             n_labels = self._labels.validate_batch(y)
             if n_labels != X.shape[0]:
                 raise InvalidInputError("length-mismatch", f"X has {X.shape[0]} rows but y has {n_labels} labels")
-            columns = self._features.columns(list(range(X.shape[1])), grow=True)
+            columns = self._within_column_room(lambda: self._features.columns(list(range(X.shape[1])), grow=True))
             if np.array_equal(columns, np.arange(X.shape[1])):
                 y_idx = self._labels.indices(y, grow=True)
                 self._grow(self._width(), len(self._labels))

@@ -3,6 +3,8 @@ forms, scipy's L-BFGS and a brute-force simplex projection."""
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 import scipy.optimize
@@ -166,10 +168,26 @@ def test_calibrated_stream_refits_its_window():
     assert np.mean(model.predict_many(X[500:]).astype(int) == y[500:]) > 0.85
 
 
-def test_dense_models_refuse_too_many_features_and_bad_parameters():
-    model = GeneralizedLeastSquares(max_features=3)
-    with pytest.raises(InvalidInputError, match="max_features=3"):
-        model.learn_many(np.eye(4), [0, 1, 0, 1])
+@pytest.mark.parametrize("make", [lambda: GeneralizedLeastSquares(max_features=3, batch_size=2),
+                                  lambda: CalibratedLeastSquares(max_features=3, refit_every=2, stages=2)])
+def test_dense_models_refuse_too_many_features_and_stay_unchanged(make):
+    """learn_one used to let the vocabulary grow past max_features (raising only later, and then
+    on every prediction); learn_many and fit grew it before refusing."""
+    model = make()
+    model.learn_one({"a": 1.0, "b": 1.0}, 0)
+    model.learn_one({"c": 1.0}, 1)
+    before = pickle.dumps(model)
+    for refused in (lambda: model.learn_one({"d": 1.0}, 0), lambda: model.learn_many([{"a": 1.0}, {"e": 2.0}], [0, 1]),
+                    lambda: model.learn_many(np.eye(4), [0, 1, 0, 1]), lambda: model.fit(np.eye(4), [0, 1, 0, 1])):
+        with pytest.raises(InvalidInputError, match="takes at most 3 features") as info:
+            refused()
+        assert info.value.reason == "bad-shape" and pickle.dumps(model) == before
+    model.learn_one({"a": 1.0}, 0)
+    model.learn_one({"c": 2.0}, 1)
+    assert model.predict_one({"a": 1.0}) == 0 and model._features.names == ["a", "b", "c"]
+
+
+def test_dense_models_refuse_bad_parameters():
     with pytest.raises(InvalidParameterError, match="link must be"):
         GeneralizedLeastSquares(link="probit")
     with pytest.raises(InvalidParameterError, match="powers"):
