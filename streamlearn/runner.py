@@ -8,7 +8,11 @@ For every batch a source yields (:mod:`connectors`):
    first 5 % of the hash range are only *scored* (hold-out metrics), never learned;
 3. the other records are scored by the current model before they are learned
    (prequential accuracy, macro-F1, log-loss: :class:`~streamlearn.metrics.ClassificationMetrics`),
-   then learned with ``learn_many`` (every learner of the project);
+   then learned with ``learn_many`` (every learner of the project). A record the learner
+   refuses although it is well formed (a third class for a binary learner, a feature past a
+   least-squares learner's ``max_features``) is a dead letter too: the learner leaves the
+   model unchanged when it refuses a batch, so that batch is then learned record by record
+   (each scored, then learned) and only the refused records are left out;
 4. every ``checkpoint_every`` learned examples or ``checkpoint_interval`` seconds: the
    hold-out source (if any) is evaluated in full, a metrics line is appended (JSON lines),
    sinks are synced, a checkpoint (learner state + source position + counters + metrics +
@@ -33,11 +37,12 @@ import time
 
 import numpy as np
 
-from connectors.records import Batch
+from connectors.records import Batch, DeadLetter
 from connectors.sinks import NullSink, to_json_line
 
 from .base import StreamClassifier
 from .checkpoint import CheckpointStore
+from .errors import InvalidInputError
 from .metrics import ClassificationMetrics
 
 HASH_RANGE = float(2**64)
@@ -232,7 +237,10 @@ class Runner:
                     self.counters["held_out"] += len(kept)
                     train = batch.take(~held)
             if len(train):
-                predicted, p_true = score_batch(self.model, train.X, train.y, learn=True)
+                try:
+                    predicted, p_true = score_batch(self.model, train.X, train.y, learn=True)
+                except InvalidInputError:  # refused, model unchanged: find the records it refuses
+                    train, predicted, p_true = self._learn_one_by_one(train)
                 self.prequential.update(train.y, predicted, p_true)
                 self.counters["learned"] += len(train)
             self.counters["seen"] += len(batch)
@@ -243,6 +251,28 @@ class Runner:
         if self.max_errors is not None and self.counters["dead_letters"] > self.max_errors:
             # the batch is fully handled (valid records learned), so a checkpoint now is consistent
             raise TooManyErrors(f"{self.counters['dead_letters']} bad records, more than --max-errors {self.max_errors}")
+
+    def _learn_one_by_one(self, batch: Batch) -> tuple[Batch, list, np.ndarray]:
+        """Score and learn a batch the learner refused record by record (in order, so the
+        model is the one the accepted records alone give); the refused ones become dead
+        letters. Returns the accepted records with their predictions and true-label
+        probabilities."""
+        accepted = np.zeros(len(batch), bool)
+        predicted, p_true = [], []
+        for i in range(len(batch)):
+            one = batch.take(np.arange(len(batch)) == i)
+            try:
+                label, p = score_batch(self.model, one.X, one.y, learn=True)
+            except InvalidInputError as error:
+                record = {"x": _features_of(one.X), "y": one.y[0]}
+                self.dead_letters.write(DeadLetter(batch.locate(i), f"refused-{error.reason}", str(error),
+                                                   to_json_line(record).rstrip("\n").encode()).to_json())
+                self.counters["dead_letters"] += 1
+                continue
+            accepted[i] = True
+            predicted.append(label[0])
+            p_true.append(p[0])
+        return batch.take(accepted), predicted, np.asarray(p_true)
 
     def _due(self) -> bool:
         if self.counters["learned"] - self._learned_at_checkpoint >= (self.checkpoint_every or float("inf")):
@@ -332,3 +362,9 @@ class Runner:
                 "data_seconds": data_seconds, "checkpoint_seconds_during_data": during_data,
                 "checkpoint": self.last_checkpoint_path}
 
+
+def _features_of(X) -> dict:
+    """The features of a one-record batch (a list of one dict, or a one-row CSR matrix)."""
+    if isinstance(X, list):
+        return X[0]
+    return dict(zip(X.indices.tolist(), X.data.tolist()))

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 
+import numpy as np
 import pytest
 
 import streamlearn
@@ -52,6 +53,32 @@ def test_dead_letters_hold_exactly_the_bad_records_and_the_model_only_the_good(t
     assert all(d["position"]["source"] == str(path) for d in letters)
     reference = train_reference(good, "MulticlassSVM", lam=0.01)
     assert_same_state(final_state(tmp_path / "ck")["learner"], reference.export_state())
+
+
+@pytest.mark.parametrize(("learner", "params", "refused", "reason"), [
+    # a binary learner: labels 0/1 are its classes (False/True), a 2 is a third class
+    ("PrimalGradientSolver", {}, {5: "2 1:1", 60: "2 3:0.5", 61: "2 2:1"}, "refused-bad-label"),
+    # a dense least-squares learner with room for 6 features: a record bringing a 7th and an 8th
+    ("GeneralizedLeastSquares", {"max_features": 6, "batch_size": 4}, {9: "1 7:1 8:1", 70: "0 1:1 9:2"}, "refused-bad-shape"),
+])
+def test_records_the_learner_refuses_are_dead_letters_and_the_rest_is_learned(tmp_path, learner, params, refused, reason):
+    """Well-formed records a learner cannot take used to stop the daemon (exit 1) without
+    learning the valid records of their batch."""
+    rng = np.random.default_rng(3)
+    lines = [f"{rng.integers(0, 2)} " + " ".join(f"{j}:{rng.random():.3f}" for j in sorted(rng.choice(np.arange(1, 7), 3, replace=False)))
+             for _ in range(120)]
+    for number in sorted(refused):
+        lines.insert(number - 1, refused[number])
+    path = tmp_path / "d.svm"
+    path.write_text("\n".join(lines) + "\n")
+    args = [a for k, v in params.items() for a in ("--param", f"{k}={v}")]
+    summary = json.loads(cli("train", path, "--learner", learner, *args, "--checkpoint-dir", tmp_path / "ck",
+                             "--batch-records", "25").stdout)
+    assert summary["dead_letters"] == len(refused) and summary["learned"] == 120
+    letters = [json.loads(l) for l in (tmp_path / "ck" / "dead_letters.jsonl").read_text().splitlines()]
+    assert [(d["position"]["line"], d["reason"]) for d in letters] == [(n, reason) for n in sorted(refused)]
+    good = "\n".join(l for i, l in enumerate(lines, 1) if i not in refused) + "\n"
+    assert_same_state(final_state(tmp_path / "ck")["learner"], train_reference(good.encode(), learner, **params).export_state())
 
 
 def test_max_errors_stops_with_exit_code_2_after_learning_what_was_valid(tmp_path):
