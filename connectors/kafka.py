@@ -83,12 +83,13 @@ def decode_messages(messages, labelled: bool, value_format: str = "auto", with_h
 def _record_bytes(value: bytes, records: list, record) -> bytes:
     """The bytes of one record of a message (for its dead letter or its hold-out hash): the
     value itself for a single record, else the record re-encoded as msgpack — or as JSON when
-    msgpack cannot hold it (a JSON record may carry an int beyond 64 bits, a label 10**30)."""
+    msgpack cannot hold it (a JSON record may carry an int beyond 64 bits, a label 10**30, or
+    a string with a lone surrogate, "\ud800")."""
     if len(records) == 1:
         return value
     try:
         return encode_value(record)
-    except OverflowError:
+    except (OverflowError, UnicodeEncodeError):
         return encode_value(record, "json")
 
 

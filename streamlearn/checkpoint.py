@@ -76,7 +76,8 @@ def _decode_ext(code, data):
 
 def dumps(payload: dict) -> bytes:
     """The bytes of a checkpoint file holding ``payload``."""
-    body = msgpack.packb(payload, default=_encode, use_bin_type=True, strict_types=True)
+    # surrogatepass: a str with a lone surrogate (JSON's "\ud800" decodes to one) is a valid label or name
+    body = msgpack.packb(payload, default=_encode, use_bin_type=True, strict_types=True, unicode_errors="surrogatepass")
     return _HEADER.pack(MAGIC, FORMAT_VERSION, hashlib.sha256(body).digest()) + body
 
 
@@ -93,7 +94,7 @@ def loads(data: bytes, name: str = "checkpoint") -> dict:
     body = data[_HEADER.size:]
     if hashlib.sha256(body).digest() != digest:
         raise CorruptCheckpoint(f"{name} is corrupt (checksum mismatch)")
-    return msgpack.unpackb(body, ext_hook=_decode_ext, raw=False, strict_map_key=False)
+    return msgpack.unpackb(body, ext_hook=_decode_ext, raw=False, strict_map_key=False, unicode_errors="surrogatepass")
 
 
 class CheckpointStore:

@@ -91,6 +91,16 @@ def test_integers_beyond_64_bits_round_trip(tmp_path):
     assert restored.classes == [10**30, "small"] and restored.predict_one({2**70: 1.0}) == 10**30
 
 
+def test_strings_with_lone_surrogates_round_trip():
+    """JSON's "\\ud800" decodes to a str that is not valid UTF-8: as a label or a feature name
+    it made every checkpoint fail (UnicodeEncodeError), so the daemon stopped."""
+    model = streamlearn.MulticlassSVM()
+    model.learn_one({"\udfff": 1.0}, "\ud800")
+    model.learn_one({"b": 1.0}, "ok")
+    restored = streamlearn.learner_from_state(loads(dumps({"learner": model.export_state()}))["learner"])
+    assert restored.classes == ["\ud800", "ok"] and restored.predict_one({"\udfff": 1.0}) == "\ud800"
+
+
 def test_metrics_equal_river_example_by_example():
     rng = np.random.default_rng(3)
     labels = ["a", "b", "c", 4]
