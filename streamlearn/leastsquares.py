@@ -169,6 +169,10 @@ class _DenseLeastSquares(StreamClassifier):
         return dense_rows(rows, d) @ self._W[:, : len(self._labels)]
 
     def _export_model(self) -> dict:
+        # grown to the vocabulary and classes first, as any prediction grows them: otherwise a
+        # model that has scored a batch (the runner scores before it learns) and one that has
+        # not would export the same model in arrays of different sizes
+        self._reserve_columns()
         return {"n": self._n, "XtX": self._XtX.copy(), "W": self._W.copy()}
 
     def _restore_model(self, model: dict) -> None:

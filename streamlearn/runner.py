@@ -66,9 +66,13 @@ def score_batch(model: StreamClassifier, X, y, learn: bool = False) -> tuple[lis
         return [None] * n, np.zeros(n)
     proba = model._probabilities(scores)
     classes = model.classes[:n_classes]
+    predicted = None
     if isinstance(y, np.ndarray) and y.dtype.kind in "iub" and all(type(c) is int for c in classes):
-        predicted = np.asarray(classes, np.int64)[proba.argmax(axis=1)]
-    else:
+        try:
+            predicted = np.asarray(classes, np.int64)[proba.argmax(axis=1)]
+        except OverflowError:  # a class beyond 64 bits (a JSON label 10**20) met earlier in the stream
+            pass
+    if predicted is None:
         predicted = [classes[k] for k in proba.argmax(axis=1).tolist()]
     columns = model.class_indices(y)
     known = (columns >= 0) & (columns < n_classes)

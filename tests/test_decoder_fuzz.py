@@ -12,6 +12,7 @@ import json
 import math
 
 import msgpack
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -177,3 +178,36 @@ def test_libsvm_decoder_accounts_for_every_line(lines, tmp_path_factory):
     dead = [d.position["line"] for d in batch.dead]
     assert sorted(handed_on + dead) == [n for n, line in enumerate(lines, 1) if line.strip() and not line.strip().startswith(b"#")]
     learn_and_checkpoint(batch, tmp_path_factory.mktemp("ck"))
+
+
+LABELS = st.sampled_from([0, 1, 2, 10**20, -(10**25), "a", "\ud800", 2.5, True])
+VALID = st.fixed_dictionaries({"x": st.dictionaries(st.sampled_from(["a", "b", "c", "\udfff", "7"]),
+                                                    st.floats(-1e3, 1e3) | st.integers(-5, 5), min_size=1, max_size=3),
+                               "y": LABELS})
+
+
+MULTICLASS = sorted(name for name, cls in streamlearn.LEARNERS.items() if cls()._multiclass)
+
+
+@pytest.mark.parametrize("learner", MULTICLASS)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(recs=st.lists(VALID, min_size=1, max_size=40), batch_records=st.integers(1, 7))
+def test_the_runner_learns_any_valid_stream_exactly_and_checkpoints_it(learner, recs, batch_records, tmp_path_factory):
+    """Valid records whose labels change type from batch to batch (small ints, ints beyond 64
+    bits, strings with lone surrogates, floats, bools): learned exactly as a learn_one loop,
+    scored, checkpointed and restored. A batch of small int labels after a class 10**20 used
+    to stop the runner (OverflowError building an int64 array of the classes)."""
+    from connectors import FileSource
+    from streamlearn.runner import Runner
+
+    tmp = tmp_path_factory.mktemp("run")
+    path = tmp / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    runner = Runner(streamlearn.LEARNERS[learner](), FileSource([str(path)], batch_records=batch_records),
+                    checkpoint_dir=str(tmp / "ck"), checkpoint_every=5, progress=False)
+    assert runner.run() == 0 and runner.counters["learned"] == len(recs) and runner.counters["dead_letters"] == 0
+    reference = streamlearn.LEARNERS[learner]()
+    for r in recs:
+        reference.learn_one(r["x"], r["y"])
+    saved = CheckpointStore(tmp / "ck").load_latest()["learner"]
+    assert_same_state(saved, reference.export_state())
