@@ -7,8 +7,8 @@ A checkpoint file ``ckpt-<sequence>.slc`` is::
 and the payload is msgpack: ``{"sequence", "created", "learner": learner.export_state(),
 "position": the source position, "runner": counters, metrics, sink sizes}``. NumPy
 arrays are msgpack extension values (dtype, shape, raw bytes), and so are integers beyond
-msgpack's 64 bits (decimal text; a label or an int feature name may be one), so reading a
-checkpoint never unpickles code.
+msgpack's 64 bits (decimal text) and tuples (a label or a feature name may be either), so
+every hashable label and name comes back hashable, and reading a checkpoint never unpickles code.
 
 Writing is atomic: a temporary file in the same directory is written, fsynced and renamed,
 and the directory is fsynced. The newest ``keep`` checkpoints are kept. Loading takes the
@@ -40,6 +40,7 @@ FORMAT_VERSION = 1
 _HEADER = struct.Struct("<12sI32s")
 _NDARRAY = 1
 _BIG_INT = 2  # an int beyond msgpack's 64-bit integers (a label or feature name such as 10**30), as decimal text
+_TUPLE = 3  # a tuple (a label, or a DataFrame's MultiIndex column name): a list would not be hashable again
 
 
 class CheckpointError(ValueError):
@@ -59,7 +60,7 @@ def _encode(obj):
     if isinstance(obj, np.generic):
         return obj.item()
     if isinstance(obj, tuple):
-        return list(obj)
+        return msgpack.ExtType(_TUPLE, _pack(list(obj)))
     if type(obj) is int:  # msgpack hands over only the ints it cannot store itself
         return msgpack.ExtType(_BIG_INT, str(obj).encode("ascii"))
     raise TypeError(f"cannot checkpoint a {type(obj).__name__}")
@@ -71,13 +72,23 @@ def _decode_ext(code, data):
         return np.frombuffer(raw, dtype=np.dtype(dtype)).reshape(shape).copy()
     if code == _BIG_INT:
         return int(data.decode("ascii"))
+    if code == _TUPLE:
+        return tuple(_unpack(data))
     return msgpack.ExtType(code, data)
+
+
+def _pack(obj) -> bytes:
+    # surrogatepass: a str with a lone surrogate (JSON's "\ud800" decodes to one) is a valid label or name
+    return msgpack.packb(obj, default=_encode, use_bin_type=True, strict_types=True, unicode_errors="surrogatepass")
+
+
+def _unpack(data: bytes):
+    return msgpack.unpackb(data, ext_hook=_decode_ext, raw=False, strict_map_key=False, unicode_errors="surrogatepass")
 
 
 def dumps(payload: dict) -> bytes:
     """The bytes of a checkpoint file holding ``payload``."""
-    # surrogatepass: a str with a lone surrogate (JSON's "\ud800" decodes to one) is a valid label or name
-    body = msgpack.packb(payload, default=_encode, use_bin_type=True, strict_types=True, unicode_errors="surrogatepass")
+    body = _pack(payload)
     return _HEADER.pack(MAGIC, FORMAT_VERSION, hashlib.sha256(body).digest()) + body
 
 
@@ -94,7 +105,7 @@ def loads(data: bytes, name: str = "checkpoint") -> dict:
     body = data[_HEADER.size:]
     if hashlib.sha256(body).digest() != digest:
         raise CorruptCheckpoint(f"{name} is corrupt (checksum mismatch)")
-    return msgpack.unpackb(body, ext_hook=_decode_ext, raw=False, strict_map_key=False, unicode_errors="surrogatepass")
+    return _unpack(body)
 
 
 class CheckpointStore:

@@ -72,7 +72,7 @@ def test_no_temporary_file_is_left_behind(tmp_path):
 def test_arrays_keep_dtype_and_shape_and_objects_are_refused():
     payload = loads(dumps({"a": np.arange(6, dtype=np.int32).reshape(2, 3), "b": np.float32(1.5), "t": (1, 2)}))
     assert payload["a"].dtype == np.int32 and payload["a"].shape == (2, 3)
-    assert payload["b"] == 1.5 and payload["t"] == [1, 2]
+    assert payload["b"] == 1.5 and payload["t"] == (1, 2)
     with pytest.raises(TypeError):
         dumps({"bad": np.array([object()])})
 
@@ -89,6 +89,19 @@ def test_integers_beyond_64_bits_round_trip(tmp_path):
     restored = streamlearn.learner_from_state(store.load_latest()["learner"])
     assert_same_state(model.export_state(), restored.export_state())
     assert restored.classes == [10**30, "small"] and restored.predict_one({2**70: 1.0}) == 10**30
+
+
+def test_tuple_labels_and_feature_names_round_trip():
+    """A tuple label, or a DataFrame's MultiIndex column names, came back as lists: the
+    checkpoint was written but could not be restored (unhashable type: 'list')."""
+    import pandas as pd
+
+    X = pd.DataFrame(np.eye(3), columns=pd.MultiIndex.from_tuples([("a", 1), ("a", 2), ("b", (1, 2))]))
+    model = streamlearn.MulticlassSVM()
+    model.learn_many(X, [("c", 1), ("c", 2), "z"])
+    restored = streamlearn.learner_from_state(loads(dumps({"learner": model.export_state()}))["learner"])
+    assert_same_state(model.export_state(), restored.export_state())
+    assert restored.classes == [("c", 1), ("c", 2), "z"] and restored.predict_many(X).tolist() == model.predict_many(X).tolist()
 
 
 def test_strings_with_lone_surrogates_round_trip():
