@@ -6,6 +6,8 @@ import struct
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from river import metrics as river_metrics
 
 import streamlearn
@@ -102,6 +104,27 @@ def test_tuple_labels_and_feature_names_round_trip():
     restored = streamlearn.learner_from_state(loads(dumps({"learner": model.export_state()}))["learner"])
     assert_same_state(model.export_state(), restored.export_state())
     assert restored.classes == [("c", 1), ("c", 2), "z"] and restored.predict_many(X).tolist() == model.predict_many(X).tolist()
+
+
+_TEXT = st.text(max_size=3) | st.text(alphabet=st.sampled_from(["a", "é", "\ud800"]), max_size=2)
+_KEYS = st.recursive(_TEXT | st.integers() | st.booleans() | st.floats(allow_nan=False), lambda inner: st.tuples(inner, inner), max_leaves=3)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(examples=st.lists(st.tuples(st.dictionaries(_KEYS, st.floats(-10, 10), min_size=1, max_size=3),
+                                   _KEYS.filter(lambda y: not isinstance(y, str) or y.strip())),  # a blank label is refused
+                         min_size=1, max_size=12))
+def test_any_hashable_labels_and_names_survive_a_checkpoint(examples):
+    """Labels and feature names of every kind a river user may pass (strings with lone
+    surrogates, ints of any size, bools, floats, tuples of these): the restored learner
+    exports the same state and scores the same."""
+    model = streamlearn.MulticlassSVM(lam=0.1)
+    for x, y in examples:
+        model.learn_one(x, y)
+    restored = streamlearn.learner_from_state(loads(dumps({"learner": model.export_state()}))["learner"])
+    assert_same_state(model.export_state(), restored.export_state())
+    for x, _ in examples:
+        assert model.decision_function_one(x) == restored.decision_function_one(x)
 
 
 def test_strings_with_lone_surrogates_round_trip():
