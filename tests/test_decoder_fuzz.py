@@ -3,7 +3,8 @@ arrives, they never raise; every record is either handed on or dead-lettered wit
 position, never both and never neither; a record is handed on exactly when it is valid (the
 spec restated below, independently of ``connectors.records``); and every record handed on can
 be learned and checkpointed (a record the daemon learns but cannot checkpoint would stop it at
-every restart)."""
+every restart). On top of them, the runner: any valid stream is learned exactly as a
+``learn_one`` loop learns it, and a record the learner refuses is a dead letter, not a stop."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import streamlearn
+from connectors import FileSource, JsonLinesSink
 from connectors.formats import CsvDecoder, JsonLinesDecoder, LibsvmDecoder, MsgpackDecoder
 from connectors.kafka import decode_messages
+from streamlearn import InvalidInputError
 from streamlearn.checkpoint import CheckpointStore
+from streamlearn.runner import Runner
 from helpers import assert_same_state
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -197,8 +201,6 @@ def test_the_runner_learns_any_valid_stream_exactly_and_checkpoints_it(learner, 
     bits, strings with lone surrogates, floats, bools): learned exactly as a learn_one loop,
     scored, checkpointed and restored. A batch of small int labels after a class 10**20 used
     to stop the runner (OverflowError building an int64 array of the classes)."""
-    from connectors import FileSource
-    from streamlearn.runner import Runner
 
     tmp = tmp_path_factory.mktemp("run")
     path = tmp / "r.jsonl"
@@ -211,3 +213,29 @@ def test_the_runner_learns_any_valid_stream_exactly_and_checkpoints_it(learner, 
         reference.learn_one(r["x"], r["y"])
     saved = CheckpointStore(tmp / "ck").load_latest()["learner"]
     assert_same_state(saved, reference.export_state())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(recs=st.lists(st.fixed_dictionaries({"x": VALID.map(lambda r: r["x"]), "y": st.sampled_from([True, False, 0, 1, 2, "a"])}),
+                     min_size=1, max_size=30), batch_records=st.integers(1, 7))
+def test_the_runner_dead_letters_what_the_learner_refuses_and_learns_the_rest_exactly(recs, batch_records, tmp_path_factory):
+    """A binary learner on a stream with stray labels: each refused record is a dead letter at
+    its line, and the model is the one a learn_one loop over the accepted records gives."""
+
+    tmp = tmp_path_factory.mktemp("run")
+    path = tmp / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    dead = tmp / "dead.jsonl"
+    runner = Runner(streamlearn.PrimalGradientSolver(), FileSource([str(path)], batch_records=batch_records),
+                    checkpoint_dir=str(tmp / "ck"), checkpoint_every=5, dead_letter_sink=JsonLinesSink(str(dead)), progress=False)
+    assert runner.run() == 0
+    runner.dead_letters.close()
+    reference, refused = streamlearn.PrimalGradientSolver(), []
+    for line, r in enumerate(recs, 1):
+        try:
+            reference.learn_one(r["x"], r["y"])
+        except InvalidInputError:
+            refused.append(line)
+    letters = [json.loads(l) for l in dead.read_text().splitlines()] if dead.exists() else []
+    assert [d["position"]["line"] for d in letters] == refused and runner.counters["learned"] == len(recs) - len(refused)
+    assert_same_state(CheckpointStore(tmp / "ck").load_latest()["learner"], reference.export_state())
