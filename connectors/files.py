@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import glob
+import lzma
 import os
 import queue
 import sys
@@ -34,7 +35,7 @@ import numpy as np
 
 from .formats import guess_format, make_decoder
 from .libsvm import open_binary
-from .records import Batch
+from .records import Batch, DeadLetter
 
 CHUNK_BYTES = 1 << 20
 
@@ -84,24 +85,59 @@ def _cut_lines(buf: bytes, start: int, max_lines: int, final: bool) -> tuple[int
 _PARSERS = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="streamlearn-parse")
 
 
+class _TolerantReader:
+    """``read(n)`` of a compressed file that ends the stream where the compressed data turns
+    out corrupt or truncated, and keeps the error in ``error``: the bytes decompressed before
+    that point are handed over (it gathers ``read1`` pieces: ``read`` would drop a whole
+    chunk's worth with the error), the next call returns ``b""``."""
+
+    def __init__(self, f):
+        self._read1 = f.read1
+        self.error: Exception | None = None
+
+    def __call__(self, n: int) -> bytes:
+        parts, size = [], 0
+        while size < n and self.error is None:
+            try:
+                part = self._read1(n - size)
+            except (EOFError, zlib.error, lzma.LZMAError) as error:  # truncated gzip/bz2/xz, bad deflate or xz data
+                self.error = error
+                break
+            except OSError as error:  # BadGzipFile, bz2's "Invalid data stream" (no errno); a real I/O error has one
+                if error.errno is not None:
+                    raise
+                self.error = error
+                break
+            if not part:
+                break
+            parts.append(part)
+            size += len(part)
+        return b"".join(parts)
+
+
 def decode_stream(read, decoder, origin: str, cursor: _Cursor, max_records: int):
     """Yield batches decoded from ``read(n)`` (which returns ``b""`` at the end); the
     cursor is advanced past each batch before it is yielded.
 
     The pieces of one read (at most ``max_records`` lines each) of a stateless decoder
-    (LIBSVM) are decoded by two threads at once; the compiled parser runs without the GIL."""
+    (LIBSVM) are decoded by two threads at once; the compiled parser runs without the GIL.
+
+    When ``read`` is a :class:`_TolerantReader` that met corrupt compressed data, the bytes
+    after the last complete line are not a record (a cut line such as ``2 1:0.5 3:0`` would
+    pass for one): they become a single dead letter, and the stream ends there."""
     pending = b""
     parallel = getattr(decoder, "stateless", False)
     while True:
         data = read(4 * CHUNK_BYTES if parallel else CHUNK_BYTES)
         final = not data
+        broken = final and getattr(read, "error", None) is not None
         buf = pending + data if pending else data
         start = 0
         if decoder.line_based:
             cuts = []
             line, offset = cursor.line, cursor.offset
             while start < len(buf):
-                end, n_lines = _cut_lines(buf, start, max_records, final)
+                end, n_lines = _cut_lines(buf, start, max_records, final and not broken)
                 if end == start:
                     break
                 cuts.append((start, end, n_lines, line, offset))
@@ -125,6 +161,13 @@ def decode_stream(read, decoder, origin: str, cursor: _Cursor, max_records: int)
                 start = end
                 yield batch
         pending = buf[start:]
+        if broken:
+            where = {"source": origin, "offset": cursor.offset}
+            if decoder.line_based:
+                where["line"] = cursor.line + 1
+            yield Batch([], [], np.zeros(0, np.uint64), lambda i: {}, [DeadLetter(
+                where, "undecodable", f"the compressed data is corrupt or truncated here ({read.error}); "
+                f"the rest of the file cannot be read ({len(pending):,} bytes after the last complete record dropped)", pending)])
         if final:
             return
 
@@ -258,9 +301,10 @@ class FileSource(_HashSwitch):
                 if cursor.offset:
                     self.decoder.restore(decoder_state)
                 with open_binary(self.paths[index]) as f:
+                    read = _TolerantReader(f) if f.__class__.__module__ in ("gzip", "bz2", "lzma") else f.read
                     if cursor.offset:
-                        skip_verified(f.read, cursor, f"file {self.paths[index]!r}")
-                    for batch in decode_stream(f.read, self.decoder, self.paths[index], cursor, self.batch_records):
+                        skip_verified(read, cursor, f"file {self.paths[index]!r}")
+                    for batch in decode_stream(read, self.decoder, self.paths[index], cursor, self.batch_records):
                         batch.position = self._position(pass_, index, cursor)
                         yield batch
                 cursor = _Cursor()

@@ -155,6 +155,33 @@ def test_file_source_reads_compressed_files_in_batches(tmp_path, opener, suffix)
     assert batches[-1].position["offset"] == len(text)
 
 
+@pytest.mark.parametrize("compress, suffix", [(gzip.compress, ".gz"), (lzma.compress, ".xz")])
+def test_a_truncated_compressed_file_keeps_its_intact_records_and_the_next_file_is_read(tmp_path, compress, suffix):
+    """A truncated .gz/.xz used to stop the daemon (EOFError). Now every complete line before
+    the cut is a record, the cut line (``2 1:0.14`` of ``2 1:0.1484 ...`` would pass for one) and
+    the rest are one dead letter at the cut, and the next file is read."""
+    text = ("\n".join(libsvm_lines(4000)) + "\n").encode()
+    packed = compress(text)
+    broken, after = tmp_path / f"a.svm{suffix}", tmp_path / "b.svm"
+    broken.write_bytes(packed[: len(packed) // 2])
+    after.write_bytes(b"\n".join(text.split(b"\n")[:3]) + b"\n")
+    batches = list(FileSource([str(broken), str(after)], batch_records=500))
+    got = [(b.locate(i)["source"], b.locate(i)["line"]) for b in batches for i in range(len(b))]
+    dead = [d for b in batches for d in b.dead]
+    assert len(dead) == 1 and dead[0].reason == "undecodable" and dead[0].position["source"] == str(broken)
+    cut = dead[0].position["line"] - 1  # complete lines before the cut
+    salvaged = text[: dead[0].position["offset"]]
+    assert 0 < cut < 4000 and salvaged.count(b"\n") == cut and text[len(salvaged):].startswith(dead[0].record)
+    assert got == [(str(broken), n) for n in range(1, cut + 1)] + [(str(after), n) for n in (1, 2, 3)]
+
+
+def test_a_corrupt_bz2_file_is_one_dead_letter(tmp_path):
+    path = tmp_path / "a.svm.bz2"
+    path.write_bytes(bz2.compress(b"1 1:1\n" * 100)[:40] + b"not bz2 at all")
+    batches = list(FileSource([str(path)]))
+    assert sum(len(b) for b in batches) == 0 and [d.reason for b in batches for d in b.dead] == ["undecodable"]
+
+
 def test_file_source_resumes_at_every_position_and_refuses_a_changed_file(tmp_path):
     lines = libsvm_lines(100)
     paths = []
