@@ -22,6 +22,7 @@ a single-partition topic.
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 import msgpack
@@ -133,9 +134,13 @@ class KafkaSource:
 
     def _connect(self):
         from kafka import KafkaConsumer, TopicPartition
+        from kafka.errors import KafkaError
 
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False,
-                                 auto_offset_reset="earliest", **self.consumer_options)
+        try:
+            consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False,
+                                     auto_offset_reset="earliest", **self.consumer_options)
+        except KafkaError as error:
+            raise ValueError(f"cannot reach the Kafka broker at {self.bootstrap}: {error}") from None
         deadline = time.monotonic() + 30
         partitions = consumer.partitions_for_topic(self.topic)
         while not partitions:
@@ -189,14 +194,24 @@ class KafkaSource:
         return {p: consumer.committed(TopicPartition(self.topic, p)) for p in sorted(self._offsets)}
 
     def commit(self, position: dict) -> None:
-        """Commit a position's offsets to the group (synchronously)."""
+        """Commit a position's offsets to the group (synchronously).
+
+        A commit the broker refuses or does not answer (it is restarting, the coordinator
+        moved) is reported on stderr and not retried here: the checkpoint, written before,
+        holds the position and a restart seeks to it, so nothing is lost or learned twice;
+        the group's offsets only lag until the next checkpoint's commit goes through."""
         from kafka import TopicPartition
+        from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata
 
         if self._consumer is None:
             return
         offsets = {TopicPartition(self.topic, int(p)): OffsetAndMetadata(int(o), "", -1) for p, o in position["offsets"].items()}
-        self._consumer.commit(offsets=offsets)
+        try:
+            self._consumer.commit(offsets=offsets)
+        except KafkaError as error:
+            print(f"streamlearn: could not commit offsets {position['offsets']} to group {self.group!r} ({error}); "
+                  "the checkpoint holds them, the next checkpoint commits again", file=sys.stderr)
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -212,7 +227,12 @@ class KafkaSink:
 
         self.topic = topic
         self.name = f"kafka://{bootstrap}/{topic}"
-        self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+        from kafka.errors import KafkaError
+
+        try:
+            self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+        except KafkaError as error:
+            raise ValueError(f"cannot reach the Kafka broker at {bootstrap}: {error}") from None
 
     def write(self, obj: dict) -> None:
         self._producer.send(self.topic, json.dumps(obj, default=str).encode("utf-8"))

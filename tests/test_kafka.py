@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import msgpack
+import pytest
 from kafka import KafkaConsumer
 
 from connectors.kafka import KafkaSource, encode_value, parse_kafka_uri
@@ -89,3 +90,25 @@ def test_kafka_uri():
 
     with pytest.raises(ValueError, match="not a Kafka URI"):
         parse_kafka_uri("kafka:///nothing")
+
+
+def test_an_unreachable_broker_is_one_clear_error():
+    """It used to end in a kafka-python traceback (nothing listens on port 1)."""
+    source = KafkaSource("127.0.0.1:1", "t", bootstrap_timeout_ms=300)
+    with pytest.raises(ValueError, match="cannot reach the Kafka broker at 127.0.0.1:1"):
+        next(iter(source))
+
+
+def test_a_failed_commit_is_reported_and_the_daemon_goes_on(capsys):
+    """The checkpoint already holds the position (a restart seeks to it): a commit the broker
+    does not answer must not stop the daemon; the next checkpoint commits again."""
+    from kafka.errors import KafkaTimeoutError
+
+    class Unanswered:
+        def commit(self, offsets):
+            raise KafkaTimeoutError("coordinator not available")
+
+    source = KafkaSource("127.0.0.1:1", "t", group="g")
+    source._consumer = Unanswered()
+    source.commit({"kind": "kafka", "topic": "t", "offsets": {"0": 42}})
+    assert "could not commit offsets {'0': 42} to group 'g'" in capsys.readouterr().err
