@@ -134,10 +134,16 @@ class CheckpointStore:
         payload = {**payload, "sequence": sequence, "created": time.time()}
         path = self.directory / f"ckpt-{sequence:012d}.slc"
         tmp = self.directory / f".{path.name}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(dumps(payload))
-            f.flush()
-            os.fsync(f.fileno())
+        data = dumps(payload)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as error:  # a full disk, a quota: no partial file left behind, one clear message
+            tmp.unlink(missing_ok=True)
+            raise CheckpointError(f"cannot write a checkpoint in {self.directory}: {error}; the previous checkpoint "
+                                  "is intact: free space and restart with --resume") from None
         os.replace(tmp, path)
         fd = os.open(self.directory, os.O_RDONLY)
         try:

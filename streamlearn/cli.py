@@ -283,11 +283,11 @@ def main(argv=None) -> int:
         _apply_config(parser, argv)
         args = parser.parse_args(argv)
         return args.func(args)
-    except (ValueError, FileNotFoundError) as error:  # ConfigError, SourceError, CheckpointError, a bad format or URI
-        print(f"streamlearn: error: {error}", file=sys.stderr)
-        return 1
     except BrokenPipeError:
         return 0
+    except (ValueError, OSError) as error:  # ConfigError, SourceError, CheckpointError, a bad format or URI; a missing
+        print(f"streamlearn: error: {error}", file=sys.stderr)  # file, a full disk, a directory we may not write to
+        return 1
 
 
 def exit_now(code: int) -> NoReturn:

@@ -65,6 +65,24 @@ def test_another_format_version_is_refused_with_a_clear_message():
         loads(bytes(data))
 
 
+def test_a_full_disk_is_one_clear_error_and_leaves_no_partial_file(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    store = CheckpointStore(tmp_path)
+    store.save({"learner": {"w": np.arange(3.0)}})
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(CheckpointError, match="cannot write a checkpoint in .*No space left on device.*--resume"):
+        store.save({"learner": {"w": np.arange(4.0)}})
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-000000000001.slc"]
+    assert store.load_latest()["learner"]["w"].tolist() == [0.0, 1.0, 2.0]
+
+
 def test_no_temporary_file_is_left_behind(tmp_path):
     store = CheckpointStore(tmp_path)
     store.save({"x": np.arange(5)})
