@@ -38,6 +38,7 @@ from .libsvm import open_binary
 from .records import Batch, DeadLetter
 
 CHUNK_BYTES = 1 << 20
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 class SourceError(ValueError):
@@ -122,16 +123,26 @@ def decode_stream(read, decoder, origin: str, cursor: _Cursor, max_records: int)
     The pieces of one read (at most ``max_records`` lines each) of a stateless decoder
     (LIBSVM) are decoded by two threads at once; the compiled parser runs without the GIL.
 
-    When ``read`` is a :class:`_TolerantReader` that met corrupt compressed data, the bytes
+    A UTF-8 byte-order mark at the start of a text stream is skipped (spreadsheet exports
+    start with one). When ``read`` is a :class:`_TolerantReader` that met corrupt compressed data, the bytes
     after the last complete line are not a record (a cut line such as ``2 1:0.5 3:0`` would
     pass for one): they become a single dead letter, and the stream ends there."""
     pending = b""
     parallel = getattr(decoder, "stateless", False)
+    at_start = decoder.line_based and cursor.offset == 0
     while True:
         data = read(4 * CHUNK_BYTES if parallel else CHUNK_BYTES)
         final = not data
         broken = final and getattr(read, "error", None) is not None
         buf = pending + data if pending else data
+        if at_start:  # a UTF-8 byte-order mark is not part of the first line (it made "1" a label "\ufeff1")
+            if len(buf) < len(UTF8_BOM) and not final and UTF8_BOM.startswith(buf):
+                pending = buf  # a pipe may hand over the mark a byte at a time
+                continue
+            at_start = False
+            if buf.startswith(UTF8_BOM):
+                cursor.advance(UTF8_BOM, 0)  # counted in the offset and the CRC: resuming re-reads it
+                buf = buf[len(UTF8_BOM):]
         start = 0
         if decoder.line_based:
             cuts = []

@@ -231,6 +231,44 @@ def test_stdin_source_decodes_as_lines_arrive_and_checks_the_replayed_prefix():
         list(other)
 
 
+@pytest.mark.parametrize(("suffix", "body"), [
+    (".svm", "1 1:1\n2 2:1 3:0.5\n1 1:2\n"),
+    (".csv", "a,label,b\n1,cat,0\n0,dog,2\n3,cat,1\n"),
+    (".jsonl", '{"x": {"a": 1}, "y": 1}\n{"x": {"b": 2}, "y": "two"}\n{"x": {"a": 3}, "y": 1}\n'),
+])
+def test_a_utf8_byte_order_mark_is_skipped_and_counted(tmp_path, suffix, body):
+    """Spreadsheet exports start with a BOM: it made LIBSVM's first label "\\ufeff1" and the first
+    CSV column "\\ufeffa". It is skipped, counted in the offsets (resume re-reads it), and a pipe
+    may hand it over a byte at a time."""
+    plain, marked = tmp_path / f"plain{suffix}", tmp_path / f"marked{suffix}"
+    plain.write_bytes(body.encode())
+    marked.write_bytes(b"\xef\xbb\xbf" + body.encode())
+    expected = [(b.X, list(b.y)) for b in FileSource([str(plain)], batch_records=1) if len(b)]
+    batches = [b for b in FileSource([str(marked)], batch_records=1)]
+    got = [(b.X, list(b.y)) for b in batches if len(b)]
+    assert len(got) == 3 and all(list(a[1]) == list(b[1]) for a, b in zip(expected, got))
+    assert all((a[0] != b[0]).nnz == 0 if hasattr(a[0], "nnz") else a[0] == b[0] for a, b in zip(expected, got))
+    assert [b.locate(0)["offset"] for b in batches if len(b)][0] == (3 if suffix != ".csv" else 3 + len("a,label,b\n"))
+    for k, batch in enumerate([b for b in batches if len(b)]):
+        resumed = FileSource([str(marked)], batch_records=1)
+        resumed.seek(batch.position)
+        assert [list(b.y) for b in resumed if len(b)] == [ys for _, ys in got][k + 1 :], k
+
+    class OneByte(io.RawIOBase):
+        def __init__(self, data):
+            self.data = data
+
+        def readable(self):
+            return True
+
+        def read1(self, n=-1):
+            piece, self.data = self.data[:1], self.data[1:]
+            return piece
+
+    piped = [list(b.y) for b in StdinSource(fmt=suffix.strip("."), stream=OneByte(marked.read_bytes())) if len(b)]
+    assert piped == [ys for _, ys in got]
+
+
 def test_open_source_chooses_the_source(tmp_path):
     path = tmp_path / "r.jsonl"
     path.write_text(json.dumps({"x": {"a": 1}, "y": 1}) + "\n")
