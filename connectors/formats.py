@@ -163,6 +163,9 @@ class CsvDecoder(_DictLineDecoder):
             self._set_header(state["header"])
 
     def _set_header(self, names: list) -> None:
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:  # the later column would silently overwrite the earlier one in every record
+            raise ValueError(f"the CSV header names {', '.join(map(repr, duplicates))} more than once: rename the columns")
         self.header = list(names)
         column = self.label_column
         if column is None:

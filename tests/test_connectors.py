@@ -121,6 +121,8 @@ def test_csv_decoder_header_label_column_and_empty_cells():
     assert list(by_index.y) == [3] and by_index.X == [{"a": 1.0}]
     odd = CsvDecoder().decode("a,label\n1,+-5\n1,²\n1,".encode() + b"9" * 5000 + b"\n1,-7\n", 0, 0, "f.csv")
     assert list(odd.y) == ["+-5", "²", "9" * 5000, -7] and not odd.dead  # int() raised on the first three
+    with pytest.raises(ValueError, match="the CSV header names 'a' more than once"):
+        CsvDecoder().decode(b"a,label,a\n1,x,2\n", 0, 0, "f.csv")
     with pytest.raises(ValueError, match="not in the CSV header"):
         CsvDecoder(label_column="nope").decode(b"a,b\n1,2\n", 0, 0, "f.csv")
 
