@@ -207,27 +207,28 @@ def test_file_source_resumes_at_every_position_and_refuses_a_changed_file(tmp_pa
         list(changed)
 
 
+class Trickle(io.RawIOBase):
+    """Hands out ``size`` bytes per read, like a slow pipe."""
+
+    def __init__(self, data, size):
+        self.data, self.size = data, size
+
+    def readable(self):
+        return True
+
+    def read1(self, n=-1):
+        piece, self.data = self.data[: self.size], self.data[self.size :]
+        return piece
+
+
 def test_stdin_source_decodes_as_lines_arrive_and_checks_the_replayed_prefix():
-    class Trickle(io.RawIOBase):
-        """Hands out one 6-byte line per read, like a slow pipe."""
-
-        def __init__(self, data):
-            self.data = data
-
-        def readable(self):
-            return True
-
-        def read1(self, n=-1):
-            piece, self.data = self.data[:6], self.data[6:]
-            return piece
-
     text = b"1 1:1\n2 2:1\n1 1:2\n"
-    batches = list(StdinSource(stream=Trickle(text), batch_records=100))
+    batches = list(StdinSource(stream=Trickle(text, 6), batch_records=100))  # one 6-byte line per read
     assert [list(b.y) for b in batches if len(b)] == [[1], [2], [1]]  # each line as soon as it is complete
-    resumed = StdinSource(stream=Trickle(text))
+    resumed = StdinSource(stream=Trickle(text, 6))
     resumed.seek(batches[1].position)
     assert [y for b in resumed for y in b.y] == [1]
-    other = StdinSource(stream=Trickle(b"9 9:9\n" + text))
+    other = StdinSource(stream=Trickle(b"9 9:9\n" + text, 6))
     other.seek(batches[1].position)
     with pytest.raises(SourceError, match="stdin does not start with"):
         list(other)
@@ -255,19 +256,7 @@ def test_a_utf8_byte_order_mark_is_skipped_and_counted(tmp_path, suffix, body):
         resumed = FileSource([str(marked)], batch_records=1)
         resumed.seek(batch.position)
         assert [list(b.y) for b in resumed if len(b)] == [ys for _, ys in got][k + 1 :], k
-
-    class OneByte(io.RawIOBase):
-        def __init__(self, data):
-            self.data = data
-
-        def readable(self):
-            return True
-
-        def read1(self, n=-1):
-            piece, self.data = self.data[:1], self.data[1:]
-            return piece
-
-    piped = [list(b.y) for b in StdinSource(fmt=suffix.strip("."), stream=OneByte(marked.read_bytes())) if len(b)]
+    piped = [list(b.y) for b in StdinSource(fmt=suffix.strip("."), stream=Trickle(marked.read_bytes(), 1)) if len(b)]
     assert piped == [ys for _, ys in got]
 
 
