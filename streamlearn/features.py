@@ -37,6 +37,7 @@ from .kernels.rows import first_appearance, map_rows, sort_rows_by_key, unknown_
 
 _NUMERIC_TYPES = frozenset({float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_})
 _HASH_CACHE_LIMIT = 1 << 20
+_DENSE_POSITIONS = 1 << 22  # positions the position cache always may cover (32 MB)
 
 
 def _sparse():
@@ -309,6 +310,8 @@ class FeatureSpace:
             return self._encode_dicts(X, grow)
         names, matrix = _batch_to_csr(X)
         positional = names is None
+        if positional and self._positions_too_sparse(matrix.indices):
+            return self._sparse_positions(matrix, grow)
         if positional:
             column_of = self._position_columns(matrix.indices)
             if self.n_bits is not None:  # hashing: every name has its column
@@ -333,6 +336,27 @@ class FeatureSpace:
                 )
             return SparseRows(indptr, out_idx[:n], out_val[:n])
         return self._mapped_rows(matrix.indptr.astype(np.int64), column_of[matrix.indices], matrix.data.astype(np.float64))
+
+    def _positions_too_sparse(self, indices: np.ndarray) -> bool:
+        """Whether covering a positional batch would grow the position cache (one int64 per
+        position up to the largest) far past what the stream holds: one LIBSVM index of
+        10**12 asked for 8 TB, one of 3·10**8 took 2.4 GB for a four-line file."""
+        needed = int(indices.max()) + 1 if len(indices) else 0
+        known = len(self._names) if self.n_bits is None else 0
+        return needed > len(self._int_name_columns) and needed > max(_DENSE_POSITIONS, 8 * (known + len(indices)))
+
+    def _sparse_positions(self, matrix, grow: bool) -> SparseRows:
+        """A positional batch by its distinct positions (the road of dict names), for
+        :meth:`_positions_too_sparse` batches: the same vocabulary order (first appearance,
+        row by row) and the same rows as the position cache gives."""
+        indptr, indices, data = matrix.indptr.astype(np.int64), matrix.indices.astype(np.int64), matrix.data
+        if self.n_bits is not None:  # an int name's hashed column is the name modulo the width
+            return self._mapped_rows(indptr, indices & ((1 << self.n_bits) - 1), data)
+        distinct, first = np.unique(indices, return_index=True)
+        order = np.argsort(first, kind="stable")
+        columns = np.empty(len(distinct), np.int64)
+        columns[order] = self.columns(distinct[order].tolist(), grow)
+        return self._mapped_rows(indptr, columns[np.searchsorted(distinct, indices)], data)
 
     def _scratch(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Index and value buffers of at least ``n`` entries, reused from batch to batch

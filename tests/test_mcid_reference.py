@@ -226,6 +226,32 @@ def test_positional_and_dict_roads_give_an_int_name_one_column(n_bits):
         assert space.names[:2] == [5, 900] and len(set(space.names)) == len(space.names)
 
 
+@pytest.mark.parametrize("n_bits", [None, 4])
+def test_far_apart_positions_take_the_road_of_names_with_the_same_result(n_bits, monkeypatch):
+    """A LIBSVM index of 10**12 made the position cache ask for 8 TB (one of 3e8 took 2.4 GB):
+    batches whose positions would blow the cache up go by their distinct positions instead,
+    with the same vocabulary, rows and scores as the cache gives."""
+    import streamlearn.features as features
+
+    rng = np.random.default_rng(1)
+    batches = [sp.random(6, 50, density=0.3, random_state=int(rng.integers(1 << 30)), format="csr") for _ in range(4)]
+    results = []
+    for limit in (1 << 22, 0):  # the position cache, then (limit 0) the road of names for every batch
+        monkeypatch.setattr(features, "_DENSE_POSITIONS", limit)
+        model = MulticlassSVM(lam=0.1, n_bits=n_bits)
+        for k, X in enumerate(batches):
+            model.learn_many(X, [k % 3] * 6)
+        rows = model._features.encode_many(batches[0], grow=False)
+        results.append((model._features.names, rows.indptr.tolist(), rows.indices.tolist(), model.decision_function_many(batches[1])))
+    assert results[0][:3] == results[1][:3]
+    np.testing.assert_array_equal(results[0][3], results[1][3])
+    monkeypatch.undo()
+    far = sp.csr_matrix((np.ones(3), ([0, 0, 1], [1, 10**12, 2])), shape=(2, 10**12 + 1))
+    model = MulticlassSVM(n_bits=n_bits)
+    model.learn_many(far, ["a", "b"])
+    assert len(model._features._int_name_columns) < 1 << 23 and model.predict_many(far).tolist() == ["a", "b"]
+
+
 def test_map_rows_kernel_matches_a_plain_reference():
     """The compiled batch encoder: map positions to columns, drop unknown ones, order each
     row by the columns' name keys (stable), against a per-row Python reference."""
