@@ -341,6 +341,8 @@ class StdinSource(_HashSwitch):
         self.format = fmt
         self.decoder = make_decoder(fmt, labelled, label_column)
         self.batch_records = int(batch_records)
+        if self.batch_records < 1:  # 0 read the whole stream as one batch
+            raise ValueError(f"batch_records must be positive, got {batch_records!r}")
         self.stream = stream
         self.name = "stdin"
         self._cursor = _Cursor()

@@ -117,6 +117,10 @@ class KafkaSource:
     def __init__(self, bootstrap: str, topic: str, group: str | None = None, labelled: bool = True,
                  value_format: str = "auto", batch_records: int = 1000, poll_timeout_ms: int = 200,
                  idle_timeout: float | None = None, **consumer_options):
+        if int(batch_records) < 1:
+            raise ValueError(f"batch_records must be positive, got {batch_records!r}")
+        if idle_timeout is not None and not float(idle_timeout) > 0:
+            raise ValueError(f"idle_timeout must be a positive number of seconds, got {idle_timeout!r}")
         self.bootstrap, self.topic = bootstrap, topic
         self.group = group or f"streamlearn-{topic}"
         self.labelled, self.value_format = labelled, value_format

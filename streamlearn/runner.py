@@ -121,6 +121,10 @@ class Runner:
             raise ValueError(f"a hold-out fraction must be in (0, 1), got {holdout!r}")
         if checkpoint_every is not None and int(checkpoint_every) < 1:
             raise ValueError(f"checkpoint_every must be positive, got {checkpoint_every!r}")
+        if checkpoint_interval is not None and not float(checkpoint_interval) > 0:
+            raise ValueError(f"checkpoint_interval must be a positive number of seconds, got {checkpoint_interval!r}")
+        if max_errors is not None and int(max_errors) < 0:  # -1 stopped the stream after its first batch
+            raise ValueError(f"max_errors must be 0 or more, got {max_errors!r}")
         self.model, self.source = model, source
         if hasattr(source, "with_hashes") and (holdout is None or callable(holdout)):
             source.with_hashes = False  # only a hash hold-out needs record hashes

@@ -99,6 +99,16 @@ def test_an_unreachable_broker_is_one_clear_error():
         next(iter(source))
 
 
+def test_impossible_source_settings_are_refused():
+    from connectors import StdinSource
+
+    with pytest.raises(ValueError, match="idle_timeout must be a positive number of seconds"):
+        KafkaSource("127.0.0.1:1", "t", idle_timeout=-1)
+    for make in (lambda: KafkaSource("127.0.0.1:1", "t", batch_records=0), lambda: StdinSource(batch_records=0)):
+        with pytest.raises(ValueError, match="batch_records must be positive"):
+            make()
+
+
 def test_a_failed_commit_is_reported_and_the_daemon_goes_on(capsys):
     """The checkpoint already holds the position (a restart seeks to it): a commit the broker
     does not answer must not stop the daemon; the next checkpoint commits again."""

@@ -180,6 +180,9 @@ def test_train_passes_and_toml_config(tmp_path):
     (["--param", "lam"], "--param expects KEY=VALUE"),
     (["--format", "parquet"], "unknown format 'parquet'"),
     (["--resume"], "--resume needs --checkpoint-dir"),
+    (["--max-errors", "-1"], "max_errors must be 0 or more"),  # -1 stopped the stream after its first batch
+    (["--checkpoint-interval", "-3"], "checkpoint_interval must be a positive number of seconds"),
+    (["--batch-records", "0"], "batch_records and passes must be positive"),
 ])
 def test_bad_configuration_fails_with_one_line(tmp_path, args, message):
     path = tmp_path / "d.svm"
