@@ -66,10 +66,11 @@ def _is_pandas_frame(X) -> bool:
 
 
 def check_positive(name: str, value, integer: bool = False) -> None:
-    """Raise :class:`InvalidParameterError` unless ``value`` is a positive number."""
+    """Raise :class:`InvalidParameterError` unless ``value`` is a positive, finite number
+    (``lam=inf`` made every step zero: a model that never learns)."""
     kind = int if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind) or not value > 0 or value != value:
-        what = "a positive integer" if integer else "a positive number"
+    if isinstance(value, bool) or not isinstance(value, kind) or not 0 < value < float("inf"):
+        what = "a positive integer" if integer else "a positive finite number"
         raise InvalidParameterError(f"{name} must be {what}, got {value!r}")
 
 

@@ -103,7 +103,7 @@ def test_prediction_rejects_bad_values_too(trained):
 
 
 @pytest.mark.parametrize(
-    "params", [{"lam": 0}, {"lam": -1.0}, {"lam": math.nan}, {"batch_size": 0}, {"batch_size": 1.5}, {"n_bits": 0}]
+    "params", [{"lam": 0}, {"lam": -1.0}, {"lam": math.nan}, {"lam": math.inf}, {"batch_size": 0}, {"batch_size": 1.5}, {"n_bits": 0}]
 )
 def test_bad_parameters_fail_at_construction(params):
     with pytest.raises(ValueError):
@@ -111,5 +111,5 @@ def test_bad_parameters_fail_at_construction(params):
 
 
 def test_parameter_error_is_a_value_error_with_the_name():
-    with pytest.raises(InvalidParameterError, match="lam must be a positive number"):
+    with pytest.raises(InvalidParameterError, match="lam must be a positive finite number"):
         MulticlassSVM(lam=0.0)

@@ -175,7 +175,7 @@ def test_train_passes_and_toml_config(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--learner", "Nope"], "unknown learner 'Nope'; choose one of"),
-    (["--param", "lam=-1"], "lam must be a positive number"),
+    (["--param", "lam=-1"], "lam must be a positive finite number"),
     (["--param", "colour=1"], "unexpected keyword argument 'colour'"),
     (["--param", "lam"], "--param expects KEY=VALUE"),
     (["--format", "parquet"], "unknown format 'parquet'"),
