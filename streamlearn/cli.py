@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import tomllib
+import warnings
 from typing import NoReturn
 
 import connectors
@@ -276,8 +277,13 @@ def _apply_config(parser, argv) -> None:
     train.set_defaults(**defaults, param=params)
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    return f"streamlearn: warning: {message}\n"
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    previous_format, warnings.formatwarning = warnings.formatwarning, _one_line_warning  # what happened, not where
     parser = make_parser()
     try:
         _apply_config(parser, argv)
@@ -288,6 +294,8 @@ def main(argv=None) -> int:
     except (ValueError, OSError) as error:  # ConfigError, SourceError, CheckpointError, a bad format or URI; a missing
         print(f"streamlearn: error: {error}", file=sys.stderr)  # file, a full disk, a directory we may not write to
         return 1
+    finally:
+        warnings.formatwarning = previous_format
 
 
 def exit_now(code: int) -> NoReturn:

@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 
 def read_metrics(path) -> list[dict]:
-    """The metric lines of a log (lines that are not metric lines are skipped)."""
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
+    """The metric lines of a log. Lines that are not metric lines are skipped, and so are
+    lines that are not JSON objects, with a warning that names them (a log cut short, or
+    another file): a curve with a gap says more than no curve."""
+    rows, bad = [], []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, 1):
             line = line.strip()
-            if line:
+            if not line:
+                continue
+            try:
                 row = json.loads(line)
-                if "prequential" in row:
-                    rows.append(row)
+            except ValueError:
+                bad.append(number)
+                continue
+            if isinstance(row, dict) and isinstance(row.get("prequential"), dict) and "learned" in row:
+                rows.append(row)
+    if bad:
+        shown = ", ".join(map(str, bad[:5])) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        warnings.warn(f"{path}: line(s) {shown} are not JSON and were skipped", stacklevel=2)
     if not rows:
         raise ValueError(f"{path} holds no metric lines")
     return rows
@@ -40,7 +51,8 @@ def plot_metrics(path, output) -> None:
         ax.set_xlabel("examples learned")
         ax.set_title(title)
         ax.grid(alpha=0.3)
-        ax.legend()
+        if ax.lines:
+            ax.legend()
     fig.tight_layout()
     fig.savefig(output, dpi=110)
     plt.close(fig)

@@ -123,6 +123,11 @@ def test_holdout_source_is_evaluated_at_every_checkpoint(tmp_path):
     assert evaluated["accuracy"] == rows[-1]["holdout"]["accuracy"]
     cli("plot", tmp_path / "m.jsonl", "-o", tmp_path / "curves.png")
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with open(tmp_path / "m.jsonl", "a") as f:  # a log cut short mid-line, then more lines
+        f.write('{"learned": 12\n' + json.dumps(rows[-1]) + "\n")
+    damaged = cli("plot", tmp_path / "m.jsonl", "-o", tmp_path / "again.png")  # used to end in a JSON traceback
+    assert damaged.stderr.decode().splitlines()[0] == f"streamlearn: warning: {tmp_path / 'm.jsonl'}: line(s) 6 are not JSON and were skipped"
+    assert (tmp_path / "again.png").exists()
 
 
 def test_sigterm_finishes_the_batch_checkpoints_and_exits_0(tmp_path):
