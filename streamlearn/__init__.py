@@ -53,7 +53,16 @@ REGRESSORS = {"PrimalGradientRegressor": PrimalGradientRegressor}
 
 
 def learner_from_state(state: dict) -> StreamClassifier:
-    """Rebuild any streamlearn learner from its ``export_state()`` output."""
+    """Rebuild any streamlearn learner from its ``export_state()`` output (plain arrays and
+    metadata: what a checkpoint stores).
+
+    >>> from streamlearn import MulticlassSVM, learner_from_state
+    >>> model = MulticlassSVM()
+    >>> model.learn_one({"a": 1.0}, "x"); model.learn_one({"b": 1.0}, "y")
+    >>> restored = learner_from_state(model.export_state())
+    >>> restored.predict_one({"b": 1.0}), restored.classes == model.classes
+    ('y', True)
+    """
     name = state.get("class")
     if name not in LEARNERS:
         raise ValueError(f"unknown learner class {name!r}; known: {', '.join(sorted(LEARNERS))}")

@@ -20,6 +20,16 @@ class InvalidInputError(StreamlearnError):
     ``reason`` a short machine-readable reason (``"non-finite"``, ``"non-numeric"``,
     ``"empty-label"``, ``"length-mismatch"``, ``"bad-shape"``, ``"bad-type"``).
     The model is left unchanged when it is raised.
+
+    >>> from streamlearn import InvalidInputError, MulticlassSVM
+    >>> model = MulticlassSVM()
+    >>> try:
+    ...     model.learn_many([{"a": 1.0}, {"a": float("nan")}], ["x", "y"])
+    ... except InvalidInputError as error:
+    ...     print(error.reason, error.row, error.feature, "|", error)
+    non-finite 1 a | row 1, feature 'a': value nan is NaN or infinite
+    >>> model.classes  # unchanged: the batch was refused as a whole
+    []
     """
 
     def __init__(self, reason: str, message: str, row: int | None = None, feature=None):

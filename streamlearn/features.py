@@ -143,6 +143,14 @@ class FeatureSpace:
 
     Every row is summed in the order of its names' keys, so neither the order of a
     dict's keys nor the order in which names entered the vocabulary changes a result.
+
+    >>> space = FeatureSpace()
+    >>> columns, values = space.encode_one({"b": 2.0, "a": 1.0}, grow=True)
+    >>> space.names, space.columns(["a", "zzz"], grow=False).tolist()  # an unknown name: -1
+    (['b', 'a'], [1, -1])
+    >>> again = space.encode_one({"a": 1.0, "b": 2.0}, grow=True)  # key order does not matter
+    >>> columns.tolist() == again[0].tolist() and values.tolist() == again[1].tolist()
+    True
     """
 
     def __init__(self, n_bits: int | None = None):
@@ -487,6 +495,14 @@ class LabelSpace:
     NumPy scalars are stored as the equal Python scalar (``np.bool_(True)`` → ``True``)
     so that labels survive msgpack checkpoints. ``None``, NaN and blank strings are
     rejected as empty labels.
+
+    >>> labels = LabelSpace()
+    >>> labels.indices(["cat", "dog", "cat", "emu"], grow=True).tolist(), labels.labels
+    ([0, 1, 0, 2], ['cat', 'dog', 'emu'])
+    >>> labels.normalize("  ")
+    Traceback (most recent call last):
+    ...
+    streamlearn.errors.InvalidInputError: row 0: empty label '  '
     """
 
     def __init__(self):

@@ -557,6 +557,16 @@ class StagewiseRegression(_WindowRefit):
     ``predict_proba_one``: the softmax of the scores for ``inner="logistic"``, the simplex
     projection of the scores for ``"linear"``. ``history_`` holds the training error after
     each stage of the last fit.
+
+    >>> import numpy as np
+    >>> from streamlearn import RandomFourierFeatures, StagewiseRegression
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 2))
+    >>> y = (X[:, 0] ** 2 + X[:, 1] ** 2 > 1.4).astype(int)  # a ring: not linearly separable
+    >>> model = StagewiseRegression(RandomFourierFeatures(bandwidth=1.0, seed=0), block_size=50, stages=4)
+    >>> _ = model.fit(X, y)
+    >>> len(model.history_), bool(np.mean(model.predict_many(X) == y) > 0.9)
+    (4, True)
     """
 
     def __init__(self, generator=None, block_size: int = 1000, stages: int = 10, inner: str = "linear",
