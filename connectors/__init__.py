@@ -22,7 +22,15 @@ from .sinks import JsonLinesSink, NullSink
 
 def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_records: int = 1000,
                 passes: int = 1, label_column=None, idle_timeout: float | None = None):
-    """A source for one URI (``-``, ``kafka://...``) or for one or more paths/globs."""
+    """A source for one URI (``-``, ``kafka://...``) or for one or more paths/globs.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "d.jsonl")
+    >>> _ = open(path, "w").write('{"x": {"a": 1}, "y": "cat"}\\n{"x": {"a": "?"}, "y": "dog"}\\n')
+    >>> batch = next(b for b in open_source(path) if len(b) or b.dead)
+    >>> batch.X, batch.y, [(d.position["line"], d.reason) for d in batch.dead]
+    ([{'a': 1}], ['cat'], [(2, 'non-numeric')])
+    """
     uris = [uris] if isinstance(uris, str) else list(uris)
     fmt = normalize_format(fmt) if fmt else None
     if len(uris) == 1 and uris[0] == "-":
@@ -42,7 +50,13 @@ def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_recor
 
 
 def open_sink(uri: str | None):
-    """A sink for a path, ``-`` (stdout), ``kafka://HOST:PORT/TOPIC`` or ``None`` (discard)."""
+    """A sink for a path, ``-`` (stdout), ``kafka://HOST:PORT/TOPIC`` or ``None`` (discard).
+
+    >>> sink = open_sink("-")
+    >>> sink.write({"position": {"line": 3}, "prediction": "cat"})
+    {"position":{"line":3},"prediction":"cat"}
+    >>> sink.close()
+    """
     if uri is None:
         return NullSink()
     if uri.startswith("kafka://"):

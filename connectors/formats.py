@@ -49,7 +49,11 @@ def normalize_format(fmt: str) -> str:
 
 def guess_format(path: str) -> str:
     """The format of a file from its name (compression suffixes ignored); LIBSVM when unsure
-    (LIBSVM files often have no suffix at all, e.g. ``news20.bz2``)."""
+    (LIBSVM files often have no suffix at all, e.g. ``news20.bz2``).
+
+    >>> guess_format("events.jsonl.gz"), guess_format("table.CSV"), guess_format("news20.bz2")
+    ('jsonl', 'csv', 'libsvm')
+    """
     suffixes = [s for s in pathlib.Path(path).suffixes if s not in (".bz2", ".gz", ".xz")]
     return _SUFFIXES.get(suffixes[-1].lower(), "libsvm") if suffixes else "libsvm"
 
