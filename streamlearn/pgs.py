@@ -294,6 +294,13 @@ class PrimalGradientSolver(_PGSLearner):
     def _multiclass(self) -> bool:
         return False
 
+    def _check_class_room(self, n_new: int) -> None:
+        if n_new:
+            raise InvalidInputError(
+                "bad-label", f"{type(self).__name__} learns two classes, here {self.classes_!r} (negative, positive); "
+                f"a label outside them was given (the model is unchanged): pass classes=(negative, positive), "
+                f"e.g. classes=(-1, 1) for a LIBSVM file with labels -1/+1")
+
     def _init_model(self) -> None:
         super()._init_model()
         for label in self.classes_:  # index 0 = negative (-1), 1 = positive (+1)
