@@ -223,26 +223,45 @@ class KafkaSource:
             self._consumer = None
 
 
+class KafkaSinkError(ValueError):
+    """Messages the broker did not take (the daemon stops before its next checkpoint, so a
+    restart sends them again: at-least-once, never lost)."""
+
+
 class KafkaSink:
-    """Writes JSON values to a topic (predictions, dead letters)."""
+    """Writes JSON values to a topic (predictions, dead letters).
+
+    ``sync`` (the runner calls it before every checkpoint) waits for every message sent so
+    far and raises :class:`KafkaSinkError` if the broker refused one: ``flush`` alone
+    returns even when sends failed, which would lose dead letters without a word."""
 
     def __init__(self, bootstrap: str, topic: str):
         from kafka import KafkaProducer
+        from kafka.errors import KafkaError
 
         self.topic = topic
         self.name = f"kafka://{bootstrap}/{topic}"
-        from kafka.errors import KafkaError
-
+        self._sent: list = []  # futures of the messages since the last sync
         try:
             self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
         except KafkaError as error:
             raise ValueError(f"cannot reach the Kafka broker at {bootstrap}: {error}") from None
 
     def write(self, obj: dict) -> None:
-        self._producer.send(self.topic, json.dumps(obj, default=str).encode("utf-8"))
+        from kafka.errors import KafkaError
+
+        try:
+            self._sent.append(self._producer.send(self.topic, json.dumps(obj, default=str).encode("utf-8")))
+        except KafkaError as error:  # no metadata within max_block_ms, a message too large...
+            raise KafkaSinkError(f"cannot write to {self.name}: {error}") from None
 
     def sync(self) -> None:
         self._producer.flush()
+        failed = [future for future in self._sent if future.failed()]
+        self._sent = []
+        if failed:
+            raise KafkaSinkError(f"{len(failed)} message(s) to {self.name} were not written ({failed[0].exception}); "
+                                 "restart with --resume: they are sent again")
 
     def size(self) -> int | None:
         return None  # a topic cannot be truncated: Kafka dead letters are at-least-once
@@ -251,5 +270,7 @@ class KafkaSink:
         pass
 
     def close(self) -> None:
-        self._producer.flush()
-        self._producer.close()
+        try:
+            self.sync()
+        finally:
+            self._producer.close()

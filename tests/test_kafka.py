@@ -122,3 +122,38 @@ def test_a_failed_commit_is_reported_and_the_daemon_goes_on(capsys):
     source._consumer = Unanswered()
     source.commit({"kind": "kafka", "topic": "t", "offsets": {"0": 42}})
     assert "could not commit offsets {'0': 42} to group 'g'" in capsys.readouterr().err
+
+
+def test_a_message_the_broker_refused_is_an_error_at_sync_not_a_silent_loss():
+    """``flush`` returns even when sends failed: dead letters sent to a topic could vanish."""
+    from kafka.errors import KafkaTimeoutError
+
+    from connectors.kafka import KafkaSink, KafkaSinkError
+
+    class Future:
+        def __init__(self, error=None):
+            self.exception = error
+
+        def failed(self):
+            return self.exception is not None
+
+    class Producer:
+        def __init__(self):
+            self.futures = [Future(), Future(KafkaTimeoutError("no leader")), Future()]
+
+        def send(self, topic, value):
+            return self.futures.pop(0)
+
+        def flush(self):
+            pass
+
+        def close(self):
+            pass
+
+    sink = KafkaSink.__new__(KafkaSink)
+    sink.topic, sink.name, sink._sent, sink._producer = "dead", "kafka://h:1/dead", [], Producer()
+    for i in range(3):
+        sink.write({"i": i})
+    with pytest.raises(KafkaSinkError, match="1 message\\(s\\) to kafka://h:1/dead were not written .*no leader"):
+        sink.sync()
+    sink.sync()  # the failure was reported once; nothing pending
