@@ -89,9 +89,11 @@ def _as_float(v, row: int, feature) -> float:
                                 row, feature) from None
 
 
-def _check_values(x: dict, values: np.ndarray, row: int) -> None:
-    """Raise for a non-numeric or non-finite value of ``x`` (``values`` is its float copy)."""
-    if not set(map(type, x.values())) <= _NUMERIC_TYPES - {int}:  # any int may be too large for a float
+def _check_values(x: dict, values: np.ndarray, row: int, every: bool = False) -> None:
+    """Raise for a non-numeric or non-finite value of ``x`` (``values`` is its float copy);
+    ``every``: look at each value even when all are of numeric types (an int may still be
+    too large for a float: the caller's conversion failed)."""
+    if every or not set(map(type, x.values())) <= _NUMERIC_TYPES:
         for name, v in x.items():
             _as_float(v, row, name)
     if not np.isfinite(values).all():
@@ -107,7 +109,7 @@ def _dict_values(x: dict, row: int) -> np.ndarray:
     try:
         values = np.fromiter(x.values(), np.float64, n)
     except (TypeError, ValueError, OverflowError):
-        _check_values(x, np.zeros(n), row)  # names the offending feature
+        _check_values(x, np.zeros(n), row, every=True)  # names the offending feature
         raise InvalidInputError("non-numeric", "values are not all numbers", row) from None
     _check_values(x, values, row)
     return values
