@@ -39,6 +39,9 @@ from .records import Batch, DeadLetter
 
 CHUNK_BYTES = 1 << 20
 UTF8_BOM = b"\xef\xbb\xbf"
+#: the position of the batch that ends a damaged stream: resume after the stream, not in it
+#: (the damage is met again there, and its dead letter would be written twice)
+ENDS_STREAM = {"ends_stream": True}
 
 
 class SourceError(ValueError):
@@ -178,7 +181,8 @@ def decode_stream(read, decoder, origin: str, cursor: _Cursor, max_records: int)
                 where["line"] = cursor.line + 1
             yield Batch([], [], np.zeros(0, np.uint64), lambda i: {}, [DeadLetter(
                 where, "undecodable", f"the compressed data is corrupt or truncated here ({read.error}); "
-                f"the rest of the file cannot be read ({len(pending):,} bytes after the last complete record dropped)", pending)])
+                f"the rest of the file cannot be read ({len(pending):,} bytes after the last complete record dropped)", pending)],
+                ENDS_STREAM)
         if final:
             return
 
@@ -316,7 +320,8 @@ class FileSource(_HashSwitch):
                     if cursor.offset:
                         skip_verified(read, cursor, f"file {self.paths[index]!r}")
                     for batch in decode_stream(read, self.decoder, self.paths[index], cursor, self.batch_records):
-                        batch.position = self._position(pass_, index, cursor)
+                        ends = batch.position is ENDS_STREAM
+                        batch.position = self._next_file(pass_, index) if ends else self._position(pass_, index, cursor)
                         yield batch
                 cursor = _Cursor()
                 # the end of a file: a position that starts the next one

@@ -175,6 +175,13 @@ def test_a_truncated_compressed_file_keeps_its_intact_records_and_the_next_file_
     salvaged = text[: dead[0].position["offset"]]
     assert 0 < cut < 4000 and salvaged.count(b"\n") == cut and text[len(salvaged):].startswith(dead[0].record)
     assert got == [(str(broken), n) for n in range(1, cut + 1)] + [(str(after), n) for n in (1, 2, 3)]
+    damaged = next(b for b in batches if b.dead)  # a checkpoint right after it resumes with the next file
+    resumed = FileSource([str(broken), str(after)], batch_records=500)
+    resumed.seek(damaged.position)
+    after_resume = list(resumed)
+    assert not any(b.dead for b in after_resume)  # the dead letter is not written a second time
+    assert [(b.locate(i)["source"], b.locate(i)["line"]) for b in after_resume for i in range(len(b))] == [
+        (str(after), n) for n in (1, 2, 3)]
 
 
 def test_a_corrupt_bz2_file_is_one_dead_letter(tmp_path):
