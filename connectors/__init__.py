@@ -21,8 +21,9 @@ from .sinks import JsonLinesSink, NullSink
 
 
 def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_records: int = 1000,
-                passes: int = 1, label_column=None, idle_timeout: float | None = None):
-    """A source for one URI (``-``, ``kafka://...``) or for one or more paths/globs.
+                passes: int = 1, label_column=None, idle_timeout: float | None = None, until_end: bool = False):
+    """A source for one URI (``-``, ``kafka://...``) or for one or more paths/globs
+    (``idle_timeout`` and ``until_end``: see :class:`~connectors.kafka.KafkaSource`).
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "d.jsonl")
@@ -43,7 +44,7 @@ def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_recor
         if value_format is None:
             raise SourceError(f"Kafka values are msgpack or JSON records, not {fmt}")
         return KafkaSource(spec["bootstrap"], spec["topic"], spec["group"], labelled, value_format, batch_records,
-                           idle_timeout=idle_timeout)
+                           idle_timeout=idle_timeout, until_end=until_end)
     if any(u == "-" or u.startswith("kafka://") for u in uris):
         raise SourceError("stdin and Kafka sources cannot be combined with other sources")
     return FileSource(uris, fmt, labelled, batch_records, passes, label_column)

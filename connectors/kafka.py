@@ -109,14 +109,16 @@ class KafkaSource:
     """Records from a Kafka topic (see the module docstring).
 
     ``idle_timeout`` (seconds) ends the stream after that long without a message (for
-    tests and batch jobs); ``None`` runs forever. While idle the source yields empty
-    batches every ``poll_timeout_ms`` so the runner can checkpoint and see a signal."""
+    tests and batch jobs); ``None`` runs forever. ``until_end`` ends it once every partition
+    is read up to where it ended when the source connected (a hold-out topic evaluated at
+    each checkpoint, ``streamlearn evaluate``): no idle wait. While idle the source yields
+    empty batches every ``poll_timeout_ms`` so the runner can checkpoint and see a signal."""
 
     kind = "kafka"
 
     def __init__(self, bootstrap: str, topic: str, group: str | None = None, labelled: bool = True,
                  value_format: str = "auto", batch_records: int = 1000, poll_timeout_ms: int = 200,
-                 idle_timeout: float | None = None, **consumer_options):
+                 idle_timeout: float | None = None, until_end: bool = False, **consumer_options):
         if int(batch_records) < 1:
             raise ValueError(f"batch_records must be positive, got {batch_records!r}")
         if idle_timeout is not None and not float(idle_timeout) > 0:
@@ -129,6 +131,8 @@ class KafkaSource:
         self.name = f"kafka://{bootstrap}/{topic}?group={self.group}"
         self._offsets: dict[int, int] = {}
         self._consumer = None
+        self.until_end = until_end
+        self._end: dict[int, int] = {}  # with until_end: where each partition ended at connection
         self.with_hashes = True  # record hashes, for hash hold-outs (the runner turns them off otherwise)
 
     def seek(self, position: dict) -> None:
@@ -162,8 +166,13 @@ class KafkaSource:
                 consumer.seek_to_beginning(tp)
         for tp in assigned:  # resolve the starting offsets now: they are the first position
             self._offsets[tp.partition] = consumer.position(tp)
+        if self.until_end:
+            self._end = {tp.partition: offset for tp, offset in consumer.end_offsets(assigned).items()}
         self._consumer = consumer
         return consumer
+
+    def _at_end(self) -> bool:
+        return self.until_end and all(self._offsets.get(p, 0) >= end for p, end in self._end.items())
 
     def _position(self) -> dict:
         return {"kind": self.kind, "topic": self.topic, "offsets": {str(p): o for p, o in sorted(self._offsets.items())}}
@@ -171,6 +180,8 @@ class KafkaSource:
     def __iter__(self):
         consumer = self._consumer or self._connect()
         yield empty_batch(self._position())
+        if self._at_end():
+            return
         last_message = time.monotonic()
         per_message = None  # records per message, observed, so that a batch holds about batch_records records
         while True:
@@ -189,6 +200,8 @@ class KafkaSource:
                 self._offsets[m.partition] = max(self._offsets.get(m.partition, 0), m.offset + 1)
             batch.position = self._position()
             yield batch
+            if self._at_end():
+                return
 
     def committed(self) -> dict:
         """The group's committed offsets ``{partition: offset}`` (for checks and ``inspect``)."""

@@ -67,9 +67,9 @@ def build_learner(name: str, params: list[str]):
         raise ConfigError(f"{name}: {error}") from None
 
 
-def _source(args, labelled: bool, passes: int = 1):
+def _source(args, labelled: bool, passes: int = 1, until_end: bool = False):
     return connectors.open_source(args.source, args.format, labelled, args.batch_records, passes, args.label_column,
-                                  getattr(args, "idle_timeout", None))
+                                  getattr(args, "idle_timeout", None), until_end)
 
 
 def _holdout(args):
@@ -82,7 +82,8 @@ def _holdout(args):
         pass
     uri = args.holdout
     connectors.open_source(uri, args.format, True)  # fail now if it cannot be opened
-    return lambda: connectors.open_source(uri, args.format, True, args.batch_records, idle_timeout=2.0)
+    # a topic is read up to where it ends when the evaluation starts (the idle timeout is a safety net)
+    return lambda: connectors.open_source(uri, args.format, True, args.batch_records, idle_timeout=2.0, until_end=True)
 
 
 def cmd_train(args) -> int:
@@ -152,7 +153,7 @@ def cmd_evaluate(args) -> int:
     model, _ = _load(args.checkpoint)
     metrics = ClassificationMetrics()
     bad = 0
-    for batch in _source(args, labelled=True):
+    for batch in _source(args, labelled=True, until_end=True):  # a topic: up to where it ends now
         bad += len(batch.dead)
         if len(batch):
             predicted, p_true = score_batch(model, batch.X, batch.y)
@@ -240,7 +241,8 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("evaluate", help="accuracy, macro-F1 and log-loss of a checkpointed model on a labelled source")
     _add_source_options(p)
     p.add_argument("--checkpoint", required=True, help="checkpoint directory")
-    p.add_argument("--idle-timeout", type=float, default=5.0, help="Kafka: stop after S seconds without a message")
+    p.add_argument("--idle-timeout", type=float, default=5.0,
+                   help="Kafka: the topic is read up to where it ends at the start; stop earlier after S seconds without a message")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("inspect", help="what the newest checkpoint of a directory holds")

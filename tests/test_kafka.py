@@ -4,6 +4,7 @@ JSON and msgpack values, one record or a list per message, predictions to a topi
 from __future__ import annotations
 
 import json
+import time
 
 import msgpack
 import pytest
@@ -81,6 +82,11 @@ def test_predictions_to_a_topic_and_offsets_committed(tmp_path, broker):
     model = train_reference_records(recs)
     assert [a["prediction"] for a in answers] == [model.predict_one(r["x"]) for r in recs[:50]]
     assert [a["position"]["offset"] for a in answers] == list(range(50))
+    # evaluate reads a topic up to where it ends now, without waiting out the idle timeout
+    start = time.monotonic()
+    evaluated = json.loads(cli("evaluate", f"kafka://{broker}/p-train?group=evaluator", "--checkpoint", tmp_path / "ck",
+                               "--idle-timeout", "120").stdout)
+    assert evaluated["n"] == 300 and time.monotonic() - start < 60
 
 
 def test_kafka_uri():
