@@ -31,7 +31,7 @@ import connectors
 from .checkpoint import CheckpointStore
 from .errors import StreamlearnError
 from .metrics import ClassificationMetrics
-from .runner import Runner, score_batch
+from .runner import Runner, evaluate_source
 
 
 class ConfigError(ValueError):
@@ -128,8 +128,9 @@ def cmd_predict(args) -> int:
     model, _ = _load(args.checkpoint)
     sink = connectors.open_sink(args.output or "-")
     n = 0
+    source = _source(args, labelled=False)
     try:
-        for batch in _source(args, labelled=False):
+        for batch in source:
             for dead in batch.dead:
                 print(f"streamlearn: skipped bad record at {dead.position}: {dead.reason}: {dead.message}", file=sys.stderr)
             if not len(batch):
@@ -144,6 +145,7 @@ def cmd_predict(args) -> int:
                 sink.write(out)
             n += len(batch)
     finally:
+        source.close()
         sink.close()
     print(f"streamlearn: {n:,} predictions", file=sys.stderr)
     return 0
@@ -151,14 +153,7 @@ def cmd_predict(args) -> int:
 
 def cmd_evaluate(args) -> int:
     model, _ = _load(args.checkpoint)
-    metrics = ClassificationMetrics()
-    bad = 0
-    for batch in _source(args, labelled=True, until_end=True):  # a topic: up to where it ends now
-        bad += len(batch.dead)
-        if len(batch):
-            predicted, p_true = score_batch(model, batch.X, batch.y)
-            metrics.update(batch.y, predicted, p_true)
-    print(json.dumps({**metrics.summary(), "bad_records": bad}))
+    print(json.dumps(evaluate_source(model, _source(args, labelled=True, until_end=True))))  # a topic: up to its end now
     return 0
 
 

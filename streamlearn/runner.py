@@ -80,14 +80,20 @@ def score_batch(model: StreamClassifier, X, y, learn: bool = False) -> tuple[lis
     return predicted, p_true
 
 
-def evaluate_source(model: StreamClassifier, source, metrics: ClassificationMetrics | None = None) -> ClassificationMetrics:
-    """Score every labelled record of a source (nothing is learned)."""
-    metrics = metrics or ClassificationMetrics()
-    for batch in source:
-        if len(batch):
-            predicted, p_true = score_batch(model, batch.X, batch.y)
-            metrics.update(batch.y, predicted, p_true)
-    return metrics
+def evaluate_source(model: StreamClassifier, source) -> dict:
+    """Score every labelled record of a source (nothing is learned), then close the source
+    (a hold-out topic opens a consumer at every checkpoint: left open, they piled up). The
+    metrics' summary, with ``bad_records``: the records of the source that are not valid."""
+    metrics, bad = ClassificationMetrics(), 0
+    try:
+        for batch in source:
+            bad += len(batch.dead)
+            if len(batch):
+                predicted, p_true = score_batch(model, batch.X, batch.y)
+                metrics.update(batch.y, predicted, p_true)
+    finally:
+        source.close()
+    return {**metrics.summary(), "bad_records": bad}
 
 
 class Runner:
@@ -210,7 +216,7 @@ class Runner:
         self._rate_mark = (now, learned)
         holdout = None
         if callable(self.holdout):
-            holdout = evaluate_source(self.model, self.holdout()).summary()
+            holdout = evaluate_source(self.model, self.holdout())
         elif self.holdout is not None:
             holdout = self.holdout_metrics.summary()
         return {

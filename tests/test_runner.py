@@ -113,14 +113,15 @@ def test_holdout_source_is_evaluated_at_every_checkpoint(tmp_path):
     train, test = tmp_path / "train.svm", tmp_path / "test.svm"
     lines = libsvm_lines(1200)
     train.write_text("\n".join(lines[:1000]) + "\n")
-    test.write_text("\n".join(lines[1000:]) + "\n")
+    test.write_text("\n".join(lines[1000:]) + "\nnot a record\n")
     cli("train", train, "--checkpoint-dir", tmp_path / "ck", "--checkpoint-every", "250", "--batch-records", "250",
         "--holdout", test, "--metrics", tmp_path / "m.jsonl")
     rows = [json.loads(l) for l in (tmp_path / "m.jsonl").read_text().splitlines()]
     assert [r["learned"] for r in rows] == [250, 500, 750, 1000, 1000]
-    assert all(r["holdout"]["n"] == 200 for r in rows) and rows[-1]["holdout"]["accuracy"] > 0.8
+    assert all(r["holdout"]["n"] == 200 and r["holdout"]["bad_records"] == 1 for r in rows)
+    assert rows[-1]["holdout"]["accuracy"] > 0.8
     evaluated = json.loads(cli("evaluate", test, "--checkpoint", tmp_path / "ck").stdout)
-    assert evaluated["accuracy"] == rows[-1]["holdout"]["accuracy"]
+    assert evaluated["accuracy"] == rows[-1]["holdout"]["accuracy"] and evaluated["bad_records"] == 1
     cli("plot", tmp_path / "m.jsonl", "-o", tmp_path / "curves.png")
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with open(tmp_path / "m.jsonl", "a") as f:  # a log cut short mid-line, then more lines
