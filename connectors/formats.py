@@ -148,7 +148,12 @@ class JsonLinesDecoder(_DictLineDecoder):
 
 
 class CsvDecoder(_DictLineDecoder):
-    """CSV with a header line per file; ``label_column`` is a name or a 0-based index."""
+    """CSV with a header line per file; ``label_column`` is a name or a 0-based index.
+
+    One record per line: streams are cut at newlines before decoding, so a newline inside a
+    quoted cell (RFC 4180 allows one) splits its record, and both halves are dead letters.
+    Empty cells are missing features; a label column is found by name (``label``, ``y``,
+    ``class``, ``target``) when none is given, else it is the first column."""
 
     def __init__(self, labelled: bool = True, label_column=None):
         super().__init__(labelled)
