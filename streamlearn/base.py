@@ -176,7 +176,8 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         """Gather one example; take a step when ``batch_size`` examples are gathered."""
         label = self._labels.normalize(y)
         self._check_class_room(1 if self._labels.index(label, grow=False) < 0 else 0)
-        cols, vals = self._within_column_room(lambda: self._features.encode_one(x, grow=True), len(x))
+        most_new = len(x) if isinstance(x, dict) else 0  # anything else is refused by encode_one
+        cols, vals = self._within_column_room(lambda: self._features.encode_one(x, grow=True), most_new)
         self._gather(cols, vals, self._labels.index(label, grow=True))
 
     def learn_many(self, X, y) -> None:

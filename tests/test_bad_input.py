@@ -93,6 +93,8 @@ def test_learn_many_rejects_bad_shapes_and_types(trained):
     assert _unchanged(trained, lambda m: m.learn_many(np.ones(3), ["x"] * 3)).reason == "bad-shape"
     assert _unchanged(trained, lambda m: m.learn_many("not a batch", ["x"] * 11)).reason == "bad-type"
     assert _unchanged(trained, lambda m: m.learn_one([1.0, 2.0], "x")).reason == "bad-type"
+    for x in (None, 5):  # len(x) ahead of the type check raised a bare TypeError
+        assert _unchanged(trained, lambda m: m.learn_one(x, "x")).reason == "bad-type"
 
 
 def test_prediction_rejects_bad_values_too(trained):
