@@ -236,6 +236,9 @@ class KafkaSource:
             self._consumer = None
 
 
+_PRUNE_EVERY = 10_000  # sent messages between two looks at which of them are known delivered
+
+
 class KafkaSinkError(ValueError):
     """Messages the broker did not take (the daemon stops before its next checkpoint, so a
     restart sends them again: at-least-once, never lost)."""
@@ -267,6 +270,8 @@ class KafkaSink:
             self._sent.append(self._producer.send(self.topic, json.dumps(obj, default=str).encode("utf-8")))
         except KafkaError as error:  # no metadata within max_block_ms, a message too large...
             raise KafkaSinkError(f"cannot write to {self.name}: {error}") from None
+        if len(self._sent) >= _PRUNE_EVERY:  # predictions between syncs can be millions: keep what is not yet known good
+            self._sent = [future for future in self._sent if not future.is_done or future.failed()]
 
     def sync(self) -> None:
         self._producer.flush()

@@ -130,13 +130,16 @@ def test_a_failed_commit_is_reported_and_the_daemon_goes_on(capsys):
     assert "could not commit offsets {'0': 42} to group 'g'" in capsys.readouterr().err
 
 
-def test_a_message_the_broker_refused_is_an_error_at_sync_not_a_silent_loss():
+def test_a_message_the_broker_refused_is_an_error_at_sync_not_a_silent_loss(monkeypatch):
     """``flush`` returns even when sends failed: dead letters sent to a topic could vanish."""
     from kafka.errors import KafkaTimeoutError
 
+    import connectors.kafka as kafka_module
     from connectors.kafka import KafkaSink, KafkaSinkError
 
     class Future:
+        is_done = True
+
         def __init__(self, error=None):
             self.exception = error
 
@@ -163,3 +166,10 @@ def test_a_message_the_broker_refused_is_an_error_at_sync_not_a_silent_loss():
     with pytest.raises(KafkaSinkError, match="1 message\\(s\\) to kafka://h:1/dead were not written .*no leader"):
         sink.sync()
     sink.sync()  # the failure was reported once; nothing pending
+    monkeypatch.setattr(kafka_module, "_PRUNE_EVERY", 2)  # between syncs, delivered messages are let go
+    sink._producer.futures = [Future(), Future(KafkaTimeoutError("gone")), Future(), Future()]
+    for i in range(4):
+        sink.write({"i": i})
+    assert len(sink._sent) == 1 and sink._sent[0].failed()
+    with pytest.raises(KafkaSinkError, match="gone"):
+        sink.sync()
