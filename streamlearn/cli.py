@@ -141,7 +141,7 @@ def cmd_predict(args) -> int:
             for i, label in enumerate(predicted.tolist()):
                 out = {"position": batch.locate(i), "prediction": label}
                 if args.proba:
-                    out["proba"] = proba[i]
+                    out["proba"] = {_json_key(label): p for label, p in proba[i].items()}
                 sink.write(out)
             n += len(batch)
     finally:
@@ -149,6 +149,13 @@ def cmd_predict(args) -> int:
         sink.close()
     print(f"streamlearn: {n:,} predictions", file=sys.stderr)
     return 0
+
+
+def _json_key(label):
+    """A class label as a JSON object key: JSON keys are strings, and ``json`` turns only
+    str/int/float/bool/None into one; a tuple label ``("a", 1)`` becomes ``'["a", 1]'``, the
+    text of the JSON value the label itself is written as."""
+    return label if label is None or isinstance(label, (str, int, float, bool)) else json.dumps(label, default=str)
 
 
 def cmd_evaluate(args) -> int:

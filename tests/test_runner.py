@@ -215,6 +215,19 @@ def test_predict_writes_one_line_per_record_with_its_position(tmp_path):
     assert info["learner"] == "MulticlassSVM" and info["classes"] == 5 and info["counters"]["learned"] == 300
 
 
+def test_predict_proba_writes_tuple_labels_as_json_keys(tmp_path):
+    """A model trained in Python on tuple labels: --proba ended in a TypeError (JSON keys)."""
+    model = streamlearn.MulticlassSVM(lam=0.1)
+    for _ in range(5):
+        model.learn_one({"a": 1.0}, ("cat", 1))
+        model.learn_one({"b": 1.0}, ("dog", 2))
+    CheckpointStore(tmp_path / "ck").save({"learner": model.export_state()})
+    (tmp_path / "in.jsonl").write_text('{"x": {"a": 1}}\n')
+    out = json.loads(cli("predict", tmp_path / "in.jsonl", "--checkpoint", tmp_path / "ck", "--proba").stdout)
+    assert out["prediction"] == ["cat", 1] and set(out["proba"]) == {'["cat", 1]', '["dog", 2]'}
+    assert out["proba"]['["cat", 1]'] > out["proba"]['["dog", 2]']
+
+
 def test_predict_into_a_reader_that_stops_early_exits_quietly_with_code_0(tmp_path):
     """``streamlearn predict … | head -1``: the command ends on the broken pipe with exit
     code 0 and no traceback, also in the fast exit after it (which flushes stdout once more)."""
