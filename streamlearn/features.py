@@ -290,12 +290,11 @@ class FeatureSpace:
             values = np.add.reduceat(values, first)
         return cols, values
 
-    def _position_columns(self, indices: np.ndarray) -> np.ndarray:
-        """Column of every int name ``0..max(indices)`` (``-1``: unknown) for a batch over
+    def _position_columns(self, needed: int) -> np.ndarray:
+        """Column of every int name ``0..needed-1`` (``-1``: unknown) for a batch over
         positional names (arrays, sparse matrices): the cache ``_int_name_columns`` itself,
         grown to cover the batch without adding any name (:func:`map_rows` adds them as
         it meets them, :meth:`_hash_positions` when hashing)."""
-        needed = int(indices.max()) + 1 if len(indices) else 0
         if len(self._int_name_columns) < needed:
             self._grow_position_cache(needed)
         return self._int_name_columns
@@ -320,10 +319,11 @@ class FeatureSpace:
             return self._encode_dicts(X, grow)
         names, matrix = _batch_to_csr(X)
         positional = names is None
-        if positional and self._positions_too_sparse(matrix.indices):
-            return self._sparse_positions(matrix, grow)
         if positional:
-            column_of = self._position_columns(matrix.indices)
+            needed = int(matrix.indices.max()) + 1 if matrix.nnz else 0  # positions 0..needed-1 cover the batch
+            if self._positions_too_sparse(needed, matrix.nnz):
+                return self._sparse_positions(matrix, grow)
+            column_of = self._position_columns(needed)
             if self.n_bits is not None:  # hashing: every name has its column
                 self._hash_positions(matrix.indices)
         else:
@@ -347,13 +347,12 @@ class FeatureSpace:
             return SparseRows(indptr, out_idx[:n], out_val[:n])
         return self._mapped_rows(matrix.indptr.astype(np.int64), column_of[matrix.indices], matrix.data.astype(np.float64))
 
-    def _positions_too_sparse(self, indices: np.ndarray) -> bool:
-        """Whether covering a positional batch would grow the position cache (one int64 per
-        position up to the largest) far past what the stream holds: one LIBSVM index of
-        10**12 asked for 8 TB, one of 3·10**8 took 2.4 GB for a four-line file."""
-        needed = int(indices.max()) + 1 if len(indices) else 0
+    def _positions_too_sparse(self, needed: int, n_entries: int) -> bool:
+        """Whether covering positions ``0..needed-1`` would grow the position cache (one int64
+        per position) far past what the stream holds: one LIBSVM index of 10**12 asked for
+        8 TB, one of 3·10**8 took 2.4 GB for a four-line file."""
         known = len(self._names) if self.n_bits is None else 0
-        return needed > len(self._int_name_columns) and needed > max(_DENSE_POSITIONS, 8 * (known + len(indices)))
+        return needed > len(self._int_name_columns) and needed > max(_DENSE_POSITIONS, 8 * (known + n_entries))
 
     def _sparse_positions(self, matrix, grow: bool) -> SparseRows:
         """A positional batch by its distinct positions (the road of dict names), for
