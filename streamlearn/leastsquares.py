@@ -132,12 +132,9 @@ class _DenseLeastSquares(StreamClassifier):
         self._W = np.zeros((0, 0))  # (d, K)
 
     def _width(self) -> int:
-        d = self._features.n_columns
-        if d > self.max_features:
-            raise InvalidInputError(
-                "bad-shape", f"{type(self).__name__} works on dense features and the stream has {d} > max_features="
-                f"{self.max_features}; fit blocks of features stagewise (Alg. 3) or raise max_features")
-        return d
+        """Columns of the dense model: the vocabulary's, which never passes ``max_features``
+        (:meth:`StreamClassifier._within_column_room` refuses an input that would take it there)."""
+        return self._features.n_columns
 
     @property
     def max_columns(self) -> int:
