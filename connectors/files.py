@@ -34,7 +34,7 @@ import numba
 import numpy as np
 
 from .formats import guess_format, make_decoder
-from .libsvm import open_binary
+from .libsvm import compressed, open_binary
 from .records import Batch, DeadLetter
 
 CHUNK_BYTES = 1 << 20
@@ -315,11 +315,12 @@ class FileSource(_HashSwitch):
                 self.decoder.new_file()
                 if cursor.offset:
                     self.decoder.restore(decoder_state)
-                with open_binary(self.paths[index]) as f:
-                    read = _TolerantReader(f) if f.__class__.__module__ in ("gzip", "bz2", "lzma") else f.read
+                path = self.paths[index]
+                with open_binary(path) as f:
+                    read = _TolerantReader(f) if compressed(path) else f.read
                     if cursor.offset:
-                        skip_verified(read, cursor, f"file {self.paths[index]!r}")
-                    for batch in decode_stream(read, self.decoder, self.paths[index], cursor, self.batch_records):
+                        skip_verified(read, cursor, f"file {path!r}")
+                    for batch in decode_stream(read, self.decoder, path, cursor, self.batch_records):
                         ends = batch.position is ENDS_STREAM
                         batch.position = self._next_file(pass_, index) if ends else self._position(pass_, index, cursor)
                         yield batch

@@ -94,6 +94,11 @@ def _record_bytes(value: bytes, records: list, record) -> bytes:
         return encode_value(record, "json")
 
 
+def unreachable(bootstrap: str, error: Exception) -> ValueError:
+    """The one-line error for a broker a consumer or producer could not bootstrap from."""
+    return ValueError(f"cannot reach the Kafka broker at {bootstrap}: {error}")
+
+
 def parse_kafka_uri(uri: str) -> dict:
     """``kafka://HOST:PORT[,HOST:PORT]/TOPIC?group=NAME`` → bootstrap, topic, group."""
     from urllib.parse import parse_qs, urlparse
@@ -148,7 +153,7 @@ class KafkaSource:
             consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False,
                                      auto_offset_reset="earliest", **self.consumer_options)
         except KafkaError as error:
-            raise ValueError(f"cannot reach the Kafka broker at {self.bootstrap}: {error}") from None
+            raise unreachable(self.bootstrap, error) from None
         deadline = time.monotonic() + 30
         partitions = consumer.partitions_for_topic(self.topic)
         while not partitions:
@@ -261,7 +266,7 @@ class KafkaSink:
         try:
             self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
         except KafkaError as error:
-            raise ValueError(f"cannot reach the Kafka broker at {bootstrap}: {error}") from None
+            raise unreachable(bootstrap, error) from None
 
     def write(self, obj: dict) -> None:
         from kafka.errors import KafkaError

@@ -51,6 +51,11 @@ _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)
 
 
+def compressed(path) -> bool:
+    """Whether :func:`open_binary` decompresses this file (by its suffix)."""
+    return pathlib.Path(path).suffix in OPENERS
+
+
 def open_binary(path):
     """Open a file for reading bytes, decompressing by its suffix (.bz2, .gz, .xz)."""
     path = pathlib.Path(path)
