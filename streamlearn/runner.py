@@ -236,8 +236,7 @@ class Runner:
 
     def _process(self, batch: Batch) -> None:
         for dead in batch.dead:
-            self.dead_letters.write(dead.to_json())
-        self.counters["dead_letters"] += len(batch.dead)
+            self._dead_letter(dead)
         if len(batch):
             if self._data_span[0] is None:
                 self._data_span[0] = time.perf_counter()
@@ -266,6 +265,10 @@ class Runner:
             # the batch is fully handled (valid records learned), so a checkpoint now is consistent
             raise TooManyErrors(f"{self.counters['dead_letters']} bad records, more than --max-errors {self.max_errors}")
 
+    def _dead_letter(self, dead: DeadLetter) -> None:
+        self.dead_letters.write(dead.to_json())
+        self.counters["dead_letters"] += 1
+
     def _learn_one_by_one(self, batch: Batch) -> tuple[Batch, list, np.ndarray]:
         """Score and learn a batch the learner refused record by record (in order, so the
         model is the one the accepted records alone give); the refused ones become dead
@@ -278,10 +281,8 @@ class Runner:
             try:
                 label, p = score_batch(self.model, one.X, one.y, learn=True)
             except InvalidInputError as error:
-                record = {"x": _features_of(one.X), "y": one.y[0]}
-                self.dead_letters.write(DeadLetter(batch.locate(i), f"refused-{error.reason}", str(error),
-                                                   to_json_line(record).rstrip("\n").encode()).to_json())
-                self.counters["dead_letters"] += 1
+                record = to_json_line({"x": _features_of(one.X), "y": one.y[0]}).rstrip("\n").encode()
+                self._dead_letter(DeadLetter(batch.locate(i), f"refused-{error.reason}", str(error), record))
                 continue
             accepted[i] = True
             predicted.append(label[0])
