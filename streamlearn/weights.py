@@ -36,7 +36,7 @@ class ScaledWeights:
         self.n_classes = 0
         self.V = np.zeros((0, 0))
         self.scale = np.ones(0)
-        self.sqnorm = np.zeros(0)  # ||V[:, k]||^2, for the ball projection
+        self.sqnorm = np.zeros(0)  # ||V[:, k]||^2 for the ball projection (kept only by learners that project)
         self.U = np.zeros((0, 0))  # running-sum correction of the averaged iterate
         self.A = np.zeros(0)  # running-sum coefficient of V
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .scaled import add_to_column, project_to_ball, renormalize_columns, row_dots
+from .scaled import add_to_column, add_to_columns, project_to_ball, renormalize_columns, row_dots
 
 SOFTMAX = 0  # multi-class logistic regression, Alg. 2 / Eq. 15
 CRAMMER_SINGER = 1  # multi-class SVM hinge, Alg. 3 / Eq. 16
@@ -92,6 +92,8 @@ def learn_groups(
     ``V`` must have at least ``n_features`` rows and ``max(y) + 1`` columns."""
     n_groups = (len(indptr) - 1) // group_size
     coef = np.empty((group_size, V.shape[1]))
+    touched = np.empty(V.shape[1], np.int64)
+    amounts = np.empty(V.shape[1])
     radius = 1.0 / np.sqrt(lam)
     for g in range(n_groups):
         first = g * group_size
@@ -110,10 +112,20 @@ def learn_groups(
                 scale[k] *= shrink
         step = 1.0 / (lam * t * group_size)
         for i in range(group_size):
+            if loss == CRAMMER_SINGER or loss == PERCEPTRON:  # at most two classes: class by class
+                for k in range(n_classes):
+                    if coef[i, k] != 0.0:
+                        add_to_column(V, sqnorm, U, A, averaged, project, indptr, indices, data,
+                                      first + i, k, -step * coef[i, k] / scale[k])
+                continue
+            n_touched = 0  # softmax, one-vs-rest: (nearly) every class, in one pass
             for k in range(n_classes):
                 if coef[i, k] != 0.0:
-                    add_to_column(V, sqnorm, U, A, averaged, indptr, indices, data,
-                                  first + i, k, -step * coef[i, k] / scale[k])
+                    touched[n_touched] = k
+                    amounts[n_touched] = -step * coef[i, k] / scale[k]
+                    n_touched += 1
+            add_to_columns(V, sqnorm, U, A, averaged, project, indptr, indices, data,
+                           first + i, touched, amounts, n_touched)
         if project:
             project_to_ball(scale, sqnorm, n_classes, radius, per_class_ball)
         weight = float(t) ** average_power

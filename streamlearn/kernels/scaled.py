@@ -73,8 +73,10 @@ def scores_batch(indptr, indices, data, V, scale, U, A, total_weight, n_classes,
 
 
 @njit(cache=True, nogil=True)
-def add_to_column(V, sqnorm, U, A, averaged, indptr, indices, data, row, k, coef):
-    """``V[:, k] += coef * x_row``, keeping ``sqnorm[k] = ||V[:, k]||^2`` and the average's ``U``."""
+def add_to_column(V, sqnorm, U, A, averaged, track_norm, indptr, indices, data, row, k, coef):
+    """``V[:, k] += coef * x_row``, keeping the average's ``U`` and, with ``track_norm``,
+    ``sqnorm[k] = ||V[:, k]||^2`` (only the ball projection reads it; the running sum
+    costs a dependent addition per entry)."""
     acc = sqnorm[k]
     for p in range(indptr[row], indptr[row + 1]):
         j = indices[p]
@@ -82,10 +84,34 @@ def add_to_column(V, sqnorm, U, A, averaged, indptr, indices, data, row, k, coef
         old = V[j, k]
         new = old + step
         V[j, k] = new
-        acc += new * new - old * old
+        if track_norm:
+            acc += new * new - old * old
         if averaged:
             U[j, k] -= A[k] * step
-    sqnorm[k] = acc
+    if track_norm:
+        sqnorm[k] = acc
+
+
+@njit(cache=True, nogil=True)
+def add_to_columns(V, sqnorm, U, A, averaged, track_norms, indptr, indices, data, row, classes, amounts, n_touched):
+    """``V[:, classes[c]] += amounts[c] * x_row`` for ``c < n_touched`` (``classes``
+    ascending), as :func:`add_to_column` class by class; every cell and norm gets the
+    same operations in the same order whichever road is taken.
+
+    Every class touched (softmax, one-vs-rest) without norms or average: one pass over the
+    row's entries, each a contiguous update of ``V[j, :]`` (one read of each cache line,
+    not one per class: 2.8x on news20, 1.8x on MNIST for softmax). Otherwise class by class.
+    (For the two classes of an argmax loss, one pass with an inner loop over the classes
+    measured 10-30 % slower than :func:`add_to_column` twice.)"""
+    if n_touched > 2 and classes[n_touched - 1] == n_touched - 1 and not (track_norms or averaged):
+        for p in range(indptr[row], indptr[row + 1]):
+            j = indices[p]
+            v = data[p]
+            for k in range(n_touched):
+                V[j, k] += amounts[k] * v
+        return
+    for c in range(n_touched):
+        add_to_column(V, sqnorm, U, A, averaged, track_norms, indptr, indices, data, row, classes[c], amounts[c])
 
 
 @njit(cache=True, nogil=True)
