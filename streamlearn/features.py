@@ -478,6 +478,10 @@ def _dense_float(values: np.ndarray, names: list) -> np.ndarray:
 
 
 def _check_finite(values: np.ndarray, locate) -> None:
+    """Raise naming the first NaN/inf of ``values``; ``locate(position)`` gives its row and
+    feature. The search for it runs only when there is one (it costs three passes)."""
+    if np.isfinite(values).all():
+        return
     bad = np.flatnonzero(~np.isfinite(values))
     if len(bad):
         row, feature = locate(int(bad[0]))
@@ -505,6 +509,10 @@ class LabelSpace:
     ...
     streamlearn.errors.InvalidInputError: row 0: empty label '  '
     """
+
+    #: integer labels below this are looked up in a table by :meth:`indices` (8 bytes each)
+    SMALL_INT_LABELS = 1 << 16
+    _small_ints = None  # table: class of int label v at [v] (-1: none); None: to rebuild
 
     def __init__(self):
         self._index: dict = {}
@@ -535,13 +543,34 @@ class LabelSpace:
             k = len(self.labels)
             self._index[y] = k
             self.labels.append(y)
+            self._small_ints = None
         return k
+
+    def _small_int_classes(self, values: np.ndarray) -> np.ndarray | None:
+        """Class indices of an int array whose labels are all known and below
+        :attr:`SMALL_INT_LABELS`, by a table look-up (a dict look-up per distinct label
+        costs a sort of the batch); ``None`` otherwise. The table is filled from the dict,
+        so ``1`` finds a class first seen as ``True`` or ``1.0`` exactly as the dict does."""
+        if not len(values) or values.min() < 0 or values.max() >= self.SMALL_INT_LABELS:
+            return None
+        needed = int(values.max()) + 1
+        if self._small_ints is None or len(self._small_ints) < needed:
+            size = max(needed, 2 * len(self._small_ints) if self._small_ints is not None else 16)
+            size = min(size, self.SMALL_INT_LABELS)
+            get = self._index.get
+            self._small_ints = np.fromiter((get(v, -1) for v in range(size)), np.int64, size)
+        classes = self._small_ints[values]
+        return classes if classes.min() >= 0 else None
 
     def indices(self, ys, grow: bool) -> np.ndarray:
         """Class indices of a batch of labels (a list, an array or a Series), numbering new
         classes in order of first appearance. Call :meth:`validate_batch` first: this one
         grows the space."""
         values = np.asarray(ys) if not isinstance(ys, list) else None
+        if values is not None and values.dtype.kind in "iu" and values.ndim == 1:
+            known = self._small_int_classes(values)
+            if known is not None:
+                return known
         if values is not None and values.dtype.kind in "iub" and values.ndim == 1:
             uniques, first, inverse = np.unique(values, return_index=True, return_inverse=True)
             mapped = np.empty(len(uniques), np.int64)
