@@ -176,6 +176,16 @@ class FeatureSpace:
         return (1 << self.n_bits) if self.n_bits is not None else len(self._names)
 
     @property
+    def likely_columns(self) -> int:
+        """A guess at the columns the stream will bring, for sizing weights ahead: the
+        positions positional batches (arrays, sparse matrices, LIBSVM) have spanned so far
+        (each may become a column), at most 8x the columns in use; the columns in use
+        when hashing or when no positional batch came."""
+        if self.n_bits is not None:
+            return self.n_columns
+        return max(self.n_columns, min(len(self._int_name_columns), 8 * self.n_columns))
+
+    @property
     def names(self) -> list:
         """The vocabulary in column order (empty when hashing)."""
         return list(self._names)

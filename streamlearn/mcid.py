@@ -121,7 +121,7 @@ class _MCIDLearner(StreamClassifier):
 
     def _learn_groups(self, rows: SparseRows, y: np.ndarray) -> None:
         store = self._weights
-        store.reserve(self._features.n_columns, len(self._labels))
+        store.reserve(self._features.n_columns, len(self._labels), self._features.likely_columns)
         self._t, self._n_learned_classes, self._average_weight = _mcid.learn_groups(
             rows.indptr, rows.indices, rows.data, y, self.batch_size,
             store.V, store.scale, store.sqnorm, store.U, store.A,

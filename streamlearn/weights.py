@@ -40,12 +40,17 @@ class ScaledWeights:
         self.U = np.zeros((0, 0))  # running-sum correction of the averaged iterate
         self.A = np.zeros(0)  # running-sum coefficient of V
 
-    def reserve(self, n_features: int, n_classes: int) -> None:
-        """Make room for ``n_features`` x ``n_classes`` (new weights are zero)."""
+    def reserve(self, n_features: int, n_classes: int, likely_features: int = 0) -> None:
+        """Make room for ``n_features`` x ``n_classes`` (new weights are zero).
+
+        ``likely_features``: how many features the stream will probably bring (a hint, e.g.
+        the width of the matrices it comes in); when the feature capacity must grow anyway,
+        it grows at least to that, saving the copies of growing by doubling. Untouched
+        capacity costs address space only (``np.zeros`` maps pages on first write)."""
         cap_d, cap_k = self.V.shape
         if n_features > cap_d or n_classes > cap_k:
             shape = (
-                max(n_features, 2 * cap_d if n_features > cap_d else cap_d),
+                max(n_features, 2 * cap_d if n_features > cap_d else cap_d, likely_features if n_features > cap_d else 0),
                 max(n_classes, 2 * cap_k if n_classes > cap_k else cap_k),
             )
             self.V = _grown(self.V, shape, 0.0)

@@ -396,6 +396,36 @@ def test_weighted_average_survives_export_and_pickle():
     assert restored._average_weight == model._average_weight == sum(t**2.0 for t in range(1, 121))
 
 
+def test_weights_of_a_positional_stream_are_sized_once_with_the_same_result():
+    """A sparse matrix stream sizes the weights for the positions it spans at the first
+    growth instead of doubling batch after batch (each doubling copied them); the model is
+    the same as one whose weights grew by doubling."""
+    rng = np.random.default_rng(3)
+    X = sp.random(400, 4999, density=0.002, format="csr", random_state=4)
+    X = sp.hstack([X, np.ones((400, 1))], format="csr")  # the first batch spans every position
+    y = rng.integers(0, 4, 400)
+    sized, doubling = MulticlassSVM(lam=0.01), MulticlassSVM(lam=0.01)
+    doubling._features.__class__ = type("NoHint", (type(doubling._features),), {"likely_columns": property(lambda self: 0)})
+    buffers, doubled = [], []  # the arrays themselves: an id could be reused once one is freed
+    for start in range(0, 400, 40):
+        sized.learn_many(X[start : start + 40], y[start : start + 40])
+        doubling.learn_many(X[start : start + 40], y[start : start + 40])
+        buffers.append(sized._weights.V)
+        doubled.append(doubling._weights.V)
+    assert all(V is buffers[0] for V in buffers)
+    assert len({id(V) for V in doubled}) > 2
+    assert sized._weights.V.shape[0] <= 8 * sized._features.n_columns
+    np.testing.assert_array_equal(sized.weight_matrix(), doubling.weight_matrix())
+
+
+def test_likely_columns_stays_within_eight_times_the_columns_in_use():
+    model = MulticlassSVM()
+    X = sp.csr_matrix(([1.0, 1.0], ([0, 1], [3, 1_000_000])), shape=(2, 1_000_001))
+    model.learn_many(X, [0, 1])
+    assert model._features.n_columns == 2 and model._features.likely_columns == 16
+    assert model._weights.V.shape[0] <= 16
+
+
 def test_a_stream_of_dicts_never_imports_scipy_sparse():
     """``scipy.sparse`` costs ~0.12 s of start-up: ``import streamlearn`` and learning and
     predicting from dicts must not load it (it is imported when a batch needs it)."""
