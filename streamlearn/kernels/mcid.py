@@ -94,6 +94,7 @@ def learn_groups(
     coef = np.empty((group_size, V.shape[1]))
     touched = np.empty(V.shape[1], np.int64)
     amounts = np.empty(V.shape[1])
+    norms = np.empty(V.shape[1])
     radius = 1.0 / np.sqrt(lam)
     for g in range(n_groups):
         first = g * group_size
@@ -125,7 +126,7 @@ def learn_groups(
                     amounts[n_touched] = -step * coef[i, k] / scale[k]
                     n_touched += 1
             add_to_columns(V, sqnorm, U, A, averaged, project, indptr, indices, data,
-                           first + i, touched, amounts, n_touched)
+                           first + i, touched, amounts, n_touched, norms)
         if project:
             project_to_ball(scale, sqnorm, n_classes, radius, per_class_ball)
         weight = float(t) ** average_power
