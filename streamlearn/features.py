@@ -324,7 +324,8 @@ class FeatureSpace:
         columns with a non-zero value enter the vocabulary (a zero contributes nothing),
         in order of first appearance (row by row), so the vocabulary does not depend on
         where a stream is cut into batches. The rows may be views on buffers the next call
-        reuses (:meth:`_scratch`): use them or copy them first."""
+        reuses (:meth:`_scratch`), or on ``X``'s own values: use them or copy them first, and
+        never write to them."""
         if isinstance(X, list):
             return self._encode_dicts(X, grow)
         names, matrix = _batch_to_csr(X)
@@ -344,17 +345,17 @@ class FeatureSpace:
                 room = min(matrix.nnz, len(column_of))
                 self._reserve_order_keys(len(self._names) + room)
                 added = np.empty(room, np.int64)
-                indptr, n, n_added = map_rows(
+                indptr, n, n_added, copied = map_rows(
                     matrix.indptr, matrix.indices, matrix.data, column_of, self._order_key, out_idx, out_val,
-                    True, len(self._names), added,
+                    True, len(self._names), added, False,
                 )  # fmt: skip
                 if n_added:
                     self._record_positions(added[:n_added])
             else:
-                indptr, n, _ = map_rows(
+                indptr, n, _, copied = map_rows(
                     matrix.indptr, matrix.indices, matrix.data, column_of, self._order_key, out_idx, out_val, positional
                 )
-            return SparseRows(indptr, out_idx[:n], out_val[:n])
+            return SparseRows(indptr, out_idx[:n], out_val[:n] if copied else matrix.data)
         return self._mapped_rows(matrix.indptr.astype(np.int64), column_of[matrix.indices], matrix.data.astype(np.float64))
 
     def _positions_too_sparse(self, needed: int, n_entries: int) -> bool:

@@ -266,7 +266,7 @@ def test_map_rows_kernel_matches_a_plain_reference():
     column_of[rng.choice(30, 6, replace=False)] = -1  # unknown features
     keys = rng.integers(0, 5, 30)  # repeated keys: the order among equal keys is the row's
     out_idx, out_val = np.full(matrix.nnz + 5, -7, np.int64), np.full(matrix.nnz + 5, np.nan)  # longer than needed
-    indptr, n, _ = map_rows(matrix.indptr, matrix.indices, matrix.data, column_of, keys, out_idx, out_val)
+    indptr, n, _, _ = map_rows(matrix.indptr, matrix.indices, matrix.data, column_of, keys, out_idx, out_val)
     indices, data = out_idx[:n], out_val[:n]
     for i in range(40):
         lo, hi = matrix.indptr[i], matrix.indptr[i + 1]
@@ -338,7 +338,7 @@ def test_map_rows_with_positional_keys_orders_rows_like_the_key_table():
     results = []
     for flag in (False, True):
         out_idx, out_val = np.empty(matrix.nnz, np.int64), np.empty(matrix.nnz)
-        indptr, n, _ = map_rows(matrix.indptr, matrix.indices, matrix.data, column_of, keys, out_idx, out_val, flag)
+        indptr, n, _, _ = map_rows(matrix.indptr, matrix.indices, matrix.data, column_of, keys, out_idx, out_val, flag)
         results.append((indptr.tolist(), out_idx[:n].tolist(), out_val[:n].tolist()))
     assert results[0] == results[1]
     indptr, cols, _ = results[1]
@@ -364,16 +364,39 @@ def test_map_rows_growing_equals_adding_the_new_names_first():
     two_step_map[new] = 20 + np.arange(len(new))
     two_step_keys[20 : 20 + len(new)] = new
     out = np.empty(matrix.nnz, np.int64), np.empty(matrix.nnz)
-    expected_ptr, n_expected, _ = map_rows(matrix.indptr, matrix.indices, matrix.data, two_step_map, two_step_keys, *out, True)
+    expected_ptr, n_expected, _, _ = map_rows(matrix.indptr, matrix.indices, matrix.data, two_step_map, two_step_keys, *out, True)
     expected = (expected_ptr.tolist(), out[0][:n_expected].tolist(), out[1][:n_expected].tolist())
 
     grown_map, grown_keys, added = base_map.copy(), base_keys.copy(), np.empty(50, np.int64)
     out = np.empty(matrix.nnz, np.int64), np.empty(matrix.nnz)
-    indptr, n, n_added = map_rows(matrix.indptr, matrix.indices, matrix.data, grown_map, grown_keys, *out, True, 20, added)
+    indptr, n, n_added, _ = map_rows(matrix.indptr, matrix.indices, matrix.data, grown_map, grown_keys, *out, True, 20, added)
     assert len(new) > 0 and n == matrix.nnz
     assert added[:n_added].tolist() == new.tolist()
     assert (grown_map == two_step_map).all() and (grown_keys == two_step_keys).all()
     assert (indptr.tolist(), out[0][:n].tolist(), out[1][:n].tolist()) == expected
+
+
+@pytest.mark.parametrize("canonical", [True, False], ids=["sorted-rows", "a-row-out-of-order"])
+def test_map_rows_without_copying_values_gives_the_same_rows(canonical):
+    """``copy_values=False`` leaves the values in ``data`` (a canonical batch) or copies
+    them when a row must be reordered; the rows are those of the copying pass either way."""
+    from streamlearn.kernels.rows import map_rows
+
+    matrix = sp.random(30, 50, density=0.2, random_state=11, format="csr")
+    indices = matrix.indices.copy()
+    if not canonical:  # swap two entries of the first row with at least two
+        row = int(np.flatnonzero(np.diff(matrix.indptr) >= 2)[0])
+        lo = matrix.indptr[row]
+        indices[lo], indices[lo + 1] = indices[lo + 1], indices[lo]
+    results = []
+    for copy_values in (True, False):
+        column_of, keys = np.full(50, -1, np.int64), np.zeros(50, np.int64)
+        out_idx, out_val = np.empty(matrix.nnz, np.int64), np.full(matrix.nnz, np.nan)
+        indptr, n, _, copied = map_rows(matrix.indptr, indices, matrix.data, column_of, keys, out_idx, out_val,
+                                        True, 0, np.empty(50, np.int64), copy_values)  # fmt: skip
+        assert copied == (copy_values or not canonical)
+        results.append((indptr.tolist(), out_idx[:n].tolist(), (out_val[:n] if copied else matrix.data).tolist()))
+    assert results[0] == results[1]
 
 
 @pytest.mark.parametrize("bad", [-1.0, 11.0, float("nan"), "2", True])

