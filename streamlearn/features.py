@@ -453,9 +453,12 @@ class FeatureSpace:
 def _batch_to_csr(X) -> tuple[list | None, "scipy.sparse.csr_matrix"]:
     """Column names (``None`` for positional integer names) and a validated CSR copy."""
     if _is_scipy_sparse(X):
-        matrix = _sparse().csr_matrix(X, dtype=np.float64)
+        # a float64 CSR batch is used as it is (read only): the constructor's copy of the
+        # object and its format check cost ~0.08 ms per batch, ~5 % of learning MNIST
+        matrix = X if X.format == "csr" and X.dtype == np.float64 and X.ndim == 2 else _sparse().csr_matrix(X, dtype=np.float64)
         if matrix.ndim != 2:
             raise InvalidInputError("bad-shape", f"expected a 2-D matrix, got shape {matrix.shape}")
+        _check_column_indices(matrix)
         _check_finite(matrix.data, lambda p: (int(np.searchsorted(matrix.indptr, p, side="right") - 1), int(matrix.indices[p])))
         return None, matrix
     if isinstance(X, np.ndarray):
@@ -477,6 +480,19 @@ def _batch_to_csr(X) -> tuple[list | None, "scipy.sparse.csr_matrix"]:
     flat_cols = dense.shape[1]
     _check_finite(dense.ravel(), lambda p: (p // flat_cols, p % flat_cols if names is None else names[p % flat_cols]))
     return names, _sparse().csr_matrix(dense)
+
+
+def _check_column_indices(matrix) -> None:
+    """Raise for a stored column index outside ``0..width-1`` (SciPy's constructor does not
+    look: a negative index was read as a position counted from the end, silently)."""
+    if not matrix.nnz:
+        return
+    indices = matrix.indices
+    if indices.min() < 0 or indices.max() >= matrix.shape[1]:
+        p = int(np.flatnonzero((indices < 0) | (indices >= matrix.shape[1]))[0])
+        row = int(np.searchsorted(matrix.indptr, p, side="right") - 1)
+        raise InvalidInputError("bad-shape", f"column index {int(indices[p])} outside the matrix's "
+                                f"{matrix.shape[1]} columns", row)
 
 
 def _dense_float(values: np.ndarray, names: list) -> np.ndarray:

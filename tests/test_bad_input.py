@@ -82,6 +82,16 @@ def test_learn_many_names_the_bad_row_sparse_and_dense(trained):
         assert (error.reason, error.row, error.feature) == ("non-finite", 2, 1)
 
 
+@pytest.mark.parametrize("bad_index", [-1, 3, 10**6])
+def test_sparse_matrix_with_a_column_index_outside_its_width_is_refused(trained, bad_index):
+    """SciPy builds such a matrix without looking; a negative index was read as a position
+    counted from the end of the column map, and learned silently under the wrong feature."""
+    X = sp.csr_matrix((np.array([1.0, 2.0, 3.0]), np.array([0, 2, bad_index]), np.array([0, 1, 2, 3])), shape=(3, 3))
+    for action in (lambda m: m.learn_many(X, ["x"] * 3), lambda m: m.predict_many(X)):
+        error = _unchanged(trained, action)
+        assert (error.reason, error.row) == ("bad-shape", 2) and str(bad_index) in str(error)
+
+
 def test_learn_many_rejects_length_mismatch_and_empty_label(trained):
     X = pd.DataFrame({"a": [1.0, 2.0]})
     assert _unchanged(trained, lambda m: m.learn_many(X, ["x"])).reason == "length-mismatch"
