@@ -458,7 +458,7 @@ def _batch_to_csr(X) -> tuple[list | None, "scipy.sparse.csr_matrix"]:
         matrix = X if X.format == "csr" and X.dtype == np.float64 and X.ndim == 2 else _sparse().csr_matrix(X, dtype=np.float64)
         if matrix.ndim != 2:
             raise InvalidInputError("bad-shape", f"expected a 2-D matrix, got shape {matrix.shape}")
-        _check_column_indices(matrix)
+        _check_csr_structure(matrix)
         _check_finite(matrix.data, lambda p: (int(np.searchsorted(matrix.indptr, p, side="right") - 1), int(matrix.indices[p])))
         return None, matrix
     if isinstance(X, np.ndarray):
@@ -482,17 +482,23 @@ def _batch_to_csr(X) -> tuple[list | None, "scipy.sparse.csr_matrix"]:
     return names, _sparse().csr_matrix(dense)
 
 
-def _check_column_indices(matrix) -> None:
-    """Raise for a stored column index outside ``0..width-1`` (SciPy's constructor does not
-    look: a negative index was read as a position counted from the end, silently)."""
-    if not matrix.nnz:
-        return
-    indices = matrix.indices
-    if indices.min() < 0 or indices.max() >= matrix.shape[1]:
-        p = int(np.flatnonzero((indices < 0) | (indices >= matrix.shape[1]))[0])
-        row = int(np.searchsorted(matrix.indptr, p, side="right") - 1)
-        raise InvalidInputError("bad-shape", f"column index {int(indices[p])} outside the matrix's "
-                                f"{matrix.shape[1]} columns", row)
+def _check_csr_structure(matrix) -> None:
+    """Raise unless ``matrix``'s arrays describe a valid CSR matrix: row pointers from 0 up
+    to the number of entries, never decreasing, and column indices inside ``0..width-1``.
+    SciPy's constructor checks only the first part, and not always (a matrix built with
+    ``(data, indices, indptr)`` then edited in place is not re-checked): a negative index
+    was read as a position counted from the end of the column map, learned silently, and
+    a decreasing row pointer could make the compiled loops read past the arrays."""
+    n_rows, width = matrix.shape
+    indptr, indices = matrix.indptr, matrix.indices
+    if (len(indptr) != n_rows + 1 or indptr[0] != 0 or indptr[-1] != len(indices) or len(indices) != len(matrix.data)
+            or (np.diff(indptr) < 0).any()):  # fmt: skip
+        raise InvalidInputError("bad-shape", "the sparse matrix's row pointers do not match its entries "
+                                "(scipy.sparse's check_format(full_check=True) says more)")
+    if len(indices) and (indices.min() < 0 or indices.max() >= width):
+        p = int(np.flatnonzero((indices < 0) | (indices >= width))[0])
+        row = int(np.searchsorted(indptr, p, side="right") - 1)
+        raise InvalidInputError("bad-shape", f"column index {int(indices[p])} outside the matrix's {width} columns", row)
 
 
 def _dense_float(values: np.ndarray, names: list) -> np.ndarray:

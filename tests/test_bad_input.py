@@ -92,6 +92,13 @@ def test_sparse_matrix_with_a_column_index_outside_its_width_is_refused(trained,
         assert (error.reason, error.row) == ("bad-shape", 2) and str(bad_index) in str(error)
 
 
+def test_sparse_matrix_with_broken_row_pointers_is_refused(trained):
+    X = sp.csr_matrix(np.ones((3, 3)))
+    X.indptr[1], X.indptr[2] = 7, 2  # decreasing: the compiled loops would read past the arrays
+    error = _unchanged(trained, lambda m: m.learn_many(X, ["x"] * 3))
+    assert error.reason == "bad-shape" and "row pointers" in str(error)
+
+
 def test_learn_many_rejects_length_mismatch_and_empty_label(trained):
     X = pd.DataFrame({"a": [1.0, 2.0]})
     assert _unchanged(trained, lambda m: m.learn_many(X, ["x"])).reason == "length-mismatch"
