@@ -87,10 +87,12 @@ def rff(Z: np.ndarray, Zt: np.ndarray, s: float, m: int, seed: int) -> tuple[np.
 
 def choose_bandwidth(Z: np.ndarray, y: np.ndarray) -> tuple[float, dict]:
     """s among fractions of the median distance, by the validation error of linear least
-    squares on 2,000 random features."""
+    squares on 2,000 random features. The grid reaches 2.4: up to 1.2 it ended at its best
+    point (errors falling 2.91 -> 2.81 %), so the optimum lay outside it; with 2.4 it flattens
+    (1.6-2.4: 2.69-2.70 %) and the first minimum is chosen."""
     median = median_distance(Z)
     scores = {}
-    for fraction in (0.6, 0.8, 1.0, 1.2):
+    for fraction in (0.6, 0.8, 1.0, 1.2, 1.6, 2.0, 2.4):
         F, Fv = rff(Z[:VALIDATION], Z[VALIDATION:], fraction * median, 2000, 3)
         model = GeneralizedLeastSquares(link="identity", max_features=10_000).fit(F, y[:VALIDATION])
         scores[fraction * median] = float(np.mean(np.asarray(model.classes)[scores_of(model, Fv).argmax(1)] != y[VALIDATION:]))
