@@ -94,7 +94,6 @@ def learn_groups(
     coef = np.empty((group_size, V.shape[1]))
     touched = np.empty(V.shape[1], np.int64)
     amounts = np.empty(V.shape[1])
-    norms = np.empty(V.shape[1])
     radius = 1.0 / np.sqrt(lam)
     for g in range(n_groups):
         first = g * group_size
@@ -114,6 +113,7 @@ def learn_groups(
         step = 1.0 / (lam * t * group_size)
         for i in range(group_size):
             if loss == CRAMMER_SINGER or loss == PERCEPTRON:  # at most two classes: class by class
+                # (through add_to_columns' own per-class road measured 3-18 % slower: the touched list)
                 for k in range(n_classes):
                     if coef[i, k] != 0.0:
                         add_to_column(V, sqnorm, U, A, averaged, project, indptr, indices, data,
@@ -126,7 +126,7 @@ def learn_groups(
                     amounts[n_touched] = -step * coef[i, k] / scale[k]
                     n_touched += 1
             add_to_columns(V, sqnorm, U, A, averaged, project, indptr, indices, data,
-                           first + i, touched, amounts, n_touched, norms)
+                           first + i, touched, amounts, n_touched)
         if project:
             project_to_ball(scale, sqnorm, n_classes, radius, per_class_ball)
         weight = float(t) ** average_power

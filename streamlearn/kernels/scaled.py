@@ -93,11 +93,10 @@ def add_to_column(V, sqnorm, U, A, averaged, track_norm, indptr, indices, data, 
 
 
 @njit(cache=True, nogil=True)
-def add_to_columns(V, sqnorm, U, A, averaged, track_norms, indptr, indices, data, row, classes, amounts, n_touched, norms):
+def add_to_columns(V, sqnorm, U, A, averaged, track_norms, indptr, indices, data, row, classes, amounts, n_touched):
     """``V[:, classes[c]] += amounts[c] * x_row`` for ``c < n_touched`` (``classes``
     ascending), as :func:`add_to_column` class by class; every cell and norm gets the
-    same operations in the same order whichever road is taken (``norms``: scratch of at
-    least ``n_touched``).
+    same operations in the same order whichever road is taken.
 
     Every class touched (softmax, one-vs-rest): one pass over the row's entries, each a
     contiguous update of ``V[j, :]`` (and ``U[j, :]``): one read of each cache line, not one
@@ -108,9 +107,6 @@ def add_to_columns(V, sqnorm, U, A, averaged, track_norms, indptr, indices, data
         for c in range(n_touched):
             add_to_column(V, sqnorm, U, A, averaged, track_norms, indptr, indices, data, row, classes[c], amounts[c])
         return
-    if track_norms:
-        for k in range(n_touched):
-            norms[k] = sqnorm[k]
     for p in range(indptr[row], indptr[row + 1]):
         j = indices[p]
         v = data[p]
@@ -124,12 +120,9 @@ def add_to_columns(V, sqnorm, U, A, averaged, track_norms, indptr, indices, data
             new = old + step
             V[j, k] = new
             if track_norms:
-                norms[k] += new * new - old * old
+                sqnorm[k] += new * new - old * old
             if averaged:
                 U[j, k] -= A[k] * step
-    if track_norms:
-        for k in range(n_touched):
-            sqnorm[k] = norms[k]
 
 
 @njit(cache=True, nogil=True)
