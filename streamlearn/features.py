@@ -426,7 +426,7 @@ class FeatureSpace:
                 _dict_values(x, row)
             raise
         if not np.isfinite(data).all():
-            row = int(np.searchsorted(indptr, int(np.flatnonzero(~np.isfinite(data))[0]), side="right") - 1)
+            row = _row_of_entry(indptr, int(np.flatnonzero(~np.isfinite(data))[0]))
             _dict_values(X[row], row)
         cols = self.columns([name for x in X for name in x], grow)
         return self._mapped_rows(indptr, cols, data)
@@ -460,7 +460,7 @@ def _batch_to_csr(X) -> tuple[list | None, "scipy.sparse.csr_matrix"]:
         if matrix.ndim != 2:
             raise InvalidInputError("bad-shape", f"expected a 2-D matrix, got shape {matrix.shape}")
         _check_csr_structure(matrix)
-        _check_finite(matrix.data, lambda p: (int(np.searchsorted(matrix.indptr, p, side="right") - 1), int(matrix.indices[p])))
+        _check_finite(matrix.data, lambda p: (_row_of_entry(matrix.indptr, p), int(matrix.indices[p])))
         return None, matrix
     if isinstance(X, np.ndarray):
         if X.ndim != 2:
@@ -483,6 +483,11 @@ def _batch_to_csr(X) -> tuple[list | None, "scipy.sparse.csr_matrix"]:
     return names, _sparse().csr_matrix(dense)
 
 
+def _row_of_entry(indptr: np.ndarray, p: int) -> int:
+    """The row of a CSR batch that holds entry ``p``."""
+    return int(np.searchsorted(indptr, p, side="right") - 1)
+
+
 def _check_csr_structure(matrix) -> None:
     """Raise unless ``matrix``'s arrays describe a valid CSR matrix: row pointers from 0 up
     to the number of entries, never decreasing, and column indices inside ``0..width-1``.
@@ -498,8 +503,8 @@ def _check_csr_structure(matrix) -> None:
                                 "(scipy.sparse's check_format(full_check=True) says more)")
     if len(indices) and (indices.min() < 0 or indices.max() >= width):
         p = int(np.flatnonzero((indices < 0) | (indices >= width))[0])
-        row = int(np.searchsorted(indptr, p, side="right") - 1)
-        raise InvalidInputError("bad-shape", f"column index {int(indices[p])} outside the matrix's {width} columns", row)
+        raise InvalidInputError("bad-shape", f"column index {int(indices[p])} outside the matrix's {width} columns",
+                                _row_of_entry(indptr, p))
 
 
 def _dense_float(values: np.ndarray, names: list) -> np.ndarray:
@@ -516,10 +521,9 @@ def _check_finite(values: np.ndarray, locate) -> None:
     feature. The search for it runs only when there is one (it costs three passes)."""
     if np.isfinite(values).all():
         return
-    bad = np.flatnonzero(~np.isfinite(values))
-    if len(bad):
-        row, feature = locate(int(bad[0]))
-        raise InvalidInputError("non-finite", f"value {values[bad[0]]!r} is NaN or infinite", row, feature)
+    first = int(np.flatnonzero(~np.isfinite(values))[0])
+    row, feature = locate(first)
+    raise InvalidInputError("non-finite", f"value {values[first]!r} is NaN or infinite", row, feature)
 
 
 def _is_empty_label(y) -> bool:
@@ -585,9 +589,11 @@ class LabelSpace:
         :attr:`SMALL_INT_LABELS`, by a table look-up (a dict look-up per distinct label
         costs a sort of the batch); ``None`` otherwise. The table is filled from the dict,
         so ``1`` finds a class first seen as ``True`` or ``1.0`` exactly as the dict does."""
-        if not len(values) or values.min() < 0 or values.max() >= self.SMALL_INT_LABELS:
+        if not len(values) or values.min() < 0:
             return None
         needed = int(values.max()) + 1
+        if needed > self.SMALL_INT_LABELS:
+            return None
         if self._small_ints is None or len(self._small_ints) < needed:
             size = max(needed, 2 * len(self._small_ints) if self._small_ints is not None else 16)
             size = min(size, self.SMALL_INT_LABELS)
