@@ -30,13 +30,15 @@ import sys
 import threading
 import zlib
 
-import numba
 import numpy as np
+
+from streamlearn.kernels import compiled
 
 from .formats import guess_format, make_decoder
 from .libsvm import compressed, open_binary
 from .records import Batch, DeadLetter
 
+_text = compiled("text")
 CHUNK_BYTES = 1 << 20
 UTF8_BOM = b"\xef\xbb\xbf"
 #: the position of the batch that ends a damaged stream: resume after the stream, not in it
@@ -60,25 +62,10 @@ class _Cursor:
         self.crc = zlib.crc32(piece, self.crc)
 
 
-@numba.njit(cache=True, nogil=True)
-def _count_lines(array, start, max_lines):
-    """``(end just past the max_lines-th newline at or after start, or -1; newlines seen,
-    end just past the last one seen)``: reads only as far as it needs."""
-    count = 0
-    last_end = start
-    for i in range(start, len(array)):
-        if array[i] == 10:
-            count += 1
-            last_end = i + 1
-            if count == max_lines:
-                return i + 1, count, last_end
-    return -1, count, last_end
-
-
 def _cut_lines(buf: bytes, start: int, max_lines: int, final: bool) -> tuple[int, int]:
     """End of the first ``max_lines`` complete lines of ``buf[start:]`` and their count (at
     the end of the stream a last line without its newline counts as complete)."""
-    end, count, last_end = _count_lines(np.frombuffer(buf, np.uint8), start, max_lines)
+    end, count, last_end = _text.count_lines(np.frombuffer(buf, np.uint8), start, max_lines)
     if end >= 0:
         return end, count
     if final and len(buf) > last_end:

@@ -1,7 +1,7 @@
 """Records, batches and dead letters: what every source hands to the runner.
 
 A source yields :class:`Batch` objects: the valid records of a stretch of the stream
-(``X`` as a SciPy CSR matrix for LIBSVM, or a list of feature dicts for the other
+(``X`` as a :class:`~streamlearn.features.CsrBatch` for LIBSVM, or a list of feature dicts for the other
 formats), their labels, a stable hash per record (for hold-out splits), the bad records
 of that stretch as :class:`DeadLetter` objects, and the resume position just past it.
 
@@ -25,7 +25,9 @@ from typing import Callable
 
 import numpy as np
 
-from .libsvm import fnv1a
+from streamlearn.kernels import compiled
+
+_text = compiled("text")
 
 _NUMBERS = (int, float)
 _FLOAT_OR_INT = {float, int}
@@ -62,7 +64,7 @@ class DeadLetter:
 class Batch:
     """Valid records of a stretch of the stream, its dead letters, and the position after it."""
 
-    X: object  # scipy.sparse.csr_matrix or list of feature dicts
+    X: object  # streamlearn.features.CsrBatch (LIBSVM) or list of feature dicts
     y: object  # labels: a list, or an int64 array (None for an unlabelled record when the source is not labelled)
     hashes: np.ndarray  # uint64, one per record
     locate: Callable[[int], dict]  # position of record i, for reports
@@ -99,7 +101,7 @@ def empty_batch(position: dict | None = None) -> Batch:
 
 def record_hash(raw: bytes) -> int:
     """The stable hash of a record's raw bytes (FNV-1a 64, as the LIBSVM parser computes it)."""
-    return int(fnv1a(np.frombuffer(raw, np.uint8), 0, len(raw)))
+    return int(_text.fnv1a(np.frombuffer(raw, np.uint8), 0, len(raw)))
 
 
 def _is_missing(y) -> bool:

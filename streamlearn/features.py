@@ -33,11 +33,14 @@ from typing import NamedTuple
 import numpy as np
 
 from .errors import InvalidInputError
-from .kernels.rows import first_appearance, map_rows, sort_rows_by_key, unknown_positions
+from .kernels import compiled
+
+_rows = compiled("rows")
 
 _NUMERIC_TYPES = frozenset({float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_})
 _HASH_CACHE_LIMIT = 1 << 20
 _DENSE_POSITIONS = 1 << 22  # positions the position cache always may cover (32 MB)
+_NO_ENTRIES = np.zeros(0, np.int64)
 
 
 def _sparse():
@@ -65,6 +68,53 @@ class SparseRows(NamedTuple):
     @property
     def n_rows(self) -> int:
         return len(self.indptr) - 1
+
+
+class CsrBatch:
+    """A batch of examples as a CSR matrix over integer feature names (column ``j`` holds
+    feature ``j``), without SciPy: what the LIBSVM reader yields (importing ``scipy.sparse``
+    costs ~0.13 s of the ``streamlearn`` command's start-up). The learners take it as they
+    take a SciPy CSR matrix; :meth:`tocsr` gives one.
+
+    >>> batch = CsrBatch(np.array([0, 2, 3]), np.array([0, 2, 1]), np.array([1.0, 2.0, 3.0]), 3)
+    >>> batch.shape, batch[np.array([1, 0])].toarray().tolist()
+    ((2, 3), [[0.0, 3.0, 0.0], [1.0, 0.0, 2.0]])
+    """
+
+    __slots__ = ("indptr", "indices", "data", "width")
+    ndim = 2
+
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, width: int):
+        self.indptr, self.indices, self.data, self.width = indptr, indices, data, int(width)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.indptr) - 1, self.width
+
+    @property
+    def nnz(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, rows) -> "CsrBatch":
+        """The rows ``rows`` (an integer array or a slice), in that order."""
+        rows = np.arange(self.shape[0])[rows] if isinstance(rows, slice) else np.asarray(rows, np.int64)
+        starts, lengths = self.indptr[rows], np.diff(self.indptr)[rows]
+        indptr = np.zeros(len(rows) + 1, self.indptr.dtype)
+        np.cumsum(lengths, out=indptr[1:])
+        entries = np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1])
+        return CsrBatch(indptr, self.indices[entries], self.data[entries], self.width)
+
+    def tocsr(self):
+        """The same matrix as a ``scipy.sparse.csr_matrix``."""
+        return _sparse().csr_matrix((self.data, self.indices, self.indptr), shape=self.shape)
+
+    def toarray(self) -> np.ndarray:
+        out = np.zeros(self.shape)
+        out[np.repeat(np.arange(self.shape[0]), np.diff(self.indptr)), self.indices] = self.data
+        return out
+
+    def __repr__(self) -> str:
+        return f"<CsrBatch of {self.shape[0]} rows, {self.width} columns, {self.nnz} entries>"
 
 
 def stack_rows(parts_cols: list, parts_vals: list) -> SparseRows:
@@ -232,7 +282,7 @@ class FeatureSpace:
 
     def _hash_positions(self, indices: np.ndarray) -> None:
         """Hashing: put a batch's int names that are not in the position cache into it."""
-        missing = unknown_positions(indices, self._int_name_columns)
+        missing = _rows.unknown_positions(indices, self._int_name_columns)
         if len(missing):
             self._int_name_columns[missing] = missing & ((1 << self.n_bits) - 1)
 
@@ -312,7 +362,7 @@ class FeatureSpace:
     def _named_columns(self, names: list, indices: np.ndarray, grow: bool) -> np.ndarray:
         """Column of each of a DataFrame's column names (``-1``: unknown or unused); only
         names with a non-zero value in the batch are looked up."""
-        used = first_appearance(indices, len(names))
+        used = _rows.first_appearance(indices, len(names))
         cols = np.full(len(names), -1, np.int64)
         cols[used] = self.columns([names[i] for i in used.tolist()], grow)
         return cols
@@ -328,10 +378,9 @@ class FeatureSpace:
         never write to them."""
         if isinstance(X, list):
             return self._encode_dicts(X, grow)
-        names, matrix = _batch_to_csr(X)
+        names, matrix, needed = _batch_to_csr(X)  # positions 0..needed-1 cover the batch
         positional = names is None
         if positional:
-            needed = int(matrix.indices.max()) + 1 if matrix.nnz else 0  # positions 0..needed-1 cover the batch
             if self._positions_too_sparse(needed, matrix.nnz):
                 return self._sparse_positions(matrix, grow)
             column_of = self._position_columns(needed)
@@ -345,16 +394,17 @@ class FeatureSpace:
                 room = min(matrix.nnz, len(column_of))
                 self._reserve_order_keys(len(self._names) + room)
                 added = np.empty(room, np.int64)
-                indptr, n, n_added, copied = map_rows(
+                indptr, n, n_added, copied = _rows.map_rows(
                     matrix.indptr, matrix.indices, matrix.data, column_of, self._order_key, out_idx, out_val,
-                    True, len(self._names), added, False,
+                    True, True, len(self._names), added, False,
                 )  # fmt: skip
                 if n_added:
                     self._record_positions(added[:n_added])
             else:
-                indptr, n, _, copied = map_rows(
-                    matrix.indptr, matrix.indices, matrix.data, column_of, self._order_key, out_idx, out_val, positional
-                )
+                indptr, n, _, copied = _rows.map_rows(
+                    matrix.indptr, matrix.indices, matrix.data, column_of, self._order_key, out_idx, out_val,
+                    positional, False, 0, _NO_ENTRIES, True,
+                )  # fmt: skip
             return SparseRows(indptr, out_idx[:n], out_val[:n] if copied else matrix.data)
         return self._mapped_rows(matrix.indptr.astype(np.int64), column_of[matrix.indices], matrix.data.astype(np.float64))
 
@@ -403,7 +453,7 @@ class FeatureSpace:
             mapped.sum_duplicates()
             indptr, indices, data = mapped.indptr.astype(np.int64), mapped.indices.astype(np.int64), mapped.data
         elif len(indices) > 1:  # vocabulary: order each row by name key, as encode_one does
-            sort_rows_by_key(indptr, indices, data, self._order_key)
+            _rows.sort_rows_by_key(indptr, indices, data, self._order_key)
         return SparseRows(indptr.astype(np.int64), indices, data)
 
     def _encode_dicts(self, X: list, grow: bool) -> SparseRows:
@@ -450,18 +500,20 @@ class FeatureSpace:
         return space
 
 
-def _batch_to_csr(X) -> tuple[list | None, "scipy.sparse.csr_matrix"]:
-    """Column names (``None`` for positional integer names) and the batch as a validated
-    float64 CSR matrix (``X`` itself when it is one already: callers only read it)."""
-    if _is_scipy_sparse(X):
+def _batch_to_csr(X) -> tuple[list | None, "CsrBatch | scipy.sparse.csr_matrix", int]:
+    """Column names (``None`` for positional integer names), the batch as a validated
+    float64 CSR matrix (``X`` itself when it is a :class:`CsrBatch` or a float64 SciPy CSR
+    matrix already: callers only read it), and one more than its largest column index."""
+    if isinstance(X, CsrBatch) or _is_scipy_sparse(X):
         # a float64 CSR batch is used as it is (read only): the constructor's copy of the
         # object and its format check cost ~0.08 ms per batch, ~5 % of learning MNIST
-        matrix = X if X.format == "csr" and X.dtype == np.float64 and X.ndim == 2 else _sparse().csr_matrix(X, dtype=np.float64)
+        if isinstance(X, CsrBatch) or (X.format == "csr" and X.dtype == np.float64 and X.ndim == 2):
+            matrix = X
+        else:
+            matrix = _sparse().csr_matrix(X, dtype=np.float64)
         if matrix.ndim != 2:
             raise InvalidInputError("bad-shape", f"expected a 2-D matrix, got shape {matrix.shape}")
-        _check_csr_structure(matrix)
-        _check_finite(matrix.data, lambda p: (_row_of_entry(matrix.indptr, p), int(matrix.indices[p])))
-        return None, matrix
+        return None, matrix, _checked_csr(matrix)
     if isinstance(X, np.ndarray):
         if X.ndim != 2:
             raise InvalidInputError("bad-shape", f"expected a 2-D array, got shape {X.shape}")
@@ -480,7 +532,8 @@ def _batch_to_csr(X) -> tuple[list | None, "scipy.sparse.csr_matrix"]:
         dense = _dense_float(frame.to_numpy(), names)
     flat_cols = dense.shape[1]
     _check_finite(dense.ravel(), lambda p: (p // flat_cols, p % flat_cols if names is None else names[p % flat_cols]))
-    return names, _sparse().csr_matrix(dense)
+    matrix = _sparse().csr_matrix(dense)
+    return names, matrix, int(matrix.indices.max()) + 1 if matrix.nnz else 0
 
 
 def _row_of_entry(indptr: np.ndarray, p: int) -> int:
@@ -488,23 +541,28 @@ def _row_of_entry(indptr: np.ndarray, p: int) -> int:
     return int(np.searchsorted(indptr, p, side="right") - 1)
 
 
-def _check_csr_structure(matrix) -> None:
-    """Raise unless ``matrix``'s arrays describe a valid CSR matrix: row pointers from 0 up
-    to the number of entries, never decreasing, and column indices inside ``0..width-1``.
-    SciPy's constructor checks only the first part, and not always (a matrix built with
-    ``(data, indices, indptr)`` then edited in place is not re-checked): a negative index
-    was read as a position counted from the end of the column map, learned silently, and
-    a decreasing row pointer could make the compiled loops read past the arrays."""
+def _checked_csr(matrix) -> int:
+    """Raise unless ``matrix``'s arrays describe a valid CSR matrix of finite values (row
+    pointers from 0 up to the number of entries, never decreasing; column indices inside
+    ``0..width-1``; no NaN or infinity); return one more than its largest column index.
+    One compiled pass (:func:`streamlearn.kernels.rows.check_csr`). SciPy's constructor
+    checks only the row pointers, and not always (a matrix built with ``(data, indices,
+    indptr)`` then edited in place is not re-checked): a negative index was read as a
+    position counted from the end of the column map, learned silently, and a decreasing
+    row pointer could make the compiled loops read past the arrays."""
     n_rows, width = matrix.shape
-    indptr, indices = matrix.indptr, matrix.indices
-    if (len(indptr) != n_rows + 1 or indptr[0] != 0 or indptr[-1] != len(indices) or len(indices) != len(matrix.data)
-            or (np.diff(indptr) < 0).any()):  # fmt: skip
+    indptr, indices, data = matrix.indptr, matrix.indices, matrix.data
+    status, entry, needed = _rows.check_csr(indptr, indices, data, width) if len(indptr) == n_rows + 1 else (1, -1, 0)
+    if status == 1:
         raise InvalidInputError("bad-shape", "the sparse matrix's row pointers do not match its entries "
                                 "(scipy.sparse's check_format(full_check=True) says more)")
-    if len(indices) and (indices.min() < 0 or indices.max() >= width):
-        p = int(np.flatnonzero((indices < 0) | (indices >= width))[0])
-        raise InvalidInputError("bad-shape", f"column index {int(indices[p])} outside the matrix's {width} columns",
-                                _row_of_entry(indptr, p))
+    if status == 2:
+        raise InvalidInputError("bad-shape", f"column index {int(indices[entry])} outside the matrix's {width} columns",
+                                _row_of_entry(indptr, entry))
+    if status == 3:
+        raise InvalidInputError("non-finite", f"value {data[entry]!r} is NaN or infinite", _row_of_entry(indptr, entry),
+                                int(indices[entry]))
+    return int(needed)
 
 
 def _dense_float(values: np.ndarray, names: list) -> np.ndarray:

@@ -50,18 +50,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import kernels
 from .base import StreamClassifier, check_positive
 from .errors import InvalidParameterError
 from .features import SparseRows
-from .kernels import mcid as _mcid
+from .kernels import codes, compiled
 from .weights import ScaledWeights
+
+_mcid = compiled("mcid")
+_scaled = compiled("scaled")
 
 
 class _MCIDLearner(StreamClassifier):
     """Shared implementation: lazily scaled weights + the compiled Alg. 1 step."""
 
-    _loss: int = _mcid.CRAMMER_SINGER
+    _loss: int = codes.CRAMMER_SINGER
     _per_class_ball: bool = False
     #: fold ``scale`` into ``V`` (O(d K), one pass) once a class's scale falls below this;
     #: ``None``: 1e-4 with an averaged iterate, 1e-30 without. The scale falls like 1/t, and
@@ -144,7 +146,7 @@ class _MCIDLearner(StreamClassifier):
         n_classes = len(self._labels)
         store.reserve(0, n_classes)
         out = np.empty((rows.n_rows, n_classes))
-        kernels.scaled.scores_batch(
+        _scaled.scores_batch(
             rows.indptr, rows.indices, rows.data, store.V[: store.n_features], store.scale,
             store.U[: store.n_features] if store.averaged else store.U, store.A,
             self._average_weight, n_classes, store.averaged, out,
@@ -204,7 +206,7 @@ class MulticlassSVM(_MCIDLearner):
     ('right', 'up')
     """
 
-    _loss = _mcid.CRAMMER_SINGER
+    _loss = codes.CRAMMER_SINGER
 
 
 class MulticlassLogisticRegression(_MCIDLearner):
@@ -228,7 +230,7 @@ class MulticlassLogisticRegression(_MCIDLearner):
     (True, 1.0)
     """
 
-    _loss = _mcid.SOFTMAX
+    _loss = codes.SOFTMAX
 
 
 class MulticlassPerceptron(_MCIDLearner):
@@ -251,7 +253,7 @@ class MulticlassPerceptron(_MCIDLearner):
     'B'
     """
 
-    _loss = _mcid.PERCEPTRON
+    _loss = codes.PERCEPTRON
 
 
 class OneVsRestPegasos(_MCIDLearner):
@@ -277,7 +279,7 @@ class OneVsRestPegasos(_MCIDLearner):
     'A'
     """
 
-    _loss = _mcid.OVR_HINGE
+    _loss = codes.OVR_HINGE
     _per_class_ball = True
 
 
@@ -303,7 +305,7 @@ class OneVsRestLogisticRegression(_MCIDLearner):
     'B'
     """
 
-    _loss = _mcid.OVR_LOGISTIC
+    _loss = codes.OVR_LOGISTIC
     _per_class_ball = True
 
     def _probabilities(self, scores: np.ndarray) -> np.ndarray:

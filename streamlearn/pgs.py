@@ -54,8 +54,10 @@ from river import base as river_base
 from .base import PendingRows, StreamClassifier, _is_pandas_frame, check_positive
 from .errors import InvalidInputError, InvalidParameterError
 from .features import SparseRows
-from .kernels import pgs as _pgs
-from .kernels.mcid import CRAMMER_SINGER, SOFTMAX
+from .kernels import codes, compiled
+from .kernels.codes import CRAMMER_SINGER, SOFTMAX
+
+_pgs = compiled("pgs")
 
 _ITERATES = ("last", "average", "random")
 
@@ -77,7 +79,7 @@ class _PGSLearner(StreamClassifier):
     @property
     def _separate_phi(self) -> bool:
         """Whether φ(Lam) differs from Lam (entrywise regularizer with p < 2)."""
-        return self._regularizer_code == _pgs.ENTRYWISE and self.p != 2.0
+        return self._regularizer_code == codes.ENTRYWISE and self.p != 2.0
 
     @property
     def q(self) -> float:
@@ -269,7 +271,7 @@ class PrimalGradientSolver(_PGSLearner):
     """
 
     _binary = True
-    _LOSSES = {"hinge": _pgs.HINGE, "logistic": _pgs.LOGISTIC, "squared": _pgs.SQUARED}
+    _LOSSES = {"hinge": codes.HINGE, "logistic": codes.LOGISTIC, "squared": codes.SQUARED}
     max_classes = 2
 
     def __init__(self, loss: str = "hinge", p: float = 2.0, sigma: float = 1e-4, batch_size: int = 1,
@@ -287,7 +289,7 @@ class PrimalGradientSolver(_PGSLearner):
                 "so the solver's guarantee (003, Sec. III) holds only on the domain ||w||_p <= B")
         self._check_common()
         self._loss_code = self._LOSSES[loss]
-        self._regularizer_code = _pgs.ENTRYWISE
+        self._regularizer_code = codes.ENTRYWISE
         self._reset()
 
     @property
@@ -341,7 +343,7 @@ class MulticlassPGS(_PGSLearner):
     """
 
     _LOSSES = {"hinge": CRAMMER_SINGER, "softmax": SOFTMAX}
-    _REGULARIZERS = {"entrywise": _pgs.ENTRYWISE, "block": _pgs.BLOCK}
+    _REGULARIZERS = {"entrywise": codes.ENTRYWISE, "block": codes.BLOCK}
 
     def __init__(self, loss: str = "hinge", p: float = 2.0, sigma: float = 1e-4, batch_size: int = 1,
                  bound: float | None = None, regularizer: str = "entrywise", iterate: str = "last",
@@ -399,7 +401,7 @@ class PrimalGradientRegressor(PendingRows, river_base.MiniBatchRegressor):
         self.bound, self.p, self.sigma, self.batch_size, self.iterate, self.seed = bound, p, sigma, batch_size, iterate, seed
         self._solver = PrimalGradientSolver(loss="squared", p=p, sigma=sigma, batch_size=batch_size, bound=bound,
                                             iterate=iterate, seed=seed)
-        self._solver._loss_code = _pgs.REGRESSION
+        self._solver._loss_code = codes.REGRESSION
         self._pending_cols, self._pending_vals, self._pending_y = [], [], []
 
     @classmethod

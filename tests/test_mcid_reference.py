@@ -24,6 +24,9 @@ from streamlearn import (
     OneVsRestLogisticRegression,
     OneVsRestPegasos,
 )
+from streamlearn.kernels import compiled
+
+NO_ENTRIES = np.zeros(0, np.int64)  # ``added`` of a map_rows call that does not grow
 
 
 def _softmax(z):
@@ -258,7 +261,7 @@ def test_far_apart_positions_take_the_road_of_names_with_the_same_result(n_bits,
 def test_map_rows_kernel_matches_a_plain_reference():
     """The compiled batch encoder: map positions to columns, drop unknown ones, order each
     row by the columns' name keys (stable), against a per-row Python reference."""
-    from streamlearn.kernels.rows import map_rows
+    map_rows = compiled("rows").map_rows
 
     rng = np.random.default_rng(3)
     matrix = sp.random(40, 30, density=0.3, random_state=4, format="csr")
@@ -266,7 +269,8 @@ def test_map_rows_kernel_matches_a_plain_reference():
     column_of[rng.choice(30, 6, replace=False)] = -1  # unknown features
     keys = rng.integers(0, 5, 30)  # repeated keys: the order among equal keys is the row's
     out_idx, out_val = np.full(matrix.nnz + 5, -7, np.int64), np.full(matrix.nnz + 5, np.nan)  # longer than needed
-    indptr, n, _, _ = map_rows(matrix.indptr, matrix.indices, matrix.data, column_of, keys, out_idx, out_val)
+    indptr, n, _, _ = map_rows(matrix.indptr, matrix.indices, matrix.data, column_of, keys, out_idx, out_val, False, False, 0,
+                               NO_ENTRIES, True)  # fmt: skip
     indices, data = out_idx[:n], out_val[:n]
     for i in range(40):
         lo, hi = matrix.indptr[i], matrix.indptr[i + 1]
@@ -312,7 +316,7 @@ def test_mcid_svm_learns_a_separable_problem():
 def test_unknown_positions_kernel_matches_a_plain_reference():
     """New int names of a batch, in order of first appearance, and the column map left as
     it was (the kernel marks positions in it while it runs)."""
-    from streamlearn.kernels.rows import unknown_positions
+    unknown_positions = compiled("rows").unknown_positions
 
     rng = np.random.default_rng(5)
     indices = rng.integers(0, 50, 400).astype(np.int32)
@@ -326,7 +330,7 @@ def test_unknown_positions_kernel_matches_a_plain_reference():
 def test_map_rows_with_positional_keys_orders_rows_like_the_key_table():
     """``keys_are_positions``: the order check reads positions, which must give the same
     rows as reading the key table when each known column's key is its position."""
-    from streamlearn.kernels.rows import map_rows
+    map_rows = compiled("rows").map_rows
 
     rng = np.random.default_rng(6)
     matrix = sp.random(30, 40, density=0.3, random_state=7, format="csr")
@@ -338,7 +342,8 @@ def test_map_rows_with_positional_keys_orders_rows_like_the_key_table():
     results = []
     for flag in (False, True):
         out_idx, out_val = np.empty(matrix.nnz, np.int64), np.empty(matrix.nnz)
-        indptr, n, _, _ = map_rows(matrix.indptr, matrix.indices, matrix.data, column_of, keys, out_idx, out_val, flag)
+        indptr, n, _, _ = map_rows(matrix.indptr, matrix.indices, matrix.data, column_of, keys, out_idx, out_val, flag, False,
+                                   0, NO_ENTRIES, True)  # fmt: skip
         results.append((indptr.tolist(), out_idx[:n].tolist(), out_val[:n].tolist()))
     assert results[0] == results[1]
     indptr, cols, _ = results[1]
@@ -346,10 +351,10 @@ def test_map_rows_with_positional_keys_orders_rows_like_the_key_table():
 
 
 def test_map_rows_growing_equals_adding_the_new_names_first():
-    """With ``added``, unknown positions get the next columns as the pass meets them: the
+    """With ``grow``, unknown positions get the next columns as the pass meets them: the
     same column map, keys and rows as listing the new names (:func:`unknown_positions`),
     giving them columns in that order, and mapping afterwards."""
-    from streamlearn.kernels.rows import map_rows, unknown_positions
+    map_rows, unknown_positions = compiled("rows").map_rows, compiled("rows").unknown_positions
 
     rng = np.random.default_rng(8)
     matrix = sp.random(30, 50, density=0.2, random_state=9, format="csr")
@@ -364,12 +369,14 @@ def test_map_rows_growing_equals_adding_the_new_names_first():
     two_step_map[new] = 20 + np.arange(len(new))
     two_step_keys[20 : 20 + len(new)] = new
     out = np.empty(matrix.nnz, np.int64), np.empty(matrix.nnz)
-    expected_ptr, n_expected, _, _ = map_rows(matrix.indptr, matrix.indices, matrix.data, two_step_map, two_step_keys, *out, True)
+    expected_ptr, n_expected, _, _ = map_rows(matrix.indptr, matrix.indices, matrix.data, two_step_map, two_step_keys, *out, True,
+                                              False, 0, NO_ENTRIES, True)  # fmt: skip
     expected = (expected_ptr.tolist(), out[0][:n_expected].tolist(), out[1][:n_expected].tolist())
 
     grown_map, grown_keys, added = base_map.copy(), base_keys.copy(), np.empty(50, np.int64)
     out = np.empty(matrix.nnz, np.int64), np.empty(matrix.nnz)
-    indptr, n, n_added, _ = map_rows(matrix.indptr, matrix.indices, matrix.data, grown_map, grown_keys, *out, True, 20, added)
+    indptr, n, n_added, _ = map_rows(matrix.indptr, matrix.indices, matrix.data, grown_map, grown_keys, *out, True, True, 20,
+                                     added, True)  # fmt: skip
     assert len(new) > 0 and n == matrix.nnz
     assert added[:n_added].tolist() == new.tolist()
     assert (grown_map == two_step_map).all() and (grown_keys == two_step_keys).all()
@@ -380,7 +387,7 @@ def test_map_rows_growing_equals_adding_the_new_names_first():
 def test_map_rows_without_copying_values_gives_the_same_rows(canonical):
     """``copy_values=False`` leaves the values in ``data`` (a canonical batch) or copies
     them when a row must be reordered; the rows are those of the copying pass either way."""
-    from streamlearn.kernels.rows import map_rows
+    map_rows = compiled("rows").map_rows
 
     matrix = sp.random(30, 50, density=0.2, random_state=11, format="csr")
     indices = matrix.indices.copy()
@@ -393,7 +400,7 @@ def test_map_rows_without_copying_values_gives_the_same_rows(canonical):
         column_of, keys = np.full(50, -1, np.int64), np.zeros(50, np.int64)
         out_idx, out_val = np.empty(matrix.nnz, np.int64), np.full(matrix.nnz, np.nan)
         indptr, n, _, copied = map_rows(matrix.indptr, indices, matrix.data, column_of, keys, out_idx, out_val,
-                                        True, 0, np.empty(50, np.int64), copy_values)  # fmt: skip
+                                        True, True, 0, np.empty(50, np.int64), copy_values)  # fmt: skip
         assert copied == (copy_values or not canonical)
         results.append((indptr.tolist(), out_idx[:n].tolist(), (out_val[:n] if copied else matrix.data).tolist()))
     assert results[0] == results[1]

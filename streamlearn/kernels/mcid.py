@@ -13,13 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .codes import CRAMMER_SINGER, OVR_HINGE, PERCEPTRON, SOFTMAX
 from .scaled import add_to_column, add_to_columns, project_to_ball, renormalize_columns, row_dots
-
-SOFTMAX = 0  # multi-class logistic regression, Alg. 2 / Eq. 15
-CRAMMER_SINGER = 1  # multi-class SVM hinge, Alg. 3 / Eq. 16
-PERCEPTRON = 2  # multi-class perceptron, Alg. 4 / Eq. 17
-OVR_HINGE = 3  # K binary Pegasos (one-vs-rest hinge)
-OVR_LOGISTIC = 4  # K binary logistic regressions (one-vs-rest)
 
 
 @njit(cache=True, nogil=True)

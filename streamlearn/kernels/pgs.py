@@ -26,17 +26,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .codes import BLOCK, ENTRYWISE, HINGE, LOGISTIC, REGRESSION, SQUARED
 from .mcid import _sigmoid, loss_coefficients
 from .scaled import row_dots
-
-HINGE = 10  # binary hinge on y in {-1, +1}
-LOGISTIC = 11  # binary logistic
-SQUARED = 12  # least squares on y in {-1, +1}
-REGRESSION = 13  # least squares on real targets (y is a float array)
-# multi-class losses reuse the MCID codes (kernels.mcid.SOFTMAX, CRAMMER_SINGER)
-
-ENTRYWISE = 0
-BLOCK = 1
 
 
 @njit(cache=True, nogil=True)

@@ -1,4 +1,5 @@
-"""Row-ordering kernel for CSR batches."""
+"""Kernels that check CSR batches and map them to weight columns (see
+:class:`streamlearn.features.FeatureSpace`)."""
 
 from __future__ import annotations
 
@@ -71,8 +72,8 @@ def unknown_positions(indices, column_of):
 
 
 @njit(cache=True, nogil=True)
-def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_positions=False, next_column=0, added=None,
-             copy_values=True):  # fmt: skip
+def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_positions, grow, next_column, added,
+             copy_values):  # fmt: skip
     """A CSR batch over positions as rows over weight columns, in one pass: entry ``p``
     goes to column ``column_of[indices[p]]`` (``-1``: an unknown feature, dropped), and each
     row is then ordered by ``keys`` of its columns (:func:`sort_rows_by_key`; a row already
@@ -83,7 +84,7 @@ def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_
     ``(indptr, n, n_added, values_copied)``: the rows are ``out_idx[:n]`` and ``out_val[:n]``,
     or ``data`` itself when ``values_copied`` is false.
 
-    ``copy_values=False`` (with ``added``: nothing is dropped, so entry ``p`` stays at ``p``):
+    ``copy_values=False`` (with ``grow``: nothing is dropped, so entry ``p`` stays at ``p``):
     the values are copied only if a row must be reordered; a canonical batch then costs
     one write per entry, not two (MNIST: 0.36 -> 0.20 ms per 1,000 rows).
 
@@ -91,7 +92,7 @@ def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_
     own keys), so the order check reads the positions, in sequence, instead of gathering
     ``keys[column]``; ``keys`` is then only read to sort a row found out of order.
 
-    ``added`` (with ``keys_are_positions``): grow instead of dropping. An unknown position
+    ``grow`` (with ``keys_are_positions``): grow instead of dropping. An unknown position
     ``c`` gets the column ``next_column + n_added`` in ``column_of``, its own value as key,
     and is listed in ``added`` (so new names come in order of first appearance, row by row,
     as :func:`unknown_positions` lists them); ``added`` and ``keys`` must have room for
@@ -107,7 +108,7 @@ def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_
         previous = np.iinfo(np.int64).min
         for p in range(indptr[i], indptr[i + 1]):
             c = column_of[indices[p]]
-            if c < 0 and added is not None:
+            if c < 0 and grow:
                 c = next_column + n_added
                 column_of[indices[p]] = c
                 keys[c] = indices[p]
@@ -131,3 +132,30 @@ def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_
                 values_copied = True
             sort_rows_by_key(out_ptr[i : i + 2], out_idx, out_val, keys)
     return out_ptr, n, n_added, values_copied
+
+
+@njit(cache=True, nogil=True)
+def check_csr(indptr, indices, data, width):
+    """Check a CSR batch's arrays in one pass: ``(status, entry, needed)``.
+
+    ``status`` 0: valid, and ``needed`` is one more than the largest column index (0 for
+    no entries); 1: the row pointers do not run from 0 to the number of entries without
+    decreasing (``entry`` -1); 2: ``indices[entry]`` is outside ``0..width-1``; 3:
+    ``data[entry]`` is NaN or infinite. The first fault in entry order is reported."""
+    n_rows = len(indptr) - 1
+    nnz = len(indices)
+    if n_rows < 0 or indptr[0] != 0 or indptr[n_rows] != nnz or len(data) != nnz:
+        return 1, -1, 0
+    for i in range(n_rows):
+        if indptr[i + 1] < indptr[i]:
+            return 1, -1, 0
+    needed = 0
+    for p in range(nnz):
+        j = indices[p]
+        if j < 0 or j >= width:
+            return 2, p, 0
+        if not np.isfinite(data[p]):
+            return 3, p, 0
+        if j >= needed:
+            needed = j + 1
+    return 0, -1, needed

@@ -1,0 +1,26 @@
+"""Integer codes the kernels take for their losses and regularisers.
+
+Kept apart from the kernels themselves, which import numba: the learners need the codes
+at import time, and importing numba costs ~0.3 s of start-up that the ahead-of-time
+kernels (:mod:`streamlearn.kernels`) spare the ``streamlearn`` command.
+"""
+
+# MCID losses (000_9ee2d88cd77f9d98.txt); the PGS multi-class learners reuse SOFTMAX and CRAMMER_SINGER
+SOFTMAX = 0  # multi-class logistic regression, Alg. 2 / Eq. 15
+CRAMMER_SINGER = 1  # multi-class SVM hinge, Alg. 3 / Eq. 16
+PERCEPTRON = 2  # multi-class perceptron, Alg. 4 / Eq. 17
+OVR_HINGE = 3  # K binary Pegasos (one-vs-rest hinge)
+OVR_LOGISTIC = 4  # K binary logistic regressions (one-vs-rest)
+
+# PGS binary losses (003_5fe9be115ce0064e.txt, Sec. IV)
+HINGE = 10  # binary hinge on y in {-1, +1}
+LOGISTIC = 11  # binary logistic
+SQUARED = 12  # least squares on y in {-1, +1}
+REGRESSION = 13  # least squares on real targets (y is a float array)
+
+# PGS regularisers
+ENTRYWISE = 0  # ||W||_p^2 / (2(p-1)) over all entries
+BLOCK = 1  # ||W||_{2,p}^2 / (2(p-1)): the l2 norm of each class, then the lp norm of those
+
+# status of a LIBSVM line (kernels.text.parse_libsvm)
+OK, SKIP, MALFORMED, NON_FINITE, MISSING_LABEL, EMPTY_FEATURES = 0, 1, 2, 3, 4, 5

@@ -1,0 +1,72 @@
+"""The kernels compiled ahead of time at install, with the argument types they are built for.
+
+``setup.py`` compiles every function below into one extension module,
+``streamlearn/kernels/_aot*.so`` (numba's ``pycc``: no numba at run time), and
+:mod:`streamlearn.kernels` calls it whenever a call's arguments match one of the
+function's signatures, and numba's JIT otherwise. These are the hot paths of the
+``streamlearn`` command (parsing LIBSVM text, mapping batches to weight columns, the MCID
+step and scoring), whose start-up the JIT's ~0.6 s would otherwise dominate; every other
+kernel is JIT-compiled on first use.
+
+A signature lists one type code per argument, all positional:
+
+==============  ==============================================================
+``"i8"``        an integer (Python ``int`` or a NumPy integer; not ``bool``)
+``"f8"``        a float (Python ``float``/``int`` or a NumPy float)
+``"b1"``        a ``bool`` (or ``np.bool_``)
+``"T[::1]"``    a C-contiguous, writeable 1-D array of dtype ``T``
+``"T[:, ::1]"`` a C-contiguous, writeable 2-D array of dtype ``T``
+suffix ``"r"``  the array may be read-only (the kernel never writes it)
+==============  ==============================================================
+
+with ``T`` one of ``u1 i4 i8 u8 f8 b1``. A CSR batch's index arrays are int32 (SciPy's
+default) or int64 (the LIBSVM parser's), so the kernels that read them are built for both.
+"""
+
+from __future__ import annotations
+
+# indptr, indices, data of a CSR batch: int32 as SciPy builds them, int64 as the LIBSVM parser does
+_CSR_READ = [("i4[::1]r", "i4[::1]r", "f8[::1]r"), ("i8[::1]r", "i8[::1]r", "f8[::1]r")]
+
+EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
+    "text": {
+        # buf, n_lines, n_colons, pow10, with_hashes
+        "parse_libsvm": [("u1[::1]r", "i8", "i8", "f8[::1]r", "b1")],
+        # buf, line_start, line_end, indptr, slow, out_start, out_end
+        "value_spans": [("u1[::1]r", "i8[::1]r", "i8[::1]r", "i8[::1]r", "b1[::1]r", "i8[::1]", "i8[::1]")],
+        "fnv1a": [("u1[::1]r", "i8", "i8")],
+        "count_lines": [("u1[::1]r", "i8", "i8")],
+    },
+    "rows": {
+        # indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_positions, grow, next_column, added,
+        # copy_values
+        "map_rows": [
+            (*csr, "i8[::1]", "i8[::1]", "i8[::1]", "f8[::1]", "b1", "b1", "i8", "i8[::1]", "b1") for csr in _CSR_READ
+        ],
+        "unknown_positions": [("i4[::1]r", "i8[::1]"), ("i8[::1]r", "i8[::1]")],
+        "first_appearance": [("i4[::1]r", "i8"), ("i8[::1]r", "i8")],
+        "sort_rows_by_key": [("i8[::1]r", "i8[::1]", "f8[::1]", "i8[::1]r")],
+        # indptr, indices, data, width
+        "check_csr": [(*csr, "i8") for csr in _CSR_READ],
+    },
+    "scaled": {
+        # indptr, indices, data, V, scale, U, A, total_weight, n_classes, averaged, out
+        "scores_batch": [
+            ("i8[::1]r", "i8[::1]r", "f8[::1]r", "f8[:, ::1]r", "f8[::1]r", "f8[:, ::1]r", "f8[::1]r", "f8", "i8", "b1",
+             "f8[:, ::1]"),
+        ],
+    },
+    "mcid": {
+        # indptr, indices, data, y, group_size, V, scale, sqnorm, U, A, n_features, n_classes, t,
+        # lam, loss, project, per_class_ball, averaged, renormalize_below, average_power, average_weight
+        "learn_groups": [
+            ("i8[::1]r", "i8[::1]r", "f8[::1]r", "i8[::1]r", "i8", "f8[:, ::1]", "f8[::1]", "f8[::1]", "f8[:, ::1]",
+             "f8[::1]", "i8", "i8", "i8", "f8", "i8", "b1", "b1", "b1", "f8", "f8", "f8"),
+        ],
+    },
+}
+
+
+def symbol(module: str, function: str, variant: int) -> str:
+    """The name of one compiled signature in the extension module."""
+    return f"{module}__{function}__{variant}"

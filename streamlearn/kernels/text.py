@@ -1,0 +1,284 @@
+"""Compiled text kernels of the LIBSVM / svmlight reader (``connectors.libsvm`` is the
+Python side): the bulk parser, the record hash and the line counter that cuts a stream
+into pieces. Plain arrays in, plain arrays out; no Python objects, no I/O.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .codes import EMPTY_FEATURES, MALFORMED, MISSING_LABEL, NON_FINITE, OK, SKIP
+
+FNV_OFFSET = np.uint64(14695981039346656037)
+FNV_PRIME = np.uint64(1099511628211)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_space(c):
+    return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
+
+
+@njit(cache=True, nogil=True)
+def fnv1a(buf, start, end):
+    """FNV-1a 64-bit hash of ``buf[start:end]`` (a stable record hash for hold-out splits)."""
+    h = FNV_OFFSET
+    for i in range(start, end):
+        h = (h ^ np.uint64(buf[i])) * FNV_PRIME
+    return h
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _digits(buf, i, n, max_digits):
+    """The decimal integer at ``buf[i:]``: ``(value of its first max_digits digits,
+    number of digits, end)``."""
+    value = 0
+    count = 0
+    while i < n and 48 <= buf[i] <= 57:
+        if count < max_digits:
+            value = value * 10 + (np.int64(buf[i]) - 48)
+        count += 1
+        i += 1
+    return value, count, i
+
+
+@njit(cache=True, nogil=True)
+def _parse_number(buf, i, n, pow10):
+    """Parse the decimal number that starts at ``buf[i]``, up to the first byte that cannot
+    continue it (each byte is read once).
+
+    Returns ``(value, status, end)``: status 0 = exact, 1 = needs Python's float (more than
+    18 digits, a mantissa above 2**53 or a large exponent), 2 = not a number, 3 = NaN/inf spelled out;
+    ``end`` is where parsing stopped (the caller checks that the token ends there)."""
+    neg = False
+    if buf[i] == 43 or buf[i] == 45:  # + -
+        neg = buf[i] == 45
+        i += 1
+    if i < n and ((buf[i] | 32) == 105 or (buf[i] | 32) == 110):  # 'i' or 'n': inf, infinity, nan
+        word = 0
+        m = 0
+        while i < n and not _ends_token(buf[i]) and m < 9:
+            word = word * 256 + (buf[i] | 32)
+            i += 1
+            m += 1
+        if word == 0x696E66 or word == 0x6E616E or word == 0x696E66696E697479:
+            return 0.0, 3, i
+        return 0.0, 2, i
+    mantissa = 0  # every digit, leading zeros included; it cannot overflow within 18 digits
+    first = i
+    while i < n and 48 <= buf[i] <= 57:
+        mantissa = mantissa * 10 + (np.int64(buf[i]) - 48)
+        i += 1
+    n_digits = i - first
+    exponent = 0
+    if i < n and buf[i] == 46:  # '.'
+        i += 1
+        first = i
+        while i < n and 48 <= buf[i] <= 57:
+            mantissa = mantissa * 10 + (np.int64(buf[i]) - 48)
+            i += 1
+        exponent = first - i
+        n_digits += i - first
+    if n_digits == 0:
+        return 0.0, 2, i
+    if i < n and (buf[i] | 32) == 101:  # e
+        i += 1
+        eneg = False
+        if i < n and (buf[i] == 43 or buf[i] == 45):
+            eneg = buf[i] == 45
+            i += 1
+        e, n_exp, i = _digits(buf, i, n, 6)
+        if n_exp == 0:
+            return 0.0, 2, i
+        if n_exp > 6:  # a long (maybe zero-padded) exponent: Python's float decides
+            return 0.0, 1, i
+        exponent += -e if eneg else e
+    if n_digits > 18:
+        return 0.0, 1, i
+    if mantissa == 0:
+        return -0.0 if neg else 0.0, 0, i
+    # Clinger's fast path: an exact mantissa (<= 2**53) and an exact power of ten (<= 1e22)
+    if mantissa > 9007199254740992 or exponent > 22 or exponent < -22:
+        return 0.0, 1, i
+    value = float(mantissa)
+    value = value * pow10[exponent] if exponent >= 0 else value / pow10[-exponent]
+    return -value if neg else value, 0, i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ends_token(c):
+    return c == 32 or c == 9 or c == 13 or c == 11 or c == 12 or c == 10 or c == 35
+
+
+@njit(cache=True, nogil=True)
+def parse_libsvm(buf, n_lines, n_colons, pow10, with_hashes):
+    """One pass over ``n_lines`` complete lines (``n_colons`` bounds the entries); a line
+    ends at its newline, its record at a ``#``. See :func:`connectors.libsvm.parse_libsvm_bytes`."""
+    n = len(buf)
+    line_start = np.empty(n_lines, np.int64)
+    line_end = np.empty(n_lines, np.int64)
+    status = np.zeros(n_lines, np.int8)
+    label_start = np.zeros(n_lines, np.int64)
+    label_end = np.zeros(n_lines, np.int64)
+    label_int = np.zeros(n_lines, np.int64)
+    label_is_int = np.zeros(n_lines, np.bool_)
+    hashes = np.zeros(n_lines if with_hashes else 0, np.uint64)
+    indptr = np.zeros(n_lines + 1, np.int64)
+    indices = np.empty(n_colons, np.int64)
+    data = np.empty(n_colons, np.float64)
+    slow = np.zeros(n_colons, np.bool_)
+    n_slow = 0
+    nnz = 0
+    pos = 0
+    for line in range(n_lines):
+        line_start[line] = pos
+        i = pos
+        while i < n and _is_space(buf[i]):
+            i += 1
+        row_start = nnz
+        state = OK
+        if i == n or buf[i] == 10 or buf[i] == 35:
+            state = SKIP
+        else:
+            # label
+            label_start[line] = i
+            is_int = True
+            value = 0
+            negative = False
+            j = i
+            if buf[j] == 43 or buf[j] == 45:
+                negative = buf[j] == 45
+                j += 1
+            n_digits = 0
+            while j < n and not _ends_token(buf[j]):
+                c = buf[j]
+                if c == 58:
+                    state = MISSING_LABEL
+                if 48 <= c <= 57 and n_digits < 18:
+                    value = value * 10 + (c - 48)
+                    n_digits += 1
+                else:
+                    is_int = False
+                j += 1
+            label_end[line] = j
+            label_is_int[line] = is_int and n_digits > 0
+            label_int[line] = -value if negative else value
+            last = j
+            # idx:value pairs
+            while state == OK:
+                while j < n and _is_space(buf[j]):
+                    j += 1
+                if j == n or buf[j] == 10 or buf[j] == 35:
+                    break
+                index = 0
+                k = j
+                while k < n and 48 <= buf[k] <= 57:
+                    index = index * 10 + (np.int64(buf[k]) - 48)  # wraps past 18 digits: rejected below
+                    k += 1
+                n_idx = k - j
+                if n_idx == 0 or n_idx > 18 or k == n or buf[k] != 58:
+                    state = MALFORMED
+                    break
+                k += 1
+                if k == n or _ends_token(buf[k]):
+                    state = MALFORMED
+                    break
+                # plain decimals ([sign]digits[.digits], at most 15 digits) are converted
+                # here, written out in the loop: as an inlined call the same code ran at
+                # half the speed. Anything else goes to _parse_number.
+                start = k
+                negative = buf[k] == 45
+                if negative or buf[k] == 43:
+                    k += 1
+                mantissa = 0
+                first = k
+                while k < n and 48 <= buf[k] <= 57:
+                    mantissa = mantissa * 10 + (np.int64(buf[k]) - 48)
+                    k += 1
+                n_digits = k - first
+                n_fraction = 0
+                if k < n and buf[k] == 46:  # '.'
+                    k += 1
+                    first = k
+                    while k < n and 48 <= buf[k] <= 57:
+                        mantissa = mantissa * 10 + (np.int64(buf[k]) - 48)
+                        k += 1
+                    n_fraction = k - first
+                if (k == n or _ends_token(buf[k])) and 0 < n_digits + n_fraction <= 15:
+                    number = float(mantissa) / pow10[n_fraction]  # exact operands: correctly rounded
+                    number = -number if negative else number
+                    kind = 0
+                else:
+                    number, kind, k = _parse_number(buf, start, n, pow10)
+                if kind == 2 or (k < n and not _ends_token(buf[k])):
+                    state = MALFORMED
+                    break
+                if kind == 3:
+                    state = NON_FINITE
+                    break
+                indices[nnz] = index
+                data[nnz] = number
+                if kind == 1:  # Python converts it
+                    slow[nnz] = True
+                    n_slow += 1
+                nnz += 1
+                j = k
+                last = k
+            if state == OK and nnz == row_start:
+                state = EMPTY_FEATURES
+            if with_hashes and state == OK:
+                hashes[line] = fnv1a(buf, i, last)
+            i = j  # the record's bytes are read: look for the newline from where it stopped
+        pos = i
+        while pos < n and buf[pos] != 10:
+            pos += 1
+        line_end[line] = pos
+        pos += 1  # past the newline
+        if state != OK:
+            nnz = row_start
+            status[line] = state
+        indptr[line + 1] = nnz
+    return (line_start, line_end, status, label_start, label_end, label_int, label_is_int,
+            hashes, indptr, indices[:nnz], data[:nnz], slow[:nnz], n_slow)
+
+
+@njit(cache=True, nogil=True)
+def value_spans(buf, line_start, line_end, indptr, slow, out_start, out_end):
+    """Byte spans of the values flagged ``slow`` (for Python's float), in entry order."""
+    m = 0
+    for line in range(len(line_start)):
+        lo, hi = indptr[line], indptr[line + 1]
+        if lo == hi:
+            continue
+        entry = lo
+        i = line_start[line]
+        end = line_end[line]
+        while i < end and entry < hi:
+            if buf[i] == 58:
+                j = i + 1
+                while j < end and not (_is_space(buf[j]) or buf[j] == 35):
+                    j += 1
+                if slow[entry]:
+                    out_start[m] = i + 1
+                    out_end[m] = j
+                    m += 1
+                entry += 1
+                i = j
+            else:
+                i += 1
+    return m
+
+
+@njit(cache=True, nogil=True)
+def count_lines(array, start, max_lines):
+    """``(end just past the max_lines-th newline at or after start, or -1; newlines seen,
+    end just past the last one seen)``: reads only as far as it needs."""
+    count = 0
+    last_end = start
+    for i in range(start, len(array)):
+        if array[i] == 10:
+            count += 1
+            last_end = i + 1
+            if count == max_lines:
+                return i + 1, count, last_end
+    return -1, count, last_end

@@ -1,0 +1,148 @@
+"""The ahead-of-time kernels (streamlearn/kernels/_aot*.so, built by setup.py): present,
+bit-identical to numba's JIT versions of the same functions for every exported signature,
+refused (JIT instead) for arguments they were not built for, and running without the GIL."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import streamlearn.kernels as kernels
+from streamlearn.kernels import codes
+from streamlearn.kernels.exports import EXPORTS, symbol
+
+pytestmark = pytest.mark.skipif(os.environ.get("STREAMLEARN_JIT") is not None, reason="STREAMLEARN_JIT forces the JIT kernels")
+
+LIBSVM = b"1 3:0.5 7:-2 # c\n\n2 1:1e-3 2:0.25\nspam 4:1\n3 2:nan\n-1 0:7 12:123456789012345678901\n"
+
+
+def _csr(index_dtype):
+    m = sp.random(40, 30, density=0.3, random_state=4, format="csr")
+    m.indices[5], m.indices[6] = m.indices[6], m.indices[5]  # a row out of order
+    return m.indptr.astype(index_dtype), m.indices.astype(index_dtype), m.data.copy()
+
+
+def _weights(rng, d=30, k=6):
+    return (np.ascontiguousarray(rng.normal(size=(d, k))), rng.uniform(0.5, 2, k), rng.uniform(0, 1, k),
+            np.ascontiguousarray(rng.normal(size=(d, k))), rng.uniform(0, 1, k))
+
+
+def sample_calls():
+    """``(module, function, variant, arguments)`` for every exported signature."""
+    rng = np.random.default_rng(0)
+    buf = np.frombuffer(LIBSVM, np.uint8)
+    pow10 = np.array([10.0**i for i in range(23)])
+    parsed = kernels.compiled("text").parse_libsvm(buf, 7, int((buf == 58).sum()), pow10, True)
+    line_start, line_end, indptr, slow = parsed[0], parsed[1], parsed[8], parsed[11]
+    yield "text", "parse_libsvm", 0, (buf, 7, int((buf == 58).sum()), pow10, True)
+    yield "text", "value_spans", 0, (buf, line_start, line_end, indptr, slow, np.zeros(4, np.int64), np.zeros(4, np.int64))
+    yield "text", "fnv1a", 0, (buf, 2, 40)
+    yield "text", "count_lines", 0, (buf, 3, 2)
+    for variant, dtype in enumerate((np.int32, np.int64)):
+        indptr, indices, data = _csr(dtype)
+        column_of = rng.permutation(30).astype(np.int64)
+        column_of[:5] = -1
+        keys = rng.integers(0, 9, 60).astype(np.int64)
+        yield "rows", "map_rows", variant, (indptr, indices, data, column_of, keys, np.zeros(400, np.int64), np.zeros(400),
+                                             variant == 1, True, 30, np.zeros(30, np.int64), variant == 0)
+        yield "rows", "unknown_positions", variant, (indices, column_of)
+        yield "rows", "first_appearance", variant, (indices, 30)
+        bad = data.copy()
+        bad[17] = np.inf
+        yield "rows", "check_csr", variant, (indptr, indices, bad, 30)
+    indptr, indices, data = _csr(np.int64)
+    yield "rows", "sort_rows_by_key", 0, (indptr, indices, data, rng.integers(0, 5, 30).astype(np.int64))
+    V, scale, sqnorm, U, A = _weights(rng)
+    yield "scaled", "scores_batch", 0, (indptr, indices, data, V, scale, U, A, 3.5, 6, True, np.zeros((40, 6)))
+    y = rng.integers(0, 6, 40).astype(np.int64)
+    for loss in (codes.SOFTMAX, codes.CRAMMER_SINGER, codes.OVR_LOGISTIC):
+        V, scale, sqnorm, U, A = _weights(rng)
+        yield "mcid", "learn_groups", 0, (indptr, indices, data, y, 2, V, scale, sqnorm, U, A, 30, 4, 7, 0.01, loss, True,
+                                          False, True, 0.3, 2.0, 11.0)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same(x, z) for x, z in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    return type(a) is type(b) and (a == b or (a != a and b != b))
+
+
+def _copied(args):
+    return tuple(a.copy() if isinstance(a, np.ndarray) and a.flags.writeable else a for a in args)
+
+
+def test_the_ahead_of_time_kernels_are_built():
+    """setup.py compiled them at install: the benchmarks' start-up and speed rely on it."""
+    assert kernels.backend() == "aot", kernels.backend_note()
+
+
+def test_every_exported_signature_has_a_sample_call():
+    exported = {(m, f, v) for m, functions in EXPORTS.items() for f, signatures in functions.items() for v in range(len(signatures))}
+    assert {(m, f, v) for m, f, v, _ in sample_calls()} == exported
+
+
+@pytest.mark.parametrize("call", list(sample_calls()), ids=lambda c: f"{c[0]}.{c[1]}[{c[2]}]" if isinstance(c, tuple) else "")
+def test_ahead_of_time_equals_jit_bit_for_bit(call):
+    """Outputs and every array the kernel writes are the same bytes either way."""
+    module, function, variant, args = call
+    if kernels.backend() != "aot":
+        pytest.skip("no ahead-of-time build")
+    jit = getattr(importlib.import_module(f"streamlearn.kernels.{module}"), function)
+    aot = getattr(kernels._aot, symbol(module, function, variant))
+    jit_args, aot_args = _copied(args), _copied(args)
+    assert all(check(a) for check, a in zip(map(kernels.argument_check, EXPORTS[module][function][variant]), aot_args))
+    assert _same(aot(*aot_args), jit(*jit_args))
+    assert all(_same(a, b) for a, b in zip(aot_args, jit_args))
+
+
+def test_arguments_outside_the_compiled_signatures_go_to_the_jit():
+    """The compiled wrappers do not check array types (a strided view was read as if it were
+    contiguous): the dispatcher does, and sends anything else to numba's JIT."""
+    rows = kernels.compiled("rows")
+    indices = np.array([3, 9, 1, 1, 3, 9, 5, 0], np.int64)
+    assert rows.first_appearance(indices[::2], 10).tolist() == [3, 1, 5]  # non-contiguous
+    assert rows.first_appearance(indices.astype(np.int16), 10).tolist() == [3, 9, 1, 5, 0]  # no int16 build
+    assert rows.first_appearance(indices, np.int64(10)).tolist() == [3, 9, 1, 5, 0]
+    check = kernels.argument_check("f8[:, ::1]")
+    frozen = np.zeros((2, 2))
+    frozen.flags.writeable = False
+    assert check(np.zeros((2, 2))) and not check(np.zeros((2, 2)).T) and not check(frozen)
+    assert not check(np.zeros((2, 2), np.float32)) and not check(np.zeros(4)) and not check([[0.0]])
+
+
+def test_compiled_kernels_release_the_gil():
+    """While one thread is inside a long kernel call, another thread's Python code runs.
+
+    With a long switch interval, the interpreter takes the GIL from the spinning main
+    thread only every half second, and never while a thread is inside a C call: a kernel
+    that held the GIL would leave the counter exactly where it was during the call."""
+    count_lines = kernels.compiled("text").count_lines
+    big = np.zeros(400_000_000, np.uint8)  # no newline: the kernel reads all of it
+    counter, seen = [0], {}
+    done = threading.Event()
+
+    def worker():
+        seen["before"] = counter[0]
+        count_lines(big, 0, 1)
+        seen["after"] = counter[0]
+        done.set()
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.5)
+    try:
+        thread = threading.Thread(target=worker)
+        thread.start()
+        while not done.is_set():
+            counter[0] += 1
+        thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert seen["after"] - seen["before"] > 1000
