@@ -21,9 +21,11 @@ decompressed bytes.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import glob
 import lzma
+import mmap
 import os
 import queue
 import sys
@@ -62,18 +64,21 @@ class _Cursor:
         self.crc = zlib.crc32(piece, self.crc)
 
 
-def _cut_lines(buf: bytes, start: int, max_lines: int, final: bool) -> tuple[int, int]:
-    """End of the first ``max_lines`` complete lines of ``buf[start:]`` and their count (at
-    the end of the stream a last line without its newline counts as complete)."""
-    end, count, last_end = _text.count_lines(np.frombuffer(buf, np.uint8), start, max_lines)
+def _cut_lines(array: np.ndarray, start: int, max_lines: int, final: bool) -> tuple[int, int]:
+    """End of the first ``max_lines`` complete lines of ``array[start:]`` (bytes as uint8)
+    and their count (at the end of the stream a last line without its newline counts as
+    complete)."""
+    end, count, last_end = _text.count_lines(array, start, max_lines)
     if end >= 0:
         return end, count
-    if final and len(buf) > last_end:
-        return len(buf), count + 1
+    if final and len(array) > last_end:
+        return len(array), count + 1
     return last_end, count
 
 
 _PARSERS = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="streamlearn-parse")
+#: pieces being parsed at once, ahead of the learner (two threads, and one more each to start with)
+PARSE_WINDOW = 4
 
 
 class _TolerantReader:
@@ -110,17 +115,50 @@ def decode_stream(read, decoder, origin: str, cursor: _Cursor, max_records: int)
     """Yield batches decoded from ``read(n)`` (which returns ``b""`` at the end); the
     cursor is advanced past each batch before it is yielded.
 
-    The pieces of one read (at most ``max_records`` lines each) of a stateless decoder
-    (LIBSVM) are decoded by two threads at once; the compiled parser runs without the GIL.
-
     A UTF-8 byte-order mark at the start of a text stream is skipped (spreadsheet exports
     start with one). When ``read`` is a :class:`_TolerantReader` that met corrupt compressed data, the bytes
     after the last complete line are not a record (a cut line such as ``2 1:0.5 3:0`` would
     pass for one): they become a single dead letter, and the stream ends there."""
+    if not decoder.line_based:
+        yield from _decode_records(read, decoder, origin, cursor, max_records)
+        return
+    yield from _decode_in_order(_stream_pieces(read, decoder, origin, cursor, max_records), decoder, origin, cursor)
+
+
+def decode_mapped(mapped, decoder, origin: str, cursor: _Cursor, max_records: int):
+    """:func:`decode_stream` for a whole file mapped in memory (a plain file): its pieces are
+    views on the mapping, so no byte is copied before the parser reads it."""
+    array = np.frombuffer(mapped, np.uint8)
+    view = memoryview(mapped)
+    try:
+        yield from _decode_in_order(_mapped_pieces(array, view, cursor, max_records), decoder, origin, cursor)
+    finally:
+        view.release()
+        del array
+
+
+def _mapped_pieces(array: np.ndarray, view: memoryview, cursor: _Cursor, max_records: int):
+    """``(piece, lines)`` of at most ``max_records`` lines each, from ``cursor.offset`` on."""
+    position = cursor.offset
+    if position == 0 and view[: len(UTF8_BOM)] == UTF8_BOM:  # skipped, counted: resuming re-reads it
+        cursor.advance(UTF8_BOM, 0)
+        position = len(UTF8_BOM)
+    while position < len(array):
+        end, n_lines = _cut_lines(array, position, max_records, True)
+        yield view[position:end], n_lines
+        position = end
+
+
+def _stream_pieces(read, decoder, origin: str, cursor: _Cursor, max_records: int):
+    """``(piece, lines)`` of at most ``max_records`` complete lines each, read from ``read``;
+    at the end of a damaged compressed stream, the dead letter :class:`Batch` of its rest;
+    ``None`` before each read: a read may block (a pipe waiting for input), so everything
+    parsed must be handed over before it."""
     pending = b""
     parallel = getattr(decoder, "stateless", False)
-    at_start = decoder.line_based and cursor.offset == 0
+    at_start = cursor.offset == 0
     while True:
+        yield None
         data = read(4 * CHUNK_BYTES if parallel else CHUNK_BYTES)
         final = not data
         broken = final and getattr(read, "error", None) is not None
@@ -133,43 +171,100 @@ def decode_stream(read, decoder, origin: str, cursor: _Cursor, max_records: int)
             if buf.startswith(UTF8_BOM):
                 cursor.advance(UTF8_BOM, 0)  # counted in the offset and the CRC: resuming re-reads it
                 buf = buf[len(UTF8_BOM):]
+        array, view = np.frombuffer(buf, np.uint8), memoryview(buf)  # a piece is a view: no copy per piece
         start = 0
-        if decoder.line_based:
-            cuts = []
-            line, offset = cursor.line, cursor.offset
-            while start < len(buf):
-                end, n_lines = _cut_lines(buf, start, max_records, final and not broken)
-                if end == start:
-                    break
-                cuts.append((start, end, n_lines, line, offset))
-                line, offset, start = line + n_lines, offset + end - start, end
-            view = memoryview(buf) if parallel else buf  # a stateless decoder takes views: no copy per piece
-            pieces = [(view[a:b], line, offset, origin) for a, b, _, line, offset in cuts]
-            if parallel and len(pieces) > 1:
-                batches = _PARSERS.map(lambda args: decoder.decode(*args), pieces)
-            else:
-                batches = (decoder.decode(*args) for args in pieces)
-            for (a, b, n_lines, _, _), batch in zip(cuts, batches):
-                cursor.advance(view[a:b], n_lines)
-                yield batch
-        else:
-            while start < len(buf):
-                batch, consumed, n_lines = decoder.decode(buf[start:], final, cursor.line, cursor.offset, origin, max_records)
-                if consumed == 0:
-                    break
-                end = start + consumed
-                cursor.advance(buf[start:end], n_lines)
-                start = end
-                yield batch
+        while start < len(buf):
+            end, n_lines = _cut_lines(array, start, max_records, final and not broken)
+            if end == start:
+                break
+            yield view[start:end], n_lines
+            start = end
         pending = buf[start:]
         if broken:
-            where = {"source": origin, "offset": cursor.offset}
-            if decoder.line_based:
-                where["line"] = cursor.line + 1
-            yield Batch([], [], np.zeros(0, np.uint64), lambda i: {}, [DeadLetter(
-                where, "undecodable", f"the compressed data is corrupt or truncated here ({read.error}); "
-                f"the rest of the file cannot be read ({len(pending):,} bytes after the last complete record dropped)", pending)],
-                ENDS_STREAM)
+            yield _damaged_rest(read.error, pending, origin)
+        if final:
+            return
+
+
+def _damaged_rest(error, rest: bytes, origin: str) -> Batch:
+    """The dead letter of what follows corrupt compressed data (its position is filled in by
+    :func:`_decode_in_order`, once every piece before it is consumed)."""
+    return Batch([], [], np.zeros(0, np.uint64), lambda i: {}, [DeadLetter(
+        {"source": origin}, "undecodable", f"the compressed data is corrupt or truncated here ({error}); "
+        f"the rest of the file cannot be read ({len(rest):,} bytes after the last complete record dropped)", rest)],
+        ENDS_STREAM)
+
+
+def _decode_in_order(pieces, decoder, origin: str, cursor: _Cursor, window: int = PARSE_WINDOW):
+    """Decode ``(piece, lines)`` items in stream order and yield their batches, advancing the
+    cursor past each piece just before its batch is yielded. A stateless decoder (LIBSVM:
+    the compiled parser runs without the GIL) gets up to ``window`` pieces parsed at once on
+    two threads, continuously, while the batches before them are learned; a ``None`` item
+    hands over every piece in flight first (see :func:`_stream_pieces`). Other decoders get
+    each piece as ``bytes``, in order."""
+    parallel = getattr(decoder, "stateless", False)
+    in_flight: collections.deque = collections.deque()
+    line = offset = None  # of the next piece (the cursor trails behind the pieces in flight)
+    try:
+        for item in pieces:
+            if item is None:
+                while in_flight:
+                    yield _done(in_flight, cursor)
+                continue
+            if isinstance(item, Batch):  # the rest of a damaged stream: after everything before it
+                while in_flight:
+                    yield _done(in_flight, cursor)
+                where = item.dead[0].position
+                where["offset"] = cursor.offset
+                if decoder.line_based:
+                    where["line"] = cursor.line + 1
+                yield item
+                continue
+            piece, n_lines = item
+            if line is None:
+                line, offset = cursor.line, cursor.offset
+            if parallel:
+                in_flight.append((piece, n_lines, _PARSERS.submit(decoder.decode, piece, line, offset, origin)))
+                if len(in_flight) >= window:
+                    yield _done(in_flight, cursor)
+            else:
+                batch = decoder.decode(bytes(piece), line, offset, origin)
+                cursor.advance(piece, n_lines)
+                yield batch
+            line, offset = line + n_lines, offset + len(piece)
+        while in_flight:
+            yield _done(in_flight, cursor)
+    finally:  # stopped early: let the parsers finish with the pieces they hold (a mapping cannot close under them)
+        for _, _, future in in_flight:
+            future.cancel()
+        concurrent.futures.wait([future for _, _, future in in_flight])
+
+
+def _done(in_flight: collections.deque, cursor: _Cursor) -> Batch:
+    """The oldest piece in flight, parsed; the cursor advanced past it."""
+    piece, n_lines, future = in_flight.popleft()
+    batch = future.result()
+    cursor.advance(piece, n_lines)
+    return batch
+
+
+def _decode_records(read, decoder, origin: str, cursor: _Cursor, max_records: int):
+    """:func:`decode_stream` for a record format that is not line based (msgpack)."""
+    pending = b""
+    while True:
+        data = read(CHUNK_BYTES)
+        final = not data
+        buf = pending + data if pending else data
+        start = 0
+        while start < len(buf):
+            batch, consumed, n_lines = decoder.decode(buf[start:], final, cursor.line, cursor.offset, origin, max_records)
+            if consumed == 0:
+                break
+            end = start + consumed
+            cursor.advance(buf[start:end], n_lines)
+            start = end
+            yield batch
+        pending = buf[start:]
         if final:
             return
 
@@ -219,9 +314,15 @@ def skip_verified(read, cursor: _Cursor, what: str) -> None:
     while left:
         data = read(min(left, CHUNK_BYTES))
         if not data:
-            raise SourceError(f"{what} ends after {cursor.offset - left:,} bytes, before the checkpoint's position ({cursor.offset:,} bytes)")
+            break
         crc = zlib.crc32(data, crc)
         left -= len(data)
+    _check_crc(cursor.offset - left, crc, cursor, what)
+
+
+def _check_crc(n_read: int, crc: int, cursor: _Cursor, what: str) -> None:
+    if n_read < cursor.offset:
+        raise SourceError(f"{what} ends after {n_read:,} bytes, before the checkpoint's position ({cursor.offset:,} bytes)")
     if crc != cursor.crc:
         raise SourceError(f"{what} does not start with the {cursor.offset:,} bytes the checkpoint has learned (their CRC-32 differs)")
 
@@ -304,16 +405,36 @@ class FileSource(_HashSwitch):
                     self.decoder.restore(decoder_state)
                 path = self.paths[index]
                 with open_binary(path) as f:
-                    read = _TolerantReader(f) if compressed(path) else f.read
-                    if cursor.offset:
-                        skip_verified(read, cursor, f"file {path!r}")
-                    for batch in decode_stream(read, self.decoder, path, cursor, self.batch_records):
+                    for batch in self._decode_file(f, path, cursor):
                         ends = batch.position is ENDS_STREAM
                         batch.position = self._next_file(pass_, index) if ends else self._position(pass_, index, cursor)
                         yield batch
                 cursor = _Cursor()
                 # the end of a file: a position that starts the next one
                 yield Batch([], [], np.zeros(0, np.uint64), lambda i: {}, [], self._next_file(pass_, index))
+
+    def _decode_file(self, f, path: str, cursor: _Cursor):
+        """Batches of one open file from ``cursor`` on (checking the bytes before it). A plain
+        file of a line format is mapped in memory and parsed in place (no read copies)."""
+        if compressed(path) or not self.decoder.line_based or os.fstat(f.fileno()).st_size == 0:
+            read = _TolerantReader(f) if compressed(path) else f.read
+            if cursor.offset:
+                skip_verified(read, cursor, f"file {path!r}")
+            yield from decode_stream(read, self.decoder, path, cursor, self.batch_records)
+            return
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            mapped.madvise(mmap.MADV_SEQUENTIAL)
+            if cursor.offset:
+                with memoryview(mapped) as whole, whole[: cursor.offset] as prefix:
+                    n_read, crc = len(prefix), zlib.crc32(prefix)
+                _check_crc(n_read, crc, cursor, f"file {path!r}")
+            yield from decode_mapped(mapped, self.decoder, path, cursor, self.batch_records)
+        finally:
+            try:
+                mapped.close()
+            except BufferError:  # views still alive (an error's traceback holds some): unmapped when they go
+                pass
 
     def _next_file(self, pass_: int, index: int) -> dict:
         if index + 1 < len(self.paths):

@@ -89,10 +89,8 @@ def parse_libsvm_bytes(buf, width: int = 0, with_hashes: bool = True) -> ParsedC
     newline). ``width`` is a minimum number of CSR columns; ``with_hashes=False`` skips
     the record hashes (zeros), which only hash hold-out splits need."""
     array = np.frombuffer(buf, np.uint8)
-    n_lines = int(np.count_nonzero(array == 10)) + (1 if len(array) and array[-1] != 10 else 0)
     (line_start, line_end, status, label_start, label_end, label_int, label_is_int,
-     hashes, indptr, indices, data, slow, n_slow) = _text.parse_libsvm(array, n_lines, int(np.count_nonzero(array == 58)),
-                                                                       _POW10, bool(with_hashes))
+     hashes, indptr, indices, data, slow, n_slow) = _text.parse_libsvm(array, _POW10, bool(with_hashes))
     if n_slow:
         starts, ends = np.empty(n_slow, np.int64), np.empty(n_slow, np.int64)
         _text.value_spans(array, line_start, line_end, indptr, slow, starts, ends)

@@ -97,9 +97,16 @@ class PendingRows:
             self._pending_cols, self._pending_vals, self._pending_y = [], [], []
             self._learn_groups(rows, targets)
 
-    def _learn_rows(self, rows: SparseRows, targets: np.ndarray) -> None:
-        """Learn encoded rows after the pending ones; keep the incomplete tail pending."""
-        if self._pending_y:  # continue the mini-batch that learn_one / learn_many started
+    def _learn_rows(self, rows: SparseRows, targets: np.ndarray, scores: np.ndarray | None = None) -> None:
+        """Learn encoded rows after the pending ones; keep the incomplete tail pending.
+
+        ``scores`` (``(n_rows, K)``): also write each row's class scores by the model as it
+        stands when the row arrives, for the families that compute them while learning (see
+        :meth:`StreamClassifier.score_and_learn`): a row of a complete group gets them from
+        the step that learns it, a row left pending from the model as it is (it does not
+        change until the row's group is complete)."""
+        n_old = len(self._pending_y)
+        if n_old:  # continue the mini-batch that learn_one / learn_many started
             head = stack_rows(self._pending_cols, self._pending_vals)
             rows = SparseRows(
                 np.concatenate([head.indptr[:-1], rows.indptr + head.indptr[-1]]),
@@ -111,7 +118,15 @@ class PendingRows:
         complete, self._pending_cols, self._pending_vals = _split_rows(rows, n_complete)
         self._pending_y = targets[n_complete:].tolist()
         if n_complete:
-            self._learn_groups(complete, targets[:n_complete])
+            if scores is None:
+                self._learn_groups(complete, targets[:n_complete])
+            else:
+                learned = np.full((n_complete, scores.shape[1]), -np.inf)
+                self._learn_groups(complete, targets[:n_complete], learned)
+                scores[: max(n_complete - n_old, 0)] = learned[n_old:]
+        first_pending = max(n_complete, n_old)
+        if scores is not None and rows.n_rows > first_pending:
+            self._score_pending(SparseRows(rows.indptr[first_pending:], rows.indices, rows.data), scores[first_pending - n_old :])
 
 
 class StreamClassifier(PendingRows, base.MiniBatchClassifier):
@@ -154,8 +169,14 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
     def _init_model(self) -> None:
         raise NotImplementedError
 
-    def _learn_groups(self, rows: SparseRows, y: np.ndarray) -> None:
-        """Learn complete groups of ``batch_size`` rows (``rows.n_rows`` is a multiple)."""
+    def _learn_groups(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None = None) -> None:
+        """Learn complete groups of ``batch_size`` rows (``rows.n_rows`` is a multiple); with
+        ``scores``, write each row's class scores at its step into it (only asked of families
+        with :attr:`_scores_while_learning`)."""
+        raise NotImplementedError
+
+    def _score_pending(self, rows: SparseRows, scores: np.ndarray) -> None:
+        """Write the scores of rows left pending (see :meth:`PendingRows._learn_rows`)."""
         raise NotImplementedError
 
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:
@@ -186,11 +207,29 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         rows = self._encode_labelled(X, y)
         self._learn_rows(rows, self._labels.indices(y, grow=True))
 
+    #: whether ``_learn_groups`` can write the scores each row has when it is learned
+    _scores_while_learning = False
+
     def score_and_learn(self, X, y) -> np.ndarray:
-        """Class scores of a batch by the model as it is (columns follow :attr:`classes`
-        before the batch, as :meth:`decision_function_many` would give), then learn it.
-        The batch is validated and encoded once: the runner's test-then-train step."""
+        """Score a batch, then learn it: the runner's test-then-train step (the batch is
+        validated and encoded once). Columns follow :attr:`classes`.
+
+        Families that compute the scores while they learn (:attr:`_scores_while_learning`:
+        the MCID learners, whose step computes them anyway) score **each example by the model
+        as it stands when the example arrives**, bit for bit what ``decision_function_one``
+        before each ``learn_one`` gives; the columns follow the classes after the batch, and a
+        class first seen at or after an example scores -inf for it. The other families score
+        the **whole batch by the model before it** (columns: the classes before the batch)."""
         rows = self._encode_labelled(X, y)
+        if self._scores_while_learning:
+            n_before = len(self._labels)
+            targets = self._labels.indices(y, grow=True)
+            scores = np.full((rows.n_rows, len(self._labels)), -np.inf)
+            self._learn_rows(rows, targets, scores)
+            # the classes registered before each example (indices are given in order of first appearance)
+            known = np.maximum.accumulate(np.concatenate([[n_before - 1], targets]))[:-1] + 1
+            scores[np.arange(len(self._labels)) >= known[:, None]] = -np.inf
+            return scores
         if self._labels.labels:
             self._reserve_columns()
             scores = self._raw_scores(rows)

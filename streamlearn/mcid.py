@@ -58,6 +58,7 @@ from .weights import ScaledWeights
 
 _mcid = compiled("mcid")
 _scaled = compiled("scaled")
+_NO_SCORES = np.zeros((0, 0))  # learn_groups' scores_out when no scores are asked for
 
 
 class _MCIDLearner(StreamClassifier):
@@ -121,7 +122,9 @@ class _MCIDLearner(StreamClassifier):
             return self._weights.dense_average(self._average_weight)
         return self._weights.dense()
 
-    def _learn_groups(self, rows: SparseRows, y: np.ndarray) -> None:
+    _scores_while_learning = True
+
+    def _learn_groups(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None = None) -> None:
         store = self._weights
         store.reserve(self._features.n_columns, len(self._labels), self._features.likely_columns)
         self._t, self._n_learned_classes, self._average_weight = _mcid.learn_groups(
@@ -130,8 +133,12 @@ class _MCIDLearner(StreamClassifier):
             store.n_features, self._n_learned_classes, self._t,
             float(self.lam), self._loss, bool(self.project), self._per_class_ball,
             store.averaged, self._renormalization_threshold(),
-            float(self.average_power), self._average_weight,
+            float(self.average_power), self._average_weight, _NO_SCORES if scores is None else scores,
         )  # fmt: skip
+
+    def _score_pending(self, rows: SparseRows, scores: np.ndarray) -> None:
+        self._reserve_columns()
+        scores[:] = self._raw_scores(rows)
 
     def _renormalization_threshold(self) -> float:
         if self._renormalize_below is not None:

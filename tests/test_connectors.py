@@ -298,8 +298,12 @@ def test_cut_lines_matches_a_plain_reference(final):
         return last, len(ends)
 
     rng = np.random.default_rng(8)
-    for _ in range(200):
-        buf = bytes(rng.choice([10, 49, 32], size=int(rng.integers(0, 30)), p=[0.2, 0.6, 0.2]).astype(np.uint8))
+    # short buffers, and long ones whose newlines are sparse enough that the cutter's 4 KiB
+    # blocks (counted at once) hold the wanted newline anywhere, or none at all
+    for size, p_newline, most_lines in [(30, 0.2, 5)] * 200 + [(20_000, 0.002, 60)] * 60 + [(9_000, 0.0, 3)] * 5:
+        p = [p_newline, (1 - p_newline) * 0.75, (1 - p_newline) * 0.25]
+        buf = bytes(rng.choice([10, 49, 32], size=int(rng.integers(0, size)), p=p).astype(np.uint8))
         start = int(rng.integers(0, len(buf) + 1))
-        max_lines = int(rng.integers(1, 5))
-        assert _cut_lines(buf, start, max_lines, final) == reference(buf, start, max_lines), (buf, start, max_lines)
+        max_lines = int(rng.integers(1, most_lines))
+        got = _cut_lines(np.frombuffer(buf, np.uint8), start, max_lines, final)
+        assert got == reference(buf, start, max_lines), (len(buf), start, max_lines)

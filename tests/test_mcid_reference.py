@@ -11,6 +11,7 @@ the first mini-batch that contains it (its row of W is zero until then).
 from __future__ import annotations
 
 import pickle
+import struct
 
 import numpy as np
 import pytest
@@ -472,3 +473,36 @@ def test_a_stream_of_dicts_never_imports_scipy_sparse():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+MCID_LEARNERS = [MulticlassSVM, MulticlassLogisticRegression, MulticlassPerceptron, OneVsRestPegasos, OneVsRestLogisticRegression]
+
+
+@pytest.mark.parametrize("cls", MCID_LEARNERS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("params", [{}, {"average": True, "average_power": 2.0}, {"batch_size": 3, "average": True, "project": True},
+                                    {"batch_size": 4}], ids=["plain", "averaged", "r3-projected", "r4"])
+def test_score_and_learn_scores_each_example_as_decision_function_one_before_learn_one(cls, params):
+    """The runner's test-then-train scores come out of the learning step itself: each example
+    scored by the model as it stands when it arrives, over the classes registered before it
+    (-inf for the others), bit for bit what a decision_function_one / learn_one loop gives,
+    also for mini-batches whose rows wait for their group across calls."""
+    rng = np.random.default_rng(12)
+    n = 64
+    X = rng.normal(size=(n, 5)) * (rng.random((n, 5)) < 0.7)
+    y = np.concatenate([[7, 7, 3], rng.choice([7, 3, 11], 20), [5], rng.choice([7, 3, 11, 5], n - 24)])
+    fused, loop = cls(lam=0.05, **params), cls(lam=0.05, **params)
+    start = 0
+    for size in (1, 7, 13, 2, 20, 21):
+        Xb, yb = X[start : start + size], y[start : start + size]
+        scores = fused.score_and_learn(Xb, yb)
+        assert scores.shape == (size, len(fused.classes))
+        for i in range(size):
+            x = {j: v for j, v in enumerate(Xb[i]) if v != 0}
+            expected = loop.decision_function_one(x)
+            loop.learn_one(x, int(yb[i]))
+            got = {c: s for c, s in zip(fused.classes, scores[i].tolist()) if s > -np.inf}
+            assert list(got) == list(expected), (start + i, got, expected)
+            assert [struct.pack("<d", v) for v in got.values()] == [struct.pack("<d", v) for v in expected.values()]
+        start += size
+    assert start == n
+    np.testing.assert_array_equal(fused.weight_matrix(), loop.weight_matrix())

@@ -30,8 +30,8 @@ _CSR_READ = [("i4[::1]r", "i4[::1]r", "f8[::1]r"), ("i8[::1]r", "i8[::1]r", "f8[
 
 EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
     "text": {
-        # buf, n_lines, n_colons, pow10, with_hashes
-        "parse_libsvm": [("u1[::1]r", "i8", "i8", "f8[::1]r", "b1")],
+        # buf, pow10, with_hashes
+        "parse_libsvm": [("u1[::1]r", "f8[::1]r", "b1")],
         # buf, line_start, line_end, indptr, slow, out_start, out_end
         "value_spans": [("u1[::1]r", "i8[::1]r", "i8[::1]r", "i8[::1]r", "b1[::1]r", "i8[::1]", "i8[::1]")],
         "fnv1a": [("u1[::1]r", "i8", "i8")],
@@ -58,10 +58,10 @@ EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
     },
     "mcid": {
         # indptr, indices, data, y, group_size, V, scale, sqnorm, U, A, n_features, n_classes, t,
-        # lam, loss, project, per_class_ball, averaged, renormalize_below, average_power, average_weight
+        # lam, loss, project, per_class_ball, averaged, renormalize_below, average_power, average_weight, scores_out
         "learn_groups": [
             ("i8[::1]r", "i8[::1]r", "f8[::1]r", "i8[::1]r", "i8", "f8[:, ::1]", "f8[::1]", "f8[::1]", "f8[:, ::1]",
-             "f8[::1]", "i8", "i8", "i8", "f8", "i8", "b1", "b1", "b1", "f8", "f8", "f8"),
+             "f8[::1]", "i8", "i8", "i8", "f8", "i8", "b1", "b1", "b1", "f8", "f8", "f8", "f8[:, ::1]"),
         ],
     },
 }

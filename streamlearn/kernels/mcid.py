@@ -72,13 +72,20 @@ def learn_groups(
     indptr, indices, data, y, group_size,
     V, scale, sqnorm, U, A, n_features, n_classes, t,
     lam, loss, project, per_class_ball, averaged, renormalize_below,
-    average_power=0.0, average_weight=0.0,
+    average_power, average_weight, scores_out,
 ):  # fmt: skip
     """Run Alg. 1 over consecutive groups of ``group_size`` rows; return the new
     ``(t, n_classes, average_weight)``.
 
     The average is weighted: step ``t`` enters the running sum with weight ``t**average_power``
     (1 for every step at power 0: the plain average) and ``average_weight`` totals them.
+
+    ``scores_out`` (``(n_rows, K)``, or ``(0, 0)`` for none): row ``i``'s class scores by
+    the model as it stands when the row's group is learned, for the classes of the model
+    and of the group (those first seen in the group score 0): the scores
+    :func:`~streamlearn.kernels.scaled.scores_batch` would give that row at that moment,
+    bit for bit (the averaged iterate's with ``averaged``). They cost nothing more without
+    the average, since the step computes them anyway: a test-then-train metric for free.
 
     A class exists for a step once one of the examples learned so far (this group
     included) carries it: ``n_classes`` grows to ``max(y of the group) + 1``, which is what
@@ -89,6 +96,8 @@ def learn_groups(
     coef = np.empty((group_size, V.shape[1]))
     touched = np.empty(V.shape[1], np.int64)
     amounts = np.empty(V.shape[1])
+    averaged_dots = np.empty(V.shape[1])
+    record = scores_out.shape[0] > 0
     radius = 1.0 / np.sqrt(lam)
     for g in range(n_groups):
         first = g * group_size
@@ -97,6 +106,14 @@ def learn_groups(
         # sub-gradients at W^(t-1) for every row of the group (Alg. 1 line 8 uses W^(t-1))
         for i in range(group_size):
             row_dots(indptr, indices, data, first + i, V, n_classes, coef[i])
+            if record:  # as scores_batch: the averaged iterate (U + A V) / total, or scale * V
+                if averaged and average_weight > 0:
+                    row_dots(indptr, indices, data, first + i, U, n_classes, averaged_dots)
+                    for k in range(n_classes):
+                        scores_out[first + i, k] = (averaged_dots[k] + A[k] * coef[i, k]) / average_weight
+                else:
+                    for k in range(n_classes):
+                        scores_out[first + i, k] = coef[i, k] * scale[k]
             for k in range(n_classes):
                 coef[i, k] *= scale[k]
             loss_coefficients(loss, coef[i], y[first + i], n_classes)

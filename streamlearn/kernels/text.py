@@ -111,10 +111,18 @@ def _ends_token(c):
 
 
 @njit(cache=True, nogil=True)
-def parse_libsvm(buf, n_lines, n_colons, pow10, with_hashes):
-    """One pass over ``n_lines`` complete lines (``n_colons`` bounds the entries); a line
-    ends at its newline, its record at a ``#``. See :func:`connectors.libsvm.parse_libsvm_bytes`."""
+def parse_libsvm(buf, pow10, with_hashes):
+    """Parse the lines of ``buf`` (the last may lack its newline); a line ends at its
+    newline, its record at a ``#``. See :func:`connectors.libsvm.parse_libsvm_bytes`.
+
+    The per-line outputs are sized by a vectorised count of the newlines; the entries by
+    the buffer's length / 4 (an entry ``i:v`` and its separator take at least 4 bytes): the
+    part of that allocation the entries do not fill is never touched, so it costs address
+    space, not memory or time (counting the colons too cost more than all the parsing after
+    it saved: two counts in one loop do not vectorise)."""
     n = len(buf)
+    n_lines = _count_newlines(buf, 0, n) + (1 if n and buf[n - 1] != 10 else 0)
+    n_colons = n // 4 + 1
     line_start = np.empty(n_lines, np.int64)
     line_end = np.empty(n_lines, np.int64)
     status = np.zeros(n_lines, np.int8)
@@ -270,15 +278,36 @@ def value_spans(buf, line_start, line_end, indptr, slow, out_start, out_end):
 
 
 @njit(cache=True, nogil=True)
+def _count_newlines(array, lo, hi):
+    """Newlines in ``array[lo:hi]``: a branch-free sum, which LLVM vectorises (~6 GB/s here;
+    the same count inside a loop with an early exit ran at 1.4 GB/s)."""
+    count = 0
+    for c in array[lo:hi]:
+        count += c == 10
+    return count
+
+
+@njit(cache=True, nogil=True)
 def count_lines(array, start, max_lines):
     """``(end just past the max_lines-th newline at or after start, or -1; newlines seen,
-    end just past the last one seen)``: reads only as far as it needs."""
+    end just past the last one seen)``: counts 4 KiB blocks at vector speed, and goes byte
+    by byte only through the block that holds the max_lines-th newline."""
     count = 0
-    last_end = start
-    for i in range(start, len(array)):
+    n = len(array)
+    i = start
+    while i + 4096 <= n:
+        block = _count_newlines(array, i, i + 4096)
+        if count + block >= max_lines:
+            break
+        count += block
+        i += 4096
+    while i < n:
         if array[i] == 10:
             count += 1
-            last_end = i + 1
             if count == max_lines:
-                return i + 1, count, last_end
+                return i + 1, count, i + 1
+        i += 1
+    last_end = n
+    while last_end > start and array[last_end - 1] != 10:
+        last_end -= 1
     return -1, count, last_end
