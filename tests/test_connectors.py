@@ -38,24 +38,33 @@ def test_parser_matches_sklearn_on_the_shared_datasets(datasets_dir):
         assert np.array_equal(np.asarray(chunk.labels, float), y)
 
 
+# each value is parsed at the end of its line, and followed by more of the line (a comment)
+ROADS = {"at the line's end": "", "followed by a comment": " # " + "x" * 40}
+
+
+def parsed_value(text: str, road: str) -> float:
+    got = parse_libsvm_bytes(f"1 7:{text}{ROADS[road]}\n".encode()).X.data
+    assert len(got) == 1, text
+    return got[0]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.floats(allow_nan=False, allow_infinity=False, width=64))
 def test_parsed_values_equal_python_float_bit_for_bit(value):
-    for text in (repr(value), f"{value:.17g}", f"{value:.6e}", f"{value:.3f}"):
-        chunk = parse_libsvm_bytes(f"1 7:{text}\n".encode())
-        expected = float(text)
-        got = chunk.X.data
-        assert len(got) == 1 and struct.pack("<d", got[0]) == struct.pack("<d", expected), text
+    for text in (repr(value), f"{value:.17g}", f"{value:.6e}", f"{value:.3f}", f"{value:.7f}", f"{value:.6g}"):
+        for road in ROADS:
+            assert struct.pack("<d", parsed_value(text, road)) == struct.pack("<d", float(text)), (text, road)
 
 
 @pytest.mark.parametrize("text", ["5.", ".5", "-0.0", "007", "0.000000000000000000001", "9007199254740992", "9007199254740993",
                                   "123456789012345678", "1234567890123456789", "1e22", "1e23", "3.3e-22", "3.3e-23", "+2.5E+3",
                                   "123456789012345", "1234567890123456", "0.123456789012345", "-0.0000000000000001",
-                                  "1e0000001", "1E+0000022", "2.5e-0000003"])
+                                  "1e0000001", "1E+0000022", "2.5e-0000003", "-0", "+.5", "1234567.1234567", "12345678.1",
+                                  "1.12345678", "9999999.9999999", "0.403922", "-7"])
 def test_parsed_edge_values_equal_python_float(text):
-    """Around the compiled path's limits: 18 digits, a 2**53 mantissa, 10**±22, signs, bare points."""
-    got = parse_libsvm_bytes(f"1 7:{text}\n".encode()).X.data
-    assert len(got) == 1 and struct.pack("<d", got[0]) == struct.pack("<d", float(text)), text
+    """Around the compiled paths' limits: 18 digits, a 2**53 mantissa, 10**±22, signs, bare points."""
+    for road in ROADS:
+        assert struct.pack("<d", parsed_value(text, road)) == struct.pack("<d", float(text)), (text, road)
 
 
 @pytest.mark.parametrize("text, reason", [
@@ -64,9 +73,12 @@ def test_parsed_edge_values_equal_python_float(text):
     (b"1:2 3:4", "missing-label"), (b"7", "empty-features"), (b"7  # only a comment", "empty-features"),
 ])
 def test_bad_lines_are_reported_with_their_reason(text, reason):
-    chunk = parse_libsvm_bytes(b"2 1:1\n" + text + b"\n3 2:1\n")
-    assert [(e.line, e.reason) for e in chunk.errors] == [(1, reason)]
-    assert chunk.labels == [2, 3] and chunk.X.shape[0] == 2
+    # the bad entry at a line's end, and followed by more entries (which would give the lines
+    # without features some)
+    for tail in (b"",) if reason == "empty-features" else (b"", b" 2:1" * 12):
+        chunk = parse_libsvm_bytes(b"2 1:1\n" + text + tail + b"\n3 2:1\n")
+        assert [(e.line, e.reason) for e in chunk.errors] == [(1, reason)], tail
+        assert chunk.labels == [2, 3] and chunk.X.shape[0] == 2
 
 
 def test_labels_comments_blank_lines_and_zero_based_indices():
