@@ -98,7 +98,7 @@ def test_ahead_of_time_equals_jit_bit_for_bit(call):
     jit = getattr(importlib.import_module(f"streamlearn.kernels.{module}"), function)
     aot = getattr(kernels._aot, symbol(module, function, variant))
     jit_args, aot_args = _copied(args), _copied(args)
-    assert all(check(a) for check, a in zip(map(kernels.argument_check, EXPORTS[module][function][variant]), aot_args))
+    assert kernels.signature_check(EXPORTS[module][function][variant])(*aot_args)
     assert _same(aot(*aot_args), jit(*jit_args))
     assert all(_same(a, b) for a, b in zip(aot_args, jit_args))
 
@@ -146,3 +146,32 @@ def test_compiled_kernels_release_the_gil():
     finally:
         sys.setswitchinterval(interval)
     assert seen["after"] - seen["before"] > 1000
+
+
+def test_the_hot_paths_run_compiled_without_numba(tmp_path):
+    """The command on a LIBSVM file, and learning and predicting through the documented input
+    types (SciPy CSR with int32 indices, NumPy arrays, dicts), call only the compiled build: a
+    mismatch of types would send a call to the JIT silently, importing numba (~0.6 s)."""
+    if kernels.backend() != "aot":
+        pytest.skip("no ahead-of-time build")
+    import subprocess
+
+    data = tmp_path / "d.svm"
+    data.write_text("".join(f"{i % 3} {i % 7}:1.5 {7 + i % 5}:-0.25 20:{i / 10}\n" for i in range(300)))
+    program = f"""
+import sys
+import numpy as np, scipy.sparse as sp
+from streamlearn import MulticlassSVM, MulticlassLogisticRegression
+from streamlearn.cli import main
+assert main(["train", {str(data)!r}, "--learner", "MulticlassSVM", "--quiet", "--holdout", "0.1"]) == 0
+X = sp.random(200, 30, density=0.2, format="csr", random_state=0)
+y = np.arange(200) % 4
+for model in (MulticlassSVM(), MulticlassLogisticRegression(average=True, average_power=2.0)):
+    model.learn_many(X, y)
+    model.learn_many(X.toarray(), y)
+    model.learn_one({{"a": 1.0, 3: 2.0}}, 9)
+    model.predict_many(X); model.predict_proba_one({{"a": 1.0}})
+print("numba" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout + out.stderr
