@@ -283,14 +283,15 @@ def test_map_rows_kernel_matches_a_plain_reference():
 
 
 def test_row_dots_matches_numpy_on_every_row_length_and_skips_unlearned_columns():
-    """The scoring kernel takes entries four at a time: rows of every length modulo 4, and
-    columns beyond the weight rows (never learned: zero weight) placed anywhere in a row."""
+    """The scoring kernel takes entries eight at a time: rows of every length modulo 8 (and
+    longer than two groups), and columns beyond the weight rows (never learned: zero weight)
+    placed anywhere in a row."""
     from streamlearn.kernels.scaled import row_dots
 
     rng = np.random.default_rng(11)
     n_learned, n_classes = 25, 7
     M = rng.normal(size=(n_learned, 9))  # spare class capacity, as the weight store keeps
-    lengths = np.arange(40) % 11
+    lengths = np.arange(60) % 20
     indptr = np.concatenate([[0], np.cumsum(lengths)])
     indices = np.concatenate([np.sort(rng.choice(32, n, replace=False)) for n in lengths]).astype(np.int64)
     data = rng.normal(size=len(indices))
