@@ -165,7 +165,8 @@ def _daemon(bootstrap, group, tmp, idle) -> dict:
 def write_report(results: dict, out: pathlib.Path) -> None:
     lines = ["# Stream runtime benchmark (issue 3)", "",
              f"Machine: {os.cpu_count()} cores; medians of {results['repeats']} interleaved repeats; wall time of the whole command.",
-             "`ours` = `streamlearn train FILE --learner MulticlassSVM` (default 1000-record batches, each scored then learned);",
+             "`ours` = `streamlearn train FILE --learner MulticlassSVM` (default 1000-record batches; each example scored by the",
+             "model as it stands when it arrives, then learned, as VW's progressive loss; the default λ, not a validated one);",
              "`ours+ckpt` adds `--checkpoint-dir` (checkpoint every 10,000 examples, dead letters and metrics files);",
              "`VW` = `python -m vowpalwabbit -d FILE --oaa K` on the same rows in VW text. `xN` is the training file",
              "repeated N times (one longer stream). *Marginal* is the throughput of the extra copies,",

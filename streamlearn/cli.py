@@ -204,12 +204,16 @@ def _add_source_options(p) -> None:
     p.add_argument("source", nargs="+", help="file path(s) or glob(s), - for stdin, or kafka://HOST:PORT/TOPIC?group=NAME")
     p.add_argument("--format", help="libsvm, csv, jsonl or msgpack (default: guessed from the file name; libsvm for stdin)")
     p.add_argument("--label-column", help="CSV: the label column's name or 0-based index")
-    p.add_argument("--batch-records", type=int, default=1000, help="records per batch: each batch is scored, then learned (default: 1000)")
+    p.add_argument("--batch-records", type=int, default=1000, help="records per batch (default: 1000): the unit of reading, learning and checkpoint positions")
 
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="streamlearn", description="Learn multi-class linear classifiers from a stream.",
                                      epilog=__doc__.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    from . import __version__
+    from .kernels import backend_note
+
+    parser.add_argument("--version", action="version", version=f"streamlearn {__version__} ({backend_note()})")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("train", help="learn from a source, with checkpoints, metrics and dead letters")
