@@ -19,12 +19,10 @@ position (source, 1-based line or record number, byte offset) instead of raising
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import pathlib
 
-import msgpack
 import numpy as np
 
 from .libsvm import parse_libsvm_bytes
@@ -194,11 +192,15 @@ class CsvDecoder(_DictLineDecoder):
 
     def _skip(self, number, text):
         if self.header is None:
+            import csv
+
             self._set_header(next(csv.reader([text.decode("utf-8", "replace")])))
             return True
         return False
 
     def _record(self, line):
+        import csv  # here, as msgpack below: a LIBSVM stream's start-up does not pay for them
+
         try:
             cells = next(csv.reader(io.StringIO(line.decode("utf-8"))))
         except (csv.Error, UnicodeDecodeError) as error:
@@ -261,6 +263,8 @@ class MsgpackDecoder:
         if self.broken:
             dead.append(DeadLetter({"source": origin, "offset": offset}, "undecodable", "after undecodable msgpack data", buf))
             return Batch(X, y, np.zeros(0, np.uint64), lambda i: {}, dead), len(buf), 0
+        import msgpack
+
         unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(buf), 1 << 20))
         unpacker.feed(buf)
         consumed = n = 0

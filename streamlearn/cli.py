@@ -22,13 +22,11 @@ import ast
 import json
 import os
 import sys
-import tomllib
 import warnings
 from typing import NoReturn
 
 import connectors
 
-from .checkpoint import CheckpointStore
 from .errors import StreamlearnError
 from .metrics import ClassificationMetrics
 from .runner import Runner, evaluate_source
@@ -116,6 +114,8 @@ def cmd_train(args) -> int:
 
 
 def _load(directory):
+    from .checkpoint import CheckpointStore
+
     payload = CheckpointStore(directory).load_latest()
     if payload is None:
         raise ConfigError(f"no checkpoint in {directory!r}")
@@ -165,6 +165,8 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_inspect(args) -> int:
+    from .checkpoint import CheckpointStore
+
     store = CheckpointStore(args.directory)
     payload = store.load_latest()
     if payload is None:
@@ -271,6 +273,8 @@ def _apply_config(parser, argv) -> None:
     known, _ = pre.parse_known_args(argv)
     if not known.config:
         return
+    import tomllib
+
     try:
         with open(known.config, "rb") as f:
             config = tomllib.load(f)

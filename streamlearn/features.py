@@ -23,7 +23,6 @@ True
 
 from __future__ import annotations
 
-import hashlib
 import math
 import numbers
 import sys
@@ -178,6 +177,8 @@ def name_keys(names: list) -> np.ndarray:
         if type(name) is int and -(1 << 62) <= name < (1 << 62):
             keys[i] = name
         else:
+            import hashlib  # here: a stream of integer names (LIBSVM, arrays) never needs it
+
             digest = hashlib.blake2b(repr(name).encode("utf-8"), digest_size=8).digest()
             keys[i] = int.from_bytes(digest, "little") >> 1
     return keys

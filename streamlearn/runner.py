@@ -41,7 +41,6 @@ from connectors.records import Batch, DeadLetter
 from connectors.sinks import NullSink, to_json_line
 
 from .base import StreamClassifier
-from .checkpoint import CheckpointStore
 from .errors import InvalidInputError
 from .metrics import ClassificationMetrics
 
@@ -139,7 +138,12 @@ class Runner:
         self.model, self.source = model, source
         if hasattr(source, "with_hashes") and (holdout is None or callable(holdout)):
             source.with_hashes = False  # only a hash hold-out needs record hashes
-        self.store = CheckpointStore(checkpoint_dir, keep) if checkpoint_dir else None
+        if checkpoint_dir:
+            from .checkpoint import CheckpointStore  # here: msgpack and hashlib are not needed without checkpoints
+
+            self.store = CheckpointStore(checkpoint_dir, keep)
+        else:
+            self.store = None
         self.checkpoint_every = checkpoint_every
         self.checkpoint_interval = checkpoint_interval
         self.holdout = holdout
