@@ -108,7 +108,9 @@ class _PGSLearner(StreamClassifier):
         d, k = self._Lam.shape
         if n_features <= d and n_classes <= k:
             return
-        shape = (max(n_features, 2 * d if n_features > d else d), max(n_classes, 2 * k if n_classes > k else k))
+        classes = max(n_classes, 2 * k if n_classes > k else k)
+        # whole vectors of 4 classes for row_dots's vector road; one column stays one (a binary solver)
+        shape = (max(n_features, 2 * d if n_features > d else d), classes if classes == 1 else -(-classes // 4) * 4)
 
         def grown(a, fill_shape):
             out = np.zeros(fill_shape)

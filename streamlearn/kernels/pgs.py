@@ -86,8 +86,11 @@ def row_scores(indptr, indices, data, row, Phi, g, n_classes, out):
 
 @njit(cache=True, nogil=True)
 def scores_batch(indptr, indices, data, Phi, g, n_classes, out):
+    dots = np.empty(Phi.shape[1])  # Phi's padded width: row_dots's vector road
     for r in range(len(indptr) - 1):
-        row_scores(indptr, indices, data, r, Phi, g, n_classes, out[r])
+        row_scores(indptr, indices, data, r, Phi, g, n_classes, dots)
+        for j in range(n_classes):
+            out[r, j] = dots[j]
 
 
 @njit(cache=True, nogil=True)
@@ -157,7 +160,7 @@ def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N
         factors(t - 1, sigma, p, q, bound, regularizer, stats[0], N, n_classes, g)  # w_{t-1}
         for r in range(group_size):  # every sub-gradient at w_{t-1} (line 6)
             row = start + r
-            row_scores(indptr, indices, data, row, Phi, g, n_classes, G[r, :n_classes])
+            row_scores(indptr, indices, data, row, Phi, g, n_classes, G[r])  # the whole row: room for whole vectors
             if binary:
                 target = float(y[row]) if loss == REGRESSION else (1.0 if y[row] == 1 else -1.0)
                 G[r, 0] = _binary_coefficient(loss, G[r, 0], target)
