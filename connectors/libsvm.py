@@ -114,8 +114,8 @@ def parse_libsvm_bytes(buf, width: int = 0, with_hashes: bool = True) -> ParsedC
         lengths = lengths[good]
     new_indptr = np.zeros(len(lines) + 1, np.int64)
     np.cumsum(lengths, out=new_indptr[1:])
-    n_cols = max(width, int(indices.max()) + 1 if len(indices) else 0)
-    X = CsrBatch(new_indptr, indices, data, n_cols)
+    needed = int(indices.max()) + 1 if len(indices) else 0
+    X = CsrBatch(new_indptr, indices, data, max(width, needed), needed)  # validated: finite, indices from 0
     is_int = label_is_int[lines]
     label_array = label_int[lines] if is_int.all() else None
     if label_array is not None:

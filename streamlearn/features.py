@@ -75,16 +75,23 @@ class CsrBatch:
     costs ~0.13 s of the ``streamlearn`` command's start-up). The learners take it as they
     take a SciPy CSR matrix; :meth:`tocsr` gives one.
 
+    ``needed`` is for producers that have validated the batch themselves (the LIBSVM
+    parser: finite values, indices from 0 up): one more than its largest column index. The
+    learners then skip their own check pass (6 ms of the 65 ms news20 takes to stream).
+    ``None`` (the default, and for every row selection) has them check.
+
     >>> batch = CsrBatch(np.array([0, 2, 3]), np.array([0, 2, 1]), np.array([1.0, 2.0, 3.0]), 3)
     >>> batch.shape, batch[np.array([1, 0])].toarray().tolist()
     ((2, 3), [[0.0, 3.0, 0.0], [1.0, 0.0, 2.0]])
     """
 
-    __slots__ = ("indptr", "indices", "data", "width")
+    __slots__ = ("indptr", "indices", "data", "width", "needed")
     ndim = 2
 
-    def __init__(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, width: int):
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, width: int,
+                 needed: int | None = None):  # fmt: skip
         self.indptr, self.indices, self.data, self.width = indptr, indices, data, int(width)
+        self.needed = needed
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -514,7 +521,8 @@ def _batch_to_csr(X) -> tuple[list | None, "CsrBatch | scipy.sparse.csr_matrix",
             matrix = _sparse().csr_matrix(X, dtype=np.float64)
         if matrix.ndim != 2:
             raise InvalidInputError("bad-shape", f"expected a 2-D matrix, got shape {matrix.shape}")
-        return None, matrix, _checked_csr(matrix)
+        validated = matrix.needed if isinstance(matrix, CsrBatch) else None
+        return None, matrix, _checked_csr(matrix) if validated is None else validated
     if isinstance(X, np.ndarray):
         if X.ndim != 2:
             raise InvalidInputError("bad-shape", f"expected a 2-D array, got shape {X.shape}")

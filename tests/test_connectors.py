@@ -319,3 +319,26 @@ def test_cut_lines_matches_a_plain_reference(final):
         max_lines = int(rng.integers(1, most_lines))
         got = _cut_lines(np.frombuffer(buf, np.uint8), start, max_lines, final)
         assert got == reference(buf, start, max_lines), (len(buf), start, max_lines)
+
+
+def test_parser_batches_skip_the_learners_check_and_learn_the_same():
+    """A parsed batch carries ``needed`` (validated by the parser), so the learner skips its own
+    CSR check; the model equals one fed the same rows as an unvalidated batch, and an
+    unvalidated batch with a NaN is still refused."""
+    from streamlearn import MulticlassSVM
+    from streamlearn.errors import InvalidInputError
+    from streamlearn.features import CsrBatch
+
+    chunk = parse_libsvm_bytes(b"1 3:0.5 7:1\n2 1:2 3:-1\n1 9:0.25\n", width=20)
+    X = chunk.X
+    assert X.needed == 10 and X.shape == (3, 20)
+    plain = CsrBatch(X.indptr, X.indices, X.data, X.width)
+    assert plain.needed is None
+    fast, checked = MulticlassSVM(seed=1), MulticlassSVM(seed=1)
+    fast.learn_many(X, np.array(chunk.labels))
+    checked.learn_many(plain, np.array(chunk.labels))
+    for x in ({3: 0.5, 7: 1.0}, {1: 2.0, 3: -1.0}, {9: 0.25}):
+        assert fast.decision_function_one(x) == checked.decision_function_one(x) != {}
+    bad = CsrBatch(X.indptr, X.indices, np.array([0.5, np.nan, 2, -1, 0.25]), X.width)
+    with pytest.raises(InvalidInputError, match="NaN"):
+        MulticlassSVM().learn_many(bad, np.array(chunk.labels))
