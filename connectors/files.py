@@ -24,7 +24,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import glob
-import lzma
 import mmap
 import os
 import queue
@@ -81,6 +80,13 @@ _PARSERS = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_pref
 PARSE_WINDOW = 4
 
 
+def _decompression_errors() -> tuple:
+    """What a truncated or damaged compressed file raises (``lzma``'s error only once an
+    ``.xz`` file has loaded that module: it is imported on first use)."""
+    xz = sys.modules.get("lzma")
+    return (EOFError, zlib.error) if xz is None else (EOFError, zlib.error, xz.LZMAError)
+
+
 class _TolerantReader:
     """``read(n)`` of a compressed file that ends the stream where the compressed data turns
     out corrupt or truncated, and keeps the error in ``error``: the bytes decompressed before
@@ -96,7 +102,7 @@ class _TolerantReader:
         while size < n and self.error is None:
             try:
                 part = self._read1(n - size)
-            except (EOFError, zlib.error, lzma.LZMAError) as error:  # truncated gzip/bz2/xz, bad deflate or xz data
+            except _decompression_errors() as error:  # truncated gzip/bz2/xz, bad deflate or xz data
                 self.error = error
                 break
             except OSError as error:  # BadGzipFile, bz2's "Invalid data stream" (no errno); a real I/O error has one

@@ -18,7 +18,6 @@ connectors.records.RecordError: non-finite: value of feature 'a' is nan
 
 from __future__ import annotations
 
-import base64
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -56,6 +55,8 @@ class DeadLetter:
         try:
             raw = {"record": self.record.decode("utf-8")}
         except UnicodeDecodeError:
+            import base64  # only for undecodable records
+
             raw = {"record_base64": base64.b64encode(self.record).decode("ascii")}
         return {"position": self.position, "reason": self.reason, "message": self.message, **raw}
 
