@@ -76,7 +76,7 @@ def _cut_lines(array: np.ndarray, start: int, max_lines: int, final: bool) -> tu
 
 
 _PARSERS = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="streamlearn-parse")
-#: most pieces parsed ahead of the learner (two threads, and one more each to start with)
+#: most pieces in flight at once: the learner's, and up to three parsed ahead of it (see _decode_in_order)
 PARSE_WINDOW = 4
 
 

@@ -56,6 +56,7 @@ from .errors import InvalidInputError, InvalidParameterError
 from .features import SparseRows
 from .kernels import codes, compiled
 from .kernels.codes import CRAMMER_SINGER, SOFTMAX
+from .weights import class_capacity
 
 _pgs = compiled("pgs")
 
@@ -108,9 +109,7 @@ class _PGSLearner(StreamClassifier):
         d, k = self._Lam.shape
         if n_features <= d and n_classes <= k:
             return
-        classes = max(n_classes, 2 * k if n_classes > k else k)
-        # whole vectors of 4 classes for row_dots's vector road; one column stays one (a binary solver)
-        shape = (max(n_features, 2 * d if n_features > d else d), classes if classes == 1 else -(-classes // 4) * 4)
+        shape = (max(n_features, 2 * d if n_features > d else d), class_capacity(max(n_classes, 2 * k if n_classes > k else k)))
 
         def grown(a, fill_shape):
             out = np.zeros(fill_shape)

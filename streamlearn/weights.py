@@ -26,6 +26,16 @@ def _grown(array: np.ndarray, shape: tuple, fill: float) -> np.ndarray:
     return out
 
 
+def class_capacity(n_classes: int) -> int:
+    """Room for ``n_classes`` classes in whole vectors of 4 (row_dots's vector road); a single
+    class (a binary solver's one column) stays one.
+
+    >>> [class_capacity(n) for n in (1, 2, 5, 8)]
+    [1, 4, 8, 8]
+    """
+    return n_classes if n_classes == 1 else -(-n_classes // 4) * 4
+
+
 class ScaledWeights:
     """Weights of K linear classes over d features, ``W = V * scale`` per class."""
 
@@ -52,7 +62,7 @@ class ScaledWeights:
         if n_features > cap_d or n_classes > cap_k:
             shape = (
                 max(n_features, 2 * cap_d if n_features > cap_d else cap_d, likely_features if n_features > cap_d else 0),
-                -(-max(n_classes, 2 * cap_k if n_classes > cap_k else cap_k) // 4) * 4,  # whole vectors of 4 classes
+                class_capacity(max(n_classes, 2 * cap_k if n_classes > cap_k else cap_k)),
             )
             self.V = _grown(self.V, shape, 0.0)
             if self.averaged:

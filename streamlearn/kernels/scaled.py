@@ -79,8 +79,7 @@ def _class_block_dots(n_vectors: int):
     return block_dots
 
 
-_DOTS_OF_VECTORS = [None] + [_class_block_dots(n) for n in (1, 2, 3, 4)]
-_dots_1, _dots_2, _dots_3, _dots_4 = _DOTS_OF_VECTORS[1:]
+_dots_1, _dots_2, _dots_3, _dots_4 = (_class_block_dots(n) for n in (1, 2, 3, 4))
 
 
 @njit(cache=True, nogil=True)
