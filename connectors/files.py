@@ -29,6 +29,7 @@ import os
 import queue
 import sys
 import threading
+import weakref
 import zlib
 
 import numpy as np
@@ -291,8 +292,10 @@ _DONE = object()
 
 def prefetch(batches, depth: int = 2):
     """Run a batch generator in a background thread, ``depth`` batches ahead: reading and
-    parsing (compiled without the GIL) overlap with learning on the other core. Errors
-    are re-raised here; leaving the loop early stops the thread."""
+    parsing (compiled without the GIL) overlap with learning on the other core. The thread
+    starts at once (see :meth:`_ReadAhead.start`); the returned generator hands over its
+    batches and re-raises its errors. Leaving the loop early, or dropping the generator
+    unstarted, stops the thread."""
     results: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
 
@@ -311,8 +314,13 @@ def prefetch(batches, depth: int = 2):
         except BaseException as error:  # handed to the consumer
             results.put(error)
 
-    thread = threading.Thread(target=produce, name="streamlearn-reader", daemon=True)
-    thread.start()
+    threading.Thread(target=produce, name="streamlearn-reader", daemon=True).start()
+    handed = _hand_over(results, stop)
+    weakref.finalize(handed, stop.set)  # never iterated to its end or closed: the thread still stops
+    return handed
+
+
+def _hand_over(results: queue.Queue, stop: threading.Event):
     try:
         while True:
             item = results.get()
@@ -360,8 +368,12 @@ def expand_paths(patterns) -> list[str]:
     return paths
 
 
-class _HashSwitch:
-    """``with_hashes``: whether the decoder computes record hashes (only hash hold-outs need them)."""
+class _ReadAhead:
+    """What the file and stdin sources share: ``with_hashes`` (whether the decoder computes
+    record hashes: only hash hold-outs need them) and :meth:`start`. A subclass defines
+    ``_batches()``, the generator of its batches from its current position."""
+
+    _started = None  # the iterator start() began
 
     @property
     def with_hashes(self) -> bool:
@@ -371,8 +383,20 @@ class _HashSwitch:
     def with_hashes(self, value: bool) -> None:
         self.decoder.with_hashes = bool(value)
 
+    def start(self) -> None:
+        """Begin reading and parsing now, in the background; the next iteration continues
+        from there. ``streamlearn train`` calls it before it builds the learner, so that the
+        first batches are parsed while the learner's modules load. A :meth:`seek` after it
+        drops what was read ahead."""
+        if self._started is None:
+            self._started = prefetch(self._batches())
 
-class FileSource(_HashSwitch):
+    def __iter__(self):
+        started, self._started = self._started, None
+        return started if started is not None else prefetch(self._batches())
+
+
+class FileSource(_ReadAhead):
     """Records from one or more files (paths or globs, read in order), ``passes`` times.
 
     ``fmt`` is a format name (:data:`connectors.formats.FORMATS`), guessed from the first
@@ -396,6 +420,7 @@ class FileSource(_HashSwitch):
         """Continue from a position yielded earlier (see the module docstring)."""
         if position.get("kind") != self.kind or position.get("files") != self.paths:
             raise SourceError(f"the checkpoint was taken on {position.get('files') or position.get('kind')}, not on {self.paths}")
+        self._started = None
         self._start = (position["pass"], position["file"], _Cursor(position["offset"], position["line"], position["crc"]),
                        position.get("decoder", {}))
 
@@ -408,9 +433,6 @@ class FileSource(_HashSwitch):
     def _position(self, pass_, index, cursor) -> dict:
         return {"kind": self.kind, "files": self.paths, "pass": pass_, "file": index, "offset": cursor.offset,
                 "line": cursor.line, "crc": cursor.crc, "decoder": self.decoder.export()}
-
-    def __iter__(self):
-        return prefetch(self._batches())
 
     def _batches(self):
         first_pass, first_file, start, decoder_state = self._start
@@ -459,7 +481,7 @@ class FileSource(_HashSwitch):
         return self._position(pass_ + 1, 0, _Cursor())
 
 
-class StdinSource(_HashSwitch):
+class StdinSource(_ReadAhead):
     """Records from standard input (or any binary stream), decoded as lines arrive.
 
     A restart with ``--resume`` re-reads and checks the bytes the checkpoint covers, then
@@ -488,6 +510,7 @@ class StdinSource(_HashSwitch):
     def seek(self, position: dict) -> None:
         if position.get("kind") != self.kind:
             raise SourceError(f"the checkpoint was taken on a {position.get('kind')} source, not on stdin")
+        self._started = None
         self._cursor = _Cursor(position["offset"], position["line"], position["crc"])
         self._decoder_state = position.get("decoder", {})
 
@@ -496,9 +519,6 @@ class StdinSource(_HashSwitch):
 
     def close(self) -> None:
         pass
-
-    def __iter__(self):
-        return prefetch(self._batches())
 
     def _batches(self):
         read, cursor = self._read(), _Cursor(self._cursor.offset, self._cursor.line, self._cursor.crc)

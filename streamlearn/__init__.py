@@ -10,46 +10,72 @@ Every learner is a ``river.base.MiniBatchClassifier`` (``learn_one`` / ``learn_m
 'spam'
 """
 
-from .base import StreamClassifier
-from .errors import InvalidInputError, InvalidParameterError, StreamlearnError
-from .features import FeatureSpace, LabelSpace
-from .mcid import (
-    MulticlassLogisticRegression,
-    MulticlassPerceptron,
-    MulticlassSVM,
-    OneVsRestLogisticRegression,
-    OneVsRestPegasos,
-)
-from .leastsquares import (
-    CalibratedLeastSquares,
-    FeatureSampler,
-    GeneralizedLeastSquares,
-    RandomFourierFeatures,
-    StagewiseRegression,
-)
-from .pgs import MulticlassPGS, PrimalGradientRegressor, PrimalGradientSolver
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-LEARNERS = {
-    cls.__name__: cls
-    for cls in (
-        MulticlassSVM,
-        MulticlassLogisticRegression,
-        MulticlassPerceptron,
-        OneVsRestPegasos,
-        OneVsRestLogisticRegression,
-        PrimalGradientSolver,
-        MulticlassPGS,
-        GeneralizedLeastSquares,
-        CalibratedLeastSquares,
-        StagewiseRegression,
-    )
+#: where each public name lives; imported on first use (PEP 562), so that the ``streamlearn``
+#: command can start reading its source (NumPy and the compiled parser only) while the
+#: learners and river load (see :func:`streamlearn.cli.cmd_train`)
+_HOMES = {
+    "StreamClassifier": "base",
+    "InvalidInputError": "errors", "InvalidParameterError": "errors", "StreamlearnError": "errors",
+    "FeatureSpace": "features", "LabelSpace": "features",
+    "MulticlassLogisticRegression": "mcid", "MulticlassPerceptron": "mcid", "MulticlassSVM": "mcid",
+    "OneVsRestLogisticRegression": "mcid", "OneVsRestPegasos": "mcid",
+    "CalibratedLeastSquares": "leastsquares", "FeatureSampler": "leastsquares",
+    "GeneralizedLeastSquares": "leastsquares", "RandomFourierFeatures": "leastsquares",
+    "StagewiseRegression": "leastsquares",
+    "MulticlassPGS": "pgs", "PrimalGradientRegressor": "pgs", "PrimalGradientSolver": "pgs",
 }
+#: the classifiers the ``streamlearn`` command trains, by class name (``LEARNERS`` maps them to the classes)
+LEARNER_NAMES = ("MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptron", "OneVsRestPegasos",
+                  "OneVsRestLogisticRegression", "PrimalGradientSolver", "MulticlassPGS", "GeneralizedLeastSquares",
+                  "CalibratedLeastSquares", "StagewiseRegression")
+#: the learners whose work is compiled first-order loops (no BLAS call worth a thread; the
+#: ``streamlearn`` command starts OpenBLAS with one thread for them)
+FIRST_ORDER_LEARNERS = tuple(name for name in LEARNER_NAMES if _HOMES[name] in ("mcid", "pgs"))
+#: regressors (river ``MiniBatchRegressor``s): not trained by the ``streamlearn`` command
+_REGRESSOR_NAMES = ("PrimalGradientRegressor",)
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
+    from .base import StreamClassifier
+    from .errors import InvalidInputError, InvalidParameterError, StreamlearnError
+    from .features import FeatureSpace, LabelSpace
+    from .leastsquares import (CalibratedLeastSquares, FeatureSampler, GeneralizedLeastSquares,
+                               RandomFourierFeatures, StagewiseRegression)
+    from .mcid import (MulticlassLogisticRegression, MulticlassPerceptron, MulticlassSVM,
+                       OneVsRestLogisticRegression, OneVsRestPegasos)
+    from .pgs import MulticlassPGS, PrimalGradientRegressor, PrimalGradientSolver
+
+    LEARNERS: dict[str, type[StreamClassifier]]
+    REGRESSORS: dict[str, type]
 
 
-#: regressors (river ``MiniBatchRegressor``s); the ``streamlearn`` command trains the classifiers of LEARNERS
-REGRESSORS = {"PrimalGradientRegressor": PrimalGradientRegressor}
+def __getattr__(name: str):
+    """A public class, ``LEARNERS`` / ``REGRESSORS``, or a submodule, imported on first access."""
+    if name in _HOMES:
+        value = getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+    elif name == "LEARNERS":
+        value = {learner: __getattr__(learner) for learner in LEARNER_NAMES}
+    elif name == "REGRESSORS":
+        value = {regressor: __getattr__(regressor) for regressor in _REGRESSOR_NAMES}
+    else:
+        try:
+            value = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as error:
+            if error.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 def learner_from_state(state: dict) -> StreamClassifier:
@@ -64,9 +90,10 @@ def learner_from_state(state: dict) -> StreamClassifier:
     ('y', True)
     """
     name = state.get("class")
-    if name not in LEARNERS:
-        raise ValueError(f"unknown learner class {name!r}; known: {', '.join(sorted(LEARNERS))}")
-    return LEARNERS[name].from_state(state)
+    learners = __getattr__("LEARNERS")
+    if name not in learners:
+        raise ValueError(f"unknown learner class {name!r}; known: {', '.join(sorted(learners))}")
+    return learners[name].from_state(state)
 
 
 __all__ = [
@@ -77,6 +104,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidParameterError",
     "LEARNERS",
+    "LEARNER_NAMES",
     "REGRESSORS",
     "LabelSpace",
     "MulticlassLogisticRegression",

@@ -25,11 +25,10 @@ import sys
 import warnings
 from typing import NoReturn
 
-import connectors
-
 from .errors import StreamlearnError
-from .metrics import ClassificationMetrics
-from .runner import Runner, evaluate_source
+
+# NumPy (and with it OpenBLAS) is imported by the commands, not here: main() first decides
+# how many threads OpenBLAS may start (see _blas_threads_for)
 
 
 class ConfigError(ValueError):
@@ -50,13 +49,14 @@ def parse_param(text: str) -> tuple[str, object]:
 
 
 def build_learner(name: str, params: list[str]):
-    """A learner from its class name and ``KEY=VALUE`` parameters (clear errors)."""
+    """A learner from its class name and ``KEY=VALUE`` parameters (clear errors); only
+    that learner's module is imported."""
     import streamlearn
 
-    if name not in streamlearn.LEARNERS:
-        raise ConfigError(f"unknown learner {name!r}; choose one of: {', '.join(sorted(streamlearn.LEARNERS))}")
+    if name not in streamlearn.LEARNER_NAMES:
+        raise ConfigError(f"unknown learner {name!r}; choose one of: {', '.join(sorted(streamlearn.LEARNER_NAMES))}")
     kwargs = dict(parse_param(p) for p in params or [])
-    cls = streamlearn.LEARNERS[name]
+    cls = getattr(streamlearn, name)
     try:
         return cls(**kwargs)
     except TypeError as error:
@@ -66,6 +66,8 @@ def build_learner(name: str, params: list[str]):
 
 
 def _source(args, labelled: bool, passes: int = 1, until_end: bool = False):
+    import connectors
+
     return connectors.open_source(args.source, args.format, labelled, args.batch_records, passes, args.label_column,
                                   getattr(args, "idle_timeout", None), until_end)
 
@@ -74,6 +76,8 @@ def _holdout(args):
     """``--holdout``: a fraction, or a path/URI evaluated in full at every checkpoint."""
     if args.holdout is None:
         return None
+    import connectors
+
     try:
         return float(args.holdout)
     except ValueError:
@@ -85,13 +89,21 @@ def _holdout(args):
 
 
 def cmd_train(args) -> int:
-    model = build_learner(args.learner, args.param)
+    holdout = _holdout(args)
     source = _source(args, True, args.passes)
+    if not args.resume and hasattr(source, "start"):  # resuming seeks first; a fresh run starts reading now
+        source.with_hashes = isinstance(holdout, float)  # record hashes only for a hash hold-out
+        source.start()  # parsing (NumPy and compiled code only) overlaps the import of the learner and river
+    model = build_learner(args.learner, args.param)
+    import connectors
+
+    from .runner import Runner
+
     directory = args.checkpoint_dir
     metrics = args.metrics or (os.path.join(directory, "metrics.jsonl") if directory else None)
     dead = args.dead_letter or (os.path.join(directory, "dead_letters.jsonl") if directory else "dead_letters.jsonl")
     runner = Runner(model, source, checkpoint_dir=directory, checkpoint_every=args.checkpoint_every,
-                    checkpoint_interval=args.checkpoint_interval, keep=args.keep, holdout=_holdout(args),
+                    checkpoint_interval=args.checkpoint_interval, keep=args.keep, holdout=holdout,
                     metrics_sink=connectors.open_sink(metrics), dead_letter_sink=connectors.open_sink(dead),
                     max_errors=args.max_errors, progress=False if args.quiet else None)
     if args.resume:
@@ -125,6 +137,8 @@ def _load(directory):
 
 
 def cmd_predict(args) -> int:
+    import connectors
+
     model, _ = _load(args.checkpoint)
     sink = connectors.open_sink(args.output or "-")
     n = 0
@@ -159,6 +173,8 @@ def _json_key(label):
 
 
 def cmd_evaluate(args) -> int:
+    from .runner import evaluate_source
+
     model, _ = _load(args.checkpoint)
     print(json.dumps(evaluate_source(model, _source(args, labelled=True, until_end=True))))  # a topic: up to its end now
     return 0
@@ -166,6 +182,7 @@ def cmd_evaluate(args) -> int:
 
 def cmd_inspect(args) -> int:
     from .checkpoint import CheckpointStore
+    from .metrics import ClassificationMetrics
 
     store = CheckpointStore(args.directory)
     payload = store.load_latest()
@@ -209,16 +226,35 @@ def _add_source_options(p) -> None:
     p.add_argument("--batch-records", type=int, default=1000, help="records per batch (default: 1000): the unit of reading, learning and checkpoint positions")
 
 
-def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="streamlearn", description="Learn multi-class linear classifiers from a stream.",
-                                     epilog=__doc__.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    from . import __version__
-    from .kernels import backend_note
+def _terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns`` without importing ``shutil`` (and ``bz2`` and
+    ``lzma`` with it: ~2 ms of every command's start-up, for argparse's formatters)."""
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return 80
 
-    parser.add_argument("--version", action="version", version=f"streamlearn {__version__} ({backend_note()})")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("train", help="learn from a source, with checkpoints, metrics and dead letters")
+class _TerminalWidth:
+    """argparse's formatters, sized by :func:`_terminal_columns` (what argparse does, minus 2)."""
+
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        super().__init__(prog, indent_increment, max_help_position, _terminal_columns() - 2 if width is None else width)
+
+
+class _Formatter(_TerminalWidth, argparse.HelpFormatter):
+    pass
+
+
+class _RawDescriptionFormatter(_TerminalWidth, argparse.RawDescriptionHelpFormatter):
+    pass
+
+
+def _train_options(p) -> None:
     _add_source_options(p)
     p.add_argument("--config", help="a TOML file whose keys stand in for these options ([param] table for --param)")
     p.add_argument("--learner", default="MulticlassSVM", help="learner class name as exported by streamlearn (default: MulticlassSVM)")
@@ -238,7 +274,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("predict", help="predict the records of a source with a checkpointed model")
+
+def _predict_options(p) -> None:
     _add_source_options(p)
     p.add_argument("--checkpoint", required=True, help="checkpoint directory")
     p.add_argument("--output", help="file (JSON lines), - (stdout, default) or kafka://HOST:PORT/TOPIC")
@@ -246,21 +283,63 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--idle-timeout", type=float, default=5.0, help="Kafka: stop after S seconds without a message")
     p.set_defaults(func=cmd_predict)
 
-    p = sub.add_parser("evaluate", help="accuracy, macro-F1 and log-loss of a checkpointed model on a labelled source")
+
+def _evaluate_options(p) -> None:
     _add_source_options(p)
     p.add_argument("--checkpoint", required=True, help="checkpoint directory")
     p.add_argument("--idle-timeout", type=float, default=5.0,
                    help="Kafka: the topic is read up to where it ends at the start; stop earlier after S seconds without a message")
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("inspect", help="what the newest checkpoint of a directory holds")
+
+def _inspect_options(p) -> None:
     p.add_argument("directory")
     p.set_defaults(func=cmd_inspect)
 
-    p = sub.add_parser("plot", help="learning curves from a metrics log, as PNG")
+
+def _plot_options(p) -> None:
     p.add_argument("metrics_file")
     p.add_argument("-o", "--output", required=True, help="PNG file to write")
     p.set_defaults(func=cmd_plot)
+
+
+class _Version(argparse.Action):
+    """``--version``: the version and the kernels' backend, looked up only when asked (the
+    backend note imports NumPy, which ``main`` must not load before it has configured it)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from . import __version__
+        from .kernels import backend_note
+
+        print(f"streamlearn {__version__} ({backend_note()})")
+        parser.exit()
+
+
+#: each command: its one-line help and the function adding its options
+COMMANDS = {
+    "train": ("learn from a source, with checkpoints, metrics and dead letters", _train_options),
+    "predict": ("predict the records of a source with a checkpointed model", _predict_options),
+    "evaluate": ("accuracy, macro-F1 and log-loss of a checkpointed model on a labelled source", _evaluate_options),
+    "inspect": ("what the newest checkpoint of a directory holds", _inspect_options),
+    "plot": ("learning curves from a metrics log, as PNG", _plot_options),
+}
+
+
+def make_parser(argv=None) -> argparse.ArgumentParser:
+    """The command-line parser. Given the arguments, only the named command's options are
+    added (the others' cost a millisecond of start-up for nothing); without, all of them."""
+    parser = argparse.ArgumentParser(prog="streamlearn", description="Learn multi-class linear classifiers from a stream.",
+                                     epilog=__doc__.split("\n\n")[1], formatter_class=_RawDescriptionFormatter)
+    parser.add_argument("--version", action=_Version, help="show the version and how the kernels run, and exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    named = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
+    for name, (help_text, add_options) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, formatter_class=_Formatter)
+        if named not in COMMANDS or named == name:
+            add_options(p)
     return parser
 
 
@@ -268,7 +347,7 @@ def _apply_config(parser, argv) -> None:
     """Defaults from ``train --config FILE`` (TOML; keys are option names)."""
     if "--config" not in " ".join(argv):
         return
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = argparse.ArgumentParser(add_help=False, formatter_class=_Formatter)
     pre.add_argument("--config")
     known, _ = pre.parse_known_args(argv)
     if not known.config:
@@ -293,13 +372,34 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     return f"streamlearn: warning: {message}\n"
 
 
+def _blas_threads_for(args) -> None:
+    """Start OpenBLAS with one thread when ``train`` runs a first-order learner.
+
+    The MCID and PGS learners do their work in compiled loops and make no BLAS call worth a
+    thread, but OpenBLAS starts a worker per core when NumPy loads and lets it spin for ~0.1 s
+    (and after each call): on a 2-core machine that took CPU from the parser threads and made
+    a one-pass news20 run ~10 % slower (interleaved runs; ``bench/runtime_bench.py``). The
+    least-squares learners keep BLAS's threads (their products and Cholesky factorisations
+    use them). The user's own ``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS`` wins, and nothing
+    changes once NumPy is loaded (``main`` called in-process)."""
+    if getattr(args, "func", None) is not cmd_train or "numpy" in sys.modules:
+        return
+    if "OPENBLAS_NUM_THREADS" in os.environ or "OMP_NUM_THREADS" in os.environ:
+        return
+    from . import FIRST_ORDER_LEARNERS
+
+    if args.learner in FIRST_ORDER_LEARNERS:
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     previous_format, warnings.formatwarning = warnings.formatwarning, _one_line_warning  # what happened, not where
-    parser = make_parser()
+    parser = make_parser(argv)
     try:
         _apply_config(parser, argv)
         args = parser.parse_args(argv)
+        _blas_threads_for(args)
         return args.func(args)
     except BrokenPipeError:
         return 0

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import bz2
+import gc
 import gzip
 import io
 import json
 import lzma
 import struct
+import threading
+import time
 
 import msgpack
 import numpy as np
@@ -342,3 +345,32 @@ def test_parser_batches_skip_the_learners_check_and_learn_the_same():
     bad = CsrBatch(X.indptr, X.indices, np.array([0.5, np.nan, 2, -1, 0.25]), X.width)
     with pytest.raises(InvalidInputError, match="NaN"):
         MulticlassSVM().learn_many(bad, np.array(chunk.labels))
+
+
+def test_a_started_source_hands_over_what_it_read_ahead_and_a_seek_drops_it(tmp_path):
+    path = tmp_path / "d.svm"
+    path.write_text("\n".join(libsvm_lines(60)) + "\n")
+    expected = [(b.position, list(b.y)) for b in FileSource(str(path), batch_records=7)]
+    started = FileSource(str(path), batch_records=7)
+    started.start()
+    time.sleep(0.05)  # the reader thread runs ahead meanwhile
+    assert [(b.position, list(b.y)) for b in started] == expected
+    assert [(b.position, list(b.y)) for b in started] == expected  # a second pass starts afresh
+    seeking = FileSource(str(path), batch_records=7)
+    seeking.start()
+    seeking.seek(expected[2][0])
+    assert [y for b in seeking for y in b.y] == [y for _, ys in expected[3:] for y in ys]
+
+
+def test_a_dropped_started_source_stops_its_reader_thread(tmp_path):
+    path = tmp_path / "d.svm"
+    path.write_text("\n".join(libsvm_lines(200)) + "\n")
+    before = {t for t in threading.enumerate() if t.name == "streamlearn-reader"}
+    source = FileSource(str(path), batch_records=3)  # many more batches than the read-ahead queue holds
+    source.start()
+    source.seek(next(iter(FileSource(str(path), batch_records=3))).position)  # drops the started reader
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while {t for t in threading.enumerate() if t.name == "streamlearn-reader"} - before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not {t for t in threading.enumerate() if t.name == "streamlearn-reader"} - before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -247,3 +248,32 @@ def test_main_module_dispatches_cli_commands(tmp_path):
     result = subprocess.run([PYTHON, "-m", "streamlearn", "inspect", str(tmp_path)], capture_output=True)
     assert result.returncode == 1 and b"no checkpoint in" in result.stderr
     assert b"usage: streamlearn" in subprocess.run([PYTHON, "-m", "streamlearn.cli", "--help"], capture_output=True).stdout
+    version = subprocess.run([PYTHON, "-m", "streamlearn.cli", "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith(f"streamlearn {streamlearn.__version__} (kernels: ")
+
+
+def test_the_cli_module_loads_no_numpy_and_train_limits_openblas_for_first_order_learners():
+    script = ("import os, sys\nfrom streamlearn import cli\nassert 'numpy' not in sys.modules, 'numpy imported'\n"
+              "args = cli.make_parser(sys.argv[1:]).parse_args(sys.argv[1:])\ncli._blas_threads_for(args)\n"
+              "print(os.environ.get('OPENBLAS_NUM_THREADS'))")
+
+    def openblas_threads(*argv, **env):
+        environment = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+        result = subprocess.run([PYTHON, "-c", script, *argv], capture_output=True, text=True, env={**environment, **env})
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    assert openblas_threads("train", "x.svm") == "1"  # MulticlassSVM by default
+    assert openblas_threads("train", "x.svm", "--learner", "MulticlassPGS") == "1"
+    assert openblas_threads("train", "x.svm", "--learner", "GeneralizedLeastSquares") == "None"  # BLAS-heavy: its threads
+    assert openblas_threads("train", "x.svm", OPENBLAS_NUM_THREADS="2") == "2"  # the user's choice wins
+    assert openblas_threads("evaluate", "x.svm", "--checkpoint", "c") == "None"
+
+
+def test_streamlearn_names_load_on_first_use():
+    assert set(streamlearn.LEARNERS) == set(streamlearn.LEARNER_NAMES)
+    assert set(streamlearn.__all__) <= set(dir(streamlearn))
+    assert all(getattr(streamlearn, name) is not None for name in streamlearn.__all__)
+    assert set(streamlearn.FIRST_ORDER_LEARNERS) < set(streamlearn.LEARNER_NAMES)
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        streamlearn.nothing  # noqa: B018
