@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bz2
+import functools
 import gc
 import gzip
 import io
@@ -49,6 +50,42 @@ def parsed_value(text: str, road: str) -> float:
     got = parse_libsvm_bytes(f"1 7:{text}{ROADS[road]}\n".encode()).X.data
     assert len(got) == 1, text
     return got[0]
+
+
+@functools.lru_cache(maxsize=1)
+def eight_digit_step():
+    """The parser's inline eight-byte step, compiled once as a function of its own."""
+    from numba import njit
+
+    from streamlearn.kernels.text import _digits8
+
+    return njit(lambda buf, k: _digits8(buf, k))
+
+
+def leading_digits(data: bytes) -> tuple[int, int]:
+    """Plain reference of the parser's eight-byte step: value and count of the leading digits."""
+    count = next((i for i, c in enumerate(data[:8]) if not 48 <= c <= 57), min(8, len(data)))
+    return (int(data[:count]) if count else 0), count
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(min_size=8, max_size=12) | st.text("0123456789:. -+e#x\n\t", min_size=8, max_size=12).map(str.encode))
+def test_eight_digit_step_matches_a_plain_reference(data):
+    step = eight_digit_step()
+    array = np.frombuffer(data, np.uint8)
+    for k in range(len(data) - 7):
+        assert tuple(int(v) for v in step(array, k)) == leading_digits(data[k:]), (data, k)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 10**18 - 1), st.sampled_from(["", " # comment after it"]), st.integers(0, 9))
+def test_indices_of_any_length_parse_with_or_without_eight_bytes_after_them(index, tail, zeros):
+    text = f"1 {'0' * zeros}{index}:0.25{tail}\n".encode()
+    chunk = parse_libsvm_bytes(text)
+    if zeros + len(str(index)) > 18:
+        assert [e.reason for e in chunk.errors] == ["malformed"]
+    else:
+        assert chunk.X.indices.tolist() == [index] and chunk.X.data.tolist() == [0.25]
 
 
 @settings(max_examples=300, deadline=None)

@@ -6,12 +6,65 @@ into pieces. Plain arrays in, plain arrays out; no Python objects, no I/O.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from .codes import EMPTY_FEATURES, MALFORMED, MISSING_LABEL, NON_FINITE, OK, SKIP
 
 FNV_OFFSET = np.uint64(14695981039346656037)
 FNV_PRIME = np.uint64(1099511628211)
+INT_POW10 = np.array([10**i for i in range(9)], np.int64)
+# eight-byte lane constants of _digits8 (uint64 throughout: numba turns int64 mixed with uint64 into float64)
+_ZEROS, _HIGH_NIBBLES, _SIXES = np.uint64(0x3030303030303030), np.uint64(0xF0F0F0F0F0F0F0F0), np.uint64(0x0606060606060606)
+_PAIRS, _MUL_100_1000000, _MUL_1_10000 = np.uint64(0x000000FF000000FF), np.uint64(100 + (1000000 << 32)), np.uint64(1 + (10000 << 32))
+_U0, _U3, _U8, _U10, _U16, _U32, _U64, _BYTE_BITS = (np.uint64(v) for v in (0, 3, 8, 10, 16, 32, 64, 0x38))
+
+
+@intrinsic
+def _load_u64(typingctx, buf, i):
+    """``buf[i:i + 8]`` as one little-endian uint64 (an unaligned load; the caller checks
+    ``i + 8 <= len(buf)``)."""
+
+    def codegen(context, builder, signature, args):
+        array = context.make_array(signature.args[0])(context, builder, args[0])
+        pointer = builder.bitcast(builder.gep(array.data, [args[1]]), ir.IntType(64).as_pointer())
+        return builder.load(pointer, align=1)
+
+    return types.uint64(buf, i), codegen
+
+
+@intrinsic
+def _trailing_zeros(typingctx, x):
+    """Count of trailing zero bits of a non-zero uint64 (one ``tzcnt``)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
+
+    return types.uint64(x), codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _digits8(buf, k):
+    """``(value, count)`` of the decimal digits that start ``buf[k:k + 8]`` (count 8: more
+    may follow), branch-free on one eight-byte load (the caller checks ``k + 8 <= len(buf)``).
+
+    SWAR ("SIMD within a register"): a byte is a digit when its high nibble is 3 both as it
+    is and plus 6, so the first non-digit is the lowest non-zero byte of that test; the digits
+    shifted to the top of the word convert in three multiply-adds (pairs, quads, the eight),
+    as simdjson's ``parse_eight_digits_unrolled`` (Lemire, "Parsing series of integers
+    with SIMD", 2018). A carry out of a byte >= 0xFA lands only above the first non-digit.
+    Per-byte loops ended in a mispredicted branch at each number's end: this made the
+    parser ~40 % faster on news20 and MNIST."""
+    chunk = _load_u64(buf, k)
+    non_digits = ((chunk & _HIGH_NIBBLES) ^ _ZEROS) | (((chunk + _SIXES) & _HIGH_NIBBLES) ^ _ZEROS)
+    bits = _U64 if non_digits == _U0 else _trailing_zeros(non_digits) & _BYTE_BITS
+    if bits == _U0:
+        return np.int64(0), np.int64(0)
+    d = (chunk - _ZEROS) << (_U64 - bits)  # the digits' values, most significant first, leading zero bytes
+    d = d * _U10 + (d >> _U8)
+    d = (((d & _PAIRS) * _MUL_100_1000000) + (((d >> _U16) & _PAIRS) * _MUL_1_10000)) >> _U32
+    return np.int64(d), np.int64(bits >> _U3)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -178,11 +231,22 @@ def parse_libsvm(buf, pow10, with_hashes):
                     j += 1
                 if j == n or buf[j] == 10 or buf[j] == 35:
                     break
+                # digits: eight at a time where eight bytes remain (_digits8), byte by byte past
+                # them or near the end; the loops are written out here (helpers holding them ran
+                # at half the speed, inlined)
                 index = 0
                 k = j
-                while k < n and 48 <= buf[k] <= 57:
-                    index = index * 10 + (np.int64(buf[k]) - 48)  # wraps past 18 digits: rejected below
-                    k += 1
+                if k + 8 <= n:
+                    index, k8 = _digits8(buf, k)
+                    k += k8
+                    if k8 == 8:
+                        while k < n and 48 <= buf[k] <= 57:
+                            index = index * 10 + (np.int64(buf[k]) - 48)  # wraps past 18 digits: rejected below
+                            k += 1
+                else:
+                    while k < n and 48 <= buf[k] <= 57:
+                        index = index * 10 + (np.int64(buf[k]) - 48)
+                        k += 1
                 n_idx = k - j
                 if n_idx == 0 or n_idx > 18 or k == n or buf[k] != 58:
                     state = MALFORMED
@@ -192,25 +256,42 @@ def parse_libsvm(buf, pow10, with_hashes):
                     state = MALFORMED
                     break
                 # plain decimals ([sign]digits[.digits], at most 15 digits) are converted
-                # here, written out in the loop: as an inlined call the same code ran at
-                # half the speed. Anything else goes to _parse_number.
+                # here, written out in the loop as the index above. Anything else goes to
+                # _parse_number.
                 start = k
                 negative = buf[k] == 45
                 if negative or buf[k] == 43:
                     k += 1
                 mantissa = 0
                 first = k
-                while k < n and 48 <= buf[k] <= 57:
-                    mantissa = mantissa * 10 + (np.int64(buf[k]) - 48)
-                    k += 1
+                if k + 8 <= n:
+                    mantissa, k8 = _digits8(buf, k)
+                    k += k8
+                    if k8 == 8:
+                        while k < n and 48 <= buf[k] <= 57:
+                            mantissa = mantissa * 10 + (np.int64(buf[k]) - 48)
+                            k += 1
+                else:
+                    while k < n and 48 <= buf[k] <= 57:
+                        mantissa = mantissa * 10 + (np.int64(buf[k]) - 48)
+                        k += 1
                 n_digits = k - first
                 n_fraction = 0
                 if k < n and buf[k] == 46:  # '.'
                     k += 1
                     first = k
-                    while k < n and 48 <= buf[k] <= 57:
-                        mantissa = mantissa * 10 + (np.int64(buf[k]) - 48)
-                        k += 1
+                    if k + 8 <= n:
+                        fraction, k8 = _digits8(buf, k)
+                        mantissa = mantissa * INT_POW10[k8] + fraction
+                        k += k8
+                        if k8 == 8:
+                            while k < n and 48 <= buf[k] <= 57:
+                                mantissa = mantissa * 10 + (np.int64(buf[k]) - 48)
+                                k += 1
+                    else:
+                        while k < n and 48 <= buf[k] <= 57:
+                            mantissa = mantissa * 10 + (np.int64(buf[k]) - 48)
+                            k += 1
                     n_fraction = k - first
                 if (k == n or _ends_token(buf[k])) and 0 < n_digits + n_fraction <= 15:
                     number = float(mantissa) / pow10[n_fraction]  # exact operands: correctly rounded
