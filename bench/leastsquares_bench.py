@@ -54,7 +54,7 @@ VALIDATION = 50_000  # the training part's first 50,000 images fit, the last 10,
 #: iterative fits (the calibrated chain of residual fits overfits with the smallest ridge)
 RIDGES = (1e-6, 1e-3, 1e-2, 1e-1)
 MINIMAL_RIDGE = 1e-6  # the smallest ridge that keeps Σ̂ invertible: the paper's "parameter free" setting
-STAGEWISE_FRACTIONS = (0.6, 0.8, 1.0, 1.6)  # stagewise bandwidths, as fractions of the median distance
+STAGEWISE_FRACTIONS = (0.4, 0.5, 0.6, 0.8, 1.0, 1.6)  # stagewise bandwidths, as fractions of the median distance
 #: most softmax iterations / calibrated stages searched on validation (8,000 features reuse the 4,000 choices)
 COUNT_LIMITS = {"raw": (1500, 200), "rff4000": (100, 20)}
 
