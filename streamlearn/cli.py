@@ -378,7 +378,7 @@ def _blas_threads_for(args) -> None:
     The MCID and PGS learners do their work in compiled loops and make no BLAS call worth a
     thread, but OpenBLAS starts a worker per core when NumPy loads and lets it spin for ~0.1 s
     (and after each call): on a 2-core machine that took CPU from the parser threads and made
-    a one-pass news20 run ~10 % slower (interleaved runs; ``bench/runtime_bench.py``). The
+    a one-pass news20 run 2-11 % slower (interleaved runs of the whole command). The
     least-squares learners keep BLAS's threads (their products and Cholesky factorisations
     use them). The user's own ``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS`` wins, and nothing
     changes once NumPy is loaded (``main`` called in-process)."""
