@@ -277,3 +277,14 @@ def test_streamlearn_names_load_on_first_use():
     assert set(streamlearn.FIRST_ORDER_LEARNERS) < set(streamlearn.LEARNER_NAMES)
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         streamlearn.nothing  # noqa: B018
+
+
+def test_train_with_a_hash_holdout_reads_ahead_with_record_hashes(tmp_path):
+    path = tmp_path / "d.svm"
+    path.write_text("\n".join(libsvm_lines(1500)) + "\n")
+    summary = json.loads(cli("train", path, "--holdout", "0.2", "--quiet", "--dead-letter", tmp_path / "dead.jsonl",
+                             "--batch-records", "100").stdout.decode().splitlines()[-1])
+    library = Runner(streamlearn.MulticlassSVM(), FileSource([str(path)], batch_records=100), holdout=0.2, progress=False)
+    assert library.run() == 0
+    assert summary["held_out"] == library.counters["held_out"] and 150 < summary["held_out"] < 450
+    assert summary["learned"] == 1500 - summary["held_out"] and summary["holdout"] == library.holdout_metrics.summary()
