@@ -59,7 +59,7 @@ MINIMAL_RIDGE = 1e-6  # the smallest ridge that keeps Σ̂ invertible: the paper
 STAGEWISE_FRACTIONS = (0.4, 0.5, 0.6, 0.8, 1.0, 1.6)  # stagewise bandwidths, as fractions of the median distance
 #: most softmax iterations / calibrated stages searched on validation (8,000 features reuse the 4,000 choices)
 COUNT_LIMITS = {"raw": (1500, 200), "rff4000": (100, 20)}
-LIBLINEAR_COSTS = (0.01, 0.1, 1.0, 10.0)  # LIBLINEAR's C, chosen on validation for each solver
+LIBLINEAR_COSTS = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)  # LIBLINEAR's C, chosen on validation for each solver
 STAGEWISE_BLOCKS = (1000, 2000)  # the 1,000-2,000 features per stage, both ends tried
 STAGEWISE_FEATURES = 240_000  # most features a stagewise fit adds (240 stages of 1,000, 120 of 2,000)
 
