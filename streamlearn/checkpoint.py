@@ -2,9 +2,11 @@
 
 A checkpoint file ``ckpt-<sequence>.slc`` is::
 
-    b"STREAMLEARN\\0" | format version (uint32, little endian) | SHA-256 of the payload | payload
+    b"STREAMLEARN\\0" | format version (uint32, little endian) | SHA-256 | payload
 
-and the payload is msgpack: ``{"sequence", "created", "learner": learner.export_state(),
+where the SHA-256 covers the magic, the version and the payload (format 1 hashed the payload
+only, so a flipped byte in its version field read as "another version" instead of damage;
+format 1 files are still read), and the payload is msgpack: ``{"sequence", "created", "learner": learner.export_state(),
 "position": the source position, "runner": counters, metrics, sink sizes}``. NumPy
 arrays are msgpack extension values (dtype, shape, raw bytes), and so are integers beyond
 msgpack's 64 bits (decimal text) and tuples (a label or a feature name may be either), so
@@ -13,8 +15,8 @@ every hashable label and name comes back hashable, and reading a checkpoint neve
 Writing is atomic: a temporary file in the same directory is written, fsynced and renamed,
 and the directory is fsynced. The newest ``keep`` checkpoints are kept. Loading takes the
 newest checkpoint that is intact; a corrupt one (bad magic, checksum, truncation) is
-skipped with a warning. A checkpoint of another format version is refused with a message
-that says so — it is not silently skipped.
+skipped with a warning. An intact checkpoint of another format version is refused with a
+message that says so — it is not silently skipped.
 
 >>> import tempfile, numpy as np
 >>> store = CheckpointStore(tempfile.mkdtemp())
@@ -36,7 +38,8 @@ import msgpack
 import numpy as np
 
 MAGIC = b"STREAMLEARN\0"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_HASHED_HEADER = 16  # magic and version: inside the digest since format 2
 _HEADER = struct.Struct("<12sI32s")
 _NDARRAY = 1
 _BIG_INT = 2  # an int beyond msgpack's 64-bit integers (a label or feature name such as 10**30), as decimal text
@@ -89,7 +92,14 @@ def _unpack(data: bytes):
 def dumps(payload: dict) -> bytes:
     """The bytes of a checkpoint file holding ``payload``."""
     body = _pack(payload)
-    return _HEADER.pack(MAGIC, FORMAT_VERSION, hashlib.sha256(body).digest()) + body
+    return with_digest(FORMAT_VERSION, body)
+
+
+def with_digest(version: int, body: bytes) -> bytes:
+    """Header and payload of a checkpoint file of format ``version`` (2 and later)."""
+    digest = hashlib.sha256(MAGIC + struct.pack("<I", version))
+    digest.update(body)
+    return _HEADER.pack(MAGIC, version, digest.digest()) + body
 
 
 def loads(data: bytes, name: str = "checkpoint") -> dict:
@@ -98,14 +108,18 @@ def loads(data: bytes, name: str = "checkpoint") -> dict:
     if len(data) < _HEADER.size or not data.startswith(MAGIC):
         raise CorruptCheckpoint(f"{name} is not a streamlearn checkpoint (bad header or truncated)")
     _, version, digest = _HEADER.unpack_from(data)
-    if version != FORMAT_VERSION:
-        raise CheckpointError(
-            f"{name} has checkpoint format version {version}, but this streamlearn reads version {FORMAT_VERSION}: "
-            "use the streamlearn version that wrote it, or start without --resume")
-    body = data[_HEADER.size:]
-    if hashlib.sha256(body).digest() != digest:
-        raise CorruptCheckpoint(f"{name} is corrupt (checksum mismatch)")
-    return _unpack(body)
+    body = memoryview(data)[_HEADER.size:]
+    whole = hashlib.sha256(memoryview(data)[:_HASHED_HEADER])
+    whole.update(body)
+    if whole.digest() == digest:  # intact: its version field is what its writer wrote
+        if version != FORMAT_VERSION:
+            raise CheckpointError(
+                f"{name} has checkpoint format version {version}, but this streamlearn reads version {FORMAT_VERSION}: "
+                "use the streamlearn version that wrote it, or start without --resume")
+        return _unpack(body)
+    if version == 1 and hashlib.sha256(body).digest() == digest:  # format 1: the payload alone was hashed
+        return _unpack(body)
+    raise CorruptCheckpoint(f"{name} is corrupt (checksum mismatch)")
 
 
 class CheckpointStore:

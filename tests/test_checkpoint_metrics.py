@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from river import metrics as river_metrics
 
 import streamlearn
-from streamlearn.checkpoint import FORMAT_VERSION, CheckpointError, CheckpointStore, CorruptCheckpoint, dumps, loads
+from streamlearn.checkpoint import (FORMAT_VERSION, CheckpointError, CheckpointStore, CorruptCheckpoint, dumps, loads,
+                                   with_digest)
 from streamlearn.metrics import ClassificationMetrics
 from helpers import assert_same_state, records
 
@@ -59,10 +60,37 @@ def test_keeps_the_last_n_and_falls_back_past_a_corrupt_one(tmp_path):
 
 
 def test_another_format_version_is_refused_with_a_clear_message():
-    data = bytearray(dumps({"a": 1}))
-    data[12:16] = struct.pack("<I", FORMAT_VERSION + 1)
+    body = dumps({"a": 1})[struct.calcsize("<12sI32s"):]
     with pytest.raises(CheckpointError, match=f"format version {FORMAT_VERSION + 1}.*reads version {FORMAT_VERSION}"):
-        loads(bytes(data))
+        loads(with_digest(FORMAT_VERSION + 1, body))  # an intact file that a later streamlearn wrote
+
+
+@pytest.mark.parametrize("byte", range(12, 16))
+def test_a_flipped_byte_in_the_version_field_is_damage_and_falls_back(tmp_path, byte):
+    """The version field is inside the digest: a flipped bit there is a corrupt file (the
+    store falls back to the previous checkpoint), not "another format version" (which
+    stopped the job)."""
+    store = CheckpointStore(tmp_path)
+    store.save({"i": 1})
+    store.save({"i": 2})
+    newest = store.paths()[-1]
+    data = bytearray(newest.read_bytes())
+    data[byte] ^= 0xFE
+    newest.write_bytes(bytes(data))
+    with pytest.warns(UserWarning, match="checksum mismatch"):
+        assert store.load_latest()["i"] == 1
+
+
+def test_format_1_checkpoints_are_still_read():
+    import hashlib
+
+    body = dumps({"a": [1, 2]})[struct.calcsize("<12sI32s"):]
+    legacy = struct.pack("<12sI32s", b"STREAMLEARN\0", 1, hashlib.sha256(body).digest()) + body
+    assert loads(legacy) == {"a": [1, 2]}
+    damaged = bytearray(legacy)
+    damaged[-1] ^= 1
+    with pytest.raises(CorruptCheckpoint):
+        loads(bytes(damaged))
 
 
 def test_a_full_disk_is_one_clear_error_and_leaves_no_partial_file(tmp_path, monkeypatch):
