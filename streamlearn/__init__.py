@@ -79,7 +79,7 @@ def __dir__() -> list[str]:
 
 
 def learner_from_state(state: dict) -> StreamClassifier:
-    """Rebuild any streamlearn learner from its ``export_state()`` output (plain arrays and
+    """Rebuild any streamlearn learner or regressor from its ``export_state()`` output (plain arrays and
     metadata: what a checkpoint stores).
 
     >>> from streamlearn import MulticlassSVM, learner_from_state
@@ -90,7 +90,7 @@ def learner_from_state(state: dict) -> StreamClassifier:
     ('y', True)
     """
     name = state.get("class")
-    learners = __getattr__("LEARNERS")
+    learners = {**__getattr__("LEARNERS"), **__getattr__("REGRESSORS")}
     if name not in learners:
         raise ValueError(f"unknown learner class {name!r}; known: {', '.join(sorted(learners))}")
     return learners[name].from_state(state)

@@ -81,7 +81,7 @@ class PendingRows:
     tail pending, so it equals the ``learn_one`` loop exactly. Targets are class indices
     (``_target_dtype`` int64) or real numbers (float64)."""
 
-    _target_dtype = np.int64
+    _target_dtype = np.dtype(np.int64)
 
     def _gather(self, cols: np.ndarray, vals: np.ndarray, target) -> None:
         """Add one encoded example; learn the group once it is complete."""
@@ -96,6 +96,15 @@ class PendingRows:
             targets = np.asarray(self._pending_y, self._target_dtype)
             self._pending_cols, self._pending_vals, self._pending_y = [], [], []
             self._learn_groups(rows, targets)
+
+    def _export_pending(self) -> dict:
+        return {"cols": [c.copy() for c in self._pending_cols], "vals": [v.copy() for v in self._pending_vals],
+                "y": list(self._pending_y)}
+
+    def _restore_pending(self, pending: dict) -> None:
+        self._pending_cols = [np.asarray(c, np.int64) for c in pending["cols"]]
+        self._pending_vals = [np.asarray(v, np.float64) for v in pending["vals"]]
+        self._pending_y = [self._target_dtype.type(v).item() for v in pending["y"]]
 
     def _learn_rows(self, rows: SparseRows, targets: np.ndarray, scores: np.ndarray | None = None) -> None:
         """Learn encoded rows after the pending ones; keep the incomplete tail pending.
@@ -341,11 +350,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
             "params": self._get_params(),
             "features": self._features.export(),
             "labels": self._labels.export(),
-            "pending": {
-                "cols": [c.copy() for c in self._pending_cols],
-                "vals": [v.copy() for v in self._pending_vals],
-                "y": list(self._pending_y),
-            },
+            "pending": self._export_pending(),
             "model": self._export_model(),
         }
 
@@ -360,9 +365,6 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         learner = cls(**state["params"])
         learner._features = FeatureSpace.restore(state["features"])
         learner._labels = LabelSpace.restore(state["labels"])
-        pending = state["pending"]
-        learner._pending_cols = [np.asarray(c, np.int64) for c in pending["cols"]]
-        learner._pending_vals = [np.asarray(v, np.float64) for v in pending["vals"]]
-        learner._pending_y = [int(v) for v in pending["y"]]
+        learner._restore_pending(state["pending"])
         learner._restore_model(state["model"])
         return learner

@@ -465,7 +465,25 @@ class CalibratedLeastSquares(_WindowRefit):
         self._restore_window(model)
 
 
-class RandomFourierFeatures:
+class _GeneratorState:
+    """A GEN's checkpoint: its parameters and what it learned from the data it first saw
+    (:class:`FeatureSampler`'s feature ranking). Without the latter a restored sampler ranked
+    the columns of whatever batch it was asked to predict, and the stages read other features."""
+
+    def export_state(self) -> dict:
+        return {"class": type(self).__name__, **{k: v for k, v in vars(self).items() if v is not None}}
+
+    @classmethod
+    def from_state(cls, state: dict):
+        fields = {k: v for k, v in state.items() if k != "class"}
+        generator = cls(**{k: v for k, v in fields.items() if not k.startswith("_")})
+        for name, value in fields.items():
+            if name.startswith("_"):
+                setattr(generator, name, np.asarray(value))
+        return generator
+
+
+class RandomFourierFeatures(_GeneratorState):
     """GEN for Alg. 3: random Fourier features of the Gaussian kernel
     ``exp(-||x - x'||² / (2 s²))`` (Rahimi & Recht 2007): ``z(x) = sqrt(2/m) cos(x Ω + b)``
     with ``Ω ~ N(0, 1/s²)`` and ``b ~ U[0, 2π]``, drawn per stage from ``seed`` and the stage
@@ -494,7 +512,7 @@ class RandomFourierFeatures:
         return f"RandomFourierFeatures(bandwidth={self.bandwidth!r}, seed={self.seed!r})"
 
 
-class FeatureSampler:
+class FeatureSampler(_GeneratorState):
     """GEN for Alg. 3: blocks of the original features. ``order="frequency"`` takes the
     features by decreasing number of non-zero values in the data it first sees (the paper:
     fitting frequent words first gives better text models), ``"random"`` a seeded
@@ -635,14 +653,13 @@ class StagewiseRegression(_WindowRefit):
         if not isinstance(generator, (RandomFourierFeatures, FeatureSampler)):
             raise ValueError(f"cannot checkpoint StagewiseRegression with a user generator {generator!r}: "
                              "only RandomFourierFeatures and FeatureSampler are plain data")
-        state["params"] = {**state["params"], "generator": {"class": type(generator).__name__, **{
-            k: v for k, v in vars(generator).items() if not k.startswith("_")}}}
+        state["params"] = {**state["params"], "generator": generator.export_state()}
         return state
 
     @classmethod
     def from_state(cls, state: dict) -> "StagewiseRegression":
-        spec = dict(state["params"]["generator"])
-        generator = {"RandomFourierFeatures": RandomFourierFeatures, "FeatureSampler": FeatureSampler}[spec.pop("class")](**spec)
+        spec = state["params"]["generator"]
+        generator = {"RandomFourierFeatures": RandomFourierFeatures, "FeatureSampler": FeatureSampler}[spec["class"]].from_state(spec)
         return super().from_state({**state, "params": {**state["params"], "generator": generator}})
 
     def _export_model(self) -> dict:

@@ -51,7 +51,7 @@ from __future__ import annotations
 import numpy as np
 from river import base as river_base
 
-from .base import PendingRows, StreamClassifier, _is_pandas_frame, check_positive
+from .base import STATE_FORMAT, PendingRows, StreamClassifier, _is_pandas_frame, check_positive
 from .errors import InvalidInputError, InvalidParameterError
 from .features import SparseRows
 from .kernels import codes, compiled
@@ -391,7 +391,7 @@ class PrimalGradientRegressor(PendingRows, river_base.MiniBatchRegressor):
     (1.96, -0.98)
     """
 
-    _target_dtype = np.float64  # real targets (PendingRows)
+    _target_dtype = np.dtype(np.float64)  # real targets (PendingRows)
 
     def __init__(self, bound: float | None, p: float = 2.0, sigma: float = 1e-4, batch_size: int = 1,
                  iterate: str = "last", seed: int | None = None):
@@ -446,3 +446,20 @@ class PrimalGradientRegressor(PendingRows, river_base.MiniBatchRegressor):
     def weight_matrix(self) -> np.ndarray:
         """``w`` as a ``(1, d)`` array over the feature space's columns."""
         return self._solver.weight_matrix()
+
+    def export_state(self) -> dict:
+        """Everything needed to resume (see :meth:`StreamClassifier.export_state`): the
+        solver's state and the examples waiting for a full mini-batch."""
+        return {"format": STATE_FORMAT, "class": type(self).__name__, "params": self._get_params(),
+                "solver": self._solver.export_state(), "pending": self._export_pending()}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "PrimalGradientRegressor":
+        if state.get("format") != STATE_FORMAT or state.get("class") != cls.__name__:
+            raise ValueError(f"state holds a {state.get('class')} of format {state.get('format')!r}, not a "
+                             f"{cls.__name__} of format {STATE_FORMAT}")
+        regressor = cls(**state["params"])
+        regressor._solver = PrimalGradientSolver.from_state(state["solver"])
+        regressor._solver._loss_code = codes.REGRESSION
+        regressor._restore_pending(state["pending"])
+        return regressor
