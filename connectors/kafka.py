@@ -21,7 +21,9 @@ a single-partition topic.
 
 from __future__ import annotations
 
+import collections
 import json
+import math
 import sys
 import time
 
@@ -53,32 +55,52 @@ def encode_value(obj, value_format: str = "msgpack") -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
-def decode_messages(messages, labelled: bool, value_format: str = "auto", with_hashes: bool = True) -> Batch:
-    """Records and dead letters of consumed messages (``.partition``, ``.offset``, ``.value``);
-    record hashes (for hash hold-outs) only ``with_hashes``."""
-    X, y, hashes, where, dead = [], [], [], [], []
-    for message in messages:
+class _BatchBuilder:
+    """Records and dead letters of consumed messages (``.topic``, ``.partition``,
+    ``.offset``, ``.value``), added one message at a time; record hashes (for hash
+    hold-outs) only ``with_hashes``."""
+
+    def __init__(self, labelled: bool, value_format: str = "auto", with_hashes: bool = True):
+        self.labelled, self.value_format, self.with_hashes = labelled, value_format, with_hashes
+        self.X, self.y, self.hashes, self.where, self.dead = [], [], [], [], []
+
+    def __len__(self) -> int:
+        """Records so far, valid or not."""
+        return len(self.y) + len(self.dead)
+
+    def add(self, message) -> None:
         try:
-            obj = decode_value(message.value, value_format)
+            obj = decode_value(message.value, self.value_format)
         except RecordError as error:
-            dead.append(DeadLetter({"topic": message.topic, "partition": message.partition, "offset": message.offset},
-                                   error.reason, error.message, message.value or b""))
-            continue
+            self.dead.append(DeadLetter({"topic": message.topic, "partition": message.partition, "offset": message.offset},
+                                        error.reason, error.message, message.value or b""))
+            return
         records = obj if isinstance(obj, list) else [obj]
         for index, record in enumerate(records):
             spot = {"topic": message.topic, "partition": message.partition, "offset": message.offset, "index": index}
             try:
-                x, label = check_record(record, labelled)
+                x, label = check_record(record, self.labelled)
             except RecordError as error:
-                dead.append(DeadLetter(spot, error.reason, error.message, _record_bytes(message.value, records, record)))
+                self.dead.append(DeadLetter(spot, error.reason, error.message, _record_bytes(message.value, records, record)))
                 continue
-            X.append(x)
-            y.append(label)
-            if with_hashes:
-                hashes.append(record_hash(_record_bytes(message.value, records, record)))
-            where.append(spot)
-    hashes = np.asarray(hashes, np.uint64) if with_hashes else np.zeros(len(y), np.uint64)
-    return Batch(X, labels_out(y), hashes, where.__getitem__, dead)
+            self.X.append(x)
+            self.y.append(label)
+            if self.with_hashes:
+                self.hashes.append(record_hash(_record_bytes(message.value, records, record)))
+            self.where.append(spot)
+
+    def build(self) -> Batch:
+        hashes = np.asarray(self.hashes, np.uint64) if self.with_hashes else np.zeros(len(self.y), np.uint64)
+        return Batch(self.X, labels_out(self.y), hashes, self.where.__getitem__, self.dead)
+
+
+def decode_messages(messages, labelled: bool, value_format: str = "auto", with_hashes: bool = True) -> Batch:
+    """Records and dead letters of consumed messages (``.topic``, ``.partition``, ``.offset``,
+    ``.value``); record hashes (for hash hold-outs) only ``with_hashes``."""
+    builder = _BatchBuilder(labelled, value_format, with_hashes)
+    for message in messages:
+        builder.add(message)
+    return builder.build()
 
 
 def _record_bytes(value: bytes, records: list, record) -> bytes:
@@ -183,30 +205,54 @@ class KafkaSource:
         return {"kind": self.kind, "topic": self.topic, "offsets": {str(p): o for p, o in sorted(self._offsets.items())}}
 
     def __iter__(self):
+        """Batches of whole messages holding at least ``batch_records`` records (fewer when the
+        topic has no more for now, or after ``poll_timeout_ms`` of gathering): cut by count, not
+        by what one fetch happened to bring, so a replay after a restart cuts the same batches.
+
+        With ``until_end``, once the offsets reach the ends found at connection, one more
+        gathering takes what the broker hands over at once, then the stream ends: Tansu reports
+        a partition's end as the start of its last record batch plus one, short of its true end."""
         consumer = self._consumer or self._connect()
         yield empty_batch(self._position())
-        if self._at_end():
-            return
         last_message = time.monotonic()
-        per_message = None  # records per message, observed, so that a batch holds about batch_records records
+        polled: collections.deque = collections.deque()  # fetched, not yet in a batch: not in the position
+        per_message = None  # records per message, observed, to poll about as many messages as a batch needs
+        finishing = False
         while True:
-            max_messages = 1 if per_message is None else max(1, int(self.batch_records / per_message))
-            polled = consumer.poll(timeout_ms=self.poll_timeout_ms, max_records=max_messages)
-            messages = [m for part in polled.values() for m in part]
-            if not messages:
+            builder, per_message = self._gather(consumer, polled, per_message)
+            if len(builder):
+                last_message = time.monotonic()
+                batch = builder.build()
+                batch.position = self._position()
+                yield batch
+            elif not finishing:
                 if self.idle_timeout is not None and time.monotonic() - last_message > self.idle_timeout:
                     return
                 yield empty_batch(self._position())
-                continue
-            last_message = time.monotonic()
-            batch = decode_messages(messages, self.labelled, self.value_format, self.with_hashes)
-            per_message = max(1.0, (len(batch) + len(batch.dead)) / len(messages))
-            for m in messages:
-                self._offsets[m.partition] = max(self._offsets.get(m.partition, 0), m.offset + 1)
-            batch.position = self._position()
-            yield batch
-            if self._at_end():
+            if finishing:
                 return
+            finishing = self._at_end()
+
+    def _gather(self, consumer, polled: collections.deque, per_message):
+        """The next batch's messages, decoded into a :class:`_BatchBuilder` (see :meth:`__iter__`),
+        and the updated estimate of records per message."""
+        builder, deadline = _BatchBuilder(self.labelled, self.value_format, self.with_hashes), None
+        while len(builder) < self.batch_records:
+            if not polled:
+                wait = self.poll_timeout_ms if deadline is None else max(0, int(1000 * (deadline - time.monotonic())))
+                wanted = 1 if per_message is None else max(1, math.ceil((self.batch_records - len(builder)) / per_message))
+                fetched = consumer.poll(timeout_ms=wait, max_records=wanted)
+                polled.extend(m for part in fetched.values() for m in part)
+                if not polled:
+                    break
+            message = polled.popleft()
+            before = len(builder)
+            builder.add(message)
+            self._offsets[message.partition] = max(self._offsets.get(message.partition, 0), message.offset + 1)
+            size = len(builder) - before
+            per_message = max(1.0, size if per_message is None else 0.9 * per_message + 0.1 * size)
+            deadline = deadline or time.monotonic() + self.poll_timeout_ms / 1000
+        return builder, per_message
 
     def committed(self) -> dict:
         """The group's committed offsets ``{partition: offset}`` (for checks and ``inspect``)."""

@@ -37,6 +37,8 @@ import warnings
 import msgpack
 import numpy as np
 
+from . import failpoints
+
 MAGIC = b"STREAMLEARN\0"
 FORMAT_VERSION = 2
 _HASHED_HEADER = 16  # magic and version: inside the digest since format 2
@@ -158,6 +160,7 @@ class CheckpointStore:
             tmp.unlink(missing_ok=True)
             raise CheckpointError(f"cannot write a checkpoint in {self.directory}: {error}; the previous checkpoint "
                                   "is intact: free space and restart with --resume") from None
+        failpoints.reached("checkpoint-write")
         os.replace(tmp, path)
         fd = os.open(self.directory, os.O_RDONLY)
         try:
@@ -166,7 +169,14 @@ class CheckpointStore:
             os.close(fd)
         for old in self.paths()[: -self.keep]:
             old.unlink(missing_ok=True)
+        for stale in self.directory.glob(".ckpt-*.slc.tmp"):  # left by a crash in the middle of a write
+            stale.unlink(missing_ok=True)
         return path
+
+    def clear(self) -> None:
+        """Remove every checkpoint of the directory (``streamlearn train --overwrite``)."""
+        for path in self.paths():
+            path.unlink()
 
     def load(self, path) -> dict:
         path = pathlib.Path(path)

@@ -11,8 +11,10 @@ Examples::
     streamlearn inspect ckpt
     streamlearn plot ckpt/metrics.jsonl -o curves.png
 
-Exit codes: 0 done (also after SIGTERM/SIGINT, with a final checkpoint), 1 bad
-configuration or source (one line on stderr), 2 more bad records than ``--max-errors``.
+Exit codes: 0 done (also after SIGTERM/SIGINT, with a final checkpoint); 1 an error (bad
+configuration, source or checkpoint: one line on stderr); 2 a usage error (unknown option,
+missing argument); 3 stopped for bad records (more than ``--max-errors``, or a stream whose
+first records are mostly bad); 4 nothing was learned (no valid record).
 """
 
 from __future__ import annotations
@@ -25,10 +27,16 @@ import sys
 import warnings
 from typing import NoReturn
 
+from . import stopping
 from .errors import StreamlearnError
 
 # NumPy (and with it OpenBLAS) is imported by the commands, not here: main() first decides
 # how many threads OpenBLAS may start (see _blas_threads_for)
+
+
+#: exit codes beyond 0 and the runner's (see the module docstring)
+EXIT_ERROR, EXIT_USAGE, EXIT_NOTHING_LEARNED = 1, 2, 4
+LEARNER_DEFAULT = "MulticlassSVM"
 
 
 class ConfigError(ValueError):
@@ -88,41 +96,137 @@ def _holdout(args):
     return lambda: connectors.open_source(uri, args.format, True, args.batch_records, idle_timeout=2.0, until_end=True)
 
 
+def _check_train_options(args) -> None:
+    """Options that contradict each other or the source: one clear line before anything starts."""
+    if not args.source:
+        raise ConfigError("train needs a source: a file, a glob, - for stdin, or kafka://HOST:PORT/TOPIC?group=NAME "
+                          "(on the command line or as `source` in --config)")
+    if args.resume and args.overwrite:
+        raise ConfigError("--resume continues the model of --checkpoint-dir and --overwrite replaces it: choose one")
+    if args.resume and args.init_from:
+        raise ConfigError("--resume continues a job where it stopped; --init-from starts a new job from a trained model: "
+                          "choose one")
+    if (args.resume or args.overwrite) and not args.checkpoint_dir:
+        raise ConfigError(f"{'--resume' if args.resume else '--overwrite'} needs --checkpoint-dir")
+    streamed = args.source[0] == "-" or args.source[0].startswith("kafka://")
+    if args.passes != 1 and streamed:
+        raise ConfigError(f"--passes {args.passes}: stdin and Kafka are read once; save the stream to a file for several passes")
+
+
+def _prepare_checkpoint_dir(args) -> None:
+    """A fresh job refuses a ``--checkpoint-dir`` that holds checkpoints (its model would be
+    buried, then pruned) unless ``--overwrite`` says to replace them."""
+    if not args.checkpoint_dir:
+        return
+    from .checkpoint import CheckpointStore
+
+    store = CheckpointStore(args.checkpoint_dir, args.keep)
+    existing = store.paths()
+    if args.resume or not existing:
+        return
+    if not args.overwrite:
+        raise ConfigError(f"{args.checkpoint_dir} already holds checkpoints of a model ({existing[-1].name}): "
+                          "--resume continues it, --overwrite replaces it, or choose another --checkpoint-dir")
+    store.clear()
+
+
+def _initial_model(args):
+    """The learner a job starts with: a new one, or with ``--init-from DIR`` the newest model
+    of DIR (as Vowpal Wabbit's ``-i``: the new source is learned from its beginning)."""
+    if not args.init_from:
+        return build_learner(args.learner, args.param)
+    model, payload = _load(args.init_from)
+    if args.param or args.learner != type(model).__name__ and args.learner != LEARNER_DEFAULT:
+        print(f"streamlearn: --init-from continues the {type(model).__name__}{model._get_params()} of "
+              f"{payload['path']}; --learner/--param are ignored", file=sys.stderr)
+    print(f"streamlearn: starting from {payload['path']} ({payload['runner']['counters']['learned']:,} examples "
+          "learned there)", file=sys.stderr)
+    return model
+
+
 def cmd_train(args) -> int:
+    _check_train_options(args)
     holdout = _holdout(args)
+    model = _initial_model(args) if args.init_from else None  # before --overwrite may clear the same directory
+    _prepare_checkpoint_dir(args)
     source = _source(args, True, args.passes)
     if not args.resume and hasattr(source, "start"):  # resuming seeks first; a fresh run starts reading now
         source.with_hashes = isinstance(holdout, float)  # record hashes only for a hash hold-out
         source.start()  # parsing (NumPy and compiled code only) overlaps the import of the learner and river
-    model = build_learner(args.learner, args.param)
+    if model is None:
+        model = build_learner(args.learner, args.param)
     import connectors
 
     from .runner import Runner
 
     directory = args.checkpoint_dir
-    metrics = args.metrics or (os.path.join(directory, "metrics.jsonl") if directory else None)
-    dead = args.dead_letter or (os.path.join(directory, "dead_letters.jsonl") if directory else "dead_letters.jsonl")
+    metrics = connectors.open_sink(args.metrics or (os.path.join(directory, "metrics.jsonl") if directory else None))
+    dead_path = args.dead_letter or (os.path.join(directory, "dead_letters.jsonl") if directory else "dead_letters.jsonl")
+    dead = connectors.open_sink(dead_path)
+    if args.overwrite:  # the replaced job's metrics and dead letters go with it
+        metrics.truncate(0)
+        dead.truncate(0)
     runner = Runner(model, source, checkpoint_dir=directory, checkpoint_every=args.checkpoint_every,
                     checkpoint_interval=args.checkpoint_interval, keep=args.keep, holdout=holdout,
-                    metrics_sink=connectors.open_sink(metrics), dead_letter_sink=connectors.open_sink(dead),
-                    max_errors=args.max_errors, progress=False if args.quiet else None)
-    if args.resume:
-        if directory is None:
-            raise ConfigError("--resume needs --checkpoint-dir")
-        if runner.resume():
-            restored = runner.model
-            if type(restored).__name__ != args.learner or (args.param and restored._get_params() != model._get_params()):
-                print(f"streamlearn: resuming the checkpoint's {type(restored).__name__}{restored._get_params()}; "
-                      "--learner/--param are ignored", file=sys.stderr)
-            print(f"streamlearn: resumed from {runner.last_checkpoint_path} "
-                  f"({runner.counters['learned']:,} examples learned)", file=sys.stderr)
+                    metrics_sink=metrics, dead_letter_sink=dead, max_errors=args.max_errors,
+                    check_start=args.max_errors is None, progress=False if args.quiet else None)
+    if args.resume and runner.resume():
+        restored = runner.model
+        if type(restored).__name__ != args.learner or (args.param and restored._get_params() != model._get_params()):
+            print(f"streamlearn: resuming the checkpoint's {type(restored).__name__}{restored._get_params()}; "
+                  "--learner/--param are ignored", file=sys.stderr)
+        print(f"streamlearn: resumed from {runner.last_checkpoint_path} "
+              f"({runner.counters['learned']:,} examples learned)", file=sys.stderr)
     try:
         code = runner.run()
     finally:
         runner.metrics_sink.close()
         runner.dead_letters.close()
     print(json.dumps(runner.summary(), default=str))
-    return code
+    return _train_outcome(args, runner, code, dead_path)
+
+
+def _reasons(counts: dict, top: int = 3) -> str:
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    text = ", ".join(f"{reason} {n:,}" for reason, n in ranked[:top])
+    return text + (", ..." if len(ranked) > top else "")
+
+
+def _likely_cause(args, reasons: dict) -> str:
+    """What most often makes a stream's records bad, from the dead letters' reasons."""
+    top = max(reasons, key=reasons.get) if reasons else ""
+    fmt = getattr(args, "format_used", None) or args.format or "the guessed format"
+    if top.startswith("refused-bad-label"):
+        return f"the learner {args.learner} refuses these labels (a binary learner takes 2 classes): choose a multi-class learner"
+    if top.startswith("refused"):
+        return "the learner refuses these records (see the dead letters' messages)"
+    if top in ("missing-label", "bad-label", "label-too-long"):
+        return "the labels are missing or unusable: check --label-column (CSV) or the records' \"y\""
+    if top == "non-numeric":
+        return "a column or feature holds text: if it is the label, name it with --label-column"
+    if top in ("malformed", "undecodable"):
+        return f"the data may not be {fmt}: give --format (libsvm, csv, jsonl, msgpack)"
+    return "see the dead letters' messages"
+
+
+def _train_outcome(args, runner, code: int, dead_path: str) -> int:
+    """The job's exit code, with one stderr line for bad records and for a job that learned nothing."""
+    counters = runner.counters
+    if not args.checkpoint_dir:
+        print("streamlearn: the model was not saved (no --checkpoint-dir)", file=sys.stderr)
+    if counters["dead_letters"]:
+        appended = "" if args.dead_letter is None and args.checkpoint_dir else " (appended)"
+        print(f"streamlearn: {counters['dead_letters']:,} bad records ({_reasons(runner.dead_reasons)}) -> "
+              f"{dead_path}{appended}", file=sys.stderr)
+    if code != 0:
+        print(f"streamlearn: {runner.stop_error}; stopping ({_likely_cause(args, runner.stop_error.reasons)}; "
+              "--max-errors N sets how many bad records a job accepts)", file=sys.stderr)
+        return code
+    if counters["learned"] == 0 and not runner.stopped_by_signal:
+        why = "the source held no records" if not counters["dead_letters"] else _likely_cause(args, runner.dead_reasons)
+        print(f"streamlearn: nothing was learned: {why}", file=sys.stderr)
+        return EXIT_NOTHING_LEARNED
+    return 0
 
 
 def _load(directory):
@@ -219,8 +323,9 @@ def cmd_plot(args) -> int:
     return 0
 
 
-def _add_source_options(p) -> None:
-    p.add_argument("source", nargs="+", help="file path(s) or glob(s), - for stdin, or kafka://HOST:PORT/TOPIC?group=NAME")
+def _add_source_options(p, required: bool = True) -> None:
+    p.add_argument("source", nargs="+" if required else "*",
+                   help="file path(s) or glob(s), - for stdin, or kafka://HOST:PORT/TOPIC?group=NAME")
     p.add_argument("--format", help="libsvm, csv, jsonl or msgpack (default: guessed from the file name; libsvm for stdin)")
     p.add_argument("--label-column", help="CSV: the label column's name or 0-based index")
     p.add_argument("--batch-records", type=int, default=1000, help="records per batch (default: 1000): the unit of reading, learning and checkpoint positions")
@@ -255,21 +360,30 @@ class _RawDescriptionFormatter(_TerminalWidth, argparse.RawDescriptionHelpFormat
 
 
 def _train_options(p) -> None:
-    _add_source_options(p)
-    p.add_argument("--config", help="a TOML file whose keys stand in for these options ([param] table for --param)")
-    p.add_argument("--learner", default="MulticlassSVM", help="learner class name as exported by streamlearn (default: MulticlassSVM)")
+    from . import LEARNER_NAMES
+
+    _add_source_options(p, required=False)
+    p.add_argument("--config", help="a TOML file whose keys stand in for these options (source too; [param] table for --param)")
+    p.add_argument("--learner", default=LEARNER_DEFAULT, metavar="NAME",
+                   help=f"the learner: {', '.join(LEARNER_NAMES)} (default: {LEARNER_DEFAULT})")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="learner parameter, repeatable (e.g. lam=1e-4)")
-    p.add_argument("--checkpoint-dir", help="directory for checkpoints (and, by default, metrics.jsonl and dead_letters.jsonl)")
+    p.add_argument("--checkpoint-dir", help="directory for checkpoints (and, by default, metrics.jsonl and dead_letters.jsonl); "
+                                            "without it the model is not saved")
     p.add_argument("--checkpoint-every", type=int, default=10_000, help="checkpoint every N learned examples (default: 10000)")
     p.add_argument("--checkpoint-interval", type=float, default=60.0, help="... and every S seconds (default: 60)")
     p.add_argument("--keep", type=int, default=3, help="checkpoints kept (default: 3)")
     p.add_argument("--resume", action="store_true", help="continue from the newest intact checkpoint in --checkpoint-dir")
+    p.add_argument("--overwrite", action="store_true", help="replace the checkpoints, metrics and dead letters a "
+                                                            "--checkpoint-dir holds (a fresh job refuses such a directory)")
+    p.add_argument("--init-from", metavar="DIR", help="start from the newest model in checkpoint directory DIR (its learner "
+                                                      "and parameters) and learn the source from its beginning")
     p.add_argument("--holdout", help="a fraction (hash split of the stream, never learned) or a labelled source evaluated at each checkpoint")
     p.add_argument("--metrics", help="metrics log (JSON lines; default: CHECKPOINT_DIR/metrics.jsonl)")
     p.add_argument("--dead-letter", help="bad records go here: a file (JSON lines) or kafka://HOST:PORT/TOPIC "
                                          "(default: CHECKPOINT_DIR/dead_letters.jsonl, else ./dead_letters.jsonl)")
-    p.add_argument("--max-errors", type=int, help="stop with exit code 2 after more than N bad records")
-    p.add_argument("--passes", type=int, default=1, help="passes over file sources (default: 1)")
+    p.add_argument("--max-errors", type=int, help="stop with exit code 3 after more than N bad records (default: only "
+                                                  "a stream whose first 100 records are mostly bad is stopped)")
+    p.add_argument("--passes", type=int, default=1, help="passes over file sources (default: 1; stdin and Kafka are read once)")
     p.add_argument("--idle-timeout", type=float, help="Kafka: stop after S seconds without a message (default: run forever)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
@@ -331,8 +445,9 @@ COMMANDS = {
 def make_parser(argv=None) -> argparse.ArgumentParser:
     """The command-line parser. Given the arguments, only the named command's options are
     added (the others' cost a millisecond of start-up for nothing); without, all of them."""
+    epilog = __doc__[__doc__.index("Examples::"):].replace("Examples::", "Examples:", 1).replace("``", "")
     parser = argparse.ArgumentParser(prog="streamlearn", description="Learn multi-class linear classifiers from a stream.",
-                                     epilog=__doc__.split("\n\n")[1], formatter_class=_RawDescriptionFormatter)
+                                     epilog=epilog, formatter_class=_RawDescriptionFormatter)
     parser.add_argument("--version", action=_Version, help="show the version and how the kernels run, and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     named = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
@@ -361,6 +476,8 @@ def _apply_config(parser, argv) -> None:
         raise ConfigError(f"cannot read config {known.config!r}: {error}") from None
     params = [f"{k}={v!r}" for k, v in config.pop("param", {}).items()]
     defaults = {k.replace("-", "_"): v for k, v in config.items()}
+    if isinstance(defaults.get("source"), str):
+        defaults["source"] = [defaults["source"]]
     train = parser._subparsers._group_actions[0].choices["train"]
     unknown = set(defaults) - {a.dest for a in train._actions}
     if unknown:
@@ -394,6 +511,8 @@ def _blas_threads_for(args) -> None:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    # train notes SIGTERM/SIGINT from here on: a stop while it starts is a final checkpoint, not death
+    caught = stopping.catch() if next((a for a in argv if not a.startswith("-")), None) == "train" else None
     previous_format, warnings.formatwarning = warnings.formatwarning, _one_line_warning  # what happened, not where
     parser = make_parser(argv)
     try:
@@ -408,6 +527,8 @@ def main(argv=None) -> int:
         return 1
     finally:
         warnings.formatwarning = previous_format
+        if caught is not None:
+            stopping.release(caught)
 
 
 def exit_now(code: int) -> NoReturn:

@@ -2,8 +2,9 @@
 
 For every batch a source yields (:mod:`connectors`):
 
-1. its dead letters go to the dead-letter sink (counted; ``max_errors`` turns too many
-   into a stop with exit code 2);
+1. its dead letters go to the dead-letter sink (counted by reason; ``max_errors`` turns too
+   many into a stop with exit code 3, and so does ``check_start`` for a fresh stream whose
+   first records are mostly bad);
 2. with a hash hold-out (``holdout=0.05``), the records whose stable hash falls in the
    first 5 % of the hash range are only *scored* (hold-out metrics), never learned;
 3. the other records are scored by the current model before they are learned
@@ -18,15 +19,22 @@ For every batch a source yields (:mod:`connectors`):
    sinks are synced, a checkpoint (learner state + source position + counters + metrics +
    sink sizes) is written, and only then the position is committed to the source.
 
+A run with a checkpoint directory starts with a checkpoint of its own (the model before
+the stream, the sizes of the sinks before this job wrote to them), so that there is always
+one to resume from.
+
 SIGTERM / SIGINT: the current batch is finished, a final checkpoint is written, the
-position committed, and :meth:`Runner.run` returns 0. A source that blocks while waiting
-for input (stdin) is interrupted; the records it had not yet handed over are not part of
-the checkpoint and are read again on resume.
+position committed, and :meth:`Runner.run` returns 0; a signal that came while the
+``streamlearn`` command was starting (:mod:`streamlearn.stopping`) stops the runner before
+its first batch the same way. A source that blocks while waiting for input (stdin) is
+interrupted; the records it had not yet handed over are not part of the checkpoint and are
+read again on resume.
 
 Resuming (:meth:`Runner.resume`) restores the newest intact checkpoint, seeks the source to
 its position and cuts the dead-letter and metrics files back to the sizes it recorded, so
-a crash at any moment (even ``kill -9``) replays exactly what the restored model has not
-learned, and nothing is learned or reported twice.
+a crash at any moment (even ``kill -9``, even before the first periodic checkpoint or in the
+middle of a checkpoint write) replays exactly what the restored model has not learned, and
+nothing is learned or reported twice.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ import numpy as np
 from connectors.records import Batch, DeadLetter
 from connectors.sinks import NullSink, to_json_line
 
+from . import failpoints, stopping
 from .base import StreamClassifier
 from .errors import InvalidInputError
 from .metrics import ClassificationMetrics
@@ -47,8 +56,18 @@ from .metrics import ClassificationMetrics
 HASH_RANGE = float(2**64)
 
 
+#: the exit codes :meth:`Runner.run` returns (the ``streamlearn`` command adds 1: an error, 2: a usage error)
+EXIT_OK, EXIT_BAD_RECORDS = 0, 3
+#: a fresh stream is judged on its first this many records (see ``check_start``)
+START_SAMPLE = 100
+
+
 class TooManyErrors(RuntimeError):
-    """More bad records than ``max_errors``."""
+    """More bad records than ``max_errors``, or a stream that starts with mostly bad records."""
+
+    def __init__(self, message: str, reasons: dict | None = None):
+        super().__init__(message)
+        self.reasons = reasons or {}
 
 
 class _Stop(BaseException):
@@ -119,14 +138,20 @@ class Runner:
     metrics_sink, dead_letter_sink
         Sinks (:mod:`connectors.sinks`) for metrics lines and dead letters.
     max_errors
-        Stop (exit code 2) once more than this many records were bad; ``None``: never.
+        Stop (exit code 3) once more than this many records were bad; ``None``: never.
+    check_start
+        Stop (exit code 3) a fresh stream when more than half of its first ``START_SAMPLE``
+        records (or of all of them, if it has fewer) are bad: the wrong format, label column or
+        learner, most likely (the exception names the reasons; the ``streamlearn`` command turns
+        them into a hint). The command sets it unless ``--max-errors`` is given.
     log
         Where progress lines go (``None``: stderr); a tqdm bar is used on a terminal.
     """
 
     def __init__(self, model: StreamClassifier, source, *, checkpoint_dir=None, checkpoint_every: int = 10_000,
                  checkpoint_interval: float | None = 60.0, keep: int = 3, holdout=None, metrics_sink=None,
-                 dead_letter_sink=None, max_errors: int | None = None, log=None, progress: bool | None = None):
+                 dead_letter_sink=None, max_errors: int | None = None, check_start: bool = False, log=None,
+                 progress: bool | None = None):
         if holdout is not None and not callable(holdout) and not 0.0 < float(holdout) < 1.0:
             raise ValueError(f"a hold-out fraction must be in (0, 1), got {holdout!r}")
         if checkpoint_every is not None and int(checkpoint_every) < 1:
@@ -150,6 +175,9 @@ class Runner:
         self.metrics_sink = metrics_sink or NullSink()
         self.dead_letters = dead_letter_sink or NullSink()
         self.max_errors = max_errors
+        self.check_start = check_start
+        self.dead_reasons: dict[str, int] = {}
+        self.stopped_by_signal = False
         self.log = log or sys.stderr
         self.progress = self.log.isatty() if progress is None and hasattr(self.log, "isatty") else bool(progress)
         self.counters = {"seen": 0, "learned": 0, "held_out": 0, "dead_letters": 0, "batches": 0, "checkpoints": 0}
@@ -179,6 +207,7 @@ class Runner:
             self.source.seek(self.position)
         state = payload["runner"]
         self.counters.update(state["counters"])
+        self.dead_reasons = dict(state.get("dead_reasons", {}))
         self.prequential = ClassificationMetrics.restore(state["prequential"])
         self.holdout_metrics = ClassificationMetrics.restore(state["holdout"])
         self.dead_letters.truncate(state["sinks"].get("dead_letters"))
@@ -194,19 +223,22 @@ class Runner:
             "runner": {
                 "source": self.source.name,
                 "counters": dict(self.counters),
+                "dead_reasons": dict(self.dead_reasons),
                 "prequential": self.prequential.export(),
                 "holdout": self.holdout_metrics.export(),
                 "sinks": {"dead_letters": self.dead_letters.size(), "metrics": self.metrics_sink.size()},
             },
         }
 
-    def checkpoint(self) -> None:
-        """Evaluate, log metrics, sync sinks, write a checkpoint, then commit the position."""
+    def checkpoint(self, log_metrics: bool = True) -> None:
+        """Evaluate, log metrics, sync sinks, write a checkpoint, then commit the position
+        (``log_metrics=False``: the starting checkpoint, which has no metrics to log)."""
         start = time.perf_counter()
-        line = self.metrics_line()
-        self.metrics_sink.write(line)
-        self.metrics_sink.sync()
+        if log_metrics:
+            self.metrics_sink.write(self.metrics_line())
+            self.metrics_sink.sync()
         self.dead_letters.sync()
+        failpoints.reached("metrics-line")
         if self.store is not None:
             self.counters["checkpoints"] += 1
             self.last_checkpoint_path = str(self.store.save(self._payload()))
@@ -267,16 +299,29 @@ class Runner:
                 self.counters["learned"] += len(train)
             self.counters["seen"] += len(batch)
             self._data_span[1] = time.perf_counter()
-        self.counters["batches"] += 1
+        if len(batch) or batch.dead:  # not the heartbeats of an idle source: how many come depends on timing
+            self.counters["batches"] += 1
         if batch.position is not None:
             self.position = batch.position
+        # the batch is fully handled (valid records learned), so a checkpoint after a stop is consistent
         if self.max_errors is not None and self.counters["dead_letters"] > self.max_errors:
-            # the batch is fully handled (valid records learned), so a checkpoint now is consistent
-            raise TooManyErrors(f"{self.counters['dead_letters']} bad records, more than --max-errors {self.max_errors}")
+            raise TooManyErrors(f"{self.counters['dead_letters']} bad records, more than --max-errors {self.max_errors}",
+                                self.dead_reasons)
+        if self._judging_start and self.counters["seen"] + self.counters["dead_letters"] >= START_SAMPLE:
+            self._judge_start()
+
+    def _judge_start(self) -> None:
+        """Stop a fresh stream whose first records are mostly bad (see ``check_start``)."""
+        self._judging_start = False
+        bad, total = self.counters["dead_letters"], self.counters["seen"] + self.counters["dead_letters"]
+        if bad and 2 * bad > total:
+            raise TooManyErrors(f"{bad:,} of the first {total:,} records are bad", self.dead_reasons)
 
     def _dead_letter(self, dead: DeadLetter) -> None:
         self.dead_letters.write(dead.to_json())
         self.counters["dead_letters"] += 1
+        self.dead_reasons[dead.reason] = self.dead_reasons.get(dead.reason, 0) + 1
+        failpoints.reached("dead-letter", prepare=self.dead_letters.sync)
 
     def _learn_one_by_one(self, batch: Batch) -> tuple[Batch, list, np.ndarray]:
         """Score and learn a batch the learner refused record by record (in order, so the
@@ -306,34 +351,48 @@ class Runner:
         return False
 
     def run(self) -> int:
-        """Run until the source ends or a signal arrives; the exit code (0, or 2 after
-        too many bad records)."""
+        """Run until the source ends or a signal arrives; the exit code (``EXIT_OK``, or
+        ``EXIT_BAD_RECORDS`` after too many bad records: the error is kept in ``stop_error``)."""
         self._started = time.perf_counter()
         self._rate_mark = (time.monotonic(), self.counters["learned"])
         self._learned_at_checkpoint = self.counters["learned"]
         self._checkpoint_time = time.monotonic()
-        handlers = {s: signal.signal(s, self._handle_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        handlers = {s: signal.signal(s, self._handle_signal) for s in stopping.SIGNALS}
+        self._stop_requested = self._stop_requested or stopping.requested()  # a signal while the command started
+        self._judging_start = self.check_start and self.counters["seen"] + self.counters["dead_letters"] == 0
+        self.stop_error = None
         bar = self._progress_bar()
-        code = 0
+        code = EXIT_OK
         try:
+            if self.store is not None and self.last_checkpoint_path is None:
+                # the starting checkpoint: the sizes of the sinks before this job wrote to them, so
+                # that a crash before the first periodic checkpoint is resumed without duplicates
+                self.checkpoint(log_metrics=False)
             batches = iter(self.source)
             while not self._stop_requested:
                 self._waiting = getattr(self.source, "kind", "") != "kafka"
                 try:
                     batch = next(batches)
-                except (StopIteration, _Stop):
+                except StopIteration:
+                    if self._judging_start:  # a stream shorter than the sample is judged whole
+                        try:
+                            self._judge_start()
+                        except TooManyErrors as error:
+                            self.stop_error, code = error, EXIT_BAD_RECORDS
+                    break
+                except _Stop:
                     break
                 finally:
                     self._waiting = False
                 try:
                     self._process(batch)
                 except TooManyErrors as error:
-                    print(f"streamlearn: {error}; stopping", file=self.log)
-                    code = 2
+                    self.stop_error, code = error, EXIT_BAD_RECORDS
                     break
                 bar(batch)
                 if self._due():
                     self.checkpoint()
+            self.stopped_by_signal = self._stop_requested
             self.checkpoint()
         finally:
             self._waiting = False
@@ -380,7 +439,7 @@ class Runner:
         first, last = self._data_span
         data_seconds = (last - first) if first is not None else 0.0
         during_data = sum(d for t, d in self._checkpoint_log if first is not None and first <= t <= last)
-        return {**self.counters, "prequential": self.prequential.summary(),
+        return {**self.counters, "dead_reasons": dict(self.dead_reasons), "prequential": self.prequential.summary(),
                 "holdout": self.holdout_metrics.summary() if self.holdout is not None and not callable(self.holdout) else None,
                 "elapsed_s": elapsed, "checkpoint_share": self.checkpoint_seconds / elapsed if elapsed else 0.0,
                 "data_seconds": data_seconds, "checkpoint_seconds_during_data": during_data,

@@ -82,10 +82,10 @@ def test_records_the_learner_refuses_are_dead_letters_and_the_rest_is_learned(tm
     assert_same_state(final_state(tmp_path / "ck")["learner"], train_reference(good.encode(), learner, **params).export_state())
 
 
-def test_max_errors_stops_with_exit_code_2_after_learning_what_was_valid(tmp_path):
+def test_max_errors_stops_with_exit_code_3_after_learning_what_was_valid(tmp_path):
     path, _ = seeded_stream(tmp_path)
     result = cli("train", path, "--checkpoint-dir", tmp_path / "ck", "--max-errors", "2", "--batch-records", "45", check=False)
-    assert result.returncode == 2 and b"more than --max-errors 2" in result.stderr
+    assert result.returncode == 3 and b"more than --max-errors 2" in result.stderr
     payload = final_state(tmp_path / "ck")
     assert payload["runner"]["counters"]["dead_letters"] == 3  # lines 7, 40 and 41 are in the first 45
     assert payload["runner"]["counters"]["learned"] == 45 - 3
