@@ -27,6 +27,7 @@ import glob
 import mmap
 import os
 import queue
+import select
 import sys
 import threading
 import weakref
@@ -76,6 +77,8 @@ def _cut_lines(array: np.ndarray, start: int, max_lines: int, final: bool) -> tu
     return last_end, count
 
 
+#: how long a stream that pauses may keep gathered lines before it hands them over
+GATHER_SECONDS = 0.2
 _PARSERS = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="streamlearn-parse")
 #: most pieces in flight at once: the learner's, and up to three parsed ahead of it (see _decode_in_order)
 PARSE_WINDOW = 4
@@ -118,18 +121,22 @@ class _TolerantReader:
         return b"".join(parts)
 
 
-def decode_stream(read, decoder, origin: str, cursor: _Cursor, max_records: int):
+def decode_stream(read, decoder, origin: str, cursor: _Cursor, max_records: int, ready=None):
     """Yield batches decoded from ``read(n)`` (which returns ``b""`` at the end); the
-    cursor is advanced past each batch before it is yielded.
+    cursor is advanced past each batch before it is yielded. Batches hold ``max_records``
+    lines each, whatever sizes the reads return (so a replay cuts the same batches), except
+    the last, and one cut short when the stream pauses: ``ready(seconds)`` (a pipe's) tells
+    whether a read would return within that time; a read that would wait longer than
+    ``GATHER_SECONDS`` first hands over the complete lines gathered so far.
 
     A UTF-8 byte-order mark at the start of a text stream is skipped (spreadsheet exports
     start with one). When ``read`` is a :class:`_TolerantReader` that met corrupt compressed data, the bytes
     after the last complete line are not a record (a cut line such as ``2 1:0.5 3:0`` would
     pass for one): they become a single dead letter, and the stream ends there."""
     if not decoder.line_based:
-        yield from _decode_records(read, decoder, origin, cursor, max_records)
+        yield from _decode_records(read, decoder, origin, cursor, max_records, ready)
         return
-    yield from _decode_in_order(_stream_pieces(read, decoder, origin, cursor, max_records), decoder, origin, cursor)
+    yield from _decode_in_order(_stream_pieces(read, decoder, origin, cursor, max_records, ready), decoder, origin, cursor)
 
 
 def decode_mapped(mapped, decoder, origin: str, cursor: _Cursor, max_records: int):
@@ -156,16 +163,21 @@ def _mapped_pieces(array: np.ndarray, view: memoryview, cursor: _Cursor, max_rec
         position = end
 
 
-def _stream_pieces(read, decoder, origin: str, cursor: _Cursor, max_records: int):
-    """``(piece, lines)`` of at most ``max_records`` complete lines each, read from ``read``;
-    at the end of a damaged compressed stream, the dead letter :class:`Batch` of its rest;
-    ``None`` before each read: a read may block (a pipe waiting for input), so everything
-    parsed must be handed over before it."""
+def _stream_pieces(read, decoder, origin: str, cursor: _Cursor, max_records: int, ready=None):
+    """``(piece, lines)`` of ``max_records`` complete lines each (fewer: the last, or when
+    the stream pauses, see :func:`decode_stream`), read from ``read``; at the end of a damaged
+    compressed stream, the dead letter :class:`Batch` of its rest; ``None`` before a read
+    that may block (a pipe waiting for input): everything parsed must be handed over first."""
     pending = b""
+    waiting_end = waiting_lines = 0  # the complete lines at the start of ``pending``: fewer than max_records
     parallel = getattr(decoder, "stateless", False)
     at_start = cursor.offset == 0
     while True:
-        yield None
+        if ready is not None and not ready(0):  # the next read waits for the writer
+            if waiting_lines and not ready(GATHER_SECONDS):  # a pause: the lines gathered go now
+                yield memoryview(pending)[:waiting_end], waiting_lines
+                pending, waiting_end, waiting_lines = pending[waiting_end:], 0, 0
+            yield None
         data = read(4 * CHUNK_BYTES if parallel else CHUNK_BYTES)
         final = not data
         broken = final and getattr(read, "error", None) is not None
@@ -179,10 +191,13 @@ def _stream_pieces(read, decoder, origin: str, cursor: _Cursor, max_records: int
                 cursor.advance(UTF8_BOM, 0)  # counted in the offset and the CRC: resuming re-reads it
                 buf = buf[len(UTF8_BOM):]
         array, view = np.frombuffer(buf, np.uint8), memoryview(buf)  # a piece is a view: no copy per piece
-        start = 0
+        start = waiting_end = waiting_lines = 0
         while start < len(buf):
             end, n_lines = _cut_lines(array, start, max_records, final and not broken)
             if end == start:
+                break
+            if n_lines < max_records and not final:  # wait for the rest of the batch
+                waiting_end, waiting_lines = end - start, n_lines
                 break
             yield view[start:end], n_lines
             start = end
@@ -266,25 +281,31 @@ def _done(in_flight: collections.deque, cursor: _Cursor) -> Batch:
     return batch
 
 
-def _decode_records(read, decoder, origin: str, cursor: _Cursor, max_records: int):
-    """:func:`decode_stream` for a record format that is not line based (msgpack)."""
+def _decode_records(read, decoder, origin: str, cursor: _Cursor, max_records: int, ready=None):
+    """:func:`decode_stream` for a record format that is not line based (msgpack): a batch
+    short of ``max_records`` records is decoded again once more bytes came (the decoder's
+    state put back), unless the stream ends or pauses."""
     pending = b""
-    while True:
-        data = read(CHUNK_BYTES)
-        final = not data
+    final = False
+    while not final:
+        pause = bool(pending) and ready is not None and not ready(0) and not ready(GATHER_SECONDS)
+        data = b"" if pause else read(CHUNK_BYTES)
+        final = not data and not pause
         buf = pending + data if pending else data
         start = 0
         while start < len(buf):
-            batch, consumed, n_lines = decoder.decode(buf[start:], final, cursor.line, cursor.offset, origin, max_records)
+            state = decoder.export()
+            batch, consumed, n_records = decoder.decode(buf[start:], final, cursor.line, cursor.offset, origin, max_records)
             if consumed == 0:
                 break
+            if n_records < max_records and not (final or pause):  # wait for the rest of the batch
+                decoder.restore(state)
+                break
             end = start + consumed
-            cursor.advance(buf[start:end], n_lines)
+            cursor.advance(buf[start:end], n_records)
             start = end
             yield batch
         pending = buf[start:]
-        if final:
-            return
 
 
 _DONE = object()
@@ -502,10 +523,18 @@ class StdinSource(_ReadAhead):
         self._decoder_state: dict = {}
 
     def _read(self):
+        """``read(n)``, and ``ready(seconds)`` when the stream is a file descriptor that can be
+        polled (``None`` otherwise: every read is taken to return at once)."""
         if self.stream is not None:
-            return getattr(self.stream, "read1", self.stream.read)
-        fd = sys.stdin.fileno()
-        return lambda n: os.read(fd, n)
+            read = getattr(self.stream, "read1", self.stream.read)
+            try:
+                fd = self.stream.fileno()
+            except (AttributeError, OSError, ValueError):  # an in-memory stream
+                return read, None
+        else:
+            fd = sys.stdin.fileno()
+            read = lambda n: os.read(fd, n)  # noqa: E731 - what returns as soon as any bytes are there
+        return read, lambda seconds: bool(select.select([fd], [], [], seconds)[0])
 
     def seek(self, position: dict) -> None:
         if position.get("kind") != self.kind:
@@ -521,12 +550,12 @@ class StdinSource(_ReadAhead):
         pass
 
     def _batches(self):
-        read, cursor = self._read(), _Cursor(self._cursor.offset, self._cursor.line, self._cursor.crc)
+        (read, ready), cursor = self._read(), _Cursor(self._cursor.offset, self._cursor.line, self._cursor.crc)
         self.decoder.new_file()
         if cursor.offset:
             skip_verified(read, cursor, "stdin")
             self.decoder.restore(self._decoder_state)
-        for batch in decode_stream(read, self.decoder, "stdin", cursor, self.batch_records):
+        for batch in decode_stream(read, self.decoder, "stdin", cursor, self.batch_records, ready):
             batch.position = {"kind": self.kind, "offset": cursor.offset, "line": cursor.line, "crc": cursor.crc,
                               "decoder": self.decoder.export()}
             yield batch

@@ -248,6 +248,7 @@ class Runner:
         self._checkpoint_log.append((start, time.perf_counter() - start))
         self._learned_at_checkpoint = self.counters["learned"]
         self._checkpoint_time = time.monotonic()
+        self._changed = False
 
     def metrics_line(self) -> dict:
         """The current metrics as one JSON-able dict (what the metrics log holds)."""
@@ -301,6 +302,9 @@ class Runner:
             self._data_span[1] = time.perf_counter()
         if len(batch) or batch.dead:  # not the heartbeats of an idle source: how many come depends on timing
             self.counters["batches"] += 1
+            self._changed = True
+        if batch.position is not None and batch.position != self.position:
+            self._changed = True
         if batch.position is not None:
             self.position = batch.position
         # the batch is fully handled (valid records learned), so a checkpoint after a stop is consistent
@@ -344,6 +348,8 @@ class Runner:
         return batch.take(accepted), predicted, np.asarray(p_true)
 
     def _due(self) -> bool:
+        if not self._changed:  # the last checkpoint holds this very state (an idle source, a finished job resumed)
+            return False
         if self.counters["learned"] - self._learned_at_checkpoint >= (self.checkpoint_every or float("inf")):
             return True
         if self.checkpoint_interval is not None and time.monotonic() - self._checkpoint_time >= self.checkpoint_interval:
@@ -360,6 +366,7 @@ class Runner:
         handlers = {s: signal.signal(s, self._handle_signal) for s in stopping.SIGNALS}
         self._stop_requested = self._stop_requested or stopping.requested()  # a signal while the command started
         self._judging_start = self.check_start and self.counters["seen"] + self.counters["dead_letters"] == 0
+        self._changed = False
         self.stop_error = None
         bar = self._progress_bar()
         code = EXIT_OK
@@ -393,7 +400,8 @@ class Runner:
                 if self._due():
                     self.checkpoint()
             self.stopped_by_signal = self._stop_requested
-            self.checkpoint()
+            if self._changed or self.last_checkpoint_path is None:
+                self.checkpoint()
         finally:
             self._waiting = False
             for s, h in handlers.items():

