@@ -35,7 +35,7 @@ def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_recor
     uris = [uris] if isinstance(uris, str) else list(uris)
     fmt = normalize_format(fmt) if fmt else None
     if len(uris) == 1 and uris[0] == "-":
-        return StdinSource(fmt or "libsvm", labelled, batch_records, label_column)
+        return StdinSource(fmt, labelled, batch_records, label_column)
     if len(uris) == 1 and uris[0].startswith("kafka://"):
         from .kafka import KafkaSource, parse_kafka_uri
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from streamlearn.kernels import compiled
 
-from .formats import guess_format, make_decoder
+from .formats import SNIFF_BYTES, UnknownFormat, guess_format, make_decoder, sniff_format
 from .libsvm import compressed, open_binary
 from .records import Batch, DeadLetter
 
@@ -396,13 +396,24 @@ class _ReadAhead:
 
     _started = None  # the iterator start() began
 
+    _with_hashes = True
+
     @property
     def with_hashes(self) -> bool:
-        return self.decoder.with_hashes
+        return self._with_hashes
 
     @with_hashes.setter
     def with_hashes(self, value: bool) -> None:
-        self.decoder.with_hashes = bool(value)
+        self._with_hashes = bool(value)
+        for decoder in self._decoders.values():
+            decoder.with_hashes = self._with_hashes
+
+    def _make_decoder(self, fmt: str):
+        """The decoder of a format (one per format: a decoder's state is per file anyway)."""
+        if fmt not in self._decoders:
+            decoder = self._decoders[fmt] = make_decoder(fmt, self.labelled, self.label_column)
+            decoder.with_hashes = self._with_hashes
+        return self._decoders[fmt]
 
     def start(self) -> None:
         """Begin reading and parsing now, in the background; the next iteration continues
@@ -417,25 +428,57 @@ class _ReadAhead:
         return started if started is not None else prefetch(self._batches())
 
 
+def _head(path: str) -> bytes:
+    """The first :data:`SNIFF_BYTES` of a file, decompressed."""
+    with open_binary(path) as f:
+        try:
+            return f.read(SNIFF_BYTES)
+        except _decompression_errors() + (OSError,):  # damaged from the start: read (and reported) as LIBSVM
+            return b""
+
+
 class FileSource(_ReadAhead):
     """Records from one or more files (paths or globs, read in order), ``passes`` times.
 
-    ``fmt`` is a format name (:data:`connectors.formats.FORMATS`), guessed from the first
-    file's name when ``None``."""
+    ``fmt`` is a format name (:data:`connectors.formats.FORMATS`) for every file; ``None``:
+    each file's own, from its name (:func:`~connectors.formats.guess_format`) or, when the
+    name does not say, from its first bytes (:func:`~connectors.formats.sniff_format`). A CSV
+    file's header is checked at once (a missing label column is an error before any record
+    is read)."""
 
     kind = "file"
 
     def __init__(self, paths, fmt: str | None = None, labelled: bool = True, batch_records: int = 1000,
                  passes: int = 1, label_column=None):
         self.paths = expand_paths(paths)
-        self.format = fmt or guess_format(self.paths[0])
-        self.decoder = make_decoder(self.format, labelled, label_column)
+        self.labelled, self.label_column = labelled, label_column
+        self._decoders: dict = {}
+        self.formats = [fmt or self._format_of(path) for path in self.paths]
+        self.format = self.formats[0] if len(set(self.formats)) == 1 else "mixed"
         self.batch_records = int(batch_records)
         self.passes = int(passes)
         if self.batch_records < 1 or self.passes < 1:
             raise ValueError("batch_records and passes must be positive")
         self.name = ", ".join(self.paths)
         self._start = (0, 0, _Cursor(), {})
+
+    def _format_of(self, path: str) -> str:
+        named = guess_format(path)
+        head = _head(path) if named in (None, "csv") else b""
+        try:
+            fmt = named or sniff_format(head, f"file {path!r}") or "libsvm"  # an empty file: no record in any format
+        except UnknownFormat as error:
+            raise SourceError(str(error)) from None
+        if fmt == "csv" and head.strip():
+            first = head.removeprefix(UTF8_BOM).split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", "replace")
+            try:
+                make_decoder("csv", self.labelled, self.label_column).set_header_line(first)
+            except ValueError as error:
+                raise SourceError(f"file {path!r}: {error}") from None
+        return fmt
+
+    def _decoder(self, index: int):
+        return self._make_decoder(self.formats[index])
 
     def seek(self, position: dict) -> None:
         """Continue from a position yielded earlier (see the module docstring)."""
@@ -452,20 +495,22 @@ class FileSource(_ReadAhead):
         pass
 
     def _position(self, pass_, index, cursor) -> dict:
+        state = self._decoder(index).export() if cursor.offset else {}
         return {"kind": self.kind, "files": self.paths, "pass": pass_, "file": index, "offset": cursor.offset,
-                "line": cursor.line, "crc": cursor.crc, "decoder": self.decoder.export()}
+                "line": cursor.line, "crc": cursor.crc, "decoder": state}
 
     def _batches(self):
         first_pass, first_file, start, decoder_state = self._start
         cursor = _Cursor(start.offset, start.line, start.crc)  # iterating again starts at the same place
         for pass_ in range(first_pass, self.passes):
             for index in range(first_file if pass_ == first_pass else 0, len(self.paths)):
-                self.decoder.new_file()
+                decoder = self._decoder(index)
+                decoder.new_file()
                 if cursor.offset:
-                    self.decoder.restore(decoder_state)
+                    decoder.restore(decoder_state)
                 path = self.paths[index]
                 with open_binary(path) as f:
-                    for batch in self._decode_file(f, path, cursor):
+                    for batch in self._decode_file(f, path, cursor, decoder):
                         ends = batch.position is ENDS_STREAM
                         batch.position = self._next_file(pass_, index) if ends else self._position(pass_, index, cursor)
                         yield batch
@@ -473,14 +518,14 @@ class FileSource(_ReadAhead):
                 # the end of a file: a position that starts the next one
                 yield Batch([], [], np.zeros(0, np.uint64), lambda i: {}, [], self._next_file(pass_, index))
 
-    def _decode_file(self, f, path: str, cursor: _Cursor):
+    def _decode_file(self, f, path: str, cursor: _Cursor, decoder):
         """Batches of one open file from ``cursor`` on (checking the bytes before it). A plain
         file of a line format is mapped in memory and parsed in place (no read copies)."""
-        if compressed(path) or not self.decoder.line_based or os.fstat(f.fileno()).st_size == 0:
+        if compressed(path) or not decoder.line_based or os.fstat(f.fileno()).st_size == 0:
             read = _TolerantReader(f) if compressed(path) else f.read
             if cursor.offset:
                 skip_verified(read, cursor, f"file {path!r}")
-            yield from decode_stream(read, self.decoder, path, cursor, self.batch_records)
+            yield from decode_stream(read, decoder, path, cursor, self.batch_records)
             return
         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
@@ -489,7 +534,7 @@ class FileSource(_ReadAhead):
                 with memoryview(mapped) as whole, whole[: cursor.offset] as prefix:
                     n_read, crc = len(prefix), zlib.crc32(prefix)
                 _check_crc(n_read, crc, cursor, f"file {path!r}")
-            yield from decode_mapped(mapped, self.decoder, path, cursor, self.batch_records)
+            yield from decode_mapped(mapped, decoder, path, cursor, self.batch_records)
         finally:
             try:
                 mapped.close()
@@ -511,9 +556,11 @@ class StdinSource(_ReadAhead):
 
     kind = "stdin"
 
-    def __init__(self, fmt: str = "libsvm", labelled: bool = True, batch_records: int = 1000, label_column=None, stream=None):
-        self.format = fmt
-        self.decoder = make_decoder(fmt, labelled, label_column)
+    def __init__(self, fmt: str | None = None, labelled: bool = True, batch_records: int = 1000, label_column=None,
+                 stream=None):
+        self.format = fmt  # None: sniffed from the stream's first bytes (sniff_format)
+        self.labelled, self.label_column = labelled, label_column
+        self._decoders: dict = {}
         self.batch_records = int(batch_records)
         if self.batch_records < 1:  # 0 read the whole stream as one batch
             raise ValueError(f"batch_records must be positive, got {batch_records!r}")
@@ -551,11 +598,40 @@ class StdinSource(_ReadAhead):
 
     def _batches(self):
         (read, ready), cursor = self._read(), _Cursor(self._cursor.offset, self._cursor.line, self._cursor.crc)
-        self.decoder.new_file()
+        if self.format is None:
+            read, ready, self.format = _sniffed(read, ready)
+        decoder = self._make_decoder(self.format)
+        decoder.new_file()
         if cursor.offset:
             skip_verified(read, cursor, "stdin")
-            self.decoder.restore(self._decoder_state)
-        for batch in decode_stream(read, self.decoder, "stdin", cursor, self.batch_records, ready):
+            decoder.restore(self._decoder_state)
+        for batch in decode_stream(read, decoder, "stdin", cursor, self.batch_records, ready):
             batch.position = {"kind": self.kind, "offset": cursor.offset, "line": cursor.line, "crc": cursor.crc,
-                              "decoder": self.decoder.export()}
+                              "decoder": decoder.export()}
             yield batch
+
+
+def _sniffed(read, ready):
+    """The format of a stream from its first bytes (read until a few lines are there, the
+    stream ends, or it pauses), and ``read`` / ``ready`` that hand those bytes over first."""
+    head = b""
+    while len(head) < SNIFF_BYTES and head.count(b"\n") < 20:
+        if head and ready is not None and not ready(GATHER_SECONDS):
+            break
+        data = read(SNIFF_BYTES - len(head))
+        if not data:
+            break
+        head += data
+    try:
+        fmt = sniff_format(head, "stdin") or "libsvm"  # nothing at all: no record in any format
+    except UnknownFormat as error:
+        raise SourceError(str(error)) from None
+    rest = [head]
+
+    def read_after(n: int) -> bytes:
+        if rest[0]:
+            piece, rest[0] = rest[0][:n], rest[0][n:]
+            return piece
+        return read(n)
+
+    return read_after, (None if ready is None else lambda seconds: bool(rest[0]) or ready(seconds)), fmt

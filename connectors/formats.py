@@ -4,9 +4,9 @@
   compiled parser of :mod:`connectors.libsvm`; the batch's ``X`` is a CSR matrix whose
   column ``idx`` is feature ``idx``.
 * ``jsonl``: one ``{"x": {name: value, ...}, "y": label}`` object per line.
-* ``csv``: a header line of column names, then one record per line; the label column is
-  chosen by name or index (default: a column named ``y``, ``label``, ``class`` or
-  ``target``, else the first). An empty cell is an absent feature.
+* ``csv``: a header line of column names, then one record per line, separated by ``,``,
+  ``;``, tabs or ``|``; the label column is chosen by name or index (default: a column named
+  ``y``, ``label``, ``class`` or ``target``; none is an error). An empty cell is an absent feature.
 * ``msgpack``: a stream of msgpack maps ``{"x": {...}, "y": ...}`` (not line based).
 
 Every decoder validates each record and turns a bad one into a dead letter with its
@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import json
 import pathlib
+import re
 
 import numpy as np
 
@@ -45,15 +46,67 @@ def normalize_format(fmt: str) -> str:
     return name
 
 
-def guess_format(path: str) -> str:
-    """The format of a file from its name (compression suffixes ignored); LIBSVM when unsure
-    (LIBSVM files often have no suffix at all, e.g. ``news20.bz2``).
+def guess_format(path: str) -> str | None:
+    """The format a file's name says (compression suffixes ignored), ``None`` when it says
+    none (``news20.bz2``, ``wine.data``, ``x.txt``): then :func:`sniff_format` reads its content.
 
     >>> guess_format("events.jsonl.gz"), guess_format("table.CSV"), guess_format("news20.bz2")
-    ('jsonl', 'csv', 'libsvm')
+    ('jsonl', 'csv', None)
     """
     suffixes = [s for s in pathlib.Path(path).suffixes if s not in (".bz2", ".gz", ".xz")]
-    return _SUFFIXES.get(suffixes[-1].lower(), "libsvm") if suffixes else "libsvm"
+    return _SUFFIXES.get(suffixes[-1].lower()) if suffixes else None
+
+
+#: bytes of a stream's start that :func:`sniff_format` reads
+SNIFF_BYTES = 1 << 16
+_LIBSVM_LINE = re.compile(rb"^\s*(?:[^\s:#]+(?=\s|$))?(?:\s+(?:qid:\S+|\d+:\S+))*\s*(?:#.*)?$|^\s*\d+:\S+(?:\s+\d+:\S+)*\s*(?:#.*)?$")
+_HAS_PAIR = re.compile(rb"(?:^|\s)\d+:\S")
+CSV_DELIMITERS = ",;\t|"
+
+
+class UnknownFormat(ValueError):
+    """A stream whose first bytes fit none of the formats."""
+
+
+def sniff_format(head: bytes, what: str = "the stream") -> str | None:
+    """The format of a stream from its first bytes (:data:`SNIFF_BYTES` are enough); ``None``
+    for an empty one. Raises :class:`UnknownFormat` naming what it saw.
+
+    >>> [sniff_format(b) for b in (b"1 3:0.5 7:1\\n", b'{"x": {"a": 1}, "y": 2}\\n', b"a;b;label\\n1;2;x\\n", b"")]
+    ['libsvm', 'jsonl', 'csv', None]
+    """
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    if not head.strip():
+        return None
+    if head[0] in range(0x80, 0x90) or head[0] in (0xDE, 0xDF):  # a msgpack map: a record
+        return "msgpack"
+    if b"\0" in head[:4096]:
+        raise UnknownFormat(f"{what} holds binary data that is not a msgpack record stream: give --format if it is one")
+    lines = [line for line in head.split(b"\n")[:-1 if len(head) == SNIFF_BYTES else None][:50] if line.strip()]
+    if not lines:
+        lines = [head]
+    if lines[0].lstrip().startswith(b"{"):
+        return "jsonl"
+    if all(_LIBSVM_LINE.match(line.rstrip(b"\r")) for line in lines) and any(_HAS_PAIR.search(line) for line in lines):
+        return "libsvm"
+    header = lines[0].decode("utf-8", "replace")
+    if any(d in header for d in CSV_DELIMITERS) and len(lines) > 1:
+        return "csv"
+    raise UnknownFormat(f"cannot tell the format of {what} from its first line ({lines[0][:60]!r}): "
+                        "give --format (libsvm, csv, jsonl or msgpack)")
+
+
+def csv_delimiter(header: str) -> str:
+    """The delimiter of a CSV header line: the one of ``,;\\t|`` it holds most of (``,`` for
+    a single column).
+
+    >>> csv_delimiter("a;b;c"), csv_delimiter("a,b"), csv_delimiter("only")
+    (';', ',', ',')
+    """
+    counts = {d: header.count(d) for d in CSV_DELIMITERS}
+    best = max(counts, key=counts.get)
+    return best if counts[best] else ","
 
 
 def _line_position(origin: str, line: int, offset: int) -> dict:
@@ -150,24 +203,36 @@ class CsvDecoder(_DictLineDecoder):
 
     One record per line: streams are cut at newlines before decoding, so a newline inside a
     quoted cell (RFC 4180 allows one) splits its record, and both halves are dead letters.
-    Empty cells are missing features; a label column is found by name (``label``, ``y``,
-    ``class``, ``target``) when none is given, else it is the first column."""
+    Empty cells are missing features; the delimiter is the one of ``, ; tab |`` the header
+    holds most of; a label column is found by name (``label``, ``y``, ``class``, ``target``,
+    any case) when none is given — a labelled stream without one is refused with a message
+    (taking the first column had made every record of ``wine.csv`` a dead letter)."""
 
     def __init__(self, labelled: bool = True, label_column=None):
         super().__init__(labelled)
         self.label_column = label_column
         self.header: list | None = None
+        self.delimiter = ","
         self._label_at = None
 
     def new_file(self):
         self.header, self._label_at = None, None
 
     def export(self):
-        return {"header": self.header}
+        return {"header": self.header, "delimiter": self.delimiter}
 
     def restore(self, state):
         if state.get("header") is not None:
+            self.delimiter = state.get("delimiter", ",")
             self._set_header(state["header"])
+
+    def set_header_line(self, text: str) -> None:
+        """Take a header line (delimiter found from it, see :func:`csv_delimiter`); raises a
+        ``ValueError`` when the label column cannot be found."""
+        import csv
+
+        self.delimiter = csv_delimiter(text)
+        self._set_header(next(csv.reader([text], delimiter=self.delimiter)))
 
     def _set_header(self, names: list) -> None:
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -176,7 +241,10 @@ class CsvDecoder(_DictLineDecoder):
         self.header = list(names)
         column = self.label_column
         if column is None:
-            column = next((n for n in names if n.lower() in LABEL_COLUMNS), 0)
+            column = next((n for n in names if n.strip().lower() in LABEL_COLUMNS), None)
+            if column is None and self.labelled:  # taking the first column silently made every record bad
+                raise ValueError(f"the CSV header {names} has no label column (one named {', '.join(LABEL_COLUMNS)}): "
+                                 "give --label-column NAME or INDEX")
         if isinstance(column, str) and column.isdigit():
             column = int(column)
         if isinstance(column, int):
@@ -192,9 +260,7 @@ class CsvDecoder(_DictLineDecoder):
 
     def _skip(self, number, text):
         if self.header is None:
-            import csv
-
-            self._set_header(next(csv.reader([text.decode("utf-8", "replace")])))
+            self.set_header_line(text.decode("utf-8", "replace"))
             return True
         return False
 
@@ -202,7 +268,7 @@ class CsvDecoder(_DictLineDecoder):
         import csv  # here, as msgpack below: a LIBSVM stream's start-up does not pay for them
 
         try:
-            cells = next(csv.reader(io.StringIO(line.decode("utf-8"))))
+            cells = next(csv.reader(io.StringIO(line.decode("utf-8")), delimiter=self.delimiter))
         except (csv.Error, UnicodeDecodeError) as error:
             raise RecordError("malformed", f"not a CSV line: {error}") from None
         if len(cells) != len(self.header):

@@ -191,8 +191,63 @@ def test_msgpack_decoder_bad_records_and_undecodable_tail():
 
 
 def test_guess_format():
-    assert [guess_format(p) for p in ("a.svm.bz2", "news20.bz2", "x.csv.gz", "r.jsonl", "m.msgpack.xz", "sector.t.scale")] == [
-        "libsvm", "libsvm", "csv", "jsonl", "msgpack", "libsvm"]
+    assert [guess_format(p) for p in ("a.svm.bz2", "news20.bz2", "x.csv.gz", "r.jsonl", "m.msgpack.xz", "sector.t.scale",
+                                      "wine.data", "notes.txt")] == [
+        "libsvm", None, "csv", "jsonl", "msgpack", "libsvm", None, None]
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (b"1 3:0.5 7:1\n2 1:1\n", "libsvm"),
+    (b"3:11 4:16 9:2\n", "libsvm"),  # unlabelled
+    (b"-1 qid:3 1:0.5 # comment\n", "libsvm"),
+    (b'{"x": {"a": 1}, "y": 2}\n', "jsonl"),
+    (b"\xef\xbb\xbfalcohol,malic,cultivar\n14.2,1.7,1\n", "csv"),
+    (b"a;b;label\n1;2;x\n", "csv"),
+    (b"a\tb\tlabel\n1\t2\tx\n", "csv"),
+    (msgpack.packb({"x": {"a": 1}, "y": 1}), "msgpack"),
+    (b"", None),
+    (b"  \n\n", None),
+])
+def test_sniff_format_tells_the_formats_apart(content, expected):
+    from connectors.formats import sniff_format
+
+    assert sniff_format(content) == expected
+
+
+@pytest.mark.parametrize("content", [b"\x00\x01\x02binary\x00", b"just some prose\nwith no structure\n"])
+def test_sniff_format_names_what_it_cannot_read(content):
+    from connectors.formats import UnknownFormat, sniff_format
+
+    with pytest.raises(UnknownFormat, match="binary data|cannot tell the format"):
+        sniff_format(content, "file 'x'")
+
+
+def test_each_file_is_read_in_its_own_format(tmp_path):
+    """``train a.svm b.jsonl``: the second file was parsed as LIBSVM (every record dead)."""
+    (tmp_path / "a.svm").write_text("1 1:1\n2 2:1\n")
+    (tmp_path / "b.jsonl").write_text('{"x": {"1": 1}, "y": 1}\n')
+    (tmp_path / "c.data").write_text("f1;f2;class\n0.5;1;3\n")
+    source = FileSource([str(tmp_path / n) for n in ("a.svm", "b.jsonl", "c.data")])
+    assert source.formats == ["libsvm", "jsonl", "csv"]
+    batches = [b for b in source if len(b) or b.dead]
+    assert [len(b) for b in batches] == [2, 1, 1] and not any(b.dead for b in batches)
+    assert batches[2].X == [{"f1": 0.5, "f2": 1.0}] and list(batches[2].y) == [3]
+
+
+def test_a_csv_without_a_label_column_is_refused_before_reading(tmp_path):
+    path = tmp_path / "wine.csv"
+    path.write_text("alcohol,malic,cultivar\n14.2,1.7,1\n")
+    with pytest.raises(SourceError, match="no label column.*--label-column"):
+        FileSource([str(path)])
+    assert [list(b.y) for b in FileSource([str(path)], label_column="cultivar") if len(b)] == [[1]]
+    assert [b.X for b in FileSource([str(path)], labelled=False) if len(b)] == [[{"alcohol": 14.2, "malic": 1.7,
+                                                                                  "cultivar": 1.0}]]
+
+
+def test_stdin_format_is_sniffed_from_the_stream(tmp_path):
+    csv = b"pixel1,pixel2,target\n0,16,3\n4,0,1\n"
+    batches = [b for b in StdinSource(stream=Trickle(csv, 5)) if len(b) or b.dead]
+    assert [list(b.y) for b in batches] == [[3, 1]] and not batches[0].dead
 
 
 # ------------------------------------------------------------------- sources
