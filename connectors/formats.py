@@ -145,7 +145,7 @@ class LibsvmDecoder(LineDecoder):
     stateless = True
 
     def decode(self, piece, first_line, offset, origin):
-        chunk = parse_libsvm_bytes(piece, with_hashes=self.with_hashes)
+        chunk = parse_libsvm_bytes(piece, with_hashes=self.with_hashes, labels_optional=not self.labelled)
         starts = np.concatenate([[0], chunk.line_ends[:-1]]) if len(chunk.line_ends) else chunk.line_ends
         dead = [
             DeadLetter(_line_position(origin, first_line + e.line + 1, offset + e.start), e.reason, e.message, bytes(piece[e.start : e.end]))

@@ -13,7 +13,8 @@ operation (Clinger's fast path); any other value is handed to Python's ``float``
 every value equals ``float(text)`` bit for bit.
 
 A bad line does not stop the parse: it is reported with its line number and reason
-(``malformed``, ``non-finite``, ``missing-label``, ``empty-features``) and left out.
+(``malformed``, ``non-finite``, ``missing-label``, ``empty-features``, ``label-too-long``) and
+left out.
 
 >>> chunk = parse_libsvm_bytes(b"1 1:0.5 3:2\\n2 2:1\\n")
 >>> chunk.labels, chunk.X.toarray().tolist()
@@ -33,18 +34,21 @@ import numpy as np
 
 from streamlearn.features import CsrBatch
 from streamlearn.kernels import compiled
-from streamlearn.kernels.codes import EMPTY_FEATURES, MALFORMED, MISSING_LABEL, NON_FINITE, OK, SKIP
+from streamlearn.kernels.codes import (EMPTY_FEATURES, LABEL_TOO_LONG, MALFORMED, MAX_LABEL_LENGTH, MISSING_LABEL, NON_FINITE,
+                                      OK, SKIP)
 
 #: compressed suffixes and the module opening them (imported on first use: ~2 ms of start-up otherwise)
 OPENERS = {".bz2": "bz2", ".gz": "gzip", ".xz": "lzma"}
 _text = compiled("text")
 
-REASONS = {MALFORMED: "malformed", NON_FINITE: "non-finite", MISSING_LABEL: "missing-label", EMPTY_FEATURES: "empty-features"}
+REASONS = {MALFORMED: "malformed", NON_FINITE: "non-finite", MISSING_LABEL: "missing-label", EMPTY_FEATURES: "empty-features",
+           LABEL_TOO_LONG: "label-too-long"}
 MESSAGES = {
     MALFORMED: "not a LIBSVM line (label idx:value ...)",
     NON_FINITE: "a value is NaN or infinite",
     MISSING_LABEL: "the line has no label",
     EMPTY_FEATURES: "the line has no features",
+    LABEL_TOO_LONG: f"the label is longer than {MAX_LABEL_LENGTH} bytes",
 }
 
 _POW10 = np.array([10.0**i for i in range(23)])
@@ -84,13 +88,18 @@ class ParsedChunk(NamedTuple):
     errors: list
 
 
-def parse_libsvm_bytes(buf, width: int = 0, with_hashes: bool = True) -> ParsedChunk:
+def parse_libsvm_bytes(buf, width: int = 0, with_hashes: bool = True, labels_optional: bool = False) -> ParsedChunk:
     """Parse complete LIBSVM lines held in ``buf`` (bytes or a memoryview; the last line may lack its
     newline). ``width`` is a minimum number of CSR columns; ``with_hashes=False`` skips
-    the record hashes (zeros), which only hash hold-out splits need."""
+    the record hashes (zeros), which only hash hold-out splits need. ``labels_optional``: a
+    line may start with its first feature (``3:11 4:16``, data to predict); its label is ``None``.
+
+    >>> parse_libsvm_bytes(b"3:11 4:16\\n2 1:1\\n", labels_optional=True).labels
+    [None, 2]
+    """
     array = np.frombuffer(buf, np.uint8)
     (line_start, line_end, status, label_start, label_end, label_int, label_is_int,
-     hashes, indptr, indices, data, slow, n_slow) = _text.parse_libsvm(array, _POW10, bool(with_hashes))
+     hashes, indptr, indices, data, slow, n_slow) = _text.parse_libsvm(array, _POW10, bool(with_hashes), bool(labels_optional))
     if n_slow:
         starts, ends = np.empty(n_slow, np.int64), np.empty(n_slow, np.int64)
         _text.value_spans(array, line_start, line_end, indptr, slow, starts, ends)
@@ -123,7 +132,7 @@ def parse_libsvm_bytes(buf, width: int = 0, with_hashes: bool = True) -> ParsedC
     else:
         ints = label_int[lines].tolist()
         labels = [
-            ints[r] if is_int[r] else bytes(buf[label_start[i] : label_end[i]]).decode("utf-8", "replace")
+            ints[r] if is_int[r] else (bytes(buf[label_start[i] : label_end[i]]).decode("utf-8", "replace") or None)
             for r, i in enumerate(lines.tolist())
         ]
     line_ends = np.minimum(line_end + 1, len(buf))

@@ -25,12 +25,14 @@ from typing import Callable
 import numpy as np
 
 from streamlearn.kernels import compiled
+from streamlearn.kernels.codes import MAX_LABEL_LENGTH
 
 _text = compiled("text")
 
 _NUMBERS = (int, float)
 _FLOAT_OR_INT = {float, int}
 _NAME_TYPES = {str, int}
+_MAX_LABEL_BITS = int(MAX_LABEL_LENGTH * math.log2(10))  # an int of more digits than a label may have characters
 
 
 class RecordError(ValueError):
@@ -110,9 +112,12 @@ def _is_missing(y) -> bool:
 
 
 def check_label(y):
-    """A label as stored (ints, strings, bools, finite floats); raises :class:`RecordError`."""
+    """A label as stored (ints, strings, bools, finite floats; at most ``MAX_LABEL_LENGTH``
+    characters or digits); raises :class:`RecordError`."""
     if _is_missing(y):
         raise RecordError("missing-label", "the record has no label")
+    if (isinstance(y, str) and len(y) > MAX_LABEL_LENGTH) or (type(y) is int and y.bit_length() > _MAX_LABEL_BITS):
+        raise RecordError("label-too-long", f"the label is longer than {MAX_LABEL_LENGTH} characters")
     if isinstance(y, (str, int, bool)) or (isinstance(y, float) and math.isfinite(y)):
         return y
     raise RecordError("bad-label", f"label {y!r} is not a string, an integer, a boolean or a finite number")

@@ -243,9 +243,12 @@ def _load(directory):
 def cmd_predict(args) -> int:
     import connectors
 
+    from .runner import FeatureCoverage
+
     model, _ = _load(args.checkpoint)
     sink = connectors.open_sink(args.output or "-")
     n = 0
+    coverage = FeatureCoverage()
     source = _source(args, labelled=False)
     try:
         for batch in source:
@@ -253,6 +256,7 @@ def cmd_predict(args) -> int:
                 print(f"streamlearn: skipped bad record at {dead.position}: {dead.reason}: {dead.message}", file=sys.stderr)
             if not len(batch):
                 continue
+            coverage.add(model, batch.X)
             if args.proba:
                 proba = model.predict_proba_many(batch.X).to_dict(orient="records")
             predicted = model.predict_many(batch.X)
@@ -265,7 +269,10 @@ def cmd_predict(args) -> int:
     finally:
         source.close()
         sink.close()
-    print(f"streamlearn: {n:,} predictions", file=sys.stderr)
+    print(f"streamlearn: {n:,} predictions ({coverage.unknown_share:.1%} of the feature values unknown to the model)",
+          file=sys.stderr)
+    if coverage.warning():
+        print(f"streamlearn: warning: {coverage.warning()}", file=sys.stderr)
     return 0
 
 
@@ -277,10 +284,13 @@ def _json_key(label):
 
 
 def cmd_evaluate(args) -> int:
-    from .runner import evaluate_source
+    from .runner import FeatureCoverage, evaluate_source
 
     model, _ = _load(args.checkpoint)
-    print(json.dumps(evaluate_source(model, _source(args, labelled=True, until_end=True))))  # a topic: up to its end now
+    coverage = FeatureCoverage()
+    print(json.dumps(evaluate_source(model, _source(args, labelled=True, until_end=True), coverage)))  # a topic: to its end now
+    if coverage.warning():
+        print(f"streamlearn: warning: {coverage.warning()}", file=sys.stderr)
     return 0
 
 

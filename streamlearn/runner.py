@@ -103,20 +103,53 @@ def score_batch(model: StreamClassifier, X, y, learn: bool = False) -> tuple[lis
     return predicted, p_true
 
 
-def evaluate_source(model: StreamClassifier, source) -> dict:
+class FeatureCoverage:
+    """How many of a stream's non-zero feature values belong to features a model knows: a
+    model asked about data that shares few features with what it learned (a CSV against a
+    model of LIBSVM columns) answers one class at uniform probability, without an error."""
+
+    #: above this share of unknown values, :meth:`warning` says so
+    WARN_ABOVE = 0.5
+
+    def __init__(self):
+        self.known = self.total = 0
+
+    def add(self, model, X) -> None:
+        rows = model._features.encode_many(X, grow=False)
+        self.known += int(np.count_nonzero(rows.data[rows.indptr[0] : rows.indptr[-1]]))
+        if isinstance(X, list):
+            self.total += sum(1 for x in X for v in x.values() if v != 0)
+        else:
+            self.total += int(np.count_nonzero(X.data if hasattr(X, "data") and not isinstance(X, np.ndarray) else X))
+
+    @property
+    def unknown_share(self) -> float:
+        return 1.0 - self.known / self.total if self.total else 0.0
+
+    def warning(self) -> str | None:
+        if self.unknown_share <= self.WARN_ABOVE:
+            return None
+        return (f"{self.unknown_share:.0%} of the feature values are of features the model has never seen and count "
+                "for nothing in its predictions: is this the kind of data it learned, with the same feature names?")
+
+
+def evaluate_source(model: StreamClassifier, source, coverage: FeatureCoverage | None = None) -> dict:
     """Score every labelled record of a source (nothing is learned), then close the source
     (a hold-out topic opens a consumer at every checkpoint: left open, they piled up). The
-    metrics' summary, with ``bad_records``: the records of the source that are not valid."""
+    metrics' summary, with ``bad_records``: the records of the source that are not valid,
+    and ``unknown_features``: the share of feature values the model has no weight for."""
     metrics, bad = ClassificationMetrics(), 0
+    coverage = coverage if coverage is not None else FeatureCoverage()
     try:
         for batch in source:
             bad += len(batch.dead)
             if len(batch):
                 predicted, p_true = score_batch(model, batch.X, batch.y)
                 metrics.update(batch.y, predicted, p_true)
+                coverage.add(model, batch.X)
     finally:
         source.close()
-    return {**metrics.summary(), "bad_records": bad}
+    return {**metrics.summary(), "bad_records": bad, "unknown_features": round(coverage.unknown_share, 6)}
 
 
 class Runner:

@@ -173,7 +173,7 @@ def test_csv_decoder_header_label_column_and_empty_cells():
     by_index = CsvDecoder(label_column=0).decode(b"y,a\n3,1\n", 0, 0, "f.csv")
     assert list(by_index.y) == [3] and by_index.X == [{"a": 1.0}]
     odd = CsvDecoder().decode("a,label\n1,+-5\n1,²\n1,".encode() + b"9" * 5000 + b"\n1,-7\n", 0, 0, "f.csv")
-    assert list(odd.y) == ["+-5", "²", "9" * 5000, -7] and not odd.dead  # int() raised on the first three
+    assert list(odd.y) == ["+-5", "²", -7] and [d.reason for d in odd.dead] == ["label-too-long"]  # int() raised on them
     with pytest.raises(ValueError, match="the CSV header names 'a' more than once"):
         CsvDecoder().decode(b"a,label,a\n1,x,2\n", 0, 0, "f.csv")
     with pytest.raises(ValueError, match="not in the CSV header"):
@@ -507,3 +507,18 @@ def test_a_dropped_started_source_stops_its_reader_thread(tmp_path):
     while {t for t in threading.enumerate() if t.name == "streamlearn-reader"} - before and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not {t for t in threading.enumerate() if t.name == "streamlearn-reader"} - before
+
+
+def test_a_label_longer_than_the_bound_is_a_dead_letter_in_every_format():
+    """A 1 MB label became a class (inspect printed it, predict --proba wrote it per row)."""
+    from streamlearn.kernels.codes import MAX_LABEL_LENGTH
+
+    long, ok = "c" * (MAX_LABEL_LENGTH + 1), "c" * MAX_LABEL_LENGTH
+    libsvm = parse_libsvm_bytes(f"{long} 1:1\n{ok} 1:1\n{'9' * 300} 1:1\n".encode())
+    assert [(e.line, e.reason) for e in libsvm.errors] == [(0, "label-too-long"), (2, "label-too-long")]
+    assert libsvm.labels == [ok]
+    jsonl = JsonLinesDecoder().decode(json.dumps({"x": {"a": 1}, "y": long}).encode() + b"\n" +
+                                      json.dumps({"x": {"a": 1}, "y": 10**300}).encode() + b"\n", 0, 0, "f")
+    assert [d.reason for d in jsonl.dead] == ["label-too-long", "label-too-long"]
+    csv = CsvDecoder().decode(f"a,label\n1,{long}\n1,{ok}\n".encode(), 0, 0, "f.csv")
+    assert [d.reason for d in csv.dead] == ["label-too-long"] and list(csv.y) == [ok]

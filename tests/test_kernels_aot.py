@@ -38,9 +38,10 @@ def sample_calls():
     rng = np.random.default_rng(0)
     buf = np.frombuffer(LIBSVM, np.uint8)
     pow10 = np.array([10.0**i for i in range(23)])
-    parsed = kernels.compiled("text").parse_libsvm(buf, pow10, True)
+    parsed = kernels.compiled("text").parse_libsvm(buf, pow10, True, False)
     line_start, line_end, indptr, slow = parsed[0], parsed[1], parsed[8], parsed[11]
-    yield "text", "parse_libsvm", 0, (buf, pow10, True)
+    yield "text", "parse_libsvm", 0, (buf, pow10, True, False)
+    yield "text", "parse_libsvm", 0, (buf, pow10, False, True)
     yield "text", "value_spans", 0, (buf, line_start, line_end, indptr, slow, np.zeros(4, np.int64), np.zeros(4, np.int64))
     yield "text", "fnv1a", 0, (buf, 2, 40)
     yield "text", "count_lines", 0, (buf, 3, 2)

@@ -23,4 +23,7 @@ ENTRYWISE = 0  # ||W||_p^2 / (2(p-1)) over all entries
 BLOCK = 1  # ||W||_{2,p}^2 / (2(p-1)): the l2 norm of each class, then the lp norm of those
 
 # status of a LIBSVM line (kernels.text.parse_libsvm)
-OK, SKIP, MALFORMED, NON_FINITE, MISSING_LABEL, EMPTY_FEATURES = 0, 1, 2, 3, 4, 5
+OK, SKIP, MALFORMED, NON_FINITE, MISSING_LABEL, EMPTY_FEATURES, LABEL_TOO_LONG = 0, 1, 2, 3, 4, 5, 6
+#: the longest label a record may carry (characters; bytes in LIBSVM text): a 1 MB "label" became a class,
+#: which every checkpoint, `inspect` and `predict --proba` line then carried
+MAX_LABEL_LENGTH = 256

@@ -30,8 +30,8 @@ _CSR_READ = [("i4[::1]r", "i4[::1]r", "f8[::1]r"), ("i8[::1]r", "i8[::1]r", "f8[
 
 EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
     "text": {
-        # buf, pow10, with_hashes
-        "parse_libsvm": [("u1[::1]r", "f8[::1]r", "b1")],
+        # buf, pow10, with_hashes, labels_optional
+        "parse_libsvm": [("u1[::1]r", "f8[::1]r", "b1", "b1")],
         # buf, line_start, line_end, indptr, slow, out_start, out_end
         "value_spans": [("u1[::1]r", "i8[::1]r", "i8[::1]r", "i8[::1]r", "b1[::1]r", "i8[::1]", "i8[::1]")],
         "fnv1a": [("u1[::1]r", "i8", "i8")],

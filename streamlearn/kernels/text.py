@@ -10,7 +10,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .codes import EMPTY_FEATURES, MALFORMED, MISSING_LABEL, NON_FINITE, OK, SKIP
+from .codes import EMPTY_FEATURES, LABEL_TOO_LONG, MALFORMED, MAX_LABEL_LENGTH, MISSING_LABEL, NON_FINITE, OK, SKIP
 
 FNV_OFFSET = np.uint64(14695981039346656037)
 FNV_PRIME = np.uint64(1099511628211)
@@ -165,7 +165,7 @@ def _ends_token(c):
 
 
 @njit(cache=True, nogil=True)
-def parse_libsvm(buf, pow10, with_hashes):
+def parse_libsvm(buf, pow10, with_hashes, labels_optional):
     """Parse the lines of ``buf`` (the last may lack its newline); a line ends at its
     newline, its record at a ``#``. See :func:`connectors.libsvm.parse_libsvm_bytes`.
 
@@ -222,7 +222,13 @@ def parse_libsvm(buf, pow10, with_hashes):
                 else:
                     is_int = False
                 j += 1
+            if state == MISSING_LABEL and labels_optional:  # an unlabelled line: its first token is a feature
+                state = OK
+                j = i
+                is_int = False
             label_end[line] = j
+            if j - label_start[line] > MAX_LABEL_LENGTH:
+                state = LABEL_TOO_LONG
             label_is_int[line] = is_int and n_digits > 0
             label_int[line] = -value if negative else value
             last = j
