@@ -462,6 +462,14 @@ class FileSource(_ReadAhead):
         self.name = ", ".join(self.paths)
         self._start = (0, 0, _Cursor(), {})
 
+    def replay(self) -> "FileSource":
+        """A one-pass source over the same files from their beginning, with record hashes (the
+        runner's final hold-out evaluation reads them again)."""
+        again = object.__new__(FileSource)
+        again.__dict__.update(self.__dict__, passes=1, _start=(0, 0, _Cursor(), {}), _started=None, _decoders={})
+        again.with_hashes = True
+        return again
+
     def _format_of(self, path: str) -> str:
         named = guess_format(path)
         head = _head(path) if named in (None, "csv") else b""

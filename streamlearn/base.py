@@ -32,6 +32,7 @@ from river import base
 
 from .errors import InvalidInputError, InvalidParameterError
 from .features import FeatureSpace, LabelSpace, SparseRows, stack_rows
+from .scaling import OnlineStandardizer
 
 if TYPE_CHECKING:
     import pandas
@@ -151,10 +152,16 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
     n_bits: int | None = None
 
     # ------------------------------------------------------------------ set-up
+    #: scale every feature online (:mod:`streamlearn.scaling`); subclasses take it as a parameter
+    standardize: bool = False
+
     def _reset(self) -> None:
         check_positive("batch_size", self.batch_size, integer=True)
+        if not isinstance(self.standardize, bool):
+            raise InvalidParameterError(f"standardize must be True or False, got {self.standardize!r}")
         self._features = FeatureSpace(self.n_bits)
         self._labels = LabelSpace()
+        self._scaler = OnlineStandardizer() if self.standardize else None
         self._pending_cols: list = []
         self._pending_vals: list = []
         self._pending_y: list = []
@@ -208,13 +215,22 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         self._check_class_room(1 if self._labels.index(label, grow=False) < 0 else 0)
         most_new = len(x) if isinstance(x, dict) else 0  # anything else is refused by encode_one
         cols, vals = self._within_column_room(lambda: self._features.encode_one(x, grow=True), most_new)
+        if self._scaler is not None:
+            vals = self._scaler.learn_transform(SparseRows(np.array([0, len(cols)], np.int64), cols, vals)).data
         self._gather(cols, vals, self._labels.index(label, grow=True))
 
     def learn_many(self, X, y) -> None:
         """Learn a batch: a DataFrame, a 2-D NumPy array, a SciPy sparse matrix or a list
         of feature dicts, and its labels (a Series, a list or an array of the same length)."""
-        rows = self._encode_labelled(X, y)
+        rows = self._scaled(self._encode_labelled(X, y), learn=True)
         self._learn_rows(rows, self._labels.indices(y, grow=True))
+
+    def _scaled(self, rows: SparseRows, learn: bool) -> SparseRows:
+        """Rows as the model sees them: standardised when ``standardize`` (``learn``: the rows
+        enter the running statistics first, see :mod:`streamlearn.scaling`)."""
+        if self._scaler is None:
+            return rows
+        return self._scaler.learn_transform(rows) if learn else self._scaler.transform(rows)
 
     #: whether ``_learn_groups`` can write the scores each row has when it is learned
     _scores_while_learning = False
@@ -231,6 +247,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         the **whole batch by the model before it** (columns: the classes before the batch)."""
         rows = self._encode_labelled(X, y)
         if self._scores_while_learning:
+            rows = self._scaled(rows, learn=True)
             n_before = len(self._labels)
             targets = self._labels.indices(y, grow=True)
             scores = np.full((rows.n_rows, len(self._labels)), -np.inf)
@@ -241,10 +258,10 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
             return scores
         if self._labels.labels:
             self._reserve_columns()
-            scores = self._raw_scores(rows)
+            scores = self._raw_scores(self._scaled(rows, learn=False))
         else:
             scores = np.zeros((rows.n_rows, 0))
-        self._learn_rows(rows, self._labels.indices(y, grow=True))
+        self._learn_rows(self._scaled(rows, learn=True), self._labels.indices(y, grow=True))
         return scores
 
     def _encode_labelled(self, X, y) -> SparseRows:
@@ -295,7 +312,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
     def _scores_one(self, x: dict) -> np.ndarray:
         cols, vals = self._features.encode_one(x, grow=False)
         rows = SparseRows(np.array([0, len(cols)], np.int64), cols, vals)
-        return self._raw_scores(rows)[0]
+        return self._raw_scores(self._scaled(rows, learn=False))[0]
 
     def decision_function_one(self, x: dict) -> dict:
         """Raw class scores ``w_k . x`` as ``{label: score}``."""
@@ -319,7 +336,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         rows = self._features.encode_many(X, grow=False)
         if not self._labels.labels:
             return np.zeros((rows.n_rows, 0))
-        return self._raw_scores(rows)
+        return self._raw_scores(self._scaled(rows, learn=False))
 
     def predict_proba_many(self, X) -> "pandas.DataFrame":
         scores = self.decision_function_many(X)
@@ -351,6 +368,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
             "features": self._features.export(),
             "labels": self._labels.export(),
             "pending": self._export_pending(),
+            "scaler": self._scaler.export() if self._scaler is not None else None,
             "model": self._export_model(),
         }
 
@@ -366,5 +384,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         learner._features = FeatureSpace.restore(state["features"])
         learner._labels = LabelSpace.restore(state["labels"])
         learner._restore_pending(state["pending"])
+        if state.get("scaler") is not None:
+            learner._scaler = OnlineStandardizer.restore(state["scaler"])
         learner._restore_model(state["model"])
         return learner

@@ -134,7 +134,7 @@ def _initial_model(args):
     """The learner a job starts with: a new one, or with ``--init-from DIR`` the newest model
     of DIR (as Vowpal Wabbit's ``-i``: the new source is learned from its beginning)."""
     if not args.init_from:
-        return build_learner(args.learner, args.param)
+        return build_learner(args.learner, args.param + (["standardize=True"] if args.standardize else []))
     model, payload = _load(args.init_from)
     if args.param or args.learner != type(model).__name__ and args.learner != LEARNER_DEFAULT:
         print(f"streamlearn: --init-from continues the {type(model).__name__}{model._get_params()} of "
@@ -154,7 +154,7 @@ def cmd_train(args) -> int:
         source.with_hashes = isinstance(holdout, float)  # record hashes only for a hash hold-out
         source.start()  # parsing (NumPy and compiled code only) overlaps the import of the learner and river
     if model is None:
-        model = build_learner(args.learner, args.param)
+        model = _initial_model(args)
     import connectors
 
     from .runner import Runner
@@ -377,6 +377,9 @@ def _train_options(p) -> None:
     p.add_argument("--learner", default=LEARNER_DEFAULT, metavar="NAME",
                    help=f"the learner: {', '.join(LEARNER_NAMES)} (default: {LEARNER_DEFAULT})")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="learner parameter, repeatable (e.g. lam=1e-4)")
+    p.add_argument("--standardize", action="store_true", help="scale every feature online to zero mean and unit variance, "
+                                                              "learned and checkpointed with the model: for dense, unscaled "
+                                                              "features (the learner's standardize=True)")
     p.add_argument("--checkpoint-dir", help="directory for checkpoints (and, by default, metrics.jsonl and dead_letters.jsonl); "
                                             "without it the model is not saved")
     p.add_argument("--checkpoint-every", type=int, default=10_000, help="checkpoint every N learned examples (default: 10000)")

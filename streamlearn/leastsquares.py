@@ -182,7 +182,7 @@ class _DenseLeastSquares(StreamClassifier):
         vocabulary and classes grow). A float NumPy array whose columns are, or become, the
         vocabulary's first columns in order is used as it is (no sparse round trip: a
         60,000 x 8,000 array is not copied)."""
-        if isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype == np.float64 and np.isfinite(X).all():
+        if self._scaler is None and isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype == np.float64 and np.isfinite(X).all():
             n_labels = self._labels.validate_batch(y)
             if n_labels != X.shape[0]:
                 raise InvalidInputError("length-mismatch", f"X has {X.shape[0]} rows but y has {n_labels} labels")
@@ -191,7 +191,7 @@ class _DenseLeastSquares(StreamClassifier):
                 y_idx = self._labels.indices(y, grow=True)
                 self._grow(self._width(), len(self._labels))
                 return X, y_idx
-        rows = self._encode_labelled(X, y)
+        rows = self._scaled(self._encode_labelled(X, y), learn=True)
         y_idx = self._labels.indices(y, grow=True)
         d = self._width()
         self._grow(d, len(self._labels))
@@ -212,6 +212,9 @@ class GeneralizedLeastSquares(_DenseLeastSquares):
         Relative ridge added to ``Σ̂`` before it is factored.
     max_features
         Most features the dense model takes.
+    standardize
+        Scale every feature online to zero mean and unit variance, with statistics learned
+        and checkpointed with the model (:mod:`streamlearn.scaling`): for dense, unscaled features.
 
     ``predict_proba_one``: the softmax link gives its calibrated probabilities; for the
     identity link the scores are projected onto the probability simplex.
@@ -224,8 +227,9 @@ class GeneralizedLeastSquares(_DenseLeastSquares):
     """
 
     def __init__(self, link: str = "softmax", batch_size: int = 32, ridge: float = 1e-6, max_features: int = 4096,
-                 seed: int | None = None):
+                 seed: int | None = None, standardize: bool = False):
         self.link, self.batch_size, self.ridge, self.max_features, self.seed = link, batch_size, ridge, max_features, seed
+        self.standardize = standardize
         if link not in ("softmax", "identity"):
             raise InvalidParameterError(f"link must be 'softmax' or 'identity', got {link!r}")
         self._check_common()
@@ -234,7 +238,7 @@ class GeneralizedLeastSquares(_DenseLeastSquares):
     @classmethod
     def _unit_test_params(cls):
         yield {}
-        yield {"link": "identity", "batch_size": 5}
+        yield {"link": "identity", "batch_size": 5, "standardize": True}
 
     def _init_model(self) -> None:
         super()._init_model()
@@ -398,8 +402,8 @@ class CalibratedLeastSquares(_WindowRefit):
     """
 
     def __init__(self, stages: int = 5, window: int = 10_000, refit_every: int = 1000, ridge: float = 1e-6,
-                 max_features: int = 4096, powers: tuple = (1, 2, 3), seed: int | None = None):
-        self.stages, self.window, self.refit_every = stages, window, refit_every
+                 max_features: int = 4096, powers: tuple = (1, 2, 3), seed: int | None = None, standardize: bool = False):
+        self.stages, self.window, self.refit_every, self.standardize = stages, window, refit_every, standardize
         self.ridge, self.max_features, self.powers, self.seed = ridge, max_features, tuple(powers), seed
         check_positive("stages", stages, integer=True)
         self._check_window()
@@ -566,7 +570,7 @@ class StagewiseRegression(_WindowRefit):
         Features per stage (the paper: about 1000) and the number of stages.
     inner, inner_iterations
         The fit of a block (see above).
-    window, refit_every, ridge, max_features
+    window, refit_every, ridge, max_features, standardize
         As :class:`CalibratedLeastSquares` (the stream refits on a window).
 
     ``predict_proba_one``: the softmax of the scores for ``inner="logistic"``, the simplex
@@ -586,8 +590,9 @@ class StagewiseRegression(_WindowRefit):
 
     def __init__(self, generator=None, block_size: int = 1000, stages: int = 10, inner: str = "linear",
                  inner_iterations: int = 50, window: int = 10_000, refit_every: int = 1000, ridge: float = 1e-6,
-                 max_features: int = 4096, seed: int | None = None):
+                 max_features: int = 4096, seed: int | None = None, standardize: bool = False):
         self.generator = generator if generator is not None else FeatureSampler()
+        self.standardize = standardize
         self.block_size, self.stages, self.inner, self.inner_iterations = block_size, stages, inner, inner_iterations
         self.window, self.refit_every, self.ridge, self.max_features, self.seed = window, refit_every, ridge, max_features, seed
         if not callable(self.generator):

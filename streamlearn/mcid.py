@@ -82,6 +82,7 @@ class _MCIDLearner(StreamClassifier):
         average_power: float = 0.0,
         n_bits: int | None = None,
         seed: int | None = None,
+        standardize: bool = False,
     ):
         check_positive("lam", lam)
         if isinstance(average_power, bool) or not isinstance(average_power, (int, float)) or not 0 <= average_power <= 10:
@@ -95,13 +96,14 @@ class _MCIDLearner(StreamClassifier):
         self.average_power = average_power
         self.n_bits = n_bits
         self.seed = seed
+        self.standardize = standardize
         self._reset()
 
     @classmethod
     def _unit_test_params(cls):
         yield {}
         yield {"lam": 1e-2, "batch_size": 4, "project": True, "average": True}
-        yield {"lam": 1e-2, "average": True, "average_power": 2.0}
+        yield {"lam": 1e-2, "average": True, "average_power": 2.0, "standardize": True}
 
     def _init_model(self) -> None:
         self._weights = ScaledWeights(self.average)
@@ -200,6 +202,9 @@ class MulticlassSVM(_MCIDLearner):
         ``None`` for a growing feature vocabulary, or hash feature names into 2**n_bits columns.
     seed
         Recorded only; the learner is deterministic.
+    standardize
+        Scale every feature online to zero mean and unit variance, with statistics learned
+        and checkpointed with the model (:mod:`streamlearn.scaling`): for dense, unscaled features.
 
     Examples
     --------

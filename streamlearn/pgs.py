@@ -255,6 +255,9 @@ class PrimalGradientSolver(_PGSLearner):
         ``"last"``, ``"average"`` or ``"random"`` (Fig. 1 line 9).
     seed
         Seeds the random iterate.
+    standardize
+        Scale every feature online to zero mean and unit variance, with statistics learned
+        and checkpointed with the model (:mod:`streamlearn.scaling`): for dense, unscaled features.
     classes
         The (negative, positive) labels, ``(False, True)`` by default (river's binary
         convention; ``0``/``1`` work too, as they equal ``False``/``True``). Any other label
@@ -277,8 +280,8 @@ class PrimalGradientSolver(_PGSLearner):
 
     def __init__(self, loss: str = "hinge", p: float = 2.0, sigma: float = 1e-4, batch_size: int = 1,
                  bound: float | None = None, iterate: str = "last", seed: int | None = None,
-                 classes: tuple = (False, True)):
-        self.loss, self.p, self.sigma, self.batch_size = loss, p, sigma, batch_size
+                 classes: tuple = (False, True), standardize: bool = False):
+        self.loss, self.p, self.sigma, self.batch_size, self.standardize = loss, p, sigma, batch_size, standardize
         self.bound, self.iterate, self.seed, self.classes_ = bound, iterate, seed, tuple(classes)
         if len(self.classes_) != 2 or self.classes_[0] == self.classes_[1]:
             raise InvalidParameterError(f"classes must be two distinct labels (negative, positive), got {classes!r}")
@@ -348,8 +351,8 @@ class MulticlassPGS(_PGSLearner):
 
     def __init__(self, loss: str = "hinge", p: float = 2.0, sigma: float = 1e-4, batch_size: int = 1,
                  bound: float | None = None, regularizer: str = "entrywise", iterate: str = "last",
-                 seed: int | None = None):
-        self.loss, self.p, self.sigma, self.batch_size = loss, p, sigma, batch_size
+                 seed: int | None = None, standardize: bool = False):
+        self.loss, self.p, self.sigma, self.batch_size, self.standardize = loss, p, sigma, batch_size, standardize
         self.bound, self.regularizer, self.iterate, self.seed = bound, regularizer, iterate, seed
         if loss not in self._LOSSES:
             raise InvalidParameterError(f"loss must be one of {sorted(self._LOSSES)}, got {loss!r}")
@@ -365,7 +368,7 @@ class MulticlassPGS(_PGSLearner):
         yield {}
         yield {"loss": "softmax", "p": 1.5, "sigma": 1e-2, "batch_size": 3, "bound": 10.0, "regularizer": "block",
                "iterate": "random", "seed": 1}
-        yield {"p": 1.8, "sigma": 1e-2, "iterate": "average"}
+        yield {"p": 1.8, "sigma": 1e-2, "iterate": "average", "standardize": True}
 
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:
         return self._column_scores(rows, len(self._labels))

@@ -211,6 +211,9 @@ class Runner:
         self.check_start = check_start
         self.dead_reasons: dict[str, int] = {}
         self.stopped_by_signal = False
+        self.stop_error = None
+        self._last_holdout = None  # a hold-out source's last evaluation
+        self._final_holdout = None
         self.log = log or sys.stderr
         self.progress = self.log.isatty() if progress is None and hasattr(self.log, "isatty") else bool(progress)
         self.counters = {"seen": 0, "learned": 0, "held_out": 0, "dead_letters": 0, "batches": 0, "checkpoints": 0}
@@ -291,7 +294,7 @@ class Runner:
         self._rate_mark = (now, learned)
         holdout = None
         if callable(self.holdout):
-            holdout = evaluate_source(self.model, self.holdout())
+            holdout = self._last_holdout = evaluate_source(self.model, self.holdout())
         elif self.holdout is not None:
             holdout = self.holdout_metrics.summary()
         return {
@@ -317,7 +320,7 @@ class Runner:
                 self._data_span[0] = time.perf_counter()
             train = batch
             if self.holdout is not None and not callable(self.holdout):
-                held = batch.hashes < np.uint64(min(float(self.holdout) * HASH_RANGE, HASH_RANGE - 1))
+                held = batch.hashes < self._hash_threshold()
                 if held.any():
                     kept = batch.take(held)
                     predicted, p_true = score_batch(self.model, kept.X, kept.y)
@@ -435,6 +438,7 @@ class Runner:
             self.stopped_by_signal = self._stop_requested
             if self._changed or self.last_checkpoint_path is None:
                 self.checkpoint()
+            self._final_holdout = self.final_holdout()
         finally:
             self._waiting = False
             for s, h in handlers.items():
@@ -472,6 +476,36 @@ class Runner:
 
         return log_line
 
+    def _hash_threshold(self) -> np.uint64:
+        """Records whose hash is below this are held out."""
+        return np.uint64(min(float(self.holdout) * HASH_RANGE, HASH_RANGE - 1))
+
+    def final_holdout(self) -> dict | None:
+        """The final model's figures on the hold-out data: a hold-out source's last evaluation
+        (the final checkpoint's), or the hash hold-out records of a file source read again;
+        ``None`` for a stream that cannot be read again (stdin, Kafka) or a job that was stopped.
+        The running hold-out figure differs: each held-out record is scored once, when it
+        passes, by the model of that moment (from the untrained one on)."""
+        if self.holdout is None or self.stopped_by_signal or self.stop_error is not None:
+            return None
+        if callable(self.holdout):
+            return self._last_holdout if self._last_holdout is not None else evaluate_source(self.model, self.holdout())
+        replay = getattr(self.source, "replay", None)
+        if replay is None:
+            return None
+        threshold = self._hash_threshold()
+        metrics = ClassificationMetrics()
+        source = replay()
+        try:
+            for batch in source:
+                held = batch.hashes < threshold if len(batch) else None
+                if held is not None and held.any():
+                    kept = batch.take(held)
+                    metrics.update(kept.y, *score_batch(self.model, kept.X, kept.y))
+        finally:
+            source.close()
+        return metrics.summary()
+
     def summary(self) -> dict:
         """Counters, metrics, the share of time spent checkpointing, and ``data_seconds``:
         from the first record to the last one learned (a daemon's idle time excluded), with
@@ -480,8 +514,12 @@ class Runner:
         first, last = self._data_span
         data_seconds = (last - first) if first is not None else 0.0
         during_data = sum(d for t, d in self._checkpoint_log if first is not None and first <= t <= last)
+        if callable(self.holdout):
+            running = self._last_holdout
+        else:
+            running = self.holdout_metrics.summary() if self.holdout is not None else None
         return {**self.counters, "dead_reasons": dict(self.dead_reasons), "prequential": self.prequential.summary(),
-                "holdout": self.holdout_metrics.summary() if self.holdout is not None and not callable(self.holdout) else None,
+                "holdout": running, "holdout_final": self._final_holdout,
                 "elapsed_s": elapsed, "checkpoint_share": self.checkpoint_seconds / elapsed if elapsed else 0.0,
                 "data_seconds": data_seconds, "checkpoint_seconds_during_data": during_data,
                 "checkpoint": self.last_checkpoint_path}

@@ -102,7 +102,7 @@ def run_campaign(args, ck, plan, rng, stdin_data=None, after_kill=None) -> list[
             deadline = time.monotonic() + 60
             while process.poll() is None and _lines(ck / "metrics.jsonl") < target and time.monotonic() < deadline:
                 time.sleep(0.005)
-            time.sleep(rng.uniform(0, 0.05))
+            time.sleep(rng.uniform(0, 0.01))
         if kind != "at" and process.poll() is None:
             process.kill()
         _finish(process)
@@ -139,8 +139,8 @@ def assert_same_job(crashed, clean) -> None:
 def test_a_file_job_killed_8_times_ends_as_an_uninterrupted_one(tmp_path):
     path = tmp_path / "stream.svm"
     path.write_bytes(libsvm_stream_with_bad_lines(20_000, seed=1))
-    args = [path, "--param", "average=True", "--checkpoint-every", "500", "--checkpoint-interval", "1000",
-            "--batch-records", "100"]
+    args = [path, "--param", "average=True", "--checkpoint-every", "200", "--checkpoint-interval", "1000",
+            "--batch-records", "50"]
     uninterrupted(args, tmp_path / "clean")
     rng = random.Random(11)
     hits = run_campaign(args, tmp_path / "ck", crash_plan(rng, 8), rng)
@@ -151,8 +151,8 @@ def test_a_file_job_killed_8_times_ends_as_an_uninterrupted_one(tmp_path):
 
 def test_a_stdin_job_killed_7_times_ends_as_an_uninterrupted_one(tmp_path):
     text = libsvm_stream_with_bad_lines(20_000, seed=2)
-    args = ["-", "--learner", "MulticlassLogisticRegression", "--checkpoint-every", "500", "--checkpoint-interval", "1000",
-            "--batch-records", "100"]
+    args = ["-", "--learner", "MulticlassLogisticRegression", "--checkpoint-every", "200", "--checkpoint-interval", "1000",
+            "--batch-records", "50"]
     uninterrupted(args, tmp_path / "clean", stdin_data=text)
     rng = random.Random(5)
     hits = run_campaign(args, tmp_path / "ck", crash_plan(rng, 7), rng, stdin_data=text)
