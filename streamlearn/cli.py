@@ -192,10 +192,14 @@ def _reasons(counts: dict, top: int = 3) -> str:
     return text + (", ..." if len(ranked) > top else "")
 
 
-def _likely_cause(args, reasons: dict) -> str:
-    """What most often makes a stream's records bad, from the dead letters' reasons."""
+def _likely_cause(args, runner, reasons: dict) -> str:
+    """What most often makes a stream's records bad, from the dead letters' reasons and the
+    first bad record's look."""
     top = max(reasons, key=reasons.get) if reasons else ""
-    fmt = getattr(args, "format_used", None) or args.format or "the guessed format"
+    fmt = getattr(runner.source, "format", None)
+    looks = _looks_like(runner.first_dead_record)
+    if looks and fmt and looks != fmt and not top.startswith("refused"):
+        return f"the records look like {looks} but were read as {fmt}: give --format {looks}"
     if top.startswith("refused-bad-label"):
         return f"the learner {args.learner} refuses these labels (a binary learner takes 2 classes): choose a multi-class learner"
     if top.startswith("refused"):
@@ -205,8 +209,20 @@ def _likely_cause(args, reasons: dict) -> str:
     if top == "non-numeric":
         return "a column or feature holds text: if it is the label, name it with --label-column"
     if top in ("malformed", "undecodable"):
-        return f"the data may not be {fmt}: give --format (libsvm, csv, jsonl, msgpack)"
+        return f"the data may not be {fmt or 'in the format expected'}: give --format (libsvm, csv, jsonl, msgpack)"
     return "see the dead letters' messages"
+
+
+def _looks_like(record: bytes | None) -> str | None:
+    """The format one bad record's bytes look like, if any."""
+    if not record:
+        return None
+    from connectors.formats import UnknownFormat, sniff_format
+
+    try:
+        return sniff_format(record + b"\n")
+    except UnknownFormat:
+        return None
 
 
 def _train_outcome(args, runner, code: int, dead_path: str) -> int:
@@ -219,11 +235,11 @@ def _train_outcome(args, runner, code: int, dead_path: str) -> int:
         print(f"streamlearn: {counters['dead_letters']:,} bad records ({_reasons(runner.dead_reasons)}) -> "
               f"{dead_path}{appended}", file=sys.stderr)
     if code != 0:
-        print(f"streamlearn: {runner.stop_error}; stopping ({_likely_cause(args, runner.stop_error.reasons)}; "
+        print(f"streamlearn: {runner.stop_error}; stopping ({_likely_cause(args, runner, runner.stop_error.reasons)}; "
               "--max-errors N sets how many bad records a job accepts)", file=sys.stderr)
         return code
     if counters["learned"] == 0 and not runner.stopped_by_signal:
-        why = "the source held no records" if not counters["dead_letters"] else _likely_cause(args, runner.dead_reasons)
+        why = "the source held no records" if not counters["dead_letters"] else _likely_cause(args, runner, runner.dead_reasons)
         print(f"streamlearn: nothing was learned: {why}", file=sys.stderr)
         return EXIT_NOTHING_LEARNED
     return 0

@@ -211,6 +211,7 @@ class Runner:
         self.check_start = check_start
         self.dead_reasons: dict[str, int] = {}
         self.stopped_by_signal = False
+        self.first_dead_record: bytes | None = None  # of this run: what the command's hint looks at
         self.stop_error = None
         self._last_holdout = None  # a hold-out source's last evaluation
         self._final_holdout = None
@@ -353,12 +354,15 @@ class Runner:
     def _judge_start(self) -> None:
         """Stop a fresh stream whose first records are mostly bad (see ``check_start``)."""
         self._judging_start = False
-        bad, total = self.counters["dead_letters"], self.counters["seen"] + self.counters["dead_letters"]
+        bad = self.counters["dead_letters"]  # refused records are also in "seen": count each record once
+        total = self.counters["seen"] + bad - sum(n for reason, n in self.dead_reasons.items() if reason.startswith("refused"))
         if bad and 2 * bad > total:
             raise TooManyErrors(f"{bad:,} of the first {total:,} records are bad", self.dead_reasons)
 
     def _dead_letter(self, dead: DeadLetter) -> None:
         self.dead_letters.write(dead.to_json())
+        if self.first_dead_record is None:
+            self.first_dead_record = dead.record
         self.counters["dead_letters"] += 1
         self.dead_reasons[dead.reason] = self.dead_reasons.get(dead.reason, 0) + 1
         failpoints.reached("dead-letter", prepare=self.dead_letters.sync)
