@@ -228,3 +228,30 @@ def test_kafka_values_of_the_campaign_are_what_they_claim():
         except Exception:  # noqa: BLE001 - what the source turns into a dead letter
             undecodable += 1
     assert undecodable == 5
+
+
+def test_a_full_disk_mid_job_then_resume_leaves_no_torn_line_and_no_duplicate(tmp_path):
+    """A file-size limit (what a full disk looks like to the process: EFBIG instead of ENOSPC)
+    stops the job with an error in the middle of a sink write; the resumed job cuts the torn
+    and the duplicated lines away."""
+    import resource
+    import signal
+
+    path = tmp_path / "stream.svm"
+    path.write_bytes(libsvm_stream_with_bad_lines(6_000, seed=9))
+    args = [path, "--checkpoint-every", "200", "--checkpoint-interval", "1000", "--batch-records", "50"]
+    uninterrupted(args, tmp_path / "clean")
+
+    def small_disk():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (12_000, 12_000))
+
+    ck = tmp_path / "ck"
+    full = subprocess.run([PYTHON, "-m", "streamlearn.cli", "train", *map(str, args), "--checkpoint-dir", str(ck),
+                           "--quiet"], capture_output=True, preexec_fn=small_disk)
+    assert full.returncode == 1 and b"File too large" in full.stderr
+    assert (ck / "dead_letters.jsonl").stat().st_size == 12_000  # cut in the middle of a line
+    last = _start([*args, "--checkpoint-dir", ck, "--resume"], None)
+    _finish(last)
+    assert last.returncode == 0
+    assert_same_job(ck, tmp_path / "clean")
