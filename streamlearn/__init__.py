@@ -30,14 +30,15 @@ _HOMES = {
     "GeneralizedLeastSquares": "leastsquares", "RandomFourierFeatures": "leastsquares",
     "StagewiseRegression": "leastsquares",
     "MulticlassPGS": "pgs", "PrimalGradientRegressor": "pgs", "PrimalGradientSolver": "pgs",
+    "ExtremeSVM": "memoir",
 }
 #: the classifiers the ``streamlearn`` command trains, by class name (``LEARNERS`` maps them to the classes)
 LEARNER_NAMES = ("MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptron", "OneVsRestPegasos",
                   "OneVsRestLogisticRegression", "PrimalGradientSolver", "MulticlassPGS", "GeneralizedLeastSquares",
-                  "CalibratedLeastSquares", "StagewiseRegression")
+                  "CalibratedLeastSquares", "StagewiseRegression", "ExtremeSVM")
 #: the learners whose work is compiled first-order loops (no BLAS call worth a thread; the
 #: ``streamlearn`` command starts OpenBLAS with one thread for them)
-FIRST_ORDER_LEARNERS = tuple(name for name in LEARNER_NAMES if _HOMES[name] in ("mcid", "pgs"))
+FIRST_ORDER_LEARNERS = tuple(name for name in LEARNER_NAMES if _HOMES[name] in ("mcid", "pgs", "memoir"))
 #: regressors (river ``MiniBatchRegressor``s): not trained by the ``streamlearn`` command
 _REGRESSOR_NAMES = ("PrimalGradientRegressor",)
 
@@ -49,6 +50,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
                                RandomFourierFeatures, StagewiseRegression)
     from .mcid import (MulticlassLogisticRegression, MulticlassPerceptron, MulticlassSVM,
                        OneVsRestLogisticRegression, OneVsRestPegasos)
+    from .memoir import ExtremeSVM
     from .pgs import MulticlassPGS, PrimalGradientRegressor, PrimalGradientSolver
 
     LEARNERS: dict[str, type[StreamClassifier]]
@@ -98,6 +100,7 @@ def learner_from_state(state: dict) -> StreamClassifier:
 
 __all__ = [
     "CalibratedLeastSquares",
+    "ExtremeSVM",
     "FeatureSampler",
     "FeatureSpace",
     "GeneralizedLeastSquares",

@@ -84,6 +84,12 @@ class PendingRows:
 
     _target_dtype = np.dtype(np.int64)
 
+    @property
+    def resumes_exactly(self) -> bool:
+        """Whether a learner restored from ``export_state()`` goes on learning bit for bit as
+        this one would (every learner but one with an index that is rebuilt on restore)."""
+        return True
+
     def _gather(self, cols: np.ndarray, vals: np.ndarray, target) -> None:
         """Add one encoded example; learn the group once it is complete."""
         self._pending_cols.append(cols)
@@ -263,6 +269,26 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
             scores = np.zeros((rows.n_rows, 0))
         self._learn_rows(self._scaled(rows, learn=True), self._labels.indices(y, grow=True))
         return scores
+
+    def prequential(self, X, y, learn: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """For each row of a labelled batch, as the model sees it before learning the row (see
+        :meth:`score_and_learn`): the index in :attr:`classes` of the predicted class (-1 when
+        no class was known yet) and the probability given to the true label (0 for a label the
+        model had not seen); with ``learn=True`` the batch is then learned. What the stream
+        runner's test-then-train metrics take."""
+        scores = self.score_and_learn(X, y) if learn else self.decision_function_many(X)
+        n, n_classes = scores.shape
+        if not n_classes:
+            return np.full(n, -1, np.int64), np.zeros(n)
+        unscored = ~(scores > -np.inf).any(axis=1)  # every class unknown at the example's turn
+        if unscored.any():
+            scores = np.where(unscored[:, None], 0.0, scores)
+        proba = self._probabilities(scores)
+        predicted = proba.argmax(axis=1)
+        predicted[unscored] = -1
+        columns = self.class_indices(y)
+        known = (columns >= 0) & (columns < n_classes) & ~unscored
+        return predicted, np.where(known, proba[np.arange(n), np.where(known, columns, 0)], 0.0)
 
     def _encode_labelled(self, X, y) -> SparseRows:
         """Validate a labelled batch and encode it (growing the vocabulary)."""

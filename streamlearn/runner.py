@@ -77,30 +77,17 @@ class _Stop(BaseException):
 def score_batch(model: StreamClassifier, X, y, learn: bool = False) -> tuple[list, np.ndarray]:
     """Predicted labels and the probability given to each true label (0 for a class the
     model has not seen) for a batch, by the model before it learns them; with ``learn=True``
-    the model then learns the batch (encoded once; :meth:`~streamlearn.base.StreamClassifier.score_and_learn`
+    the model then learns the batch (encoded once; :meth:`~streamlearn.base.StreamClassifier.prequential`
     says which model scores each example). No prediction (``None``) for an example scored
     before the model knew any class."""
-    scores = model.score_and_learn(X, y) if learn else model.decision_function_many(X)
-    n, n_classes = scores.shape
-    if not n_classes:
-        return [None] * n, np.zeros(n)
-    unscored = ~(scores > -np.inf).any(axis=1)  # every class unknown at the example's turn
-    if unscored.any():
-        scores = np.where(unscored[:, None], 0.0, scores)
-    proba = model._probabilities(scores)
-    classes = model.classes[:n_classes]
-    predicted = None
-    if not unscored.any() and isinstance(y, np.ndarray) and y.dtype.kind in "iub" and all(type(c) is int for c in classes):
+    indices, p_true = model.prequential(X, y, learn)
+    classes = model.classes
+    if (indices >= 0).all() and isinstance(y, np.ndarray) and y.dtype.kind in "iub" and all(type(c) is int for c in classes):
         try:
-            predicted = np.asarray(classes, np.int64)[proba.argmax(axis=1)]
+            return np.asarray(classes, np.int64)[indices], p_true
         except OverflowError:  # a class beyond 64 bits (a JSON label 10**20) met earlier in the stream
             pass
-    if predicted is None:
-        predicted = [None if skip else classes[k] for k, skip in zip(proba.argmax(axis=1).tolist(), unscored.tolist())]
-    columns = model.class_indices(y)
-    known = (columns >= 0) & (columns < n_classes) & ~unscored
-    p_true = np.where(known, proba[np.arange(n), np.where(known, columns, 0)], 0.0)
-    return predicted, p_true
+    return [None if k < 0 else classes[k] for k in indices.tolist()], p_true
 
 
 class FeatureCoverage:

@@ -31,6 +31,8 @@ def test_a_restored_learner_predicts_exactly_as_the_saved_one(tmp_path, name):
     store.save({"learner": model.export_state(), "position": None})
     restored = streamlearn.learner_from_state(store.load_latest()["learner"])
     assert_same_state(model.export_state(), restored.export_state())
+    if not model.resumes_exactly:  # its index is rebuilt: same weights, not the same future
+        return
     for r in recs[201:]:
         assert model.decision_function_one(r["x"]) == restored.decision_function_one(r["x"])
         model.learn_one(r["x"], r["y"])

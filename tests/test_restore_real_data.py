@@ -85,6 +85,8 @@ def test_a_model_that_learned_digits_restores_bit_identically(tmp_path, digits, 
         for a, b in zip(live, _outputs(restored, X_test)):
             assert a.tobytes() == b.tobytes(), f"{name}: the restored model answers differently"
 
+    if not model.resumes_exactly:  # an index rebuilt on restore: the same model, not the same future
+        return
     _learn(model, X[:600], y[:600], passes=1)  # and learning goes on identically
     _learn(from_file, X[:600], y[:600], passes=1)
     assert_same_state(model.export_state(), from_file.export_state())

@@ -1,0 +1,561 @@
+"""Extreme multi-class classification: MEMOIR of Belyy & Sholokhov, *Multi-class Extreme
+Classification with Inexact Margin* (``../shared/papers/002_d116c1700f27e6e6.txt``).
+
+:class:`ExtremeSVM` is the Crammer–Singer multi-class SVM learned by Pegasos steps in which
+the most violating class ``r = argmax_{k≠y} ⟨w_k, x⟩`` comes from a maximum-inner-product
+oracle (:mod:`streamlearn.mips`) instead of a scan over all ``K`` rows:
+
+* ``penalty="l2"`` — 002 Alg. 1 (MEMOIR-ℓ2): ``W ← (1 − 1/t) W``, the sub-gradient step
+  ``η = 1/(λ t r)`` on the violated pairs, optionally the projection onto ``‖W‖ ≤ 1/√λ``;
+  the MCID step of :class:`~streamlearn.MulticlassSVM` (000 Alg. 3) exactly, with the exact
+  oracle;
+* ``penalty="l1"`` — 002 Alg. 2 (MEMOIR-ℓ1): truncated sub-gradient descent, step
+  ``η_t = eta0 / (1 + eta_decay t)``, the rows the mini-batch touched soft-thresholded
+  (Eq. 13): a sparse model;
+* ``oracle="lsh"`` with ``penalty="l2"`` is MEMOIR-LSH.
+
+How it stays bounded in ``K`` and ``d`` (the store of :mod:`streamlearn.kernels.memoir`):
+class rows are sparse (only touched weights exist, so memory follows the model's non-zeros,
+never ``K × d``); the Pegasos shrink is one global scale kept outside the rows and the index
+(a uniform rescale never changes an argmax); a new class is a new, empty row, at any time; the
+oracle's index is updated once per ``learn_many`` / mini-batch for the rows that changed, in
+place. Predictions re-rank the oracle's ``n_candidates`` exactly (the exact oracle: every class).
+
+Rows no feature of ``x`` reaches score 0. ``fallback="lowest"`` lets the lowest-index such class
+take part in the argmax (ties to the lowest index: MulticlassSVM's rule); ``"random"`` draws
+``r`` uniformly among the classes when none scores above 0 (002's code), from the learner's
+seeded, checkpointed generator. ``balance=True`` weighs each example's step by
+``(N / K) / count(y)`` with the running counts — a stream's version of 002's uniform sampling of
+classes (``p ∝ 1/count(y)``).
+
+>>> from streamlearn import ExtremeSVM
+>>> model = ExtremeSVM(lam=0.01)
+>>> for _ in range(5):
+...     model.learn_one({"purr": 1.0}, "cat")
+...     model.learn_one({"bark": 1.0}, "dog")
+...     model.learn_one({"moo": 1.0}, "cow")
+>>> model.predict_one({"bark": 1.0}), len(model.classes), model.n_weights
+('dog', 3, 6)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import StreamClassifier, check_positive
+from .errors import InvalidParameterError
+from .features import SparseRows
+from .kernels import compiled
+from .mips import ORACLES, make_oracle
+
+_memoir = compiled("memoir")
+_EMPTY_CANDIDATES = np.zeros((0, 0), np.int64)
+_EMPTY_SKETCH = np.zeros((0, 0), np.float32)
+#: the global scale is folded into the rows below this: with an averaged iterate ``U + A V``
+#: cancels about log10(1/g) digits (4 of 16 here), without one only the sketches' float32 range matters
+RENORMALIZE_BELOW = {True: 1e-4, False: 1e-30}
+
+
+class SparseClassRows:
+    """The store of :mod:`streamlearn.kernels.memoir` (ids, hash table, class chains, the
+    column-major pool), grown by doubling; exported column by column in pool order (what an
+    exact scan sums in), so a restored store scores bit for bit as the saved one."""
+
+    _IDS = ("cls", "col", "pos", "next_class")
+    _POOL = ("pool_id", "pool_cls", "pool_val", "pool_avg")
+
+    def __init__(self, averaged: bool):
+        self.averaged = averaged
+        self.cls, self.col, self.pos, self.next_class = (np.zeros(0, np.int64) for _ in range(4))
+        self.pool_id, self.pool_cls = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        self.pool_val, self.pool_avg = np.zeros(0), np.zeros(0)
+        self.table = np.full(16, -1, np.int64)
+        self.class_head = np.zeros(0, np.int64)
+        self.col_start, self.col_len, self.col_cap = (np.zeros(0, np.int64) for _ in range(3))
+        self.counts = np.zeros(4, np.int64)  # N_USED, N_ZERO, POOL_END, POOL_WASTE
+        self.scalars = np.array([1.0, 0.0, 0.0, 0.0])  # G, SQ, A, AW
+
+    @property
+    def n_used(self) -> int:
+        return int(self.counts[0])
+
+    def arrays(self) -> tuple:
+        """The tuple the kernels take."""
+        return (self.table, self.cls, self.col, self.pos, self.next_class, self.class_head, self.pool_id, self.pool_cls,
+                self.pool_val, self.pool_avg if self.averaged else self.pool_avg[:0], self.col_start, self.col_len,
+                self.col_cap)
+
+    def reserve(self, n_columns: int, n_classes: int, new_entries: int, pool_room: int = 0) -> None:
+        """Room for ``new_entries`` more ids, ``n_columns`` columns, ``n_classes`` rows and
+        ``pool_room`` free places in the pool."""
+        if n_columns > len(self.col_len):
+            size = max(n_columns, 2 * len(self.col_len))
+            self.col_start, self.col_len, self.col_cap = (_grown(a, size) for a in (self.col_start, self.col_len, self.col_cap))
+        if n_classes > len(self.class_head):
+            self.class_head = np.concatenate([self.class_head, np.full(max(n_classes, 2 * len(self.class_head)) - len(self.class_head), -1)])
+        needed = self.n_used + new_entries
+        rebuild = False
+        if needed > len(self.cls):
+            size = max(needed, 2 * len(self.cls), 1024)
+            for name in self._IDS:
+                setattr(self, name, _grown(getattr(self, name), size))
+            rebuild = True
+        if 2 * needed > len(self.table):
+            self.table = np.full(1 << int(np.ceil(np.log2(max(4 * needed, 16)))), -1, np.int64)
+            rebuild = True
+        if rebuild:
+            self._rebuild()
+        self._pool_room(pool_room)
+
+    def _pool_room(self, room: int) -> None:
+        """At least ``room`` free places in the pool: compact it when half of it is left
+        behind by moved columns or zeros, grow it otherwise."""
+        end = int(self.counts[2])
+        if end + room <= len(self.pool_val):
+            return
+        if self.counts[3] + self.counts[1] > end // 2:
+            self.compact(force=True)
+            end = int(self.counts[2])
+            if end + room <= len(self.pool_val):
+                return
+        size = max(end + room, 2 * len(self.pool_val), 4096)
+        for name in self._POOL:
+            if name != "pool_avg" or self.averaged:
+                setattr(self, name, _grown(getattr(self, name), size))
+
+    def _rebuild(self) -> None:
+        _memoir.rebuild_table(self.arrays(), self.n_used)
+
+    def compact(self, force: bool = False) -> None:
+        """Rewrite the pool without the places moved columns left and without the weights ℓ1
+        truncation set to 0 (when those are a quarter of it, or ``force``)."""
+        if not force and (self.counts[1] + self.counts[3]) * 4 < max(int(self.counts[2]), 1):
+            return
+        size = max(len(self.pool_val), 16)
+        new = [np.zeros(size, np.int64), np.zeros(size, np.int64), np.zeros(size), np.zeros(size if self.averaged else 0)]
+        _memoir.compact(self.arrays(), self.counts, *new, len(self.col_len))
+        self.pool_id, self.pool_cls, self.pool_val = new[0], new[1], new[2]
+        if self.averaged:
+            self.pool_avg = new[3]
+        self._rebuild()
+
+    def export(self) -> dict:
+        """The weights column by column in pool order, the scalars and the zero count: the same
+        model exports the same state whatever its growth history (capacities are not state)."""
+        lengths = np.trim_zeros(self.col_len, "b")
+        order = np.concatenate([np.arange(s, s + n) for s, n in zip(self.col_start.tolist(), lengths.tolist()) if n]
+                               or [np.zeros(0, np.int64)])
+        state = {"cls": self.pool_cls[order].copy(), "val": self.pool_val[order].copy(), "col_len": lengths.copy(),
+                 "counts": self.counts[:2].copy(), "scalars": self.scalars.copy()}
+        if self.averaged:
+            state["avg"] = self.pool_avg[order].copy()
+        return state
+
+    @classmethod
+    def restore(cls, state: dict, averaged: bool, n_classes: int) -> "SparseClassRows":
+        store = cls(averaged)
+        lengths = np.asarray(state["col_len"], np.int64)
+        n = int(lengths.sum())
+        store.col_len, store.col_cap = lengths.copy(), np.where(lengths > 0, np.maximum(4, lengths), 0)
+        store.col_start = np.concatenate([[0], np.cumsum(store.col_cap)[:-1]]).astype(np.int64) if len(lengths) else lengths.copy()
+        end = int(store.col_cap.sum())
+        store.pool_id, store.pool_cls = np.zeros(end, np.int64), np.zeros(end, np.int64)
+        store.pool_val, store.pool_avg = np.zeros(end), np.zeros(end if averaged else 0)
+        places = np.concatenate([np.arange(s, s + k) for s, k in zip(store.col_start.tolist(), lengths.tolist()) if k]
+                                or [np.zeros(0, np.int64)])
+        store.pool_id[places] = np.arange(n)
+        store.pool_cls[places] = np.asarray(state["cls"], np.int64)
+        store.pool_val[places] = np.asarray(state["val"], np.float64)
+        if averaged:
+            store.pool_avg[places] = np.asarray(state["avg"], np.float64)
+        store.cls = np.asarray(state["cls"], np.int64).copy()
+        store.col = np.repeat(np.arange(len(lengths)), lengths).astype(np.int64)
+        store.pos, store.next_class = places.astype(np.int64), np.zeros(n, np.int64)
+        store.class_head = np.full(n_classes, -1, np.int64)
+        store.table = np.full(1 << int(np.ceil(np.log2(max(4 * n, 16)))), -1, np.int64)
+        store.counts = np.array([n, int(state["counts"][1]), end, 0], np.int64)
+        store.scalars = np.asarray(state["scalars"], np.float64).copy()
+        store._rebuild()
+        return store
+
+
+def _grown(array: np.ndarray, size: int) -> np.ndarray:
+    out = np.zeros(size, array.dtype)
+    out[: len(array)] = array
+    return out
+
+
+class ExtremeSVM(StreamClassifier):
+    """Crammer–Singer SVM for many classes with an inexact margin (002; see the module docstring).
+
+    Parameters
+    ----------
+    lam
+        λ of ``λ/2 ‖W‖²`` (l2) or ``λ/2 ‖W‖₁`` (l1).
+    penalty
+        ``"l2"`` (002 Alg. 1) or ``"l1"`` (Alg. 2: truncation, a sparse model).
+    oracle
+        ``"exact"`` (inverted-index scan), ``"graph"`` (hnswlib) or ``"lsh"`` (SimpleLSH).
+    n_candidates
+        Classes the oracle proposes for re-ranking, when learning (and predicting without
+        ``predict_exact``).
+    sketch_dim
+        Dimension of the class rows' count sketches the approximate oracles index.
+    index_every
+        Approximate oracles: the index takes the rows that changed every this many examples
+        (one batched update; the candidates of the rows in between come from it as it was, and
+        are re-ranked with the current weights).
+    predict_exact
+        Predict by an exact scan (002: "class prediction ... using exact MIPS computation",
+        cheap on sparse rows); ``False``: through the oracle's candidates, re-ranked.
+    batch_size
+        Examples per step (the mini-batch ``b`` of 002: every ``r`` of a batch at its
+        starting weights).
+    project
+        l2: project onto ``‖W‖ ≤ 1/√λ`` after each step.
+    average, average_power
+        Predict with the (polynomially weighted) averaged iterate, as :class:`~streamlearn.MulticlassSVM`.
+    fallback
+        ``"lowest"`` or ``"random"``: the rule for classes no feature reaches (module docstring).
+    balance
+        Weigh each step by ``(N/K) / count(y)`` (running counts).
+    eta0, eta_decay
+        The step ``eta0 / (1 + eta_decay t)`` of 002 (its Table 4: 0.1 and 0.02). ``eta0=None``:
+        0.1 for l1; for l2 the Pegasos step ``1/(λt)`` (MulticlassSVM's).
+    n_bits, seed, standardize
+        As every streamlearn learner (``seed`` draws the random fallback, the sketches' index
+        and the LSH planes).
+
+    Attributes
+    ----------
+    n_weights
+        Weights stored (the model's size; ℓ1 truncation reclaims zeros).
+    """
+
+    def __init__(self, lam: float = 1e-5, penalty: str = "l2", oracle: str = "exact", n_candidates: int = 10,
+                 sketch_dim: int = 1024, index_every: int = 256, predict_exact: bool = True, batch_size: int = 1, project: bool = False, average: bool = False,
+                 average_power: float = 0.0, fallback: str = "lowest", balance: bool = False, eta0: float | None = None,
+                 eta_decay: float = 0.02, n_bits: int | None = None, seed: int | None = None, standardize: bool = False):
+        check_positive("lam", lam)
+        for name, value in (("n_candidates", n_candidates), ("sketch_dim", sketch_dim), ("index_every", index_every)):
+            check_positive(name, value, integer=True)
+        if eta0 is not None:
+            check_positive("eta0", eta0)
+        if penalty not in ("l2", "l1"):
+            raise InvalidParameterError(f"penalty must be 'l2' or 'l1', got {penalty!r}")
+        if oracle not in ORACLES:
+            raise InvalidParameterError(f"oracle must be one of {', '.join(ORACLES)}, got {oracle!r}")
+        if fallback not in ("lowest", "random"):
+            raise InvalidParameterError(f"fallback must be 'lowest' or 'random', got {fallback!r}")
+        if isinstance(eta_decay, bool) or not isinstance(eta_decay, (int, float)) or not 0 <= eta_decay < float("inf"):
+            raise InvalidParameterError(f"eta_decay must be a number >= 0, got {eta_decay!r}")
+        if isinstance(average_power, bool) or not isinstance(average_power, (int, float)) or not 0 <= average_power <= 10:
+            raise InvalidParameterError(f"average_power must be a number between 0 and 10, got {average_power!r}")
+        if average_power and not average:
+            raise InvalidParameterError("average_power weights the averaged iterate: it needs average=True")
+        if average and penalty == "l1":
+            raise InvalidParameterError("average=True is for penalty='l2' (an average of truncated rows is not sparse)")
+        self.lam, self.penalty, self.oracle, self.n_candidates, self.sketch_dim = lam, penalty, oracle, n_candidates, sketch_dim
+        self.index_every, self.predict_exact = index_every, predict_exact
+        self.batch_size, self.project, self.average, self.average_power = batch_size, project, average, average_power
+        self.fallback, self.balance, self.eta0, self.eta_decay = fallback, balance, eta0, eta_decay
+        self.n_bits, self.seed, self.standardize = n_bits, seed, standardize
+        self._reset()
+
+    @classmethod
+    def _unit_test_params(cls):
+        yield {}
+        yield {"lam": 1e-2, "batch_size": 3, "project": True, "average": True, "average_power": 2.0, "oracle": "lsh",
+               "fallback": "random", "seed": 1}
+        yield {"lam": 1e-4, "penalty": "l1", "oracle": "graph", "n_candidates": 3, "sketch_dim": 16, "balance": True,
+               "seed": 2}
+
+    # ------------------------------------------------------------------ set-up
+    def _init_model(self) -> None:
+        self._store = SparseClassRows(self.average)
+        self._oracle = make_oracle(self.oracle, seed=self.seed or 0)
+        self._t = 0
+        self._n_learned = 0  # classes that existed at the last step
+        self._changed, self._is_changed = np.zeros(0, np.int64), np.zeros(0, np.bool_)  # rows the index has not seen
+        self._n_pending, self._since_refresh, self._needs_rebuild = 0, 0, False
+        self._n_indexed = 0  # classes at the index's last refresh: the ones it may propose
+        self._sketches = np.zeros((0, self.sketch_dim), np.float32) if not self._oracle.exact else _EMPTY_SKETCH
+        self._rng = np.array([np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(self.seed or 0)], np.uint64)
+        self._class_counts = np.zeros(0, np.int64)
+        self._stamp = 0
+        self._mark = np.zeros(0, np.int64)
+        self._scores = np.zeros(0)
+        self._avg_scores = np.zeros(0)
+        self._touched = np.zeros(0, np.int64)
+
+    def _eta0(self) -> float:
+        """The kernel's ``eta0``: 0 selects the Pegasos step (l2 with ``eta0=None``)."""
+        return float(self.eta0) if self.eta0 is not None else (0.0 if self.penalty == "l2" else 0.1)
+
+    @property
+    def resumes_exactly(self) -> bool:
+        """False with ``oracle="graph"``: hnswlib's graph is rebuilt on restore (its insertion
+        order and random levels are not those of the live index), so the candidates — and the
+        model after more learning — may differ. The restored weights are the saved ones."""
+        return self.oracle != "graph"
+
+    @property
+    def n_weights(self) -> int:
+        """Weights stored (entries of the sparse rows)."""
+        return self._store.n_used - int(self._store.counts[1])
+
+    @property
+    def n_steps(self) -> int:
+        return self._t
+
+    def _room(self, n_classes: int) -> None:
+        """Scratch and per-class arrays for ``n_classes`` classes (grown by doubling)."""
+        if n_classes <= len(self._mark):
+            return
+        size = max(n_classes, 2 * len(self._mark), 16)
+        self._mark = np.concatenate([self._mark, np.zeros(size - len(self._mark), np.int64)])
+        self._scores, self._avg_scores = np.zeros(size), np.zeros(size)
+        self._touched = np.zeros(size, np.int64)
+        self._changed = np.concatenate([self._changed, np.zeros(size - len(self._changed), np.int64)])
+        self._is_changed = np.concatenate([self._is_changed, np.zeros(size - len(self._is_changed), np.bool_)])
+        self._class_counts = np.concatenate([self._class_counts, np.zeros(size - len(self._class_counts), np.int64)])
+        if not self._oracle.exact:
+            grown = np.zeros((size, self.sketch_dim), np.float32)
+            grown[: len(self._sketches)] = self._sketches
+            self._sketches = grown
+
+    # ----------------------------------------------------------------- learning
+    def _learn_groups(self, rows: SparseRows, y: np.ndarray) -> None:
+        n_rows = rows.n_rows
+        n_classes = max(len(self._labels), int(y.max()) + 1 if len(y) else 0)
+        self._room(n_classes)
+        indptr = np.ascontiguousarray(rows.indptr - rows.indptr[0], np.int64)
+        lo, hi = rows.indptr[0], rows.indptr[-1]
+        indices = np.ascontiguousarray(rows.indices[lo:hi], np.int64)
+        data = np.ascontiguousarray(rows.data[lo:hi], np.float64)
+        y = np.ascontiguousarray(y, np.int64)
+        self._store.reserve(self._features.n_columns, n_classes, 2 * len(indices))
+        weights = self._example_weights(y, n_classes)
+        exact = self._oracle.exact
+        xs = _EMPTY_SKETCH if exact else self._row_sketches(indptr, indices, data)
+        # the exact oracle runs inside the step: one call for every group; an index answers for
+        # the rows up to its next refresh at once (it does not change until then), and is refreshed
+        # with the rows that changed every ``index_every`` examples
+        start = 0
+        while start < n_rows:
+            if exact:
+                stop = n_rows
+            else:
+                until_refresh = max(self.index_every - self._since_refresh, 1)
+                stop = min(n_rows, start + -(-until_refresh // self.batch_size) * self.batch_size)
+            group_indptr = indptr[start : stop + 1]
+            candidates = _EMPTY_CANDIDATES
+            if not exact:
+                candidates = self._oracle.top(self._sketches, xs[start:stop], self._n_indexed, self.n_candidates)
+            self._t, self._n_learned, n_changed, self._stamp, renormalized, done = _memoir.learn_groups(
+                group_indptr - group_indptr[0], indices[group_indptr[0] : group_indptr[-1]],
+                data[group_indptr[0] : group_indptr[-1]], y[start:stop], weights[start:stop], self.batch_size,
+                self._n_learned, self._store.arrays(), self._store.counts, self._store.scalars, self._t,
+                float(self.lam), 0 if self.penalty == "l2" else 1, bool(self.project), self._eta0(),
+                float(self.eta_decay), bool(self.average), float(self.average_power), candidates, exact,
+                self.fallback == "lowest", self._rng, self._scores, self._mark, self._stamp, self._touched,
+                self._changed[self._n_pending :], self._is_changed, self._sketches if not exact else _EMPTY_SKETCH,
+                xs[start:stop] if not exact else xs, RENORMALIZE_BELOW[bool(self.average)])
+            new = self._changed[self._n_pending : self._n_pending + n_changed]
+            if exact:
+                self._is_changed[new] = False
+            else:
+                if self.penalty == "l1" and len(new):  # truncation changed whole rows: sketch them again
+                    _memoir.sketch_classes(new, len(new), self._store.arrays(), _SKETCH_HASHES, self._sketches)
+                self._n_pending += n_changed
+                self._needs_rebuild = self._needs_rebuild or renormalized
+                self._since_refresh += done
+                if self._since_refresh >= self.index_every:
+                    self._refresh_index()
+            start += done
+            if start < stop:  # the next group might not fit in the pool: make room, then go on
+                self._store.reserve(0, 0, 0, _memoir.needed_room(self._store.arrays(), indptr, indices, start,
+                                                                 self.batch_size))
+        if self.penalty == "l1":
+            self._store.compact()
+
+    def _refresh_index(self) -> None:
+        """Hand the rows changed since the last refresh to the oracle (all of them after a rescale)."""
+        pending = self._changed[: self._n_pending]
+        if self._needs_rebuild:
+            self._oracle.rebuild(self._sketches, self._n_learned)
+        else:
+            self._oracle.update(self._sketches, pending.copy(), self._n_learned)
+        self._is_changed[pending] = False
+        self._n_pending, self._since_refresh, self._needs_rebuild = 0, 0, False
+        self._n_indexed = self._n_learned
+
+    def _example_weights(self, y: np.ndarray, n_classes: int) -> np.ndarray:
+        """1 for every row, or with ``balance`` ``(N/K) / count(y)`` from the running counts
+        (this row counted)."""
+        if not self.balance:
+            return np.ones(len(y))
+        weights = np.empty(len(y))
+        counts = self._class_counts
+        seen = int(counts.sum())
+        known = int(np.count_nonzero(counts[:n_classes]))
+        for i, k in enumerate(y.tolist()):
+            if counts[k] == 0:
+                known += 1
+            counts[k] += 1
+            seen += 1
+            weights[i] = (seen / known) / counts[k]
+        return weights
+
+    def _row_sketches(self, indptr, indices, data) -> np.ndarray:
+        out = np.empty((len(indptr) - 1, self.sketch_dim), np.float32)
+        _memoir.sketch_rows(indptr, indices, data, _SKETCH_HASHES, out)
+        return out
+
+    # --------------------------------------------------------------- prediction
+    def _predict_rows(self, rows: SparseRows, y: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Predicted class index per row (-1: no class yet) and, given ``y`` (class indices,
+        -1 unknown), the probability of ``y`` (see :func:`~streamlearn.kernels.memoir.predict_rows`)."""
+        n_classes = len(self._labels)
+        self._room(n_classes)
+        indptr = np.ascontiguousarray(rows.indptr - rows.indptr[0], np.int64)
+        lo, hi = rows.indptr[0], rows.indptr[-1]
+        indices = np.ascontiguousarray(rows.indices[lo:hi], np.int64)
+        data = np.ascontiguousarray(rows.data[lo:hi], np.float64)
+        self._store.reserve(self._features.n_columns, n_classes, 0)
+        exact = self._oracle.exact or self.predict_exact
+        candidates = _EMPTY_CANDIDATES
+        if not exact and n_classes:
+            candidates = self._oracle.top(self._sketches, self._row_sketches(indptr, indices, data), self._n_indexed,
+                                          self.n_candidates)
+        predicted = np.empty(rows.n_rows, np.int64)
+        labels = np.zeros(0, np.int64) if y is None else np.ascontiguousarray(y, np.int64)
+        p_true = np.zeros(len(labels))
+        self._stamp = _memoir.predict_rows(indptr, indices, data, self._store.arrays(), self._store.scalars, n_classes,
+                                           bool(self.average), candidates, exact, self._scores, self._avg_scores,
+                                           self._mark, self._stamp, self._touched, labels, predicted, p_true)
+        return predicted, p_true
+
+    def predict_one(self, x: dict):
+        if not self._labels.labels:
+            return None
+        cols, vals = self._features.encode_one(x, grow=False)
+        rows = self._scaled(SparseRows(np.array([0, len(cols)], np.int64), cols, vals), learn=False)
+        return self._labels.labels[int(self._predict_rows(rows, None)[0][0])]
+
+    def predict_many(self, X):
+        rows = self._scaled(self._features.encode_many(X, grow=False), learn=False)
+        labels = np.empty(rows.n_rows, dtype=object)
+        if self._labels.labels:
+            names = self._labels.labels
+            labels[:] = [names[k] for k in self._predict_rows(rows, None)[0].tolist()]
+        from .base import _is_pandas_frame
+
+        if _is_pandas_frame(X):
+            import pandas as pd
+
+            return pd.Series(labels, index=X.index)
+        return labels
+
+    def prequential(self, X, y, learn: bool = False):
+        """As :meth:`StreamClassifier.prequential`, without a ``(rows, K)`` score matrix: the
+        batch is scored by the model before it (the exact oracle's softmax over every class; an
+        approximate oracle's over its candidates and the true class), then learned."""
+        rows = self._encode_labelled(X, y)
+        predicted, p_true = self._predict_rows(self._scaled(rows, learn=False), self.class_indices(y))
+        if learn:
+            self._learn_rows(self._scaled(rows, learn=True), self._labels.indices(y, grow=True))
+        return predicted, p_true
+
+    def _raw_scores(self, rows: SparseRows) -> np.ndarray:
+        """Every class's score (``(rows, K)``: river's API; O(K) per row — the learner's own
+        predictions re-rank candidates instead), by the weights predictions use."""
+        import scipy.sparse
+
+        n_classes = len(self._labels)
+        state = self._store.export()
+        g, a, total = self._store.scalars[0], self._store.scalars[2], self._store.scalars[3]
+        weights = (state["avg"] + a * state["val"]) / total if self.average and total > 0 else g * state["val"]
+        columns = np.repeat(np.arange(len(state["col_len"])), state["col_len"])
+        keep = state["cls"] < n_classes
+        width = max(len(state["col_len"]), int(rows.indices.max()) + 1 if len(rows.indices) else 0)
+        weight_matrix = scipy.sparse.csr_matrix((weights[keep], (columns[keep], state["cls"][keep])), shape=(width, n_classes))
+        lo, hi = rows.indptr[0], rows.indptr[-1]
+        X = scipy.sparse.csr_matrix((rows.data[lo:hi], rows.indices[lo:hi], rows.indptr - lo), shape=(rows.n_rows, width))
+        return np.asarray((X @ weight_matrix).todense())
+
+    def violator_recall(self, X, y) -> float:
+        """The share of rows whose most violating class the oracle's candidates (re-ranked)
+        find as an exact scan does, at the current model (1.0 for the exact oracle)."""
+        if self._oracle.exact:
+            return 1.0
+        rows = self._encode_labelled(X, y)
+        targets = np.ascontiguousarray(self._labels.indices(y, grow=False), np.int64)
+        keep = targets >= 0
+        found = []
+        for use_exact in (True, False):
+            saved = self._oracle
+            self._oracle = make_oracle("exact") if use_exact else saved
+            try:
+                found.append(self._violators(rows, targets))
+            finally:
+                self._oracle = saved
+        return float(np.mean((found[0] == found[1])[keep])) if keep.any() else 1.0
+
+    def _violators(self, rows: SparseRows, targets: np.ndarray) -> np.ndarray:
+        """``r`` per row at the current model, by the current oracle (nothing is learned)."""
+        n_classes = len(self._labels)
+        self._room(n_classes)
+        out = np.full(rows.n_rows, -1, np.int64)
+        indptr = np.ascontiguousarray(rows.indptr - rows.indptr[0], np.int64)
+        lo, hi = rows.indptr[0], rows.indptr[-1]
+        indices, data = np.ascontiguousarray(rows.indices[lo:hi], np.int64), np.ascontiguousarray(rows.data[lo:hi])
+        self._store.reserve(self._features.n_columns, n_classes, 0)
+        candidates = _EMPTY_CANDIDATES if self._oracle.exact else self._oracle.top(
+            self._sketches, self._row_sketches(indptr, indices, data), self._n_indexed, self.n_candidates)
+        rng = self._rng.copy()  # the model's generator is not advanced by a measurement
+        for i in range(rows.n_rows):
+            if targets[i] < 0:
+                continue
+            self._stamp += 1
+            out[i] = _memoir.violator(self._store.arrays(), indptr, indices, data, i, targets[i], n_classes, candidates,
+                                      self._oracle.exact, self.fallback == "lowest", rng, self._scores, self._mark,
+                                      self._stamp, self._touched)
+        return out
+
+    # -------------------------------------------------------------------- state
+    def _export_model(self) -> dict:
+        model = {"t": self._t, "n_learned": self._n_learned, "store": self._store.export(), "rng": int(self._rng[0]),
+                 "class_counts": self._class_counts[: len(self._labels)].copy()}
+        if not self._oracle.exact:
+            model["sketches"] = self._sketches[: len(self._labels)].copy()
+            model["pending"] = self._changed[: self._n_pending].copy()
+            model["since_refresh"], model["needs_rebuild"] = self._since_refresh, self._needs_rebuild
+            model["n_indexed"] = self._n_indexed
+            model["index"] = self._oracle.export()
+        return model
+
+    def _restore_model(self, model: dict) -> None:
+        self._t = int(model["t"])
+        self._n_learned = int(model["n_learned"])
+        self._store = SparseClassRows.restore(model["store"], self.average, len(model["class_counts"]))
+        self._rng = np.array([model["rng"]], np.uint64)
+        n_classes = len(model["class_counts"])
+        self._room(n_classes)
+        self._class_counts[:n_classes] = model["class_counts"]
+        if not self._oracle.exact:
+            self._sketches[:n_classes] = model["sketches"]
+            pending = np.asarray(model["pending"], np.int64)
+            if model.get("index") is not None:  # LSH: the codes as they were
+                self._oracle.restore(model["index"], self._sketches, n_classes)
+            else:  # a graph is rebuilt from the sketches, the pending rows' newer ones included
+                self._oracle.rebuild(self._sketches, n_classes)
+            self._n_pending = len(pending)
+            self._changed[: len(pending)] = pending
+            self._is_changed[pending] = True
+            self._since_refresh, self._needs_rebuild = int(model["since_refresh"]), bool(model["needs_rebuild"])
+            self._n_indexed = int(model["n_indexed"])
+
+
+#: hashes per column in the count sketches
+_SKETCH_HASHES = 1
