@@ -26,7 +26,10 @@ def sparse_stream(n: int, n_classes: int, d: int, seed: int, appear_every: int =
         cols = rng.choice(d, 6, replace=False)
         X.append({int(c): float(centres[k, c] + 0.5 * rng.normal()) for c in cols})
         y.append(k)
-    return X, y
+    first = {}
+    for k in y:  # classes numbered in order of first appearance, as the learners number them
+        first.setdefault(k, len(first))
+    return X, [first[k] for k in y]
 
 
 def dense(x: dict, d: int) -> np.ndarray:
@@ -285,3 +288,17 @@ def test_store_export_restore_round_trip_after_compaction():
     again = SparseClassRows.restore(store.export(), averaged=False, n_classes=len(model.classes))
     for key, value in store.export().items():
         assert np.array_equal(np.asarray(value), np.asarray(again.export()[key])), key
+
+
+def test_many_classes_take_the_sparse_scan_and_still_equal_the_reference():
+    """With 300 classes and rows whose columns reach few of them, the exact scan lists the
+    classes it reaches instead of scoring every class: the same weights either way."""
+    X, y = sparse_stream(1500, 300, 2000, seed=12, appear_every=4)
+    model = ExtremeSVM(lam=1e-3, average=True, average_power=2.0)
+    model.learn_many(X, y)
+    reference = reference_l2(X, y, 2000, 1e-3, average=True, average_power=2.0)
+    got = weights_of(model, 2000)
+    assert np.abs(got - reference).max() <= 1e-9 * max(1.0, np.abs(reference).max())
+    rows = model._features.encode_many(X[-200:], grow=False)
+    scans = [model._store.col_len[rows.indices[a:b]].sum() for a, b in zip(rows.indptr[:-1], rows.indptr[1:])]
+    assert np.mean(np.array(scans) <= len(model.classes)) > 0.9  # mostly the sparse way

@@ -173,11 +173,31 @@ def compact(store, counts, new_pool_id, new_pool_cls, new_pool_val, new_pool_avg
 
 @njit(cache=True, nogil=True)
 def exact_scores(indptr, indices, data, row, store, n_classes, scores, mark, stamp, touched):
-    """``scores[k] = (V x)_k`` for the classes (below ``n_classes``) whose rows share a
-    column with row ``row``: one contiguous run of the pool per column (the inverted index).
-    They are listed in ``touched`` and marked ``mark[k] = stamp``; returns how many. Every
-    other class scores 0 (its ``scores`` entry is not written)."""
+    """``scores[k] = (V x)_k`` by the inverted index: one contiguous run of the pool per
+    column of row ``row``. Two ways, by the run lengths: when they sum to more than
+    ``n_classes``, every score ``scores[0 : n_classes]`` is written (dense; returns -1): a
+    scattered add per entry without book-keeping, then scans of ``K`` contiguous scores are
+    cheaper; otherwise only the classes the runs reach are written, listed in ``touched`` and
+    marked ``mark[k] = stamp`` (returns how many), every other class scoring 0. Either way each
+    class's terms are summed in the same order."""
     pool_cls, pool_val, col_start, col_len = store[7], store[8], store[10], store[11]
+    scan = 0
+    for p in range(indptr[row], indptr[row + 1]):
+        if indices[p] < len(col_len):
+            scan += col_len[indices[p]]
+    if scan > n_classes:
+        scores[:n_classes] = 0.0
+        for p in range(indptr[row], indptr[row + 1]):
+            j = indices[p]
+            if j >= len(col_len):
+                continue
+            x = data[p]
+            start = col_start[j]
+            for q in range(start, start + col_len[j]):
+                k = pool_cls[q]
+                if k < n_classes:
+                    scores[k] += x * pool_val[q]
+        return -1
     n_touched = 0
     for p in range(indptr[row], indptr[row + 1]):
         j = indices[p]
@@ -389,6 +409,14 @@ def _violator(store, indptr, indices, data, row, y, n_classes, candidates, exact
     best, best_score = -1, 0.0
     if exact:
         n_touched = exact_scores(indptr, indices, data, row, store, n_classes, scores, mark, stamp, touched)
+        if n_touched < 0:  # every class scored: the argmax over k ≠ y, ties to the lowest index
+            for k in range(n_classes):
+                if k != y and (best < 0 or scores[k] > best_score):
+                    best, best_score = k, scores[k]
+            if not lowest and best_score <= 0.0:
+                best = _random_other(rng, n_classes, y)
+                best_score = scores[best]
+            return best, best_score, scores[y]
         s_y = scores[y] if mark[y] == stamp else 0.0
         for q in range(n_touched):
             k = touched[q]
@@ -581,6 +609,31 @@ def predict_rows(indptr, indices, data, store, scalars, n_classes, averaged, can
         total = 0.0  # Σ exp(score − best_score), built once best_score is known
         if exact:
             n_touched = exact_scores(indptr, indices, data, row, store, n_classes, scores, mark, stamp, touched)
+            if n_touched < 0:  # every class scored
+                if averaged and scalars[AW] > 0:
+                    avg_scores[:n_classes] = 0.0
+                    for p in range(indptr[row], indptr[row + 1]):
+                        j = indices[p]
+                        if j >= len(col_len):
+                            continue
+                        for q in range(col_start[j], col_start[j] + col_len[j]):
+                            if pool_cls[q] < n_classes:
+                                avg_scores[pool_cls[q]] += data[p] * pool_avg[q]
+                    for k in range(n_classes):
+                        scores[k] = (avg_scores[k] + scalars[A] * scores[k]) / scalars[AW]
+                else:
+                    for k in range(n_classes):
+                        scores[k] = g * scores[k]
+                for k in range(n_classes):
+                    if best < 0 or scores[k] > best_score:
+                        best, best_score = k, scores[k]
+                for k in range(n_classes):
+                    total += np.exp(scores[k] - best_score)
+                if len(y):
+                    k = y[row]
+                    p_true[row] = 0.0 if k < 0 or k >= n_classes else np.exp(scores[k] - best_score) / total
+                predicted[row] = best
+                continue
             if averaged:  # the U x part on the same columns
                 for q in range(n_touched):
                     avg_scores[touched[q]] = 0.0
