@@ -3,12 +3,14 @@
 Streams the bundled LIBSVM ``letter`` data set (15,000 training rows, 26 classes; UCI
 Letter Recognition scaled to [-1, 1] by LIBSVM) from its file into a ``MulticlassSVM``,
 pass by pass, and prints held-out accuracy on the bundled 5,000-row test file after each
-pass. ``--learner`` picks another learner, ``--passes`` the number of passes.
+pass. ``--learner`` picks another learner (``--lam`` and the averaged iterate apply to the
+learners that take them; the others run their defaults), ``--passes`` the number of passes.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import pathlib
 import time
 
@@ -37,10 +39,16 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     X, y = read_libsvm(DATA / "letter.scale.bz2")
     X_test, y_test = read_libsvm(DATA / "letter.scale.t.bz2")
-    model = streamlearn.LEARNERS[args.learner](lam=args.lam, average=True)
+    cls = streamlearn.LEARNERS[args.learner]
+    accepted = inspect.signature(cls).parameters
+    params = {k: v for k, v in {"lam": args.lam, "average": True}.items() if k in accepted}  # what the learner takes
+    model = cls(**params)
     rng = np.random.default_rng(0)
-    labels = np.asarray(y, dtype=object)
-    print(f"{args.learner}(lam={args.lam}, average=True) on letter: {X.shape[0]:,} training rows, {X_test.shape[0]:,} held out")
+    labels, test_labels, task = np.asarray(y, dtype=object), np.asarray(y_test, dtype=object), "letter"
+    if not model._multiclass:  # a binary learner: the letter A against the 25 others
+        labels, test_labels, task = labels == 1, test_labels == 1, "letter, A against the rest"
+    shown = ", ".join(f"{k}={v!r}" for k, v in params.items())
+    print(f"{args.learner}({shown}) on {task}: {X.shape[0]:,} training rows, {X_test.shape[0]:,} held out")
     for p in range(1, args.passes + 1):
         order = rng.permutation(X.shape[0])
         start = time.perf_counter()
@@ -48,7 +56,7 @@ def main(argv=None) -> int:
             rows = order[i : i + args.batch_rows]
             model.learn_many(X[rows], labels[rows])
         seconds = time.perf_counter() - start
-        accuracy = np.mean(model.predict_many(X_test) == np.asarray(y_test, dtype=object))
+        accuracy = np.mean(model.predict_many(X_test) == test_labels)
         print(f"pass {p}: {len(order) / seconds:,.0f} examples/s, held-out accuracy {100 * accuracy:.2f}%")
     return 0
 

@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+import streamlearn
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -50,3 +52,13 @@ def test_kafka_daemon_example_end_to_end():
     except BrokerUnavailable as error:
         pytest.skip(str(error))
     assert accuracy > 0.6  # measured 0.68 after one pass; chance is ~0.04
+
+
+@pytest.mark.parametrize("learner", sorted(streamlearn.LEARNERS))
+def test_the_default_job_runs_every_learner_it_offers(learner):
+    """``python -m streamlearn --learner X`` offered ten learners; five crashed on ``lam``."""
+    result = subprocess.run([sys.executable, "-m", "streamlearn", "--learner", learner, "--passes", "1"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    accuracy = float(result.stdout.strip().splitlines()[-1].split("held-out accuracy ")[1].rstrip("%"))
+    assert accuracy > 30.0, result.stdout

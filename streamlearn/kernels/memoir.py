@@ -193,10 +193,8 @@ def exact_scores(indptr, indices, data, row, store, n_classes, scores, mark, sta
                 continue
             x = data[p]
             start = col_start[j]
-            for q in range(start, start + col_len[j]):
-                k = pool_cls[q]
-                if k < n_classes:
-                    scores[k] += x * pool_val[q]
+            for q in range(start, start + col_len[j]):  # every class in the pool exists: no bound to check
+                scores[pool_cls[q]] += x * pool_val[q]
         return -1
     n_touched = 0
     for p in range(indptr[row], indptr[row + 1]):
