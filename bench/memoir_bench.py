@@ -251,6 +251,7 @@ def main(argv=None) -> int:
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--only", choices=["wordnet", "ablation", "scaling"], action="append")
     parser.add_argument("--scaling-examples", type=int, default=60_000)
+    parser.add_argument("--report-only", action="store_true", help="rewrite memoir.md and memoir.png from memoir.json")
     args = parser.parse_args(argv)
     if args.one:
         spec = json.loads(args.one)
@@ -260,6 +261,10 @@ def main(argv=None) -> int:
         raise SystemExit(f"datasets not found at {DATASETS}: the benchmark needs ../shared/datasets")
     path = RESULTS / "memoir.json"
     results = json.loads(path.read_text()) if path.exists() else {}
+    if args.report_only:
+        (RESULTS / "memoir.md").write_text(report(results))
+        plot(results, RESULTS / "memoir.png")
+        return 0
     sections = args.only or ["wordnet", "ablation", "scaling"]
 
     def log(text):
@@ -391,6 +396,7 @@ def plot(results: dict, path) -> None:
         if rows:
             axes[0].plot([r["classes"] for r in rows], [r["us_per_example"] for r in rows], style, label=oracle)
             axes[1].plot([r["classes"] for r in rows], [r["peak_rss_gb"] for r in rows], style, label=oracle)
+    axes[0].set_yscale("log")
     for ax, label in zip(axes, ("µs per example", "peak RSS (GB)")):
         ax.set_xscale("log")
         ax.set_xlabel("classes K")
