@@ -447,6 +447,7 @@ class FileSource(_ReadAhead):
     is read)."""
 
     kind = "file"
+    blocks_on_input = True  # read in a background thread: waiting on its queue is interruptible too
 
     def __init__(self, paths, fmt: str | None = None, labelled: bool = True, batch_records: int = 1000,
                  passes: int = 1, label_column=None):
@@ -563,6 +564,8 @@ class StdinSource(_ReadAhead):
     differently is refused with a message that says so)."""
 
     kind = "stdin"
+    #: a read waits for the writer: the runner interrupts it on SIGTERM/SIGINT
+    blocks_on_input = True
 
     def __init__(self, fmt: str | None = None, labelled: bool = True, batch_records: int = 1000, label_column=None,
                  stream=None):

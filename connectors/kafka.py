@@ -142,6 +142,11 @@ class KafkaSource:
     empty batches every ``poll_timeout_ms`` so the runner can checkpoint and see a signal."""
 
     kind = "kafka"
+    #: polls return within ``poll_timeout_ms``: the runner sees a signal between batches
+    blocks_on_input = False
+    #: a topic never ends (an idle timeout only pauses the daemon): the runner does not flush
+    #: the examples waiting for a full mini-batch, a restart learns them with the records to come
+    endless = True
 
     def __init__(self, bootstrap: str, topic: str, group: str | None = None, labelled: bool = True,
                  value_format: str = "auto", batch_records: int = 1000, poll_timeout_ms: int = 200,

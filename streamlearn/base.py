@@ -104,6 +104,39 @@ class PendingRows:
             self._pending_cols, self._pending_vals, self._pending_y = [], [], []
             self._learn_groups(rows, targets)
 
+    @property
+    def n_pending(self) -> int:
+        """Examples gathered by ``learn_one``/``learn_many`` that wait for a full mini-batch."""
+        return len(self._pending_y)
+
+    def flush(self) -> None:
+        """Learn the examples still waiting for a full mini-batch as one last, smaller
+        mini-batch: say "end of data" after the last ``learn_one`` / ``learn_many`` of a finite
+        stream, or its last ``len(X) % batch_size`` rows are never learned. (Until then
+        ``learn_many`` equals the ``learn_one`` loop exactly; the stream runner flushes at the
+        end of a file or of stdin.) Nothing happens when nothing waits.
+
+        >>> from streamlearn import MulticlassSVM
+        >>> model = MulticlassSVM(batch_size=4)
+        >>> model.learn_many([{"a": 1.0}, {"b": 1.0}, {"a": 2.0}], ["x", "y", "x"])
+        >>> model.n_pending, model.n_steps
+        (3, 0)
+        >>> model.flush()
+        >>> model.n_pending, model.n_steps
+        (0, 1)
+        """
+        if not self._pending_y:
+            return
+        rows = stack_rows(self._pending_cols, self._pending_vals)
+        targets = np.asarray(self._pending_y, self._target_dtype)
+        self._pending_cols, self._pending_vals, self._pending_y = [], [], []
+        full = self.batch_size
+        self.batch_size = len(targets)  # the families read their group size from here
+        try:
+            self._learn_groups(rows, targets)
+        finally:
+            self.batch_size = full
+
     def _export_pending(self) -> dict:
         return {"cols": [c.copy() for c in self._pending_cols], "vals": [v.copy() for v in self._pending_vals],
                 "y": list(self._pending_y)}
@@ -182,10 +215,6 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         """Labels seen so far, in class-index order."""
         return list(self._labels.labels)
 
-    @property
-    def n_pending(self) -> int:
-        """Examples gathered by ``learn_one``/``learn_many`` that wait for a full mini-batch."""
-        return len(self._pending_y)
 
     # ------------------------------------------------------------- family hooks
     def _init_model(self) -> None:

@@ -394,6 +394,7 @@ class Runner:
         self._stop_requested = self._stop_requested or stopping.requested()  # a signal while the command started
         self._judging_start = self.check_start and self.counters["seen"] + self.counters["dead_letters"] == 0
         self._changed = False
+        self._source_ended = False
         self.stop_error = None
         bar = self._progress_bar()
         code = EXIT_OK
@@ -404,10 +405,11 @@ class Runner:
                 self.checkpoint(log_metrics=False)
             batches = iter(self.source)
             while not self._stop_requested:
-                self._waiting = getattr(self.source, "kind", "") != "kafka"
+                self._waiting = getattr(self.source, "blocks_on_input", False)
                 try:
                     batch = next(batches)
                 except StopIteration:
+                    self._source_ended = not getattr(self.source, "endless", False)
                     if self._judging_start:  # a stream shorter than the sample is judged whole
                         try:
                             self._judge_start()
@@ -427,6 +429,9 @@ class Runner:
                 if self._due():
                     self.checkpoint()
             self.stopped_by_signal = self._stop_requested
+            if self._source_ended and self.model.n_pending:  # the end of a finite stream: its last, smaller mini-batch
+                self.model.flush()
+                self._changed = True
             if self._changed or self.last_checkpoint_path is None:
                 self.checkpoint()
             self._final_holdout = self.final_holdout()

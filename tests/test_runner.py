@@ -288,3 +288,20 @@ def test_train_with_a_hash_holdout_reads_ahead_with_record_hashes(tmp_path):
     assert library.run() == 0
     assert summary["held_out"] == library.counters["held_out"] and 150 < summary["held_out"] < 450
     assert summary["learned"] == 1500 - summary["held_out"] and summary["holdout"] == library.holdout_metrics.summary()
+
+
+def test_a_finite_stream_learns_its_last_partial_mini_batch(tmp_path):
+    """GeneralizedLeastSquares takes steps of 32: a file of 100 records left 4 pending, never
+    learned. The runner flushes them at the end of a file; ``flush()`` does it in the library."""
+    path = tmp_path / "d.svm"
+    path.write_text("\n".join(libsvm_lines(100, seed=9)) + "\n")
+    ck = tmp_path / "ck"
+    cli("train", path, "--learner", "GeneralizedLeastSquares", "--checkpoint-dir", ck, "--quiet")
+    state = CheckpointStore(ck).load_latest()["learner"]
+    assert state["pending"]["y"] == [] and state["model"]["n"] == 100
+    model = streamlearn.GeneralizedLeastSquares()
+    model.learn_many(parse_libsvm_bytes(path.read_bytes()).X, parse_libsvm_bytes(path.read_bytes()).labels)
+    assert model.n_pending == 4
+    model.flush()
+    assert model.n_pending == 0
+    assert_same_state(model.export_state(), state)
