@@ -211,6 +211,7 @@ def test_the_runner_learns_any_valid_stream_exactly_and_checkpoints_it(learner, 
     reference = streamlearn.LEARNERS[learner]()
     for r in recs:
         reference.learn_one(r["x"], r["y"])
+    reference.flush()  # the end of the file: the runner learns the last, smaller mini-batch
     saved = CheckpointStore(tmp / "ck").load_latest()["learner"]
     assert_same_state(saved, reference.export_state())
 
