@@ -62,3 +62,42 @@ def test_the_default_job_runs_every_learner_it_offers(learner):
     assert result.returncode == 0, result.stderr
     accuracy = float(result.stdout.strip().splitlines()[-1].split("held-out accuracy ")[1].rstrip("%"))
     assert accuracy > 30.0, result.stdout
+
+
+def _readme_blocks(language: str) -> list[tuple[int, str]]:
+    """The fenced code blocks of README.md in a language, with their first line number."""
+    text = (ROOT / "README.md").read_text()
+    return [(text[: m.start()].count("\n") + 2, m.group(1))
+            for m in re.finditer(rf"```{language}\n(.*?)```", text, re.S)]
+
+
+def test_the_readme_is_short():
+    assert (ROOT / "README.md").read_text().count("\n") <= 150
+
+
+def test_the_readme_python_blocks_run_as_written():
+    import doctest
+
+    blocks = _readme_blocks("python")
+    assert blocks
+    for line, block in blocks:
+        test = doctest.DocTestParser().get_doctest(block, {}, "README.md", str(ROOT / "README.md"), line)
+        runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+        runner.run(test)
+        assert runner.failures == 0 and runner.tries > 0, f"README.md block at line {line} failed"
+
+
+def test_the_readme_command_lines_run(tmp_path):
+    """Each line of the command-line block, in a folder holding the bundled letter files."""
+    import bz2
+
+    from streamlearn.datasets import path
+
+    for split, name in (("train", "letter.scale"), ("test", "letter.scale.t")):
+        (tmp_path / name).write_bytes(bz2.decompress(path(split).read_bytes()))
+    (_, block), = [b for b in _readme_blocks("bash") if "--checkpoint-dir model " in b[1]]
+    for command in block.strip().splitlines():
+        command = command.split("  #")[0].strip().replace("streamlearn ", f"{sys.executable} -m streamlearn.cli ")
+        result = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, f"{command}\n{result.stderr}"
+    assert (tmp_path / "predictions.jsonl").read_text().count("\n") == 5000

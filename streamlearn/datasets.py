@@ -1,0 +1,37 @@
+"""The data set bundled with streamlearn, as a river-style stream of ``(x, y)`` pairs.
+
+``letter``: UCI Letter Recognition as LIBSVM distributes it (16 features scaled to [-1, 1],
+26 classes): 15,000 training rows and 5,000 test rows, in ``streamlearn/data``.
+
+>>> x, y = next(iter(letter()))
+>>> sorted(x)[:3], y
+([1, 2, 3], 26)
+>>> sum(1 for _ in letter("test"))
+5000
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+
+DATA = pathlib.Path(__file__).resolve().parent / "data"
+FILES = {"train": "letter.scale.bz2", "test": "letter.scale.t.bz2"}
+
+
+def path(split: str = "train") -> pathlib.Path:
+    """The bundled ``letter`` file of a split (``"train"`` or ``"test"``)."""
+    if split not in FILES:
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    return DATA / FILES[split]
+
+
+def letter(split: str = "train") -> Iterator[tuple[dict, int]]:
+    """The rows of the bundled ``letter`` data set in file order: ``({feature: value}, label)``
+    with LIBSVM's feature indices as names and labels 1-26."""
+    from connectors.libsvm import read_libsvm
+
+    X, y = read_libsvm(path(split))
+    for i, label in enumerate(y):
+        row = X[i]
+        yield dict(zip(row.indices.tolist(), row.data.tolist())), label
