@@ -81,8 +81,25 @@ def _copied(args):
 
 
 def test_the_ahead_of_time_kernels_are_built():
-    """setup.py compiled them at install: the benchmarks' start-up and speed rely on it."""
+    """setup.py compiled them at install: the benchmarks' start-up and speed rely on it (an
+    install without a C compiler runs on the JIT: nothing to check there)."""
+    import shutil
+
+    if not any(shutil.which(cc) for cc in ("cc", "gcc", "clang")):
+        pytest.skip("no C compiler here: the package installed without its ahead-of-time kernels, as designed")
     assert kernels.backend() == "aot", kernels.backend_note()
+
+
+def test_the_quick_suite_passes_on_the_jit_alone(tmp_path):
+    """numba's pycc may leave numba: the JIT path (``STREAMLEARN_JIT=1``) must stay first class.
+    The quick subset runs with every kernel JIT-compiled, in a process of its own."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow and not kafka"],
+                            cwd=root, capture_output=True, text=True, env={**os.environ, "STREAMLEARN_JIT": "1"}, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout.strip().splitlines()[-1]
 
 
 def test_every_exported_signature_has_a_sample_call():
