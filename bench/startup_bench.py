@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 3))
-    ax.boxplot(list(times.values()), labels=list(times))
+    ax.boxplot(list(times.values()), tick_labels=list(times))
     ax.set_ylabel("seconds")
     ax.set_title("streamlearn train, one-line file")
     fig.tight_layout()
