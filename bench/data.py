@@ -4,6 +4,8 @@
   (seeded permutation); no official test part is available.
 * sector: the LIBSVM train/test files as given (rows already unit length).
 * mnist: the IDX files, pixels scaled to [0, 1].
+* letter: the LIBSVM letter files streamlearn bundles (features scaled to [-1, 1]).
+* usps: the ESL USPS digits (pixels in [-1, 1]), train/test files as given.
 
 The validation split used to choose hyper-parameters is the last 20 % of the (shuffled)
 training part, never the test part.
@@ -81,7 +83,23 @@ def _mnist() -> Split:
     return Split("mnist", X_tr, y_tr, images("t10k-images-idx3-ubyte"), labels("t10k-labels-idx1-ubyte"))
 
 
-LOADERS = {"news20": _news20, "sector": _sector, "mnist": _mnist}
+def _letter() -> Split:
+    """The letter files streamlearn bundles (LIBSVM's scaled UCI Letter Recognition)."""
+    from streamlearn.datasets import path
+
+    X_tr, y_tr, X_te, y_te = load_svmlight_files([str(path("train")), str(path("test"))], n_features=16)
+    X_tr, y_tr = _shuffled(X_tr.astype(np.float64), y_tr.astype(np.int64))
+    return Split("letter", X_tr, y_tr, X_te.astype(np.float64).tocsr(), y_te.astype(np.int64))
+
+
+def _usps() -> Split:
+    X_tr, y_tr, X_te, y_te = load_svmlight_files(
+        [str(DATASETS / "usps-esl.train.svm.bz2"), str(DATASETS / "usps-esl.test.svm.bz2")], n_features=256)
+    X_tr, y_tr = _shuffled(X_tr.astype(np.float64), y_tr.astype(np.int64))
+    return Split("usps", X_tr, y_tr, X_te.astype(np.float64).tocsr(), y_te.astype(np.int64))
+
+
+LOADERS = {"news20": _news20, "sector": _sector, "mnist": _mnist, "letter": _letter, "usps": _usps}
 
 
 def load(name: str) -> Split:

@@ -3,6 +3,7 @@ hypernyms (10,087 classes) against the peers, an ablation, and a synthetic scali
 
     python -m bench.memoir_bench               # everything (about 20-30 min on 2 cores)
     python -m bench.memoir_bench --only scaling
+    python -m bench.memoir_bench --quick --output /tmp/smoke   # a smoke run (the test suite's)
 
 Writes ``bench/results/memoir.json``, ``memoir.md`` and ``memoir.png``.
 
@@ -42,6 +43,8 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from bench.common import machine
+
 DATASETS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "datasets"
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 N_CLASSES = 10_087
@@ -61,9 +64,12 @@ def wordnet(part: str) -> tuple[sp.csr_matrix, np.ndarray]:
     return X.astype(np.float64), np.asarray(y, np.int64)
 
 
-def data(split: str):
+def data(split: str, rows: int | None = None):
     """(X_train, y_train, X_test, y_test): ``"test"`` the files, ``"validation"`` the first 90 %
-    of the training file against its last 10 %."""
+    of the training file against its last 10 %; ``rows``: only the first rows of each (``--quick``)."""
+    if rows:
+        X, y, X_test, y_test = data(split)
+        return X[:rows], y[:rows], X_test[: rows // 4], y_test[: rows // 4]
     X, y = wordnet("train")
     if split == "validation":
         cut = int(0.9 * X.shape[0])
@@ -79,7 +85,7 @@ def run_ours(spec: dict) -> dict:
     accuracy after each pass, the oracle's recall sampled along the way."""
     import streamlearn
 
-    X, y, X_test, y_test = data(spec["split"])
+    X, y, X_test, y_test = data(spec["split"], spec.get("rows"))
     cls = getattr(streamlearn, spec.get("learner", "ExtremeSVM"))
     model = cls(**spec["params"])
     warm = cls(**spec["params"])  # compile the kernels outside the timed part
@@ -236,10 +242,10 @@ def one(spec: dict) -> dict:
 
 
 # --------------------------------------------------------------------- the run
-def choose(log) -> tuple[dict, list]:
+def choose(log, grid=GRID, limit=None) -> tuple[dict, list]:
     rows = []
-    for params in GRID:
-        result = one({"kind": "ours", "split": "validation", "params": params})
+    for params in grid:
+        result = one({"kind": "ours", "split": "validation", "params": params, "rows": limit})
         rows.append({"params": params, **result})
         log(f"validation {params}: {result.get('accuracy')}")
     best = max(rows, key=lambda r: (r.get("accuracy", -1), -r["params"]["lam"]))
@@ -252,18 +258,23 @@ def main(argv=None) -> int:
     parser.add_argument("--only", choices=["wordnet", "ablation", "scaling"], action="append")
     parser.add_argument("--scaling-examples", type=int, default=60_000)
     parser.add_argument("--report-only", action="store_true", help="rewrite memoir.md and memoir.png from memoir.json")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 6,000 WordNet rows, two candidates, no peers, "
+                                                             "a small scaling run (the test suite's)")
+    parser.add_argument("--output", default=str(RESULTS), help="folder for memoir.{json,md,png}")
     args = parser.parse_args(argv)
+    output = pathlib.Path(args.output)
+    limit = 6000 if args.quick else None
     if args.one:
         spec = json.loads(args.one)
         print(json.dumps(RUNNERS[spec["kind"]](spec)))
         return 0
     if not DATASETS.is_dir():
         raise SystemExit(f"datasets not found at {DATASETS}: the benchmark needs ../shared/datasets")
-    path = RESULTS / "memoir.json"
-    results = json.loads(path.read_text()) if path.exists() else {}
+    path = output / "memoir.json"
+    results = json.loads(path.read_text()) if path.exists() and not args.quick else {}
     if args.report_only:
-        (RESULTS / "memoir.md").write_text(report(results))
-        plot(results, RESULTS / "memoir.png")
+        (output / "memoir.md").write_text(report(results))
+        plot(results, output / "memoir.png")
         return 0
     sections = args.only or ["wordnet", "ablation", "scaling"]
 
@@ -272,13 +283,14 @@ def main(argv=None) -> int:
 
     if "wordnet" in sections or "ablation" in sections:
         if "chosen" not in results or "wordnet" in sections:
-            results["chosen"], results["validation"] = choose(log)
+            results["chosen"], results["validation"] = choose(log, GRID[:2] if args.quick else GRID, limit)
     chosen = results["chosen"]
     if "wordnet" in sections:
         table = {}
-        for passes in (1, 5):
+        for passes in (1, 2) if args.quick else (1, 5):
             table[f"ExtremeSVM exact, {passes} pass{'es' if passes > 1 else ''}"] = one(
-                {"kind": "ours", "split": "test", "params": chosen, "passes": passes})
+                {"kind": "ours", "split": "test", "params": chosen, "passes": passes, "rows": limit})
+    if "wordnet" in sections and not args.quick:
         # without the averaged iterate: its second dense K x d matrix would not fit in 24 GB
         table["MulticlassSVM (dense), 1 pass"] = one({"kind": "ours", "split": "test", "learner": "MulticlassSVM",
                                                       "params": {"lam": chosen["lam"]}})
@@ -289,46 +301,35 @@ def main(argv=None) -> int:
         table["napkinXC PLT (batch)"] = one({"kind": "napkinxc", "model": "plt"})
         table["napkinXC online PLT"] = one({"kind": "napkinxc", "model": "oplt"})
         table["omikuji (batch)"] = one({"kind": "omikuji"})
+    if "wordnet" in sections:
         for name, row in table.items():
             log(f"{name}: {row}")
         results["wordnet"] = table
     if "ablation" in sections:
         ablation = {}
         for penalty, extra in (("l2", {}), ("l1", {"lam": 1e-6, "average": False, "average_power": 0.0})):
-            for oracle in ("exact", "graph", "lsh"):
+            for oracle in ("exact", "lsh") if args.quick else ("exact", "graph", "lsh"):
                 params = {**chosen, **extra, "penalty": penalty, "oracle": oracle, "seed": 0}
-                ablation[f"{penalty}, {oracle}"] = one({"kind": "ours", "split": "test", "params": params, "recall": oracle != "exact"})
+                ablation[f"{penalty}, {oracle}"] = one({"kind": "ours", "split": "test", "params": params,
+                                                        "recall": oracle != "exact", "rows": limit})
                 log(f"ablation {penalty} {oracle}: {ablation[f'{penalty}, {oracle}']}")
         results["ablation"] = ablation
     if "scaling" in sections:
         scaling = {}
-        for oracle in ("exact", "graph", "lsh"):
-            for classes in (1_000, 10_000, 100_000):
+        for oracle in ("exact", "lsh") if args.quick else ("exact", "graph", "lsh"):
+            for classes in (1_000, 10_000) if args.quick else (1_000, 10_000, 100_000):
                 params = {"lam": 1e-5, "average": True, "average_power": 3.0, "fallback": "random", "oracle": oracle, "seed": 0}
-                row = one({"kind": "scaling", "n": args.scaling_examples, "classes": classes, "params": params})
+                row = one({"kind": "scaling", "n": 12_000 if args.quick else args.scaling_examples, "classes": classes,
+                           "params": params})
                 scaling[f"{oracle} {classes}"] = {"oracle": oracle, "classes": classes, **row}
                 log(f"scaling {oracle} {classes}: {row}")
         results["scaling"] = scaling
     results["machine"] = machine()
-    RESULTS.mkdir(exist_ok=True)
+    output.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=1))
-    (RESULTS / "memoir.md").write_text(report(results))
-    plot(results, RESULTS / "memoir.png")
+    (output / "memoir.md").write_text(report(results))
+    plot(results, output / "memoir.png")
     return 0
-
-
-def machine() -> dict:
-    import numba
-    import numpy
-
-    import streamlearn
-
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    cpu = next((line.split(":", 1)[1].strip() for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    return {"commit": commit, "cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "numpy": numpy.__version__, "numba": numba.__version__, "streamlearn": streamlearn.__version__,
-            "command": "python -m bench.memoir_bench " + " ".join(sys.argv[1:])}
 
 
 def _fmt(row: dict, key: str, spec: str) -> str:

@@ -45,7 +45,7 @@ def main(argv=None) -> int:
         for _ in range(args.repeats):
             times["ahead of time"].append(one_run(path, False))
             times["JIT only"].append(one_run(path, True))
-    from bench.memoir_bench import machine
+    from bench.common import machine
 
     medians = {k: statistics.median(v) for k, v in times.items()}
     RESULTS.mkdir(exist_ok=True)

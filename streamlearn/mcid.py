@@ -50,13 +50,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import StreamClassifier, check_positive
+from .base import StreamClassifier, average_power_of, check_positive
 from .errors import InvalidParameterError
 from .features import SparseRows
 from .kernels import codes, compiled
 from .weights import ScaledWeights
 
 _mcid = compiled("mcid")
+#: the power of the averaged iterate by default: chosen, with λ = 1e-4 and no projection, by the
+#: smallest mean validation regret over five data sets, one pass (bench/results/defaults.md)
+DEFAULT_AVERAGE_POWER = 2.0
 _scaled = compiled("scaled")
 _NO_SCORES = np.zeros((0, 0))  # learn_groups' scores_out when no scores are asked for
 
@@ -78,17 +81,14 @@ class _MCIDLearner(StreamClassifier):
         lam: float = 1e-4,
         batch_size: int = 1,
         project: bool = False,
-        average: bool = False,
-        average_power: float = 0.0,
+        average: bool = True,
+        average_power: float | None = None,
         n_bits: int | None = None,
         seed: int | None = None,
         standardize: bool = False,
     ):
         check_positive("lam", lam)
-        if isinstance(average_power, bool) or not isinstance(average_power, (int, float)) or not 0 <= average_power <= 10:
-            raise InvalidParameterError(f"average_power must be a number between 0 and 10, got {average_power!r}")
-        if average_power and not average:
-            raise InvalidParameterError("average_power weights the averaged iterate: it needs average=True")
+        self._average_power = average_power_of(average, average_power, DEFAULT_AVERAGE_POWER)
         self.lam = lam
         self.batch_size = batch_size
         self.project = project
@@ -135,7 +135,7 @@ class _MCIDLearner(StreamClassifier):
             store.n_features, self._n_learned_classes, self._t,
             float(self.lam), self._loss, bool(self.project), self._per_class_ball,
             store.averaged, self._renormalization_threshold(),
-            float(self.average_power), self._average_weight, _NO_SCORES if scores is None else scores,
+            self._average_power, self._average_weight, _NO_SCORES if scores is None else scores,
         )  # fmt: skip
 
     def _score_pending(self, rows: SparseRows, scores: np.ndarray) -> None:

@@ -107,8 +107,10 @@ def weights_of(model, d: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("params", [
-    {"lam": 1e-3}, {"lam": 1e-2, "batch_size": 3}, {"lam": 1e-4, "project": True},
-    {"lam": 1e-2, "average": True, "average_power": 2.0}, {"lam": 1e-3, "project": True, "average": True, "batch_size": 2},
+    {"lam": 1e-3, "average": False}, {"lam": 1e-2, "batch_size": 3, "average": False},
+    {"lam": 1e-4, "project": True, "average": False},
+    {"lam": 1e-2, "average": True, "average_power": 2.0},
+    {"lam": 1e-3, "project": True, "average": True, "average_power": 0.0, "batch_size": 2},
 ])
 def test_l2_with_the_exact_oracle_is_the_dense_pegasos_reference_and_multiclass_svm(params):
     X, y = sparse_stream(900, 8, 30, seed=1)
@@ -296,7 +298,7 @@ def test_many_classes_take_the_sparse_scan_and_still_equal_the_reference():
     X, y = sparse_stream(1500, 300, 2000, seed=12, appear_every=4)
     model = ExtremeSVM(lam=1e-3, average=True, average_power=2.0)
     model.learn_many(X, y)
-    reference = reference_l2(X, y, 2000, 1e-3, average=True, average_power=2.0)
+    reference = reference_l2(X, y, 2000, 1e-3, average=True, average_power=2.0)  # (the learner's default power is 3)
     got = weights_of(model, 2000)
     assert np.abs(got - reference).max() <= 1e-9 * max(1.0, np.abs(reference).max())
     rows = model._features.encode_many(X[-200:], grow=False)

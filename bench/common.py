@@ -1,0 +1,66 @@
+"""What the benchmarks share: provenance of a run, Vowpal Wabbit's text format and command,
+accuracy. (Benchmarks import this, never each other.)"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+
+def machine() -> dict:
+    """Where and from what a result comes: the commit, the CPU, the library versions, the command."""
+    import importlib.metadata as metadata
+
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=pathlib.Path(__file__).resolve().parent).stdout.strip()
+    cpu = next((line.split(":", 1)[1].strip() for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    versions = {}
+    for package in ("streamlearn", "numpy", "numba", "scipy", "river", "scikit-learn", "vowpalwabbit", "liblinear-official",
+                    "hnswlib", "napkinxc", "omikuji"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return {"commit": commit, "cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "versions": versions, "command": " ".join(["python -m", sys.argv[0].replace("/", ".").removesuffix(".py"),
+                                                       *sys.argv[1:]])}
+
+
+def accuracy(predicted, y) -> float:
+    return float(np.mean(np.asarray(predicted).astype(np.int64) == np.asarray(y)))
+
+
+def write_vw(path, X, y, rows=None) -> None:
+    """Rows of a CSR matrix in Vowpal Wabbit's text format (labels as given: 1..K for ``--oaa``)."""
+    rows = range(X.shape[0]) if rows is None else rows
+    with open(path, "w") as f:
+        for i in rows:
+            lo, hi = X.indptr[i], X.indptr[i + 1]
+            f.write(f"{int(y[i])} | " + " ".join(f"{j}:{v:.9g}" for j, v in zip(X.indices[lo:hi], X.data[lo:hi])) + "\n")
+
+
+def vw_oaa(X_train, y_train, X_test, y_test, args=(), passes: int = 1) -> dict:
+    """``vw --oaa K`` (its own command-line driver) on the rows in order: test accuracy and train seconds."""
+    labels = np.unique(np.concatenate([y_train, y_test]))
+    to_vw = {int(c): k + 1 for k, c in enumerate(labels)}  # VW wants labels 1..K
+    with tempfile.TemporaryDirectory() as work:
+        train, test, model, preds = (os.path.join(work, n) for n in ("train.vw", "test.vw", "m.vw", "p.txt"))
+        write_vw(train, X_train, [to_vw[int(c)] for c in y_train])
+        write_vw(test, X_test, [to_vw[int(c)] for c in y_test])
+        command = [sys.executable, "-m", "vowpalwabbit", "-d", train, "--oaa", str(len(labels)), *args, "-f", model, "--quiet"]
+        if passes > 1:
+            command += ["--passes", str(passes), "--holdout_off", "--cache_file", os.path.join(work, "c.cache")]
+        start = time.perf_counter()
+        subprocess.run(command, check=True)
+        seconds = time.perf_counter() - start
+        subprocess.run([sys.executable, "-m", "vowpalwabbit", "-t", "-i", model, "-d", test, "-p", preds, "--quiet"], check=True)
+        predicted = np.loadtxt(preds).astype(int)
+    return {"accuracy": float(np.mean(predicted == np.array([to_vw[int(c)] for c in y_test]))), "seconds": seconds}

@@ -1,0 +1,157 @@
+"""Defaults that win on data nobody tuned for (issue 24): the protocol that chooses the MCID
+learners' defaults, and how those defaults do against each data set's own tuned configuration and
+Vowpal Wabbit's default ``--oaa``, one pass.
+
+    python -m bench.defaults_bench            # about 10 minutes on 2 cores
+    python -m bench.defaults_bench --quick    # two data sets, a small grid: the test suite's smoke run
+
+Writes ``bench/results/defaults.{json,md,png}``.
+
+**Protocol.** Data sets: every classification set of ``../shared/datasets`` that a dense-weight
+learner takes (news20, sector, MNIST, USPS, letter; WordNet's 10,087 classes belong to
+ExtremeSVM). Each is split as in :mod:`bench.data`; its *validation* split is the last 20 % of the
+shuffled training part. One pass in a seeded random order, batches of 1,000 rows. Candidates: λ ∈
+{1e-6, 1e-5, 1e-4, 1e-3} × averaging (none, plain, power 2) × projection (off, on). A candidate's
+*regret* on a data set is the best validation accuracy of any candidate there minus its own. The
+default is the candidate with the smallest mean regret over the data sets (ties: the smaller
+worst regret). Leave-one-data-set-out: for each data set, the same choice made without it — its
+test accuracy is what a user gets on data the defaults were not chosen on. *Tuned* is each data
+set's own best candidate on validation. Test accuracies are reported, never used to choose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+
+import numpy as np
+
+from bench.common import accuracy, machine, vw_oaa
+from bench.data import load
+
+RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+DATASETS = ["news20", "sector", "mnist", "usps", "letter"]
+LEARNERS = ["MulticlassSVM", "MulticlassLogisticRegression"]
+AVERAGES = {"last": {"average": False}, "average": {"average": True, "average_power": 0.0},
+            "average^2": {"average": True, "average_power": 2.0}}
+SEED = 7
+
+
+def candidates(quick: bool) -> list[dict]:
+    lambdas = (1e-5, 1e-4) if quick else (1e-6, 1e-5, 1e-4, 1e-3)
+    return [{"lam": lam, **average, "project": project}
+            for lam in lambdas for average in AVERAGES.values() for project in (False, True)]
+
+
+def one_pass(cls, params: dict, X, y, X_test, y_test) -> float:
+    model = cls(**params)
+    order = np.random.default_rng(SEED).permutation(X.shape[0])
+    X, y = X[order], y[order]
+    for start in range(0, X.shape[0], 1000):
+        model.learn_many(X[start : start + 1000], y[start : start + 1000])
+    return accuracy(model.predict_many(X_test), y_test)
+
+
+def key(params: dict) -> str:
+    return json.dumps(params, sort_keys=True)
+
+
+def choose(validation: dict, names: list) -> str:
+    """The candidate with the smallest mean regret over ``names`` (ties: smaller worst regret)."""
+    regrets = {}
+    for name in names:
+        best = max(validation[name].values())
+        for candidate, score in validation[name].items():
+            regrets.setdefault(candidate, []).append(best - score)
+    return min(regrets, key=lambda c: (np.mean(regrets[c]), max(regrets[c])))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--output", default=str(RESULTS), help="folder for defaults.{json,md,png}")
+    args = parser.parse_args(argv)
+    import streamlearn
+
+    datasets = ["usps", "letter"] if args.quick else DATASETS
+    grid = candidates(args.quick)
+    splits = {name: load(name) for name in datasets}
+    results = {"machine": machine(), "datasets": datasets, "learners": {}, "vw": {}}
+    for name, split in splits.items():
+        results["vw"][name] = vw_oaa(split.X_train, split.y_train, split.X_test, split.y_test)["accuracy"]
+        print(f"{name}: vw --oaa {results['vw'][name]:.4f}", file=sys.stderr, flush=True)
+    for learner in LEARNERS:
+        cls = getattr(streamlearn, learner)
+        validation, test = {}, {}
+        for name, split in splits.items():
+            val = split.validation()
+            validation[name] = {key(p): one_pass(cls, p, val.X_train, val.y_train, val.X_test, val.y_test) for p in grid}
+            test[name] = {key(p): one_pass(cls, p, split.X_train, split.y_train, split.X_test, split.y_test) for p in grid}
+            print(f"{learner} {name}: done", file=sys.stderr, flush=True)
+        default = choose(validation, datasets)
+        rows = {}
+        for name in datasets:
+            held_out = choose(validation, [n for n in datasets if n != name])
+            tuned = max(validation[name], key=validation[name].get)
+            rows[name] = {"default": test[name][default], "leave_one_out": test[name][held_out], "leave_one_out_choice": held_out,
+                          "tuned": test[name][tuned], "tuned_choice": tuned, "current_default": test[name].get(key(
+                              {"lam": 1e-4, "average": False, "project": False}))}
+        results["learners"][learner] = {"default": default, "rows": rows, "validation": validation, "test": test}
+    output = pathlib.Path(args.output)
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "defaults.json").write_text(json.dumps(results, indent=1))
+    (output / "defaults.md").write_text(report(results))
+    plot(results, output / "defaults.png")
+    print(report(results))
+    return 0
+
+
+def report(results: dict) -> str:
+    lines = ["# Defaults chosen across data sets (one pass)", "",
+             f"Commit {results['machine']['commit'][:10]}; `python -m bench.defaults_bench` (protocol in its docstring). "
+             "Test accuracy %, one pass. *default*: the configuration with the smallest mean validation regret over "
+             "every data set; *leave one out*: the same choice made without the row's data set; *tuned*: the row's own "
+             "best on validation; *old default*: λ = 1e-4, last iterate, no projection.", ""]
+    for learner, block in results["learners"].items():
+        lines += [f"## {learner}: default `{block['default']}`", "",
+                  "| data set | default | leave one out | tuned | old default | vw --oaa | default − tuned | default − vw |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for name, row in block["rows"].items():
+            vw = results["vw"][name]
+            old = row["current_default"]
+            lines.append(f"| {name} | {100 * row['default']:.2f} | {100 * row['leave_one_out']:.2f} | {100 * row['tuned']:.2f} | "
+                         f"{'—' if old is None else f'{100 * old:.2f}'} | {100 * vw:.2f} | "
+                         f"{100 * (row['default'] - row['tuned']):+.2f} | {100 * (row['default'] - vw):+.2f} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(results["learners"]), figsize=(6 * len(results["learners"]), 4), squeeze=False)
+    for ax, (learner, block) in zip(axes[0], results["learners"].items()):
+        names = list(block["rows"])
+        x = np.arange(len(names))
+        for offset, (label, values) in enumerate((
+                ("default", [block["rows"][n]["default"] for n in names]),
+                ("leave one out", [block["rows"][n]["leave_one_out"] for n in names]),
+                ("tuned", [block["rows"][n]["tuned"] for n in names]),
+                ("vw --oaa", [results["vw"][n] for n in names]))):
+            ax.bar(x + 0.2 * offset - 0.3, 100 * np.array(values), 0.2, label=label)
+        ax.set_xticks(x, names)
+        ax.set_ylim(50, 100)
+        ax.set_ylabel("test accuracy %, one pass")
+        ax.set_title(learner)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
