@@ -227,11 +227,8 @@ def _decode_in_order(pieces, decoder, origin: str, cursor: _Cursor, window: int 
     parallel = getattr(decoder, "stateless", False)
     in_flight: collections.deque = collections.deque()
     # One piece is parsed ahead of the learner until the learner has to wait for one; then
-    # more, up to ``window``, on both threads. On 2 cores a second parser thread only competes
-    # with the learner when the learner is the slower side: news20 (learning a line costs more
-    # than parsing it) streamed 4 % faster with one parser than with two, MNIST (dense lines,
-    # parsing dominates) 13 % slower; starting with one and adding on a wait gives each the
-    # better (medians of interleaved runs of `streamlearn train`).
+    # more, up to ``window``, on both threads: a second parser thread only competes with the
+    # learner while the learner is the slower side.
     ahead, started = (1 if window > 1 else 0), False
     line = offset = None  # of the next piece (the cursor trails behind the pieces in flight)
     try:

@@ -359,7 +359,7 @@ def _add_source_options(p, required: bool = True) -> None:
 
 def _terminal_columns() -> int:
     """``shutil.get_terminal_size().columns`` without importing ``shutil`` (and ``bz2`` and
-    ``lzma`` with it: ~2 ms of every command's start-up, for argparse's formatters)."""
+    ``lzma`` with it, which every command's start-up would pay for argparse's formatters)."""
     try:
         return int(os.environ["COLUMNS"])
     except (KeyError, ValueError):
@@ -521,12 +521,10 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
 def _blas_threads_for(args) -> None:
     """Start OpenBLAS with one thread when ``train`` runs a first-order learner.
 
-    The MCID and PGS learners do their work in compiled loops and make no BLAS call worth a
-    thread, but OpenBLAS starts a worker per core when NumPy loads and lets it spin for ~0.1 s
-    (and after each call): on a 2-core machine that took CPU from the parser threads and made
-    a one-pass news20 run 2-11 % slower (interleaved runs of the whole command). The
-    least-squares learners keep BLAS's threads (their products and Cholesky factorisations
-    use them). The user's own ``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS`` wins, and nothing
+    The first-order learners do their work in compiled loops and make no BLAS call worth a
+    thread, but OpenBLAS starts a worker per core when NumPy loads and lets it spin (and after
+    each call), taking CPU from the parser threads. The least-squares learners keep BLAS's
+    threads (their products and Cholesky factorisations use them). The user's own ``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS`` wins, and nothing
     changes once NumPy is loaded (``main`` called in-process)."""
     if getattr(args, "func", None) is not cmd_train or "numpy" in sys.modules:
         return
@@ -565,10 +563,9 @@ def exit_now(code: int) -> NoReturn:
     then ``os._exit``.
 
     By then every file, sink, source and checkpoint the command used is closed and durable,
-    and nothing is left for Python's tear-down to do but free modules; freeing numba's and
-    scipy's takes ~0.2 s, a quarter of the command's start-up cost (15 interleaved runs of
-    ``streamlearn train`` on a one-line file: 0.84 s → 0.64 s, median). An exception out of a
-    command (a bug) never gets here: it ends the normal way, with its traceback."""
+    and nothing is left for Python's tear-down to do but free modules, which for numba's and
+    scipy's costs a sizeable share of a short command. An exception out of a command (a bug)
+    never gets here: it ends the normal way, with its traceback."""
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -43,8 +43,8 @@ _NO_ENTRIES = np.zeros(0, np.int64)
 
 
 def _sparse():
-    """``scipy.sparse``, imported on first use: it costs ~0.12 s (a third of ``import
-    streamlearn``), and a stream of dicts never needs it."""
+    """``scipy.sparse``, imported on first use: its import is slow, and a stream of dicts never
+    needs it."""
     import scipy.sparse
 
     return scipy.sparse
@@ -71,13 +71,13 @@ class SparseRows(NamedTuple):
 
 class CsrBatch:
     """A batch of examples as a CSR matrix over integer feature names (column ``j`` holds
-    feature ``j``), without SciPy: what the LIBSVM reader yields (importing ``scipy.sparse``
-    costs ~0.13 s of the ``streamlearn`` command's start-up). The learners take it as they
+    feature ``j``), without SciPy: what the LIBSVM reader yields (the ``streamlearn`` command
+    does not import ``scipy.sparse``). The learners take it as they
     take a SciPy CSR matrix; :meth:`tocsr` gives one.
 
     ``needed`` is for producers that have validated the batch themselves (the LIBSVM
     parser: finite values, indices from 0 up): one more than its largest column index. The
-    learners then skip their own check pass (6 ms of the 65 ms news20 takes to stream).
+    learners then skip their own check pass.
     ``None`` (the default, and for every row selection) has them check.
 
     >>> batch = CsrBatch(np.array([0, 2, 3]), np.array([0, 2, 1]), np.array([1.0, 2.0, 3.0]), 3)
@@ -513,8 +513,7 @@ def _batch_to_csr(X) -> tuple[list | None, "CsrBatch | scipy.sparse.csr_matrix",
     float64 CSR matrix (``X`` itself when it is a :class:`CsrBatch` or a float64 SciPy CSR
     matrix already: callers only read it), and one more than its largest column index."""
     if isinstance(X, CsrBatch) or _is_scipy_sparse(X):
-        # a float64 CSR batch is used as it is (read only): the constructor's copy of the
-        # object and its format check cost ~0.08 ms per batch, ~5 % of learning MNIST
+        # a float64 CSR batch is used as it is (read only): no constructor copy, no format check
         if isinstance(X, CsrBatch) or (X.format == "csr" and X.dtype == np.float64 and X.ndim == 2):
             matrix = X
         else:

@@ -72,9 +72,9 @@ class ExactOracle(MIPSOracle):
 class GraphOracle(MIPSOracle):
     """hnswlib HNSW over the class sketches (inner-product space), one thread, seeded.
 
-    A changed row is deleted and inserted again under a fresh index label (hnswlib reuses the
-    deleted element's place): re-adding an existing label updates it in place but repairs its
-    neighbourhood, which measured ~10x an insertion here."""
+    A changed row is marked deleted and inserted again under a fresh index label into the
+    deleted element's place, so the index does not grow with the updates; hnswlib repairs the
+    neighbourhood of each, which is most of this oracle's cost (``bench/results/memoir.md``)."""
 
     name = "graph"
 

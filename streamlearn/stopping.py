@@ -1,7 +1,7 @@
 """Stop requests (SIGTERM, SIGINT) caught from the first moment of ``streamlearn train``.
 
 The command calls :func:`catch` before it imports the learners, opens the source or
-resumes a checkpoint (~0.3 s), so a signal in that time is not Python's default death
+resumes a checkpoint, so a signal in that time is not Python's default death
 (status 143, no checkpoint) but a request that the runner honours as soon as its loop
 starts: a final checkpoint, then exit code 0 (see :class:`streamlearn.runner.Runner`).
 

@@ -8,8 +8,7 @@ streamlearn through :func:`compiled`, which picks for each call:
   installed, for the functions and argument types of :mod:`~streamlearn.kernels.exports`),
   when the call's arguments match one of the compiled signatures exactly (dtype,
   dimensions, C order, writeable). It needs no numba at run time: the ``streamlearn``
-  command starts in a fraction of the ~0.6 s that importing numba and loading its cache
-  take;
+  command starts without importing numba and loading its cache (``bench/results/startup.md``);
 * numba's **JIT** version otherwise (other argument types, kernels not exported, an
   install without the extension, or ``STREAMLEARN_JIT=1`` in the environment). numba is
   imported on first need, and compiles with ``cache=True``: beside the source when that
@@ -53,8 +52,8 @@ _SCALARS = {"i8": _INTEGERS, "f8": frozenset({float, np.float32, np.float64}) | 
 def signature_check(codes: tuple[str, ...]):
     """A predicate telling whether arguments fit a signature of :mod:`.exports`, generated as
     one boolean expression (as ``dataclasses`` generates its methods): a call of the MCID step
-    per ``learn_one`` example checks 22 arguments, which a loop of per-argument checks made
-    cost 12 µs of a 32 µs ``learn_one``; the expression costs ~2 µs. Dtypes are compared with
+    per ``learn_one`` example checks 22 arguments, and a loop of per-argument checks would cost
+    more than the step itself. Dtypes are compared with
     ``==``: the arrays compiled code returns carry dtype objects equal to, not the same as,
     NumPy's builtin ones. An argument of another type (a NumPy scalar subclass, say) only
     sends the call to the JIT.

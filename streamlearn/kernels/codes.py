@@ -1,8 +1,8 @@
 """Integer codes the kernels take for their losses and regularisers.
 
 Kept apart from the kernels themselves, which import numba: the learners need the codes
-at import time, and importing numba costs ~0.3 s of start-up that the ahead-of-time
-kernels (:mod:`streamlearn.kernels`) spare the ``streamlearn`` command.
+at import time, and importing numba costs start-up time that the ahead-of-time kernels
+(:mod:`streamlearn.kernels`) spare the ``streamlearn`` command.
 """
 
 # MCID losses (000_9ee2d88cd77f9d98.txt); the PGS multi-class learners reuse SOFTMAX and CRAMMER_SINGER

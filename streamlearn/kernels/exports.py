@@ -5,7 +5,7 @@
 :mod:`streamlearn.kernels` calls it whenever a call's arguments match one of the
 function's signatures, and numba's JIT otherwise. These are the hot paths of the
 ``streamlearn`` command (parsing LIBSVM text, mapping batches to weight columns, the MCID
-step and scoring), whose start-up the JIT's ~0.6 s would otherwise dominate; every other
+step and scoring), whose start-up the JIT's compilation or cache loading would otherwise dominate; every other
 kernel is JIT-compiled on first use.
 
 A signature lists one type code per argument, all positional:

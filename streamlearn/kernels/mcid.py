@@ -125,7 +125,7 @@ def learn_groups(
         step = 1.0 / (lam * t * group_size)
         for i in range(group_size):
             if loss == CRAMMER_SINGER or loss == PERCEPTRON:  # at most two classes: class by class
-                # (through add_to_columns' own per-class road measured 3-18 % slower: the touched list)
+                # (add_to_columns' per-class road is slower for two classes: it keeps a touched list)
                 for k in range(n_classes):
                     if coef[i, k] != 0.0:
                         add_to_column(V, sqnorm, U, A, averaged, project, indptr, indices, data,

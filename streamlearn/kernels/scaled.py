@@ -90,8 +90,7 @@ def row_dots(indptr, indices, data, row, M, n_classes, out):
 
     When ``M`` and ``out`` have room for whole vectors of four classes (the weight stores pad
     their class capacity to a multiple of 4), the sums are held in vector registers,
-    16 classes per pass over the row (:func:`_class_block_dots`): MNIST rows 2.5x, news20
-    1.75x faster than the previous loop. Otherwise a plain loop computes the very same sums
+    16 classes per pass over the row (:func:`_class_block_dots`). Otherwise a plain loop computes the very same sums
     (each in entry order, separate multiply and add): the bits never depend on a capacity."""
     n_padded = (n_classes + 3) // 4 * 4
     if M.shape[1] >= n_padded and len(out) >= n_padded:
@@ -166,9 +165,8 @@ def add_to_columns(V, sqnorm, U, A, averaged, track_norms, indptr, indices, data
 
     Every class touched (softmax, one-vs-rest): one pass over the row's entries, each a
     contiguous update of ``V[j, :]`` (and ``U[j, :]``): one read of each cache line, not one
-    per class (softmax learning 1.5-2.8x on news20 and MNIST). Otherwise class by class:
-    for the two classes of an argmax loss, one pass with an inner loop over the classes
-    measured 10-30 % slower than :func:`add_to_column` twice."""
+    per class. Otherwise class by class: for the two classes of an argmax loss, one pass with
+    an inner loop over the classes is slower than :func:`add_to_column` twice."""
     if not (n_touched > 2 and classes[n_touched - 1] == n_touched - 1):
         for c in range(n_touched):
             add_to_column(V, sqnorm, U, A, averaged, track_norms, indptr, indices, data, row, classes[c], amounts[c])
