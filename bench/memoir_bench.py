@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import pathlib
-import platform
 import resource
 import subprocess
 import sys

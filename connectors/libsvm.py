@@ -3,7 +3,7 @@
 :func:`parse_libsvm_bytes` parses a whole buffer of lines in one compiled pass
 (:func:`streamlearn.kernels.text.parse_libsvm`): no Python work per token. Each feature is
 named by its index *as written* (an int), so ``0``-based and ``1``-based files both work;
-the CSR batch it returns (a :class:`~streamlearn.features.CsrBatch`, no SciPy) has column
+the CSR batch it returns (a :class:`~streamlearn.batches.CsrBatch`, no SciPy) has column
 ``idx`` for feature ``idx``. Labels that are integers (``3``, ``-1``, ``+1``) become
 Python ints, any other label is kept as its text (``"1.5"``, ``"spam"``).
 
@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from streamlearn.features import CsrBatch
+from streamlearn.batches import CsrBatch
 from streamlearn.kernels import compiled
 from streamlearn.kernels.codes import (EMPTY_FEATURES, LABEL_TOO_LONG, MALFORMED, MAX_LABEL_LENGTH, MISSING_LABEL, NON_FINITE,
                                       OK, SKIP)

@@ -1,7 +1,7 @@
 """Records, batches and dead letters: what every source hands to the runner.
 
 A source yields :class:`Batch` objects: the valid records of a stretch of the stream
-(``X`` as a :class:`~streamlearn.features.CsrBatch` for LIBSVM, or a list of feature dicts for the other
+(``X`` as a :class:`~streamlearn.batches.CsrBatch` for LIBSVM, or a list of feature dicts for the other
 formats), their labels, a stable hash per record (for hold-out splits), the bad records
 of that stretch as :class:`DeadLetter` objects, and the resume position just past it.
 
@@ -67,7 +67,7 @@ class DeadLetter:
 class Batch:
     """Valid records of a stretch of the stream, its dead letters, and the position after it."""
 
-    X: object  # streamlearn.features.CsrBatch (LIBSVM) or list of feature dicts
+    X: object  # streamlearn.batches.CsrBatch (LIBSVM) or list of feature dicts
     y: object  # labels: a list, or an int64 array (None for an unlabelled record when the source is not labelled)
     hashes: np.ndarray  # uint64, one per record
     locate: Callable[[int], dict]  # position of record i, for reports

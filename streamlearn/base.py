@@ -31,7 +31,8 @@ import numpy as np
 from river import base
 
 from .errors import InvalidInputError, InvalidParameterError
-from .features import FeatureSpace, LabelSpace, SparseRows, stack_rows
+from .batches import SparseRows, stack_rows
+from .features import FeatureSpace, LabelSpace
 from .scaling import OnlineStandardizer
 
 if TYPE_CHECKING:

@@ -24,151 +24,20 @@ True
 from __future__ import annotations
 
 import math
-import numbers
-import sys
 from operator import itemgetter
-from typing import NamedTuple
 
 import numpy as np
 
+from .batches import (_NUMERIC_TYPES, CsrBatch, SparseRows, _batch_to_csr, _check_finite,  # noqa: F401 (re-exported)
+                      _dict_values, _is_scipy_sparse, _row_of_entry, _sparse, stack_rows)
 from .errors import InvalidInputError
 from .kernels import compiled
 
 _rows = compiled("rows")
 
-_NUMERIC_TYPES = frozenset({float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_})
 _HASH_CACHE_LIMIT = 1 << 20
 _DENSE_POSITIONS = 1 << 22  # positions the position cache always may cover (32 MB)
 _NO_ENTRIES = np.zeros(0, np.int64)
-
-
-def _sparse():
-    """``scipy.sparse``, imported on first use: its import is slow, and a stream of dicts never
-    needs it."""
-    import scipy.sparse
-
-    return scipy.sparse
-
-
-def _is_scipy_sparse(X) -> bool:
-    """Whether ``X`` is a SciPy sparse matrix or array, without importing SciPy: one can
-    only exist once ``scipy.sparse`` is loaded."""
-    module = sys.modules.get("scipy.sparse")
-    return module is not None and module.issparse(X)
-
-
-class SparseRows(NamedTuple):
-    """A batch of examples in CSR form over the learner's own weight columns."""
-
-    indptr: np.ndarray  # int64, n_rows + 1
-    indices: np.ndarray  # int64 weight columns
-    data: np.ndarray  # float64 values
-
-    @property
-    def n_rows(self) -> int:
-        return len(self.indptr) - 1
-
-
-class CsrBatch:
-    """A batch of examples as a CSR matrix over integer feature names (column ``j`` holds
-    feature ``j``), without SciPy: what the LIBSVM reader yields (the ``streamlearn`` command
-    does not import ``scipy.sparse``). The learners take it as they
-    take a SciPy CSR matrix; :meth:`tocsr` gives one.
-
-    ``needed`` is for producers that have validated the batch themselves (the LIBSVM
-    parser: finite values, indices from 0 up): one more than its largest column index. The
-    learners then skip their own check pass.
-    ``None`` (the default, and for every row selection) has them check.
-
-    >>> batch = CsrBatch(np.array([0, 2, 3]), np.array([0, 2, 1]), np.array([1.0, 2.0, 3.0]), 3)
-    >>> batch.shape, batch[np.array([1, 0])].toarray().tolist()
-    ((2, 3), [[0.0, 3.0, 0.0], [1.0, 0.0, 2.0]])
-    """
-
-    __slots__ = ("indptr", "indices", "data", "width", "needed")
-    ndim = 2
-
-    def __init__(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, width: int,
-                 needed: int | None = None):  # fmt: skip
-        self.indptr, self.indices, self.data, self.width = indptr, indices, data, int(width)
-        self.needed = needed
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return len(self.indptr) - 1, self.width
-
-    @property
-    def nnz(self) -> int:
-        return len(self.indices)
-
-    def __getitem__(self, rows) -> "CsrBatch":
-        """The rows ``rows`` (an integer array or a slice), in that order."""
-        rows = np.arange(self.shape[0])[rows] if isinstance(rows, slice) else np.asarray(rows, np.int64)
-        starts, lengths = self.indptr[rows], np.diff(self.indptr)[rows]
-        indptr = np.zeros(len(rows) + 1, self.indptr.dtype)
-        np.cumsum(lengths, out=indptr[1:])
-        entries = np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1])
-        return CsrBatch(indptr, self.indices[entries], self.data[entries], self.width)
-
-    def tocsr(self):
-        """The same matrix as a ``scipy.sparse.csr_matrix``."""
-        return _sparse().csr_matrix((self.data, self.indices, self.indptr), shape=self.shape)
-
-    def toarray(self) -> np.ndarray:
-        out = np.zeros(self.shape)
-        out[np.repeat(np.arange(self.shape[0]), np.diff(self.indptr)), self.indices] = self.data
-        return out
-
-    def __repr__(self) -> str:
-        return f"<CsrBatch of {self.shape[0]} rows, {self.width} columns, {self.nnz} entries>"
-
-
-def stack_rows(parts_cols: list, parts_vals: list) -> SparseRows:
-    """Rows given as lists of (columns, values) arrays, as one CSR batch."""
-    lengths = np.fromiter((len(c) for c in parts_cols), np.int64, len(parts_cols))
-    indptr = np.zeros(len(parts_cols) + 1, np.int64)
-    np.cumsum(lengths, out=indptr[1:])
-    if not parts_cols:
-        return SparseRows(indptr, np.zeros(0, np.int64), np.zeros(0))
-    return SparseRows(indptr, np.concatenate(parts_cols), np.concatenate(parts_vals))
-
-
-def _as_float(v, row: int, feature) -> float:
-    """One value as a float, or the reason it is none: not a number, or an integer beyond
-    the float range (``10**400``: Python converts it only by raising ``OverflowError``)."""
-    if type(v) not in _NUMERIC_TYPES and not isinstance(v, numbers.Real):
-        raise InvalidInputError("non-numeric", f"value {v!r} is not a number", row, feature)
-    try:
-        return float(v)
-    except OverflowError:
-        raise InvalidInputError("non-finite", f"an integer value of {len(str(abs(int(v))))} digits is too large for a float",
-                                row, feature) from None
-
-
-def _check_values(x: dict, values: np.ndarray, row: int, every: bool = False) -> None:
-    """Raise for a non-numeric or non-finite value of ``x`` (``values`` is its float copy);
-    ``every``: look at each value even when all are of numeric types (an int may still be
-    too large for a float: the caller's conversion failed)."""
-    if every or not set(map(type, x.values())) <= _NUMERIC_TYPES:
-        for name, v in x.items():
-            _as_float(v, row, name)
-    if not np.isfinite(values).all():
-        name = list(x)[int(np.flatnonzero(~np.isfinite(values))[0])]
-        raise InvalidInputError("non-finite", f"value {x[name]!r} is NaN or infinite", row, name)
-
-
-def _dict_values(x: dict, row: int) -> np.ndarray:
-    """The values of a dict example as float64, validated (numbers, finite)."""
-    if not isinstance(x, dict):
-        raise InvalidInputError("bad-type", f"expected a dict of features, got {type(x).__name__}", row)
-    n = len(x)
-    try:
-        values = np.fromiter(x.values(), np.float64, n)
-    except (TypeError, ValueError, OverflowError):
-        _check_values(x, np.zeros(n), row, every=True)  # names the offending feature
-        raise InvalidInputError("non-numeric", "values are not all numbers", row) from None
-    _check_values(x, values, row)
-    return values
 
 
 def name_keys(names: list) -> np.ndarray:
@@ -203,6 +72,24 @@ class FeatureSpace:
 
     Every row is summed in the order of its names' keys, so neither the order of a
     dict's keys nor the order in which names entered the vocabulary changes a result.
+
+    What it keeps, and what always holds between two calls:
+
+    * ``_column``: name → column. With a vocabulary, every name of ``_names`` except the int
+      names of ``_unsynced``; when hashing, a cache of names already hashed (cleared past
+      ``_HASH_CACHE_LIMIT`` entries: a hash is recomputed, never wrong).
+    * ``_names`` (vocabulary only): column → name, the columns ``0..n_columns-1`` in order of
+      first appearance; ``_order_key[c]`` is :func:`name_keys` of ``_names[c]``.
+    * ``_int_name_columns`` (the position cache, for arrays, sparse matrices and LIBSVM): entry
+      ``i`` is the column of int name ``i``, or -1 when ``i`` is not a name of the vocabulary
+      (hashing: its hashed column, or -1 when not computed yet) — exact for every ``i`` below
+      its length, whichever road (dict or positional) added the name.
+    * ``_unsynced``: (int names, columns) the positional road added, not yet in ``_column``;
+      any look-up by name syncs them first (:meth:`_sync_dict`).
+    * ``_dict_int_names``: how many int names the dict road added (when the position cache
+      grows, only then must it look for them in ``_column``).
+    * ``_scratch_idx`` / ``_scratch_val``: buffers :meth:`encode_many`'s rows are views on,
+      valid until the next call.
 
     >>> space = FeatureSpace()
     >>> columns, values = space.encode_one({"b": 2.0, "a": 1.0}, grow=True)
@@ -506,90 +393,6 @@ class FeatureSpace:
         if data["names"]:
             space._add(list(data["names"]))  # re-derives the order keys from the names
         return space
-
-
-def _batch_to_csr(X) -> tuple[list | None, "CsrBatch | scipy.sparse.csr_matrix", int]:
-    """Column names (``None`` for positional integer names), the batch as a validated
-    float64 CSR matrix (``X`` itself when it is a :class:`CsrBatch` or a float64 SciPy CSR
-    matrix already: callers only read it), and one more than its largest column index."""
-    if isinstance(X, CsrBatch) or _is_scipy_sparse(X):
-        # a float64 CSR batch is used as it is (read only): no constructor copy, no format check
-        if isinstance(X, CsrBatch) or (X.format == "csr" and X.dtype == np.float64 and X.ndim == 2):
-            matrix = X
-        else:
-            matrix = _sparse().csr_matrix(X, dtype=np.float64)
-        if matrix.ndim != 2:
-            raise InvalidInputError("bad-shape", f"expected a 2-D matrix, got shape {matrix.shape}")
-        validated = matrix.needed if isinstance(matrix, CsrBatch) else None
-        return None, matrix, _checked_csr(matrix) if validated is None else validated
-    if isinstance(X, np.ndarray):
-        if X.ndim != 2:
-            raise InvalidInputError("bad-shape", f"expected a 2-D array, got shape {X.shape}")
-        dense = _dense_float(X, list(range(X.shape[1])))
-        names = None
-    else:
-        import narwhals as nw
-
-        try:
-            frame = nw.from_native(X, eager_only=True)
-        except TypeError:
-            raise InvalidInputError(
-                "bad-type", f"expected a DataFrame, a 2-D NumPy array or a SciPy sparse matrix, got {type(X).__name__}"
-            ) from None
-        names = list(frame.columns)
-        dense = _dense_float(frame.to_numpy(), names)
-    flat_cols = dense.shape[1]
-    _check_finite(dense.ravel(), lambda p: (p // flat_cols, p % flat_cols if names is None else names[p % flat_cols]))
-    matrix = _sparse().csr_matrix(dense)
-    return names, matrix, int(matrix.indices.max()) + 1 if matrix.nnz else 0
-
-
-def _row_of_entry(indptr: np.ndarray, p: int) -> int:
-    """The row of a CSR batch that holds entry ``p``."""
-    return int(np.searchsorted(indptr, p, side="right") - 1)
-
-
-def _checked_csr(matrix) -> int:
-    """Raise unless ``matrix``'s arrays describe a valid CSR matrix of finite values (row
-    pointers from 0 up to the number of entries, never decreasing; column indices inside
-    ``0..width-1``; no NaN or infinity); return one more than its largest column index.
-    One compiled pass (:func:`streamlearn.kernels.rows.check_csr`). SciPy's constructor
-    checks only the row pointers, and not always (a matrix built with ``(data, indices,
-    indptr)`` then edited in place is not re-checked): a negative index was read as a
-    position counted from the end of the column map, learned silently, and a decreasing
-    row pointer could make the compiled loops read past the arrays."""
-    n_rows, width = matrix.shape
-    indptr, indices, data = matrix.indptr, matrix.indices, matrix.data
-    status, entry, needed = _rows.check_csr(indptr, indices, data, width) if len(indptr) == n_rows + 1 else (1, -1, 0)
-    if status == 1:
-        raise InvalidInputError("bad-shape", "the sparse matrix's row pointers do not match its entries "
-                                "(scipy.sparse's check_format(full_check=True) says more)")
-    if status == 2:
-        raise InvalidInputError("bad-shape", f"column index {int(indices[entry])} outside the matrix's {width} columns",
-                                _row_of_entry(indptr, entry))
-    if status == 3:
-        raise InvalidInputError("non-finite", f"value {data[entry]!r} is NaN or infinite", _row_of_entry(indptr, entry),
-                                int(indices[entry]))
-    return int(needed)
-
-
-def _dense_float(values: np.ndarray, names: list) -> np.ndarray:
-    """A float64 copy of a dense batch, with a row/feature message for a non-number."""
-    if values.dtype.kind in "fiub":
-        return values.astype(np.float64)
-    for (i, j), v in np.ndenumerate(values):
-        _as_float(v, i, names[j])
-    return values.astype(np.float64)
-
-
-def _check_finite(values: np.ndarray, locate) -> None:
-    """Raise naming the first NaN/inf of ``values``; ``locate(position)`` gives its row and
-    feature. The search for it runs only when there is one (it costs three passes)."""
-    if np.isfinite(values).all():
-        return
-    first = int(np.flatnonzero(~np.isfinite(values))[0])
-    row, feature = locate(first)
-    raise InvalidInputError("non-finite", f"value {values[first]!r} is NaN or infinite", row, feature)
 
 
 def _is_empty_label(y) -> bool:

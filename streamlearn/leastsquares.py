@@ -38,7 +38,7 @@ import numpy as np
 
 from .base import StreamClassifier, check_positive, softmax_rows
 from .errors import InvalidInputError, InvalidParameterError
-from .features import SparseRows
+from .batches import SparseRows
 
 
 def project_simplex(V: np.ndarray) -> np.ndarray:

@@ -51,7 +51,7 @@ import numpy as np
 
 from .base import StreamClassifier, average_power_of, check_positive
 from .errors import InvalidParameterError
-from .features import SparseRows
+from .batches import SparseRows
 from .kernels import codes, compiled
 from .weights import ScaledWeights
 

@@ -44,7 +44,7 @@ import numpy as np
 
 from .base import StreamClassifier, average_power_of, check_positive
 from .errors import InvalidParameterError
-from .features import SparseRows
+from .batches import SparseRows
 from .kernels import compiled
 from .mips import ORACLES, make_oracle
 

@@ -53,7 +53,7 @@ from river import base as river_base
 
 from .base import STATE_FORMAT, PendingRows, StreamClassifier, _is_pandas_frame, check_positive
 from .errors import InvalidInputError, InvalidParameterError
-from .features import SparseRows
+from .batches import SparseRows
 from .kernels import codes, compiled
 from .kernels.codes import CRAMMER_SINGER, SOFTMAX
 from .weights import class_capacity

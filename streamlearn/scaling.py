@@ -24,7 +24,7 @@ files, tf-idf, unit-length rows) and for sparse counts, where it changes little 
 extra pass over each row.
 
 >>> import numpy as np
->>> from streamlearn.features import SparseRows
+>>> from streamlearn.batches import SparseRows
 >>> scaler = OnlineStandardizer()
 >>> rows = SparseRows(np.array([0, 1, 2, 3]), np.array([0, 0, 0]), np.array([1.0, 3.0, 5.0]))
 >>> scaler.learn_transform(rows).data.round(4).tolist()  # the means after 1, 2, 3 rows: 1, 2, 3
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .features import SparseRows
+from .batches import SparseRows
 from .kernels import compiled
 
 _scaling = compiled("scaling")

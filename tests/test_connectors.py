@@ -463,7 +463,7 @@ def test_parser_batches_skip_the_learners_check_and_learn_the_same():
     unvalidated batch with a NaN is still refused."""
     from streamlearn import MulticlassSVM
     from streamlearn.errors import InvalidInputError
-    from streamlearn.features import CsrBatch
+    from streamlearn.batches import CsrBatch
 
     chunk = parse_libsvm_bytes(b"1 3:0.5 7:1\n2 1:2 3:-1\n1 9:0.25\n", width=20)
     X = chunk.X

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import streamlearn
-from streamlearn.features import SparseRows
+from streamlearn.batches import SparseRows
 from streamlearn.scaling import OnlineStandardizer
 
 
