@@ -185,7 +185,7 @@ def exact_scores(indptr, indices, data, row, store, n_classes, scores, mark, sta
     for p in range(indptr[row], indptr[row + 1]):
         if indices[p] < len(col_len):
             scan += col_len[indices[p]]
-    if scan > n_classes:
+    if scan > n_classes:  # (the two roads repeat their loop head on purpose: this one's inner loop has no branch)
         scores[:n_classes] = 0.0
         for p in range(indptr[row], indptr[row + 1]):
             j = indices[p]
@@ -585,6 +585,19 @@ def _renormalize(store, counts, scalars, S):
 
 # ---------------------------------------------------------------------------- prediction
 @njit(cache=True, nogil=True)
+def _add_average_scores(indptr, indices, data, row, store, n_classes, avg_scores):
+    """``avg_scores[k] += (U x)_k`` over the column runs of row ``row``, in pool order."""
+    pool_cls, pool_avg, col_start, col_len = store[7], store[9], store[10], store[11]
+    for p in range(indptr[row], indptr[row + 1]):
+        j = indices[p]
+        if j >= len(col_len):
+            continue
+        for q in range(col_start[j], col_start[j] + col_len[j]):
+            if pool_cls[q] < n_classes:
+                avg_scores[pool_cls[q]] += data[p] * pool_avg[q]
+
+
+@njit(cache=True, nogil=True)
 def predict_rows(indptr, indices, data, store, scalars, n_classes, averaged, candidates, exact, scores, avg_scores,
                  mark, stamp, touched, y, predicted, p_true):
     """For each row: the predicted class (``predicted``; -1 with no class) and, when ``y`` is
@@ -594,7 +607,6 @@ def predict_rows(indptr, indices, data, store, scalars, n_classes, averaged, can
     classes it does not reach score 0, or over ``candidates[row]`` and ``y`` re-ranked
     exactly, the softmax normalised over those. Ties go to the lowest class index. Returns
     the new ``stamp``."""
-    pool_cls, pool_val, pool_avg, col_start, col_len = store[7], store[8], store[9], store[10], store[11]
     g = scalars[G]
     for row in range(len(indptr) - 1):
         stamp += 1
@@ -610,13 +622,7 @@ def predict_rows(indptr, indices, data, store, scalars, n_classes, averaged, can
             if n_touched < 0:  # every class scored
                 if averaged and scalars[AW] > 0:
                     avg_scores[:n_classes] = 0.0
-                    for p in range(indptr[row], indptr[row + 1]):
-                        j = indices[p]
-                        if j >= len(col_len):
-                            continue
-                        for q in range(col_start[j], col_start[j] + col_len[j]):
-                            if pool_cls[q] < n_classes:
-                                avg_scores[pool_cls[q]] += data[p] * pool_avg[q]
+                    _add_average_scores(indptr, indices, data, row, store, n_classes, avg_scores)
                     for k in range(n_classes):
                         scores[k] = (avg_scores[k] + scalars[A] * scores[k]) / scalars[AW]
                 else:
@@ -635,13 +641,7 @@ def predict_rows(indptr, indices, data, store, scalars, n_classes, averaged, can
             if averaged:  # the U x part on the same columns
                 for q in range(n_touched):
                     avg_scores[touched[q]] = 0.0
-                for p in range(indptr[row], indptr[row + 1]):
-                    j = indices[p]
-                    if j >= len(col_len):
-                        continue
-                    for q in range(col_start[j], col_start[j] + col_len[j]):
-                        if pool_cls[q] < n_classes:
-                            avg_scores[pool_cls[q]] += data[p] * pool_avg[q]
+                _add_average_scores(indptr, indices, data, row, store, n_classes, avg_scores)
             for q in range(n_touched):
                 k = touched[q]
                 s = (avg_scores[k] + scalars[A] * scores[k]) / scalars[AW] if averaged and scalars[AW] > 0 else g * scores[k]
