@@ -232,3 +232,27 @@ def test_feature_sampler_blocks_follow_frequency():
     X = np.array([[1.0, 0, 1, 1], [1, 0, 0, 1], [1, 1, 0, 0]])
     sampler = FeatureSampler()
     assert sampler.columns(X, 2, 0).tolist() == [0, 3] and sampler.columns(X, 2, 1).tolist() == [1, 2]
+
+
+def test_random_fourier_features_make_a_river_pipeline_that_learns_a_ring():
+    """``RandomFourierFeatures(...) | GeneralizedLeastSquares()`` in river's progressive
+    validation: the ring no linear model separates (a linear one stays near chance)."""
+    from river import compose, evaluate, metrics
+
+    from streamlearn import RandomFourierFeatures
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 2))
+    y = (X[:, 0] ** 2 + X[:, 1] ** 2 > 1.4).astype(int)
+    stream = [({"a": a, "b": b}, int(t)) for (a, b), t in zip(X, y)]
+    pipeline = RandomFourierFeatures(bandwidth=1.0, n_components=100) | GeneralizedLeastSquares()
+    assert isinstance(pipeline, compose.Pipeline)
+    nonlinear = evaluate.progressive_val_score(stream, pipeline, metrics.Accuracy()).get()
+    linear = evaluate.progressive_val_score(stream, GeneralizedLeastSquares(), metrics.Accuracy()).get()
+    assert nonlinear > 0.9 > 0.6 > linear
+    features = RandomFourierFeatures(bandwidth=1.0, n_components=100, seed=3)
+    import pandas as pd
+
+    frame = pd.DataFrame(X[:5], columns=["a", "b"])
+    one = [features.transform_one(row) for row in frame.to_dict(orient="records")]
+    np.testing.assert_allclose(features.transform_many(frame).to_numpy(), [[r[i] for i in range(100)] for r in one])
