@@ -193,7 +193,27 @@ class PendingRows:
 
 
 class StreamClassifier(PendingRows, base.MiniBatchClassifier):
-    """Base class of streamlearn's multi-class learners (see the module docstring)."""
+    """Base class of streamlearn's multi-class learners (see the module docstring).
+
+    Parameters
+    ----------
+    None of its own: each learner's ``__init__`` takes its parameters (``batch_size``,
+    ``n_bits``, ``standardize`` are read here).
+
+    Attributes
+    ----------
+    classes
+        The labels seen so far, in class-index order.
+    n_pending
+        Examples waiting for a full mini-batch (:meth:`flush` learns them).
+
+    Examples
+    --------
+    >>> from streamlearn import MulticlassPerceptron, StreamClassifier
+    >>> model = MulticlassPerceptron()
+    >>> isinstance(model, StreamClassifier), model.classes, model.n_pending
+    (True, [], 0)
+    """
 
     #: mini-batch size; subclasses set it from their ``batch_size`` parameter
     batch_size: int = 1

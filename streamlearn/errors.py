@@ -9,7 +9,27 @@ from __future__ import annotations
 
 
 class StreamlearnError(ValueError):
-    """Base class of streamlearn's errors (a ``ValueError``)."""
+    """Base class of streamlearn's errors (a ``ValueError``).
+
+    Parameters
+    ----------
+    message
+        What was wrong and where.
+
+    Attributes
+    ----------
+    args
+        As every exception.
+
+    Examples
+    --------
+    >>> from streamlearn import MulticlassSVM, StreamlearnError
+    >>> try:
+    ...     MulticlassSVM(lam=-1)
+    ... except StreamlearnError as error:
+    ...     print(type(error).__name__, "|", error)
+    InvalidParameterError | lam must be a positive finite number, got -1
+    """
 
 
 class InvalidInputError(StreamlearnError):
@@ -20,6 +40,19 @@ class InvalidInputError(StreamlearnError):
     ``reason`` a short machine-readable reason (``"non-finite"``, ``"non-numeric"``,
     ``"empty-label"``, ``"length-mismatch"``, ``"bad-shape"``, ``"bad-type"``).
     The model is left unchanged when it is raised.
+
+    Parameters
+    ----------
+    reason, message, row, feature
+        As the attributes of the same names (``message`` makes the text).
+
+    Attributes
+    ----------
+    reason, row, feature
+        See above.
+
+    Examples
+    --------
 
     >>> from streamlearn import InvalidInputError, MulticlassSVM
     >>> model = MulticlassSVM()
@@ -46,4 +79,24 @@ class InvalidInputError(StreamlearnError):
 
 
 class InvalidParameterError(StreamlearnError):
-    """A learner parameter outside its domain (e.g. ``lam <= 0``)."""
+    """A learner parameter outside its domain (e.g. ``lam <= 0``).
+
+    Parameters
+    ----------
+    message
+        Which parameter, what it must be, what it got.
+
+    Attributes
+    ----------
+    args
+        As every exception.
+
+    Examples
+    --------
+    >>> from streamlearn import ExtremeSVM, InvalidParameterError
+    >>> try:
+    ...     ExtremeSVM(oracle="tree")
+    ... except InvalidParameterError as error:
+    ...     print(error)
+    oracle must be one of exact, graph, lsh, got 'tree'
+    """

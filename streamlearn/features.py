@@ -70,6 +70,11 @@ class FeatureSpace:
         of first appearance. An int: the hashing trick with ``2**n_bits`` columns; the
         column of a name is its :func:`name_keys` key modulo ``2**n_bits``.
 
+    Attributes
+    ----------
+    n_columns, names
+        Weight columns in use (``2**n_bits`` when hashing); the vocabulary in column order.
+
     Every row is summed in the order of its names' keys, so neither the order of a
     dict's keys nor the order in which names entered the vocabulary changes a result.
 
@@ -407,6 +412,18 @@ class LabelSpace:
     NumPy scalars are stored as the equal Python scalar (``np.bool_(True)`` → ``True``)
     so that labels survive msgpack checkpoints. ``None``, NaN and blank strings are
     rejected as empty labels.
+
+    Parameters
+    ----------
+    None: a label space starts empty.
+
+    Attributes
+    ----------
+    labels
+        The labels, class index order.
+
+    Examples
+    --------
 
     >>> labels = LabelSpace()
     >>> labels.indices(["cat", "dog", "cat", "emu"], grow=True).tolist(), labels.labels

@@ -226,6 +226,15 @@ class GeneralizedLeastSquares(_DenseLeastSquares):
     ``predict_proba_one``: the softmax link gives its calibrated probabilities; for the
     identity link the scores are projected onto the probability simplex.
 
+    Attributes
+    ----------
+    history_
+        After :meth:`fit`: the multinomial log-loss of each iteration.
+    classes, n_pending
+        As every learner (:class:`~streamlearn.base.StreamClassifier`).
+
+    Examples
+    --------
     >>> from streamlearn import GeneralizedLeastSquares
     >>> model = GeneralizedLeastSquares(link="identity")
     >>> _ = model.fit([{"a": 1.0}, {"b": 1.0}, {"a": 1.0, "b": 0.1}], ["x", "y", "x"])
@@ -401,6 +410,27 @@ class CalibratedLeastSquares(_WindowRefit):
     iterations) every ``refit_every`` examples; :meth:`fit` runs it on a whole data set.
     ``predict_proba_one`` is the projected prediction itself.
 
+    Parameters
+    ----------
+    stages
+        Iterations of Alg. 2 per fit.
+    window, refit_every
+        The stream keeps the last ``window`` examples and refits on them every
+        ``refit_every`` examples.
+    ridge, max_features, seed, standardize
+        As :class:`GeneralizedLeastSquares`.
+    powers
+        The calibration basis ``G``'s elementwise powers.
+
+    Attributes
+    ----------
+    history_
+        The mean squared error after each stage of the last fit.
+    classes, n_pending
+        As every learner (:class:`~streamlearn.base.StreamClassifier`).
+
+    Examples
+    --------
     >>> from streamlearn import CalibratedLeastSquares
     >>> model = CalibratedLeastSquares(stages=3)
     >>> _ = model.fit([{"a": 1.0}, {"b": 1.0}, {"a": 1.0, "b": 0.2}], ["x", "y", "x"])
@@ -522,6 +552,10 @@ class RandomFourierFeatures(_GeneratorState, river_base.MiniBatchTransformer):
     n_components
         ``m`` of the transformer (the GEN takes ``m`` per call).
 
+    Attributes
+    ----------
+    None public: ``Ω``'s rows drawn so far are a cache (a function of ``seed`` and the names).
+
     Examples
     --------
     >>> gen = RandomFourierFeatures(bandwidth=2.0, seed=0)
@@ -589,17 +623,32 @@ class RandomFourierFeatures(_GeneratorState, river_base.MiniBatchTransformer):
 
 
 class FeatureSampler(_GeneratorState):
-    _FITTED = ("_ranking",)
-
     """GEN for Alg. 3: blocks of the original features. ``order="frequency"`` takes the
     features by decreasing number of non-zero values in the data it first sees (the paper:
     fitting frequent words first gives better text models), ``"random"`` a seeded
     permutation; ``replace=True`` draws each block at random with replacement instead.
     Stage t takes block t of the order (cycling when the features run out).
 
+    Parameters
+    ----------
+    order
+        ``"frequency"`` or ``"random"`` (see above).
+    replace
+        Draw each block with replacement instead of walking the order.
+    seed
+        Seeds the random order and the draws.
+
+    Attributes
+    ----------
+    None public: the ranking learned from the first data (checkpointed with the model).
+
+    Examples
+    --------
     >>> FeatureSampler()(np.array([[0., 1., 2.], [0., 3., 0.]]), m=2, stage=0).tolist()
     [[1.0, 2.0], [3.0, 0.0]]
     """
+
+    _FITTED = ("_ranking",)
 
     def __init__(self, order: str = "frequency", replace: bool = False, seed: int = 0):
         if order not in ("frequency", "random"):
@@ -647,10 +696,18 @@ class StagewiseRegression(_WindowRefit):
     window, refit_every, ridge, max_features, standardize
         As :class:`CalibratedLeastSquares` (the stream refits on a window).
 
-    ``predict_proba_one``: the softmax of the scores for ``inner="logistic"``, the simplex
-    projection of the scores for ``"linear"``. ``history_`` holds the training error after
-    each stage of the last fit.
+    Attributes
+    ----------
+    history_
+        The training error after each stage of the last fit.
+    classes, n_pending
+        As every learner (:class:`~streamlearn.base.StreamClassifier`).
 
+    ``predict_proba_one``: the softmax of the scores for ``inner="logistic"``, the simplex
+    projection of the scores for ``"linear"``.
+
+    Examples
+    --------
     >>> import numpy as np
     >>> from streamlearn import RandomFourierFeatures, StagewiseRegression
     >>> rng = np.random.default_rng(0)

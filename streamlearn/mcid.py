@@ -205,6 +205,15 @@ class MulticlassSVM(_MCIDLearner):
         Scale every feature online to zero mean and unit variance, with statistics learned
         and checkpointed with the model (:mod:`streamlearn.scaling`): for dense, unscaled features.
 
+    Attributes
+    ----------
+    classes
+        The labels seen so far, in class-index order (columns of ``decision_function_many``).
+    n_steps, n_pending
+        Steps taken; examples waiting for a full mini-batch (:meth:`flush` learns them).
+    weight_matrix()
+        The dense ``(K, d)`` weights predictions use.
+
     Examples
     --------
     >>> from streamlearn import MulticlassSVM
@@ -227,7 +236,7 @@ class MulticlassLogisticRegression(_MCIDLearner):
     O(K nnz(x)). ``predict_proba_one`` is the model's softmax (Eq. 4): calibrated in the
     sense of the maximum-likelihood objective it minimises.
 
-    Parameters are those of :class:`MulticlassSVM`.
+    Parameters and attributes are those of :class:`MulticlassSVM`.
 
     Examples
     --------
@@ -251,7 +260,7 @@ class MulticlassPerceptron(_MCIDLearner):
     and ``w_k*`` away from it (when ``k* = y`` the two moves cancel). ``predict_proba_one``
     is an uncalibrated softmax of the raw scores.
 
-    Parameters are those of :class:`MulticlassSVM`.
+    Parameters and attributes are those of :class:`MulticlassSVM`.
 
     Examples
     --------
@@ -277,7 +286,7 @@ class OneVsRestPegasos(_MCIDLearner):
     ``predict_proba_one`` is an uncalibrated softmax of the K scores; ``project=True``
     projects each class onto its own 1/√λ ball.
 
-    Parameters are those of :class:`MulticlassSVM`.
+    Parameters and attributes are those of :class:`MulticlassSVM`.
 
     Examples
     --------
@@ -303,7 +312,7 @@ class OneVsRestLogisticRegression(_MCIDLearner):
     sigmoid is a calibrated binary probability, their normalised vector is not a
     calibrated multi-class distribution.
 
-    Parameters are those of :class:`MulticlassSVM`.
+    Parameters and attributes are those of :class:`MulticlassSVM`.
 
     Examples
     --------

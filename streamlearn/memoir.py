@@ -231,6 +231,17 @@ class ExtremeSVM(StreamClassifier):
     ----------
     n_weights
         Weights stored (the model's size; ℓ1 truncation reclaims zeros).
+    classes, n_steps, n_pending
+        As :class:`~streamlearn.MulticlassSVM`.
+
+    Examples
+    --------
+    >>> from streamlearn import ExtremeSVM
+    >>> model = ExtremeSVM(oracle="lsh", seed=0)
+    >>> for k in range(300):  # 300 classes, each with its own words
+    ...     model.learn_one({f"w{k}": 1.0, f"v{k}": 0.5}, f"class {k}")
+    >>> model.predict_one({"w7": 1.0}), len(model.classes), model.n_weights <= 2 * 2 * 300
+    ('class 7', 300, True)
     """
 
     def __init__(self, lam: float = 1e-5, penalty: str = "l2", oracle: str = "exact", n_candidates: int = 10,

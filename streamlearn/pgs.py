@@ -265,6 +265,14 @@ class PrimalGradientSolver(_PGSLearner):
         positive one with the sigmoid of the margin — a calibrated probability for the
         logistic loss only.
 
+    Attributes
+    ----------
+    classes_
+        The (negative, positive) labels; ``n_steps``, ``n_pending`` and ``weight_matrix()`` as
+        :class:`MulticlassPGS`.
+
+    Examples
+    --------
     >>> from streamlearn import PrimalGradientSolver
     >>> model = PrimalGradientSolver(loss="logistic", p=1.5, sigma=0.01)
     >>> for _ in range(20):
@@ -337,6 +345,20 @@ class MulticlassPGS(_PGSLearner):
     a zero dual row. ``predict_proba_one`` is a softmax of the scores (calibrated for the
     softmax loss only).
 
+    Parameters
+    ----------
+    loss, regularizer
+        As above.
+    p, sigma, batch_size, bound, iterate, seed, standardize
+        As :class:`PrimalGradientSolver`.
+
+    Attributes
+    ----------
+    classes, n_pending
+        As every learner; ``n_steps`` the steps taken, ``weight_matrix()`` the dense ``(K, d)`` weights.
+
+    Examples
+    --------
     >>> from streamlearn import MulticlassPGS
     >>> model = MulticlassPGS(p=1.5, regularizer="block", sigma=0.01)
     >>> for _ in range(20):
@@ -385,6 +407,20 @@ class PrimalGradientRegressor(PendingRows, river_base.MiniBatchRegressor):
     semantics are the same (``learn_many`` equals the ``learn_one`` loop). It shares the
     solver's state and kernel (a binary solver whose targets are real numbers).
 
+    Parameters
+    ----------
+    bound
+        ``B`` of the domain ``||w||_p <= B`` (required).
+    p, sigma, batch_size, iterate, seed
+        As :class:`PrimalGradientSolver`.
+
+    Attributes
+    ----------
+    n_pending
+        Examples waiting for a full mini-batch (:meth:`flush` learns them).
+
+    Examples
+    --------
     >>> from streamlearn import PrimalGradientRegressor
     >>> model = PrimalGradientRegressor(bound=10.0, sigma=0.01)
     >>> for _ in range(200):

@@ -101,3 +101,14 @@ def test_the_readme_command_lines_run(tmp_path):
         result = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, f"{command}\n{result.stderr}"
     assert (tmp_path / "predictions.jsonl").read_text().count("\n") == 5000
+
+
+@pytest.mark.parametrize("name", sorted(n for n in streamlearn.__all__ if n[:1].isupper() and n not in (
+    "LEARNERS", "REGRESSORS", "LEARNER_NAMES")))
+def test_every_public_class_documents_parameters_attributes_and_an_example(name):
+    import inspect
+
+    doc = inspect.getdoc(getattr(streamlearn, name)) or ""
+    shared = "Parameters and attributes are those of" in doc  # the MCID learners share MulticlassSVM's
+    for part in ("Parameters", "Attributes", ">>> "):
+        assert part in doc or (shared and part != ">>> "), (name, part)
