@@ -29,14 +29,14 @@ def broker():
 
 
 #: test files whose tests run whole processes or every river check: left out of the quick subset
-SLOW_FILES = {"test_crash_resume.py", "test_examples.py", "test_river_checks.py", "test_cli_trust.py"}
+SLOW_FILES = {"test_crash_resume.py", "test_examples.py", "test_river_checks.py", "test_cli_trust.py", "test_cli_options.py"}
 
 
 def pytest_collection_modifyitems(config, items):
     """Marks: ``kafka`` for every test on the real broker, ``slow`` for the files above;
     ``pytest -m "not slow and not kafka"`` is the quick subset (under a minute)."""
     for item in items:
-        if "broker" in getattr(item, "fixturenames", ()):
+        if "broker" in getattr(item, "fixturenames", ()) or "idle_timeout" in item.name:
             item.add_marker(pytest.mark.kafka)
         if item.path.name in SLOW_FILES or item.name == "test_the_quick_suite_passes_on_the_jit_alone":
             item.add_marker(pytest.mark.slow)

@@ -1,0 +1,201 @@
+"""Every option every ``streamlearn`` command offers, run: each subcommand's ``--help`` and a
+minimal run, then each option in a run that shows its effect. A coverage test fails when an
+option is added to the parser without a run here."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streamlearn.checkpoint import CheckpointStore
+from streamlearn.cli import COMMANDS, make_parser
+from helpers import cli, libsvm_lines
+
+
+@pytest.fixture
+def files(tmp_path):
+    """A LIBSVM training file with one bad line, a test file, a CSV and a trained model."""
+    train = tmp_path / "train.svm"
+    train.write_text("\n".join(libsvm_lines(600, seed=1)) + "\nnot a line\n")
+    test = tmp_path / "test.svm"
+    test.write_text("\n".join(libsvm_lines(200, seed=2)) + "\n")
+    table = tmp_path / "t.csv"
+    table.write_text("a,b,kind\n" + "".join(f"{i % 3},{(i * 7) % 5},{'xy'[i % 2]}\n" for i in range(60)))
+    model = tmp_path / "model"
+    cli("train", train, "--checkpoint-dir", model, "--quiet")
+    return {"train": train, "test": test, "csv": table, "model": model, "dir": tmp_path}
+
+
+def _summary(result) -> dict:
+    return json.loads(result.stdout.decode().splitlines()[0])
+
+
+#: each option: a function running a command that uses it and checking the effect
+RUNS = {}
+
+
+def covers(*options):
+    def register(function):
+        for option in options:
+            RUNS[option] = function
+        return function
+
+    return register
+
+
+@covers("train:source", "train:--checkpoint-dir", "train:--quiet")
+def run_train_basics(f):
+    assert _summary(cli("train", f["train"], "--checkpoint-dir", f["dir"] / "a", "--quiet"))["learned"] == 600
+
+
+@covers("train:--format", "train:--label-column")
+def run_format_and_label_column(f):
+    renamed = f["dir"] / "table.data"
+    renamed.write_text(f["csv"].read_text())
+    summary = _summary(cli("train", renamed, "--format", "csv", "--label-column", "kind", "--quiet"))
+    assert summary["learned"] == 60 and summary["dead_letters"] == 0
+
+
+@covers("train:--batch-records")
+def run_batch_records(f):
+    assert _summary(cli("train", f["train"], "--batch-records", "7", "--quiet"))["batches"] == 601 // 7 + 1
+
+
+@covers("train:--config", "train:--learner", "train:--param")
+def run_config_learner_param(f):
+    config = f["dir"] / "job.toml"
+    config.write_text('learner = "MulticlassLogisticRegression"\nquiet = true\n[param]\nlam = 0.001\n')
+    cli("train", f["train"], "--config", config, "--checkpoint-dir", f["dir"] / "b", "--param", "batch_size=2")
+    state = CheckpointStore(f["dir"] / "b").load_latest()["learner"]
+    assert state["class"] == "MulticlassLogisticRegression" and state["params"]["lam"] == 0.001
+    assert state["params"]["batch_size"] == 2
+
+
+@covers("train:--standardize")
+def run_standardize(f):
+    cli("train", f["train"], "--standardize", "--checkpoint-dir", f["dir"] / "c", "--quiet")
+    assert CheckpointStore(f["dir"] / "c").load_latest()["learner"]["scaler"]["n_seen"] == 600
+
+
+@covers("train:--checkpoint-every", "train:--checkpoint-interval", "train:--keep")
+def run_checkpoint_cadence(f):
+    cli("train", f["train"], "--checkpoint-dir", f["dir"] / "d", "--checkpoint-every", "100", "--checkpoint-interval",
+        "1000", "--keep", "2", "--batch-records", "50", "--quiet")
+    assert len(CheckpointStore(f["dir"] / "d").paths()) == 2
+    assert (f["dir"] / "d" / "metrics.jsonl").read_text().count("\n") == 7  # 6 every 100 learned, and the last
+
+
+@covers("train:--resume", "train:--overwrite", "train:--init-from")
+def run_resume_overwrite_init(f):
+    again = cli("train", f["train"], "--checkpoint-dir", f["model"], "--resume", "--quiet")
+    assert _summary(again)["learned"] == 600  # nothing left to learn
+    cli("train", f["test"], "--checkpoint-dir", f["model"], "--overwrite", "--quiet")
+    assert CheckpointStore(f["model"]).load_latest()["runner"]["counters"]["learned"] == 200
+    cli("train", f["train"], "--checkpoint-dir", f["dir"] / "e", "--init-from", f["model"], "--quiet")
+    assert CheckpointStore(f["dir"] / "e").load_latest()["learner"]["model"]["t"] == 800
+
+
+@covers("train:--holdout")
+def run_holdout(f):
+    assert _summary(cli("train", f["train"], "--holdout", "0.2", "--quiet"))["holdout_final"]["n"] > 50
+
+
+@covers("train:--metrics", "train:--dead-letter", "train:--max-errors")
+def run_sinks_and_max_errors(f):
+    result = cli("train", f["train"], "--metrics", f["dir"] / "m.jsonl", "--dead-letter", f["dir"] / "dead.jsonl",
+                 "--max-errors", "0", "--quiet", check=False)
+    assert result.returncode == 3
+    assert (f["dir"] / "dead.jsonl").read_text().count("\n") == 1 and (f["dir"] / "m.jsonl").exists()
+
+
+@covers("train:--passes")
+def run_passes(f):
+    assert _summary(cli("train", f["train"], "--passes", "3", "--quiet"))["learned"] == 1800
+
+
+@covers("train:--idle-timeout", "predict:--idle-timeout", "evaluate:--idle-timeout")
+def run_idle_timeouts(f):
+    """A topic on the test broker: each command ends once no message came for the timeout."""
+    import time
+
+    import msgpack
+
+    from connectors.localbroker import create_topic, produce
+    from helpers import records
+
+    broker = f["broker"]()
+    create_topic(broker, "idle")
+    produce(broker, "idle", [msgpack.packb(r) for r in records(100, seed=5)])
+    uri = f"kafka://{broker}/idle?group=options"
+    start = time.monotonic()
+    assert _summary(cli("train", uri, "--idle-timeout", "2", "--checkpoint-dir", f["dir"] / "k", "--quiet"))["learned"] == 100
+    assert cli("predict", uri, "--checkpoint", f["dir"] / "k", "--idle-timeout", "2").stdout.decode().count("\n") == 100
+    assert json.loads(cli("evaluate", uri, "--checkpoint", f["dir"] / "k", "--idle-timeout", "2").stdout)["n"] == 100
+    assert time.monotonic() - start < 90
+
+
+@covers("predict:source", "predict:--checkpoint", "predict:--output", "predict:--proba")
+def run_predict(f):
+    out = f["dir"] / "p.jsonl"
+    cli("predict", f["test"], "--checkpoint", f["model"], "--output", out, "--proba")
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 200 and abs(sum(rows[0]["proba"].values()) - 1.0) < 1e-9
+
+
+@covers("predict:--format", "predict:--label-column", "predict:--batch-records")
+def run_predict_input_options(f):
+    result = cli("predict", f["csv"], "--checkpoint", f["model"], "--format", "csv", "--label-column", "kind",
+                 "--batch-records", "5")
+    assert result.stdout.decode().count("\n") == 60
+
+
+@covers("evaluate:source", "evaluate:--checkpoint", "evaluate:--format", "evaluate:--label-column",
+        "evaluate:--batch-records")
+def run_evaluate(f):
+    result = cli("evaluate", f["test"], "--checkpoint", f["model"], "--format", "libsvm", "--batch-records", "9")
+    assert json.loads(result.stdout)["n"] == 200
+    table = cli("evaluate", f["csv"], "--checkpoint", f["model"], "--label-column", "kind")
+    assert json.loads(table.stdout)["n"] == 60
+
+
+@covers("inspect:directory")
+def run_inspect(f):
+    assert json.loads(cli("inspect", f["model"]).stdout)["counters"]["learned"] == 600
+
+
+@covers("plot:metrics_file", "plot:--output")
+def run_plot(f):
+    cli("plot", f["model"] / "metrics.jsonl", "-o", f["dir"] / "curves.png")
+    assert (f["dir"] / "curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def parser_options() -> set:
+    """``command:option`` for every option (and positional) of every command."""
+    options = set()
+    for command in COMMANDS:
+        sub = make_parser([command])._subparsers._group_actions[0].choices[command]
+        for action in sub._actions:
+            if action.dest == "help":
+                continue
+            options.add(f"{command}:{action.option_strings[-1] if action.option_strings else action.dest}")
+    return options
+
+
+def test_every_option_of_every_command_has_a_run_here():
+    assert parser_options() - set(RUNS) == set(), "options without a run in tests/test_cli_options.py"
+
+
+RUN_FUNCTIONS = list(dict.fromkeys(RUNS.values()))
+
+
+@pytest.mark.parametrize("run", RUN_FUNCTIONS, ids=[run.__name__ for run in RUN_FUNCTIONS])
+def test_each_option_runs(run, files, request):
+    files["broker"] = lambda: request.getfixturevalue("broker")  # only the Kafka options start one
+    run(files)
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_each_command_has_help(command):
+    result = cli(command, "--help")
+    assert result.returncode == 0 and b"usage: streamlearn " + command.encode() in result.stdout
