@@ -42,8 +42,8 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from bench.data import load
-from bench.mcid_bench import write_vw
+from bench.common import machine, write_vw
+from bench.data import Split, load
 from streamlearn import (CalibratedLeastSquares, FeatureSampler, GeneralizedLeastSquares, MulticlassSVM,
                          RandomFourierFeatures, StagewiseRegression)
 
@@ -62,6 +62,21 @@ COUNT_LIMITS = {"raw": (1500, 200), "rff4000": (100, 20)}
 LIBLINEAR_COSTS = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)  # LIBLINEAR's C, chosen on validation for each solver
 STAGEWISE_BLOCKS = (1000, 2000)  # the issue's 1,000-2,000 features per stage, both ends tried
 STAGEWISE_FEATURES = 240_000  # most features a stagewise fit adds (240 stages of 1,000, 120 of 2,000)
+RFF_FEATURES = {"rff4000": 4000, "rff8000": 8000}  # Table 1's random-feature rows
+BANDWIDTH_FEATURES = 2000  # random features of the fits that choose the bandwidth
+PROBE_FEATURES = 80_000  # features after which stagewise bandwidths are compared
+TEXT_CASE = {"datasets": ("news20", "sector"), "vocabulary": 10_000, "block": 2000}
+
+
+def quick() -> None:
+    """The smoke run's scale (``--quick``): 3,000 MNIST images, a few hundred features, one
+    candidate where a grid was; every section runs, no figure means anything."""
+    global VALIDATION, RIDGES, COUNT_LIMITS, LIBLINEAR_COSTS, STAGEWISE_FRACTIONS, RFF_FEATURES, BANDWIDTH_FEATURES
+    global PROBE_FEATURES, TEXT_CASE
+    VALIDATION, RIDGES, LIBLINEAR_COSTS, STAGEWISE_FRACTIONS = 2500, (1e-6, 1e-2), (1.0,), (0.6, 1.0)
+    COUNT_LIMITS = {"raw": (10, 2), "rff4000": (10, 2)}
+    RFF_FEATURES, BANDWIDTH_FEATURES, PROBE_FEATURES = {"rff4000": 200, "rff8000": 400}, 200, 400
+    TEXT_CASE = {"datasets": ("news20",), "vocabulary": 500, "block": 100}
 
 
 def pca(X: np.ndarray, Xt: np.ndarray, k: int = PCA_DIMS) -> tuple[np.ndarray, np.ndarray]:
@@ -106,7 +121,7 @@ def choose_bandwidth(Z: np.ndarray, y: np.ndarray) -> tuple[float, dict]:
     median = median_distance(Z)
     scores = {}
     for fraction in (0.6, 0.8, 1.0, 1.2, 1.6, 2.0, 2.4):
-        F, Fv = rff(Z[:VALIDATION], Z[VALIDATION:], fraction * median, 2000, 3)
+        F, Fv = rff(Z[:VALIDATION], Z[VALIDATION:], fraction * median, BANDWIDTH_FEATURES, 3)
         model = GeneralizedLeastSquares(link="identity", max_features=10_000).fit(F, y[:VALIDATION])
         scores[fraction * median] = float(np.mean(np.asarray(model.classes)[scores_of(model, Fv).argmax(1)] != y[VALIDATION:]))
     return min(scores, key=scores.get), {f"{k:.3f}": v for k, v in scores.items()}
@@ -189,7 +204,7 @@ def table1(X, y, Xt, yt, Z, Zt, s: float) -> tuple[list, dict]:
     features; the 8,000-feature fits reuse the 4,000-feature choices (a third 8,000-wide
     search would not fit the time budget)."""
     rows, chosen = [], {}
-    for name, m in (("raw", None), ("rff4000", 4000), ("rff8000", 8000)):
+    for name, m in (("raw", None), *RFF_FEATURES.items()):
         limits = COUNT_LIMITS.get(name)
         F, Ft = (with_intercept(X), with_intercept(Xt)) if m is None else rff(Z, Zt, s, m, 7)
         if limits is not None:
@@ -210,7 +225,7 @@ def table1(X, y, Xt, yt, Z, Zt, s: float) -> tuple[list, dict]:
 def draw_spread(y, yt, Z, Zt, s: float, seeds=(1, 2, 3, 4, 5)) -> dict:
     """Linear least squares on 4,000 and 8,000 random features for several draws."""
     out = {}
-    for m in (4000, 8000):
+    for m in RFF_FEATURES.values():
         errors = []
         for seed in seeds:
             F, Ft = rff(Z, Zt, s, m, seed)
@@ -241,7 +256,7 @@ def stagewise_validation(Z, y, s: float, stages: int, block: int) -> dict:
     return errors
 
 
-def stagewise(y, Zs, yt, Zt, stages: int, block: int, probe_features: int = 80_000) -> dict:
+def stagewise(y, Zs, yt, Zt, stages: int, block: int, probe_features: int | None = None) -> dict:
     """Alg. 3 with blocks of random Fourier features and a linear inner fit. Its bandwidth is
     chosen on validation for the stagewise fit itself, after ``probe_features`` features (40 stages
     of 2,000, 80 of 1,000), among STAGEWISE_FRACTIONS of the median distance (a fit of 100,000+
@@ -250,7 +265,7 @@ def stagewise(y, Zs, yt, Zt, stages: int, block: int, probe_features: int = 80_0
     records the test error after each (never used to choose anything) and is reported at the
     chosen count."""
     median = median_distance(Zs)
-    probe_stages = max(1, probe_features // block)
+    probe_stages = max(1, (probe_features or PROBE_FEATURES) // block)
     probes = {f"{f * median:.3f}": stagewise_validation(Zs, y, f * median, probe_stages, block)[probe_stages]
               for f in STAGEWISE_FRACTIONS}
     print("stagewise bandwidths", probes, flush=True)
@@ -288,11 +303,12 @@ def stagewise_by_block(y, Zs, yt, Zt, blocks=STAGEWISE_BLOCKS, features: int = S
 
 
 # ------------------------------------------------------------------------- peers
-def liblinear_runs(F, y, Ft, yt, solvers=("-s 2", "-s 0", "-s 4"), costs=LIBLINEAR_COSTS) -> dict:
+def liblinear_runs(F, y, Ft, yt, solvers=("-s 2", "-s 0", "-s 4"), costs=None) -> dict:
     """LIBLINEAR's solvers, each at the cost C with the lowest validation error (the paper picked its
     peers' best regularisation): chosen on the 50,000 / 10,000 split, then the timed fit on all 60,000."""
     from liblinear.liblinearutil import parameter, predict, problem, train
 
+    costs = LIBLINEAR_COSTS if costs is None else costs
     fitting, full = (problem(y[rows].astype(float), sp.csr_matrix(F[rows])) for rows in (slice(0, VALIDATION), slice(None)))
 
     def fit(prob, solver, cost):  # only the optimisation is timed, not building LIBLINEAR's problem
@@ -391,7 +407,7 @@ def text_case(name: str, vocabulary: int = 10_000, block: int = 2000) -> dict:
     out[f"StagewiseRegression linear, {stages} x {block} frequent words"] = {
         "seconds": time.perf_counter() - start, "accuracy": 1 - error(model, Xt, split.y_test)}
     for label, Xtr, Xte in (("all words", split.X_train, split.X_test), (f"{vocabulary} frequent words", sp.csr_matrix(X), sp.csr_matrix(Xt))):
-        svm = MulticlassSVM(lam=1e-4)
+        svm = MulticlassSVM(lam=1e-4, average=False)
         start = time.perf_counter()
         for _ in range(5):
             for i in range(0, Xtr.shape[0], 1000):
@@ -547,11 +563,18 @@ def main(argv=None) -> None:
                         help="re-run only the stagewise section and merge it into the existing leastsquares.json")
     parser.add_argument("--only-time-to-error", action="store_true",
                         help="re-run only the time-to-error comparison and merge it into the existing leastsquares.json")
+    parser.add_argument("--quick", action="store_true", help="a smoke run on 3,000 images with a few hundred features "
+                                                             "(the test suite's)")
     args = parser.parse_args(argv)
+    if args.quick:
+        quick()
+        args.blocks, args.features = "100", 1000
     blocks = tuple(int(b) for b in args.blocks.split(","))
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     split = load("mnist")
+    if args.quick:
+        split = Split(split.name, split.X_train[:3000], split.y_train[:3000], split.X_test[:1000], split.y_test[:1000])
     X, Xt = split.X_train.toarray(), split.X_test.toarray()
     y, yt = split.y_train, split.y_test
     if args.only_stagewise or args.only_time_to_error:  # one section re-run into the existing results
@@ -574,8 +597,9 @@ def main(argv=None) -> None:
     results["draw_spread"] = draw_spread(y, yt, Z, Zt, s)
     results["stagewise"] = stagewise_by_block(y, Z, yt, Zt, blocks, args.features)
     results["time_to_error"] = time_to_error(y, yt, Z, Zt, s)
-    results["text"] = [text_case("news20"), text_case("sector")]
+    results["text"] = [text_case(name, TEXT_CASE["vocabulary"], TEXT_CASE["block"]) for name in TEXT_CASE["datasets"]]
     results["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    results["machine"] = machine()
     (out / "leastsquares.json").write_text(json.dumps(results, indent=1))
     write_report(results, out)
     plot(results, out)

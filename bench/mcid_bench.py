@@ -1,7 +1,7 @@
 """MCID benchmark: streamlearn's five MCID learners against peers, in one run.
 
     python -m bench.mcid_bench            # all datasets (about 15-25 min on 2 cores)
-    python -m bench.mcid_bench --quick    # smaller repeat counts, for a smoke run
+    python -m bench.mcid_bench --quick --out /tmp/smoke   # a smoke run on USPS (the test suite's)
 
 Writes ``bench/results/mcid.json``, ``bench/results/mcid.md`` and ``bench/results/mcid_*.png``.
 
@@ -38,6 +38,7 @@ import warnings
 import numpy as np
 from tqdm import tqdm
 
+from bench.common import machine, write_vw
 from bench.data import Split, load
 from streamlearn import (
     MulticlassLogisticRegression,
@@ -52,7 +53,7 @@ LAMBDAS = [1e-6, 1e-5, 1e-4, 3e-4, 1e-3]
 ALPHAS = [1e-6, 1e-5, 1e-4, 3e-4, 1e-3]  # the same grid for scikit-learn's alpha (its λ)
 CS = {"news20": [0.1, 1.0, 10.0], "sector": [0.1, 1.0, 10.0], "mnist": [0.01, 0.1]}
 # the last iterate, the plain average, the polynomial-decay average (power 2)
-AVERAGES = [{"average": False}, {"average": True}, {"average": True, "average_power": 2.0}]
+AVERAGES = [{"average": False}, {"average": True, "average_power": 0.0}, {"average": True, "average_power": 2.0}]
 BATCH = 1000
 SEED = 7
 warnings.filterwarnings("ignore")
@@ -147,14 +148,6 @@ def river_softmax_one_pass(split: Split, order) -> float:
     return accuracy(preds, split.y_test)
 
 
-def write_vw(path, X, y, rows):
-    with open(path, "w") as f:
-        for i in rows:
-            lo, hi = X.indptr[i], X.indptr[i + 1]
-            feats = " ".join(f"{j}:{v:.9g}" for j, v in zip(X.indices[lo:hi], X.data[lo:hi]))
-            f.write(f"{int(y[i])} | {feats}\n")
-
-
 def vw_run(split: Split, passes: int, workdir: str) -> dict:
     """Vowpal Wabbit --oaa through its own driver: train time and test accuracy."""
     labels = np.unique(np.concatenate([split.y_train, split.y_test]))
@@ -239,7 +232,7 @@ def throughput(split: Split, params: dict, repeats: int) -> dict:
 
     MulticlassSVM(**params).learn_many(X[:10], y[:10])  # load the kernels first
     sides = [  # (name, examples per run, run)
-        ("streamlearn learn_many, plain", X.shape[0], lambda: ours_many({"lam": lam})),
+        ("streamlearn learn_many, plain", X.shape[0], lambda: ours_many({"lam": lam, "average": False})),
         ("sklearn SGD hinge partial_fit", X.shape[0], lambda: sgd_many("hinge")),
         ("streamlearn learn_many, averaged", X.shape[0], lambda: ours_many(params)),
         ("sklearn SGD hinge partial_fit, averaged", X.shape[0], lambda: sgd_many("hinge", average=True)),
@@ -270,7 +263,7 @@ def equal_iterations(split: Split, lam: float, iterations: list) -> dict:
     X, y = split.X_train[draws], split.y_train[draws]
     out = {}
     for cls in OURS[:2] + OURS[3:]:
-        model, done, curve = cls(lam=lam), 0, []
+        model, done, curve = cls(lam=lam, average=False), 0, []
         for T in iterations:
             model.learn_many(X[done:T], y[done:T])
             done = T
@@ -403,7 +396,7 @@ def plot(results: list, outdir: str):
     import matplotlib.pyplot as plt
 
     curves = [r for r in results if "fig1_time_to_accuracy" in r]
-    fig, axes = plt.subplots(2, len(curves), figsize=(6 * len(curves), 9), squeeze=False)
+    fig, axes = plt.subplots(2, max(len(curves), 1), figsize=(6 * max(len(curves), 1), 9), squeeze=False)
     for col, r in enumerate(curves):
         f1 = r["fig1_time_to_accuracy"]
         ms = [int(m) for m in f1["by_training_size"]]
@@ -436,7 +429,7 @@ def main(argv=None):
     parser.add_argument("--datasets", nargs="+", default=["news20", "sector", "mnist"])
     parser.add_argument("--repeats", type=int, default=5, help="throughput repeats (median reported)")
     parser.add_argument("--fig1-runs", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="1 throughput repeat, 1 Fig. 1 run")
+    parser.add_argument("--quick", action="store_true", help="a smoke run on USPS: one candidate per grid, one repeat")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     parser.add_argument("--report-only", action="store_true", help="rebuild mcid.md and the plots from mcid.json")
     parser.add_argument("--merge", action="store_true", help="replace only these datasets' entries in an existing mcid.json")
@@ -458,8 +451,12 @@ def main(argv=None):
         write_report(results, os.path.join(args.out, "mcid.md"))
         plot(results, args.out)
         return
-    if args.quick:
+    if args.quick:  # a smoke run: USPS, one candidate per grid, one repeat (the test suite runs it)
+        global OURS, LAMBDAS, ALPHAS, AVERAGES
         args.repeats, args.fig1_runs = 1, 1
+        args.datasets = ["usps"]
+        OURS, LAMBDAS, ALPHAS, AVERAGES = OURS[:1], [1e-4], [1e-4], AVERAGES[:1]
+        CS["usps"] = [1.0]
     os.makedirs(args.out, exist_ok=True)
     results = []
     if args.merge and os.path.exists(os.path.join(args.out, "mcid.json")):
@@ -469,9 +466,9 @@ def main(argv=None):
         start = time.perf_counter()
         results.append(run_dataset(name, args.repeats, args.fig1_runs))
         results[-1]["bench_seconds"] = time.perf_counter() - start
-        results.sort(key=lambda r: ["news20", "sector", "mnist"].index(r["dataset"]))
+        results.sort(key=lambda r: ["news20", "sector", "mnist", "usps", "letter"].index(r["dataset"]))
         with open(os.path.join(args.out, "mcid.json"), "w") as f:
-            json.dump({"machine": {"cpus": os.cpu_count(), "python": platform.python_version()}, "results": results}, f, indent=1)
+            json.dump({"machine": machine(), "results": results}, f, indent=1)
     write_report(results, os.path.join(args.out, "mcid.md"))
     plot(results, args.out)
     print(open(os.path.join(args.out, "mcid.md")).read())

@@ -14,6 +14,7 @@
    set grows, and the toy of Fig. 9 (two Gaussians, iterations to the Bayes direction).
 
     python -m bench.pgs_bench [--repeats 5] [--max-passes 20] [--runs 10] [--toy-runs 30]
+    python -m bench.pgs_bench --quick --out /tmp/smoke   # a smoke run (the test suite's)
 
 Results: bench/results/pgs.{json,md}, pgs.png.
 """
@@ -28,6 +29,8 @@ import time
 
 import numpy as np
 import scipy.optimize
+
+from bench.common import machine
 
 from bench.data import load
 from streamlearn import MulticlassPGS, PrimalGradientSolver
@@ -281,7 +284,10 @@ def main(argv=None) -> None:
     parser.add_argument("--only", nargs="+", choices=["cost", "table2", "inverse", "toy"],
                         help="re-run only these parts and keep the others from the existing pgs.json")
     parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--quick", action="store_true", help="a smoke run: one repeat, two passes, one run (the test suite's)")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.repeats, args.max_passes, args.runs, args.toy_runs = 1, 2, 1, 2
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     split = load("news20")
@@ -294,6 +300,7 @@ def main(argv=None) -> None:
     results = json.loads((out / "pgs.json").read_text()) if args.only else {}
     for name in args.only or parts:
         results.update(parts[name]())
+    results["machine"] = machine()
     (out / "pgs.json").write_text(json.dumps(results, indent=1))
     write_report(results, out)
     plot(results, out)

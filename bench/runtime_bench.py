@@ -12,6 +12,7 @@
    checkpointing.
 
     python -m bench.runtime_bench [--repeats 5] [--copies 8] [--kafka-seconds 40]
+    python -m bench.runtime_bench --quick --out /tmp/smoke   # a smoke run (the test suite's)
 
 Results: bench/results/runtime.{json,md}, runtime.png.
 """
@@ -31,6 +32,7 @@ import time
 
 import numpy as np
 
+from bench.common import machine
 from bench.data import CACHE, load
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
@@ -232,10 +234,13 @@ def main(argv=None) -> None:
     parser.add_argument("--copies", type=int, default=8, help="the longer stream repeats the file this many times")
     parser.add_argument("--kafka-seconds", type=float, default=40.0, help="target length of the Kafka run (0: skip)")
     parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--quick", action="store_true", help="a smoke run: news20, one repeat, two copies, 5 s of Kafka")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.datasets, args.repeats, args.copies, args.kafka_seconds = ["news20"], 1, 2, 5.0
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = {"repeats": args.repeats, "files": [], "kafka": None}
+    results = {"machine": machine(), "repeats": args.repeats, "files": [], "kafka": None}
     for name in args.datasets:
         print(f"files: {name}", file=sys.stderr)
         results["files"].append(file_benchmark(name, args.repeats, args.copies))

@@ -35,7 +35,9 @@ def one_run(path: str, jit: bool) -> float:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--output", default=str(RESULTS), help="folder for startup.{json,md,png}")
     args = parser.parse_args(argv)
+    output = pathlib.Path(args.output)
     with tempfile.TemporaryDirectory() as work:
         path = os.path.join(work, "one.svm")
         pathlib.Path(path).write_text("1 1:1\n")
@@ -48,13 +50,13 @@ def main(argv=None) -> int:
     from bench.common import machine
 
     medians = {k: statistics.median(v) for k, v in times.items()}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "startup.json").write_text(json.dumps({"machine": machine(), "seconds": times, "median": medians}, indent=1))
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "startup.json").write_text(json.dumps({"machine": machine(), "seconds": times, "median": medians}, indent=1))
     lines = ["# Start-up of `streamlearn train` on a one-line file", "",
              f"Medians of {args.repeats} interleaved runs of the whole command (`python -m bench.startup_bench`).", "",
              "| kernels | median s | min s | max s |", "|---|---:|---:|---:|"]
     lines += [f"| {k} | {medians[k]:.3f} | {min(v):.3f} | {max(v):.3f} |" for k, v in times.items()]
-    (RESULTS / "startup.md").write_text("\n".join(lines) + "\n")
+    (output / "startup.md").write_text("\n".join(lines) + "\n")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -65,7 +67,7 @@ def main(argv=None) -> int:
     ax.set_ylabel("seconds")
     ax.set_title("streamlearn train, one-line file")
     fig.tight_layout()
-    fig.savefig(RESULTS / "startup.png", dpi=110)
+    fig.savefig(output / "startup.png", dpi=110)
     print("\n".join(lines))
     return 0
 

@@ -1,0 +1,43 @@
+"""Every benchmark's ``--quick`` smoke run, once, so that none rots unnoticed: it runs to the
+end and writes its JSON (with the run's provenance), Markdown table and plot. The figures of
+a smoke run mean nothing; the committed results come from full runs (bench/README.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+#: benchmark module, its smoke-run arguments (output folder appended), the files it writes
+SMOKE_RUNS = {
+    "mcid_bench": (["--quick", "--out"], ["mcid.json", "mcid.md", "mcid_throughput.png"]),
+    "pgs_bench": (["--quick", "--out"], ["pgs.json", "pgs.md", "pgs.png"]),
+    "runtime_bench": (["--quick", "--out"], ["runtime.json", "runtime.md", "runtime.png"]),
+    "memoir_bench": (["--quick", "--output"], ["memoir.json", "memoir.md", "memoir.png"]),
+    "defaults_bench": (["--quick", "--output"], ["defaults.json", "defaults.md", "defaults.png"]),
+    "startup_bench": (["--repeats", "2", "--output"], ["startup.json", "startup.md", "startup.png"]),
+    "leastsquares_bench": (["--quick", "--out"], ["leastsquares.json", "leastsquares.md", "leastsquares.png"]),
+}
+
+
+@pytest.mark.parametrize("module", sorted(SMOKE_RUNS))
+def test_the_benchmark_smoke_run_writes_its_results(module, tmp_path, datasets_dir):
+    arguments, written = SMOKE_RUNS[module]
+    result = subprocess.run([sys.executable, "-m", f"bench.{module}", *arguments, str(tmp_path)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name in written:
+        assert (tmp_path / name).stat().st_size > 0, name
+    provenance = json.loads((tmp_path / written[0]).read_text())["machine"]
+    assert provenance["commit"] and provenance["versions"]["numpy"] and provenance["cpu"]
+
+
+def test_every_benchmark_has_a_smoke_run():
+    benchmarks = {p.stem for p in (ROOT / "bench").glob("*_bench.py")}
+    assert benchmarks <= set(SMOKE_RUNS), f"benchmarks without a smoke run here: {benchmarks - set(SMOKE_RUNS)}"
