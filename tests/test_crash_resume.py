@@ -76,11 +76,11 @@ def _finish(process: subprocess.Popen, timeout: float = 180) -> tuple[bytes, byt
 
 def crash_plan(rng: random.Random, n: int) -> list[tuple]:
     """``n`` kills: every kind at least once, the rest drawn at random, in a random order."""
-    kinds = [("early", rng.uniform(0.05, 0.35)), ("at", f"checkpoint-write:{rng.randint(1, 2)}"),
+    kinds = [("early", rng.uniform(0.02, 0.15)), ("at", f"checkpoint-write:{rng.randint(1, 2)}"),
              ("at", f"dead-letter:{rng.randint(1, 5)}"), ("at", f"metrics-line:{rng.randint(1, 3)}"),
              ("timed", rng.randint(1, 3))]
     while len(kinds) < n:
-        kinds.append(rng.choice([("early", rng.uniform(0.05, 0.35)), ("timed", rng.randint(1, 3)),
+        kinds.append(rng.choice([("early", rng.uniform(0.02, 0.15)), ("timed", rng.randint(1, 3)),
                                  ("at", f"checkpoint-write:{rng.randint(1, 3)}"), ("at", f"dead-letter:{rng.randint(1, 20)}"),
                                  ("at", f"metrics-line:{rng.randint(1, 3)}")]))
     rng.shuffle(kinds)
@@ -139,7 +139,7 @@ def assert_same_job(crashed, clean) -> None:
 
 def test_a_file_job_killed_8_times_ends_as_an_uninterrupted_one(tmp_path):
     path = tmp_path / "stream.svm"
-    path.write_bytes(libsvm_stream_with_bad_lines(20_000, seed=1))
+    path.write_bytes(libsvm_stream_with_bad_lines(60_000, seed=1))  # long enough that no kill lands after its end
     args = [path, "--param", "average=True", "--checkpoint-every", "200", "--checkpoint-interval", "1000",
             "--batch-records", "50"]
     uninterrupted(args, tmp_path / "clean")
@@ -151,7 +151,7 @@ def test_a_file_job_killed_8_times_ends_as_an_uninterrupted_one(tmp_path):
 
 
 def test_a_stdin_job_killed_7_times_ends_as_an_uninterrupted_one(tmp_path):
-    text = libsvm_stream_with_bad_lines(20_000, seed=2)
+    text = libsvm_stream_with_bad_lines(60_000, seed=2)  # long enough that no kill lands after its end
     args = ["-", "--learner", "MulticlassLogisticRegression", "--checkpoint-every", "200", "--checkpoint-interval", "1000",
             "--batch-records", "50"]
     uninterrupted(args, tmp_path / "clean", stdin_data=text)
