@@ -23,12 +23,11 @@ class StreamlearnError(ValueError):
 
     Examples
     --------
-    >>> from streamlearn import MulticlassSVM, StreamlearnError
-    >>> try:
-    ...     MulticlassSVM(lam=-1)
-    ... except StreamlearnError as error:
-    ...     print(type(error).__name__, "|", error)
-    InvalidParameterError | lam must be a positive finite number, got -1
+    Every streamlearn error is also a ``ValueError``:
+
+    >>> from streamlearn import InvalidParameterError, StreamlearnError
+    >>> issubclass(InvalidParameterError, StreamlearnError), issubclass(StreamlearnError, ValueError)
+    (True, True)
     """
 
 
