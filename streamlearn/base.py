@@ -67,6 +67,14 @@ def _is_pandas_frame(X) -> bool:
     return pandas is not None and isinstance(X, pandas.DataFrame)
 
 
+def hide_unknown_classes(scores: np.ndarray, n_before: int, targets: np.ndarray) -> None:
+    """Set to -inf each row's scores of the classes not registered before it: ``n_before``
+    classes were known before the first row, and class indices are given in order of first
+    appearance, so row ``i`` knows ``max(n_before, max(targets[:i]) + 1)`` classes."""
+    known = np.maximum.accumulate(np.concatenate([[n_before - 1], targets]))[:-1] + 1
+    scores[np.arange(scores.shape[1]) >= known[:, None]] = -np.inf
+
+
 def check_positive(name: str, value, integer: bool = False) -> None:
     """Raise :class:`InvalidParameterError` unless ``value`` is a positive, finite number
     (``lam=inf`` made every step zero: a model that never learns)."""
@@ -321,9 +329,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
             targets = self._labels.indices(y, grow=True)
             scores = np.full((rows.n_rows, len(self._labels)), -np.inf)
             self._learn_rows(rows, targets, scores)
-            # the classes registered before each example (indices are given in order of first appearance)
-            known = np.maximum.accumulate(np.concatenate([[n_before - 1], targets]))[:-1] + 1
-            scores[np.arange(len(self._labels)) >= known[:, None]] = -np.inf
+            hide_unknown_classes(scores, n_before, targets)
             return scores
         if self._labels.labels:
             self._reserve_columns()

@@ -43,13 +43,20 @@ Options, both off by default:
   largest steps faster — in a single pass the plain average still carries them. The
   defaults (``average=True``, ``q = 2``, λ = 1e-4, no projection) are the configuration with
   the smallest validation regret across five data sets (``bench/results/defaults.md``).
+* ``lam="auto"`` — learn one model per λ in :data:`AUTO_LAMBDAS` on the same stream and
+  predict with the one whose progressive (test-then-train) accuracy is highest, each example
+  weighted by the square of its step so that the early steps, where a large λ always looks
+  best, fade. Every example is learned by every candidate: the compute and the memory are
+  ``len(AUTO_LAMBDAS)`` times those of one λ. ``selected_lam`` says which λ predicts now.
+  It needs no validation split, and on data where λ = 1e-4 is far from the best it recovers
+  most of the gap (``bench/results/defaults.md``, column *lam="auto"*).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .base import StreamClassifier, average_power_of, check_positive
+from .base import StreamClassifier, average_power_of, check_positive, hide_unknown_classes
 from .errors import InvalidParameterError
 from .batches import SparseRows
 from .kernels import codes, compiled
@@ -60,6 +67,9 @@ _mcid = compiled("mcid")
 #: smallest mean validation regret over five data sets, one pass (bench/results/defaults.md)
 DEFAULT_AVERAGE_POWER = 2.0
 _scaled = compiled("scaled")
+#: the candidates of ``lam="auto"``: the defaults protocol's λ grid, the fixed default first so
+#: that ties (before any evidence) keep it
+AUTO_LAMBDAS = (1e-4, 1e-3, 1e-5, 1e-6)
 _NO_SCORES = np.zeros((0, 0))  # learn_groups' scores_out when no scores are asked for
 
 
@@ -86,7 +96,7 @@ class _MCIDLearner(StreamClassifier):
         seed: int | None = None,
         standardize: bool = False,
     ):
-        check_positive("lam", lam)
+        self._lambdas = lambda_candidates(lam)
         self._average_power = average_power_of(average, average_power, DEFAULT_AVERAGE_POWER)
         self.lam = lam
         self.batch_size = batch_size
@@ -103,12 +113,26 @@ class _MCIDLearner(StreamClassifier):
         yield {}
         yield {"lam": 1e-2, "batch_size": 4, "project": True, "average": True}
         yield {"lam": 1e-2, "average": True, "average_power": 2.0, "standardize": True}
+        yield {"lam": "auto", "batch_size": 2}
 
     def _init_model(self) -> None:
-        self._weights = ScaledWeights(self.average)
+        self._candidates = [ScaledWeights(self.average) for _ in self._lambdas]
+        self._merit = np.zeros(len(self._lambdas))  # t²-weighted prequential hits of each λ
+        self._leader = 0
         self._t = 0
         self._average_weight = 0.0  # sum over the steps so far of t**average_power
         self._n_learned_classes = 0  # classes that existed at the last step
+
+    @property
+    def _weights(self) -> ScaledWeights:
+        """The weights predictions use (with ``lam="auto"``: the leading candidate's)."""
+        return self._candidates[self._leader]
+
+    @property
+    def selected_lam(self) -> float:
+        """The λ whose model predicts: ``lam`` itself, or with ``lam="auto"`` the candidate with
+        the best t²-weighted progressive accuracy so far."""
+        return self._lambdas[self._leader]
 
     @property
     def n_steps(self) -> int:
@@ -126,15 +150,35 @@ class _MCIDLearner(StreamClassifier):
     _scores_while_learning = True
 
     def _learn_groups(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None = None) -> None:
-        store = self._weights
+        if len(self._candidates) == 1:
+            self._t, self._n_learned_classes, self._average_weight = self._step(
+                self._weights, self._lambdas[0], rows, y, _NO_SCORES if scores is None else scores)
+            return
+        # lam="auto": every candidate learns the rows from the same state; each is scored on them
+        # as it stood at their step, and the leader before the rows gives the caller its scores
+        step_of_row = self._t + 1 + np.arange(rows.n_rows) // self.batch_size
+        row_weight = step_of_row.astype(np.float64) ** 2
+        leader = self._leader
+        for i, (store, lam) in enumerate(zip(self._candidates, self._lambdas)):
+            seen = np.full((rows.n_rows, len(self._labels)), -np.inf)
+            after = self._step(store, lam, rows, y, seen)
+            hide_unknown_classes(seen, self._n_learned_classes, y)  # a first sighting is no hit
+            self._merit[i] += row_weight @ (seen.argmax(axis=1) == y)
+            if i == leader and scores is not None:
+                scores[:] = seen
+        self._t, self._n_learned_classes, self._average_weight = after
+        self._leader = int(np.argmax(self._merit))
+
+    def _step(self, store: ScaledWeights, lam: float, rows: SparseRows, y: np.ndarray, scores: np.ndarray) -> tuple:
+        """Alg. 1 on complete groups of rows for one λ, from the learner's step counters."""
         store.reserve(self._features.n_columns, len(self._labels), self._features.likely_columns)
-        self._t, self._n_learned_classes, self._average_weight = _mcid.learn_groups(
+        return _mcid.learn_groups(
             rows.indptr, rows.indices, rows.data, y, self.batch_size,
             store.V, store.scale, store.sqnorm, store.U, store.A,
             store.n_features, self._n_learned_classes, self._t,
-            float(self.lam), self._loss, bool(self.project), self._per_class_ball,
+            float(lam), self._loss, bool(self.project), self._per_class_ball,
             store.averaged, self._renormalization_threshold(),
-            self._average_power, self._average_weight, _NO_SCORES if scores is None else scores,
+            self._average_power, self._average_weight, scores,
         )  # fmt: skip
 
     def _score_pending(self, rows: SparseRows, scores: np.ndarray) -> None:
@@ -162,18 +206,39 @@ class _MCIDLearner(StreamClassifier):
         return out
 
     def _export_model(self) -> dict:
-        return {
+        model = {
             "t": self._t,
             "average_weight": self._average_weight,
             "n_learned_classes": self._n_learned_classes,
-            "arrays": self._weights.export(),
+            "arrays": self._candidates[0].export(),
         }
+        if len(self._candidates) > 1:
+            model["other_candidates"] = [store.export() for store in self._candidates[1:]]
+            model["merit"] = self._merit.copy()
+            model["leader"] = self._leader
+        return model
 
     def _restore_model(self, model: dict) -> None:
         self._t = int(model["t"])
         self._average_weight = float(model.get("average_weight", self._t))  # absent: a plain average
         self._n_learned_classes = int(model["n_learned_classes"])
-        self._weights = ScaledWeights.restore(model["arrays"], self.average)
+        arrays = [model["arrays"], *model.get("other_candidates", [])]
+        if len(arrays) != len(self._lambdas):
+            raise ValueError(f"the state holds {len(arrays)} weight sets for {len(self._lambdas)} values of lam")
+        self._candidates = [ScaledWeights.restore(a, self.average) for a in arrays]
+        if len(arrays) > 1:
+            self._merit = np.asarray(model["merit"], np.float64).copy()
+            self._leader = int(model["leader"])
+
+
+def lambda_candidates(lam) -> tuple:
+    """The λ values a learner runs: ``(lam,)``, or :data:`AUTO_LAMBDAS` for ``"auto"``."""
+    if isinstance(lam, str) and lam == "auto":
+        return AUTO_LAMBDAS
+    if isinstance(lam, str):
+        raise InvalidParameterError(f"lam must be a positive finite number or 'auto', got {lam!r}")
+    check_positive("lam", lam)
+    return (float(lam),)
 
 
 class MulticlassSVM(_MCIDLearner):
@@ -187,7 +252,9 @@ class MulticlassSVM(_MCIDLearner):
     Parameters
     ----------
     lam
-        Regularisation strength λ > 0; the step is 1/(λ t).
+        Regularisation strength λ > 0; the step is 1/(λ t). ``"auto"``: learn with every λ of
+        :data:`AUTO_LAMBDAS` at once and predict with the best so far by progressive accuracy
+        (see the module docstring; costs 4x the compute and memory).
     batch_size
         Mini-batch size r: one step per r examples.
     project
@@ -213,6 +280,8 @@ class MulticlassSVM(_MCIDLearner):
         Steps taken; examples waiting for a full mini-batch (:meth:`flush` learns them).
     weight_matrix()
         The dense ``(K, d)`` weights predictions use.
+    selected_lam
+        The λ of the model that predicts (``lam``, or the leader with ``lam="auto"``).
 
     Examples
     --------
