@@ -31,11 +31,12 @@ _HOMES = {
     "StagewiseRegression": "leastsquares",
     "MulticlassPGS": "pgs", "PrimalGradientRegressor": "pgs", "PrimalGradientSolver": "pgs",
     "ExtremeSVM": "memoir",
+    "LpNormMulticlassSVM": "lpsvm",
 }
 #: the classifiers the ``streamlearn`` command trains, by class name (``LEARNERS`` maps them to the classes)
 LEARNER_NAMES = ("MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptron", "OneVsRestPegasos",
                   "OneVsRestLogisticRegression", "PrimalGradientSolver", "MulticlassPGS", "GeneralizedLeastSquares",
-                  "CalibratedLeastSquares", "StagewiseRegression", "ExtremeSVM")
+                  "CalibratedLeastSquares", "StagewiseRegression", "ExtremeSVM", "LpNormMulticlassSVM")
 #: the learners whose work is compiled first-order loops (no BLAS call worth a thread; the
 #: ``streamlearn`` command starts OpenBLAS with one thread for them)
 FIRST_ORDER_LEARNERS = tuple(name for name in LEARNER_NAMES if _HOMES[name] in ("mcid", "pgs", "memoir"))
@@ -50,6 +51,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
                                RandomFourierFeatures, StagewiseRegression)
     from .mcid import (MulticlassLogisticRegression, MulticlassPerceptron, MulticlassSVM,
                        OneVsRestLogisticRegression, OneVsRestPegasos)
+    from .lpsvm import LpNormMulticlassSVM
     from .memoir import ExtremeSVM
     from .pgs import MulticlassPGS, PrimalGradientRegressor, PrimalGradientSolver
 
@@ -110,6 +112,7 @@ __all__ = [
     "LEARNER_NAMES",
     "REGRESSORS",
     "LabelSpace",
+    "LpNormMulticlassSVM",
     "MulticlassLogisticRegression",
     "MulticlassPGS",
     "MulticlassPerceptron",

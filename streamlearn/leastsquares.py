@@ -43,6 +43,7 @@ from .base import StreamClassifier, check_positive, softmax_rows
 from .batches import SparseRows
 from .errors import InvalidInputError, InvalidParameterError
 from .features import name_keys
+from .window import RefitWindow
 
 if TYPE_CHECKING:
     import pandas
@@ -343,36 +344,20 @@ def calibration_basis(Y: np.ndarray, powers=(1, 2, 3)) -> np.ndarray:
     return np.hstack([Y**p for p in powers])
 
 
-class _WindowRefit(_DenseLeastSquares):
-    """Stream mode of the algorithms that revisit their data (Alg. 2, Alg. 3): keep the last
-    ``window`` examples and refit on them every ``refit_every`` examples (example by
-    example, so ``learn_many`` equals the ``learn_one`` loop)."""
-
-    batch_size = 1
-
-    def _check_window(self) -> None:
-        check_positive("window", self.window, integer=True)
-        check_positive("refit_every", self.refit_every, integer=True)
+class _WindowRefit(RefitWindow, _DenseLeastSquares):
+    """Stream mode of the algorithms that revisit their data (Alg. 2, Alg. 3): the window of
+    :mod:`streamlearn.window`, refit densely."""
 
     def _init_model(self) -> None:
         super()._init_model()
-        self._window_rows: list = []  # (columns, values, class) of the last `window` examples
-        self._since_refit = 0
+        self._init_window()
 
-    def _learn_groups(self, rows: SparseRows, y: np.ndarray) -> None:
-        for i in range(rows.n_rows):
-            lo, hi = rows.indptr[i], rows.indptr[i + 1]
-            self._window_rows.append((rows.indices[lo:hi].copy(), rows.data[lo:hi].copy(), int(y[i])))
-            if len(self._window_rows) > self.window:
-                del self._window_rows[0]
-            self._since_refit += 1
-            if self._since_refit >= self.refit_every:
-                d = self._width()
-                X = np.zeros((len(self._window_rows), d))
-                for r, (cols, vals, _) in enumerate(self._window_rows):
-                    np.add.at(X[r], cols, vals)
-                self._fit_dense(X, np.array([c for _, _, c in self._window_rows], np.int64), len(self._labels))
-                self._since_refit = 0
+    def _refit_window(self) -> None:
+        rows, y = self._window_batch()
+        X = np.zeros((rows.n_rows, self._width()))
+        for r in range(rows.n_rows):
+            np.add.at(X[r], rows.indices[rows.indptr[r] : rows.indptr[r + 1]], rows.data[rows.indptr[r] : rows.indptr[r + 1]])
+        self._fit_dense(X, y, len(self._labels))
 
     def _fit_dense(self, X: np.ndarray, y: np.ndarray, K: int, callback=None) -> None:
         raise NotImplementedError
@@ -391,13 +376,6 @@ class _WindowRefit(_DenseLeastSquares):
         """Vocabulary columns ``0..d-1`` in name-key order: fitted stages work in this order,
         so that neither the key order of dicts nor the vocabulary's order changes a result."""
         return np.argsort(self._features._sort_keys(np.arange(d)), kind="stable")
-
-    def _export_window(self) -> dict:
-        return {"window": [[c, v, k] for c, v, k in self._window_rows], "since_refit": self._since_refit}
-
-    def _restore_window(self, model: dict) -> None:
-        self._window_rows = [(np.asarray(c, np.int64), np.asarray(v, np.float64), int(k)) for c, v, k in model["window"]]
-        self._since_refit = int(model["since_refit"])
 
 
 class CalibratedLeastSquares(_WindowRefit):

@@ -1,0 +1,165 @@
+"""Dual coordinate ascent for the ℓp-norm multi-class SVM with fixed class weights β
+(001_9340a29bc499f11f.txt, Problem 15 / Eq. 11, its gradient Eq. 12 and restricted
+subproblem Eq. 13; the primal variable of Eq. 10).
+
+State: ``alpha`` (``n × c``, the dual variables) and ``V`` (``d × c``, feature-major,
+``V[:, j] = Σ_i alpha_ij x_i``), so that ``w_j = β_j V[:, j]`` (Eq. 10) and the gradient
+``∂f/∂alpha_ij = 1[y_i = j] − <w_j, x_i>`` (Eq. 12) costs O(nnz(x_i) · c). A step on
+example ``i`` solves Eq. 13 exactly:
+
+    max_δ  −½ Σ_j a_j δ_j² + Σ_j g_j δ_j   s.t.  δ_j ≤ u_j,  Σ_j δ_j = 0,
+
+with ``a_j = β_j ||x_i||²``, ``g_j`` the gradient and ``u_j = C 1[j = y_i] − alpha_ij``. Its
+solution is ``δ_j = min((g_j − θ)/a_j, u_j)`` for the θ at which the δ sum to zero: the sum
+is continuous and decreasing in θ, piecewise linear with a knot at ``b_j = g_j − a_j u_j``,
+so sorting the knots finds θ in O(c log c) (for β ≡ 1 this is Crammer & Singer's fixed-point
+step, as in Keerthi et al.'s sequential dual method).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def restricted_step(g, a, u, delta, knots, free_ga, free_ia):
+    """Write into ``delta`` the solution of Eq. 13 (``a > 0``, ``sum(u) > 0``); ``knots`` (c),
+    ``free_ga`` and ``free_ia`` (c + 1) are work space."""
+    c = g.shape[0]
+    for j in range(c):
+        knots[j] = a[j] * u[j] - g[j]  # negated: argsort ascending gives the knots decreasing
+    order = np.argsort(knots)  # the first m are clamped at u
+    for j in range(c):
+        knots[j] = -knots[j]
+    # sums over the free classes order[m:], built from the end (no cancellation when the a_j
+    # differ by orders of magnitude, as a class weight near 0 makes them)
+    free_ga[c] = 0.0
+    free_ia[c] = 0.0
+    for m in range(c - 1, -1, -1):
+        k = order[m]
+        free_ga[m] = free_ga[m + 1] + g[k] / a[k]
+        free_ia[m] = free_ia[m + 1] + 1.0 / a[k]
+    clamped_u = 0.0
+    theta = np.inf
+    for m in range(c):
+        theta = (free_ga[m] + clamped_u) / free_ia[m]
+        if theta >= knots[order[m]]:  # every remaining knot is at most this one: all free
+            break
+        clamped_u += u[order[m]]
+    if not theta >= knots[order[c - 1]]:  # all clamped (only when sum(u) = 0): no move
+        for j in range(c):
+            delta[j] = 0.0
+        return
+    flattest = -1  # the free class with the smallest a_j: moving its δ_j changes its marginal least
+    total = 0.0
+    for j in range(c):
+        free = (g[j] - theta) / a[j]
+        delta[j] = free if free < u[j] else u[j]
+        total += delta[j]
+        if free < u[j] and (flattest < 0 or a[j] < a[flattest]):
+            flattest = j
+    if flattest >= 0:  # Σ δ = 0 exactly, or α_i · 1 = 0 drifts where some a_j are tiny
+        delta[flattest] = min(delta[flattest] - total, u[flattest])
+
+
+@njit(cache=True, nogil=True)
+def class_dots(indptr, indices, data, i, V, out):
+    """``out[j] = <V[:, j], x_i>``; columns past ``V``'s rows (features the model has not
+    fitted) count as zero."""
+    out[:] = 0.0
+    d = V.shape[0]
+    for k in range(indptr[i], indptr[i + 1]):
+        f = indices[k]
+        if f < d:
+            x = data[k]
+            for j in range(V.shape[1]):
+                out[j] += V[f, j] * x
+
+
+@njit(cache=True, nogil=True)
+def dca_epoch(indptr, indices, data, y, order, sqnorm, beta, C, V, alpha, active):
+    """One pass of dual coordinate ascent over the examples in ``order`` for fixed ``beta``;
+    updates ``alpha`` and ``V`` in place. An example whose dual variables are all 0 and stay
+    so (its margin is met: it is no support vector) is marked inactive, for the caller's
+    shrinking; examples with ``x = 0`` are skipped (their subproblem is linear and leaves the
+    model unchanged). Returns the number of examples whose variables moved."""
+    c = V.shape[1]
+    dots = np.empty(c)
+    g = np.empty(c)
+    a = np.empty(c)
+    u = np.empty(c)
+    delta = np.empty(c)
+    knots = np.empty(c)
+    free_ga = np.empty(c + 1)
+    free_ia = np.empty(c + 1)
+    moved = 0
+    for i in order:
+        if sqnorm[i] <= 0.0:
+            active[i] = False
+            continue
+        class_dots(indptr, indices, data, i, V, dots)
+        yi = y[i]
+        for j in range(c):
+            g[j] = -beta[j] * dots[j]  # Eq. 12
+            a[j] = beta[j] * sqnorm[i]
+            u[j] = -alpha[i, j]
+        g[yi] += 1.0
+        u[yi] += C
+        restricted_step(g, a, u, delta, knots, free_ga, free_ia)
+        changed = False
+        zero = True
+        for j in range(c):
+            dj = delta[j]
+            if dj != 0.0:
+                changed = True
+                alpha[i, j] += dj
+                for k in range(indptr[i], indptr[i + 1]):
+                    V[indices[k], j] += dj * data[k]
+            if alpha[i, j] != 0.0:
+                zero = False
+        if changed:
+            moved += 1
+        elif zero:
+            active[i] = False
+    return moved
+
+
+@njit(cache=True, nogil=True)
+def scores(indptr, indices, data, V, beta, out):
+    """``out[i, j] = <w_j, x_i>`` with ``w_j = β_j V[:, j]`` (Eq. 10)."""
+    for i in range(indptr.shape[0] - 1):
+        class_dots(indptr, indices, data, i, V, out[i])
+        for j in range(V.shape[1]):
+            out[i, j] *= beta[j]
+
+
+@njit(cache=True, nogil=True)
+def hinge_total(indptr, indices, data, y, V, beta):
+    """``Σ_i max(0, 1 − (<w_y, x_i> − max_{j≠y} <w_j, x_i>))`` with ``w_j = β_j V[:, j]``: the
+    Crammer–Singer hinge of problem (P)."""
+    c = V.shape[1]
+    dots = np.empty(c)
+    total = 0.0
+    for i in range(y.shape[0]):
+        class_dots(indptr, indices, data, i, V, dots)
+        yi = y[i]
+        best_other = -np.inf
+        for j in range(c):
+            if j != yi and beta[j] * dots[j] > best_other:
+                best_other = beta[j] * dots[j]
+        loss = 1.0 - beta[yi] * dots[yi] + best_other
+        if loss > 0.0:
+            total += loss
+    return total
+
+
+@njit(cache=True, nogil=True)
+def accumulate(indptr, indices, data, alpha, V):
+    """``V[:, j] += Σ_i alpha_ij x_i`` (Eq. 10 without β), for a warm start."""
+    for i in range(indptr.shape[0] - 1):
+        for j in range(V.shape[1]):
+            a = alpha[i, j]
+            if a != 0.0:
+                for k in range(indptr[i], indptr[i + 1]):
+                    V[indices[k], j] += a * data[k]
