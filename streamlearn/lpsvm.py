@@ -51,8 +51,9 @@ _rows = compiled("rows")
 #: a class weight is kept at least this (Eq. 14 gives 0 to a class whose w is 0, and the
 #: restricted step divides by it)
 BETA_FLOOR = 1e-12
-#: passes of dual coordinate ascent between two duality-gap checks (a check costs about a pass)
-CHECK_EVERY = 5
+#: the KKT violation (in margin units) below which a shrunk pass first checks the duality gap,
+#: as LIBLINEAR's default stopping tolerance; each failed check divides it by 4
+KKT_START = 0.1
 #: relative gap to which the first inner solve (fixed β) runs; later ones run to a tenth of the
 #: last outer gap, and at least to tol/2
 INNER_START = 0.1
@@ -100,25 +101,31 @@ def solve(rows: SparseRows, y: np.ndarray, n_features: int, n_classes: int, p: f
     _lpsvm.accumulate(rows.indptr, rows.indices, rows.data, alpha, V)
     sqnorm = np.zeros(n)
     np.add.at(sqnorm, np.repeat(np.arange(n), np.diff(rows.indptr)), rows.data**2)
+    classes = np.tile(np.arange(n_classes, dtype=np.int64), (n, 1))  # each example's class order, for shrinking
     history = []
     inner_tol = INNER_START
     for iteration in range(1, max_iter + 1):
         start = time.perf_counter()
         epochs = 0
+        kkt_tol = KKT_START
         active = np.ones(n, bool)
+        n_active_classes = np.full(n, n_classes, np.int64)
         while epochs < max_epochs:  # Problem 15 for fixed beta, to a relative gap of inner_tol
-            # shrinking: a full pass, then passes over the examples that are support vectors or
-            # moved; the gap (on every example) decides, and a pass that fails it reactivates all
-            _lpsvm.dca_epoch(rows.indptr, rows.indices, rows.data, y, rng.permutation(np.flatnonzero(active)), sqnorm,
-                             beta, C, V, alpha, active)
+            # shrinking (see dca_epoch): a full pass, then passes over what is left active until
+            # its KKT violation is below kkt_tol; then the gap, on every example, decides, and a
+            # check that fails tightens kkt_tol and reactivates everything
+            violation = _lpsvm.dca_epoch(rows.indptr, rows.indices, rows.data, y, rng.permutation(np.flatnonzero(active)),
+                                         sqnorm, beta, C, V, alpha, classes, n_active_classes, active)
             epochs += 1
-            if epochs % CHECK_EVERY and epochs < max_epochs:
+            if violation > kkt_tol and epochs < max_epochs:
                 continue
             regularizer = float(beta @ (V * V).sum(axis=0))  # Σ β_j ||v_j||² = Σ ||w_j||² / β_j
             hinge = C * _lpsvm.hinge_total(rows.indptr, rows.indices, rows.data, y, V, beta)
             if regularizer + hinge - alpha[np.arange(n), y].sum() <= inner_tol * (0.5 * regularizer + hinge):
                 break
             active[:] = True
+            n_active_classes[:] = n_classes
+            kkt_tol *= 0.25
         primal = primal_objective(rows, y, V, beta, p, C)
         dual = dual_objective(alpha, y, V, p)
         gap = (primal - dual) / primal if primal > 0 else 0.0

@@ -23,6 +23,7 @@ SMOKE_RUNS = {
     "defaults_bench": (["--quick", "--output"], ["defaults.json", "defaults.md", "defaults.png"]),
     "startup_bench": (["--repeats", "2", "--output"], ["startup.json", "startup.md", "startup.png"]),
     "leastsquares_bench": (["--quick", "--out"], ["leastsquares.json", "leastsquares.md", "leastsquares.png"]),
+    "lpsvm_bench": (["--quick", "--out"], ["lpsvm.json", "lpsvm.md", "lpsvm.png"]),
 }
 
 

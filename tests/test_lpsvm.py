@@ -106,7 +106,9 @@ def test_dca_epochs_equal_the_dense_reference():
     sqnorm = np.asarray(X.multiply(X).sum(axis=1)).ravel()
     for _ in range(4):
         order = rng.permutation(X.shape[0])
-        _lpsvm.dca_epoch(rows.indptr, rows.indices, rows.data, y, order, sqnorm, beta, 0.7, V, alpha, np.ones(len(y), bool))
+        classes = np.tile(np.arange(c), (len(y), 1))  # nothing shrunk: the whole Eq. 13 every time
+        _lpsvm.dca_epoch(rows.indptr, rows.indices, rows.data, y, order, sqnorm, beta, 0.7, V, alpha, classes,
+                         np.full(len(y), c), np.ones(len(y), bool))
         reference_epoch(X, y, order, beta, 0.7, V_ref, alpha_ref)
         np.testing.assert_allclose(alpha, alpha_ref, atol=1e-9)
         np.testing.assert_allclose(V, V_ref, atol=1e-9)

@@ -78,12 +78,20 @@ def class_dots(indptr, indices, data, i, V, out):
 
 
 @njit(cache=True, nogil=True)
-def dca_epoch(indptr, indices, data, y, order, sqnorm, beta, C, V, alpha, active):
+def dca_epoch(indptr, indices, data, y, order, sqnorm, beta, C, V, alpha, classes, n_classes, active):
     """One pass of dual coordinate ascent over the examples in ``order`` for fixed ``beta``;
-    updates ``alpha`` and ``V`` in place. An example whose dual variables are all 0 and stay
-    so (its margin is met: it is no support vector) is marked inactive, for the caller's
-    shrinking; examples with ``x = 0`` are skipped (their subproblem is linear and leaves the
-    model unchanged). Returns the number of examples whose variables moved."""
+    updates ``alpha`` and ``V`` in place. Returns the largest violation of Eq. 13's KKT
+    conditions met before a step, ``max_{j off its bound} g_j − min_j g_j`` over the active
+    classes (0 at the optimum; LIBLINEAR's stopping measure).
+
+    Shrinking, as LIBLINEAR's Crammer–Singer solver does: example ``i`` works on the classes
+    ``classes[i, :n_classes[i]]``. A class other than ``y_i`` with ``alpha_ij = 0`` (at its bound)
+    whose gradient ``g_j`` exceeds every gradient of the classes off their bound is left out: the
+    KKT conditions of Eq. 13 keep its δ at 0 (θ never exceeds the largest free gradient), so the
+    step is the same, and its score is no longer computed for this example. An example left with
+    ``y_i`` alone is marked inactive. The caller resets ``n_classes`` and ``active`` before a
+    pass that must see everything. Examples with ``x = 0`` are skipped (their subproblem is
+    linear and leaves the model unchanged)."""
     c = V.shape[1]
     dots = np.empty(c)
     g = np.empty(c)
@@ -93,36 +101,59 @@ def dca_epoch(indptr, indices, data, y, order, sqnorm, beta, C, V, alpha, active
     knots = np.empty(c)
     free_ga = np.empty(c + 1)
     free_ia = np.empty(c + 1)
-    moved = 0
+    violation = 0.0
     for i in order:
         if sqnorm[i] <= 0.0:
             active[i] = False
             continue
-        class_dots(indptr, indices, data, i, V, dots)
         yi = y[i]
-        for j in range(c):
-            g[j] = -beta[j] * dots[j]  # Eq. 12
-            a[j] = beta[j] * sqnorm[i]
-            u[j] = -alpha[i, j]
-        g[yi] += 1.0
-        u[yi] += C
-        restricted_step(g, a, u, delta, knots, free_ga, free_ia)
-        changed = False
-        zero = True
-        for j in range(c):
-            dj = delta[j]
+        m = n_classes[i]
+        row = classes[i]
+        dots[:m] = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            f = indices[k]
+            x = data[k]
+            for r in range(m):
+                dots[r] += V[f, row[r]] * x
+        top_free = -np.inf
+        lowest = np.inf
+        for r in range(m):
+            j = row[r]
+            g[r] = -beta[j] * dots[r]  # Eq. 12
+            a[r] = beta[j] * sqnorm[i]
+            u[r] = -alpha[i, j]
+            if j == yi:
+                g[r] += 1.0
+                u[r] += C
+            if u[r] > 0.0 and g[r] > top_free:
+                top_free = g[r]
+            if g[r] < lowest:
+                lowest = g[r]
+        if top_free - lowest > violation:
+            violation = top_free - lowest
+        r = 0
+        while r < m:  # shrink: swap a stable class to the end of the active part
+            if row[r] != yi and u[r] == 0.0 and g[r] > top_free:
+                m -= 1
+                row[r], row[m] = row[m], row[r]
+                g[r], g[m] = g[m], g[r]
+                a[r], a[m] = a[m], a[r]
+                u[r], u[m] = u[m], u[r]
+            else:
+                r += 1
+        n_classes[i] = m
+        if m <= 1:
+            active[i] = False
+            continue
+        restricted_step(g[:m], a[:m], u[:m], delta[:m], knots[:m], free_ga[: m + 1], free_ia[: m + 1])
+        for r in range(m):
+            dj = delta[r]
             if dj != 0.0:
-                changed = True
+                j = row[r]
                 alpha[i, j] += dj
                 for k in range(indptr[i], indptr[i + 1]):
                     V[indices[k], j] += dj * data[k]
-            if alpha[i, j] != 0.0:
-                zero = False
-        if changed:
-            moved += 1
-        elif zero:
-            active[i] = False
-    return moved
+    return violation
 
 
 @njit(cache=True, nogil=True)
