@@ -213,6 +213,7 @@ def main(argv=None) -> int:
     results = json.loads(path.read_text()) if path.exists() and not args.quick else {}
     results["machine"] = machine()
     sections = args.only or ["correctness", "speed", "table2", "online"]
+    run_by = {section: results["machine"] for section in sections}  # sections may come from different runs
 
     def log(text):
         print(text, file=sys.stderr, flush=True)
@@ -231,11 +232,19 @@ def main(argv=None) -> int:
         results["table2"] = table2(names or ["sector", "news20"], seeds, exponents, p_grid, args.select_tol, 1e-3, log)
     if "online" in sections:
         results["online"] = online(names or ["sector"], 1.0, p_grid if args.quick else [1.2, 1.5, 1.8, 2.0], log)
+    for section, provenance in run_by.items():
+        if isinstance(results.get(section), dict):
+            results[section]["machine"] = provenance
     path.write_text(json.dumps(results, indent=1))
     (out / "lpsvm.md").write_text(report(results))
     plot(results, out / "lpsvm.png")
     print(report(results))
     return 0
+
+
+def _datasets(section: dict):
+    """A section's per-data-set entries (not its provenance nor its extra tables)."""
+    return [(name, r) for name, r in section.items() if name not in ("machine", "per_iteration_sector")]
 
 
 def _mean_sd(values: list) -> str:
@@ -245,13 +254,14 @@ def _mean_sd(values: list) -> str:
 
 def report(results: dict) -> str:
     lines = ["# ℓp-norm multi-class SVM (paper 001)", "",
-             f"Commit {results['machine']['commit'][:10]}, {results['machine']['cpu']}; `python -m bench.lpsvm_bench` "
-             "(protocol in its docstring).", ""]
+             f"{results['machine']['cpu']}; `python -m bench.lpsvm_bench` (protocol in its docstring). Commit of each "
+             "section's run: " + ", ".join(f"{s} {results[s]['machine']['commit'][:10]}" for s in
+                                           ("correctness", "speed", "table2", "online") if "machine" in results.get(s, {})) + ".", ""]
     if "correctness" in results:
         lines += ["## p = 2 against LIBLINEAR -s 4 (same C, tol 1e-4 / -e 1e-4)", "",
                   "| data | C | primal ours | primal LIBLINEAR | relative difference | test % ours | test % LIBLINEAR | s ours | s LIBLINEAR |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for name, r in results["correctness"].items():
+        for name, r in _datasets(results["correctness"]):
             lines.append(f"| {name} | {r['C']:g} | {r['ours']['primal']:.6g} | {r['liblinear']['primal']:.6g} | "
                          f"{r['primal_relative_difference']:+.2e} | {100 * r['ours']['accuracy']:.2f} | "
                          f"{100 * r['liblinear']['accuracy']:.2f} | {r['ours']['seconds']:.1f} | {r['liblinear']['seconds']:.1f} |")
@@ -259,9 +269,7 @@ def report(results: dict) -> str:
     if "speed" in results:
         lines += ["## Seconds to a primal objective within 1e-3 / 1e-4 of the best found (p = 2, C = 1)", "",
                   "| data | ours 1e-3 | LIBLINEAR 1e-3 | ratio | ours 1e-4 | LIBLINEAR 1e-4 | ratio |", "|---|---:|---:|---:|---:|---:|---:|"]
-        for name, r in results["speed"].items():
-            if name == "per_iteration_sector":
-                continue
+        for name, r in _datasets(results["speed"]):
             t = r["seconds_to"]
             cells = []
             for level in ("0.001", "0.0001"):
@@ -275,21 +283,21 @@ def report(results: dict) -> str:
     if "table2" in results:
         lines += ["## Table 2 on our data (test accuracy %, mean ± sd over seeds)", "",
                   "| data | seeds | ℓp-norm MC-SVM | Crammer & Singer | paper ℓp | paper CS | chosen p, log2 C (ℓp) |", "|---|---:|---:|---:|---:|---:|---|"]
-        for name, r in results["table2"].items():
+        for name, r in _datasets(results["table2"]):
             paper = PAPER_TABLE2.get(name, {})
             lp, cs = paper.get("lp"), paper.get("cs")
             lines.append(f"| {name} | {len(r['runs'])} | {_mean_sd([x['lp_test'] for x in r['runs']])} | "
                          f"{_mean_sd([x['cs_test'] for x in r['runs']])} | {f'{lp[0]:.2f} ± {lp[1]:.2f}' if lp else '—'} | "
                          f"{f'{cs[0]:.2f} ± {cs[1]:.2f}' if cs else '—'} | "
                          + ", ".join(f"{x['lp_choice']['p']}, {x['lp_choice']['C_exponent']}" for x in r["runs"]) + " |")
-        grid = next(iter(results["table2"].values()))["grid"]
+        grid = next(r for _, r in _datasets(results["table2"]))["grid"]
         lines += ["", f"Grid: p ∈ {grid['p']}, log2 C ∈ {grid['C_exponents']}; selection fits at tol {grid['select_tol']}, "
                   f"final fits at tol {grid['tol']}.", ""]
     if "online" in results:
         lines += ["## Batch solver against MulticlassPGS (block norm, hinge, σ = 1/(C n)), C = 1", "",
                   "| data | p | batch test % | PGS 1 pass | PGS 5 passes | batch (P) | PGS 1 pass (P) | PGS 5 passes (P) |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for name, r in results["online"].items():
+        for name, r in _datasets(results["online"]):
             for p, e in r["by_p"].items():
                 lines.append(f"| {name} | {p} | {100 * e['batch']['accuracy']:.2f} | {100 * e['pgs_1']['accuracy']:.2f} | "
                              f"{100 * e['pgs_5']['accuracy']:.2f} | {e['batch']['primal']:.5g} | {e['pgs_1']['primal']:.5g} | "
@@ -305,7 +313,7 @@ def plot(results: dict, path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for name, r in results.get("online", {}).items():
+    for name, r in _datasets(results.get("online", {})):
         ps = [float(p) for p in r["by_p"]]
         axes[0].plot(ps, [100 * e["batch"]["accuracy"] for e in r["by_p"].values()], "o-", label=f"{name} batch (001)")
         axes[0].plot(ps, [100 * e["pgs_5"]["accuracy"] for e in r["by_p"].values()], "s--", label=f"{name} PGS 5 passes")
@@ -313,9 +321,7 @@ def plot(results: dict, path) -> None:
     axes[0].set_ylabel("test accuracy %")
     axes[0].set_title("accuracy against p (C = 1)")
     axes[0].legend(fontsize=8)
-    for name, r in results.get("speed", {}).items():
-        if name == "per_iteration_sector":
-            continue
+    for name, r in _datasets(results.get("speed", {})):
         for side, marker in (("ours", "o-"), ("liblinear", "s--")):
             runs = sorted(r[side].values(), key=lambda x: x["seconds"])
             axes[1].semilogy([x["seconds"] for x in runs], [max(x["primal"] / r["best_primal"] - 1, 1e-9) for x in runs],

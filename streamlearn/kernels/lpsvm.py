@@ -85,11 +85,11 @@ def dca_epoch(indptr, indices, data, y, order, sqnorm, beta, C, V, alpha, classe
     classes (0 at the optimum; LIBLINEAR's stopping measure).
 
     Shrinking, as LIBLINEAR's Crammer–Singer solver does: example ``i`` works on the classes
-    ``classes[i, :n_classes[i]]``. A class other than ``y_i`` with ``alpha_ij = 0`` (at its bound)
+    ``classes[i, :n_classes[i]]``. A class at its bound (``alpha_ij = 0``, or ``C`` for ``y_i``)
     whose gradient ``g_j`` exceeds every gradient of the classes off their bound is left out: the
     KKT conditions of Eq. 13 keep its δ at 0 (θ never exceeds the largest free gradient), so the
     step is the same, and its score is no longer computed for this example. An example left with
-    ``y_i`` alone is marked inactive. The caller resets ``n_classes`` and ``active`` before a
+    one class is marked inactive. The caller resets ``n_classes`` and ``active`` before a
     pass that must see everything. Examples with ``x = 0`` are skipped (their subproblem is
     linear and leaves the model unchanged)."""
     c = V.shape[1]
@@ -133,7 +133,7 @@ def dca_epoch(indptr, indices, data, y, order, sqnorm, beta, C, V, alpha, classe
             violation = top_free - lowest
         r = 0
         while r < m:  # shrink: swap a stable class to the end of the active part
-            if row[r] != yi and u[r] == 0.0 and g[r] > top_free:
+            if u[r] == 0.0 and g[r] > top_free:
                 m -= 1
                 row[r], row[m] = row[m], row[r]
                 g[r], g[m] = g[m], g[r]
