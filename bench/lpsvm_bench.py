@@ -126,11 +126,13 @@ def validation_split(split: Split, seed: int) -> Split:
     return Split(f"{split.name}-val{seed}", split.X_train[train], split.y_train[train], split.X_train[held], split.y_train[held])
 
 
-def table2(names: list, seeds: int, exponents: list, p_grid: list, select_tol: float, tol: float, log) -> dict:
+def table2(names: list, seeds: int, exponents: list, p_grid: list, select_tol: float, tol: float, log, save) -> dict:
+    """``save(partial)`` is called after every seed: a run stopped early keeps what it measured."""
     out = {}
     for name in names:
         split = split_of(name)
         runs = []
+        out[name] = {"runs": runs, "grid": {"p": p_grid, "C_exponents": exponents, "select_tol": select_tol, "tol": tol}}
         for seed in range(seeds):
             val = validation_split(split, seed)
             scores = {}
@@ -146,7 +148,7 @@ def table2(names: list, seeds: int, exponents: list, p_grid: list, select_tol: f
                          "cs_choice": {"C_exponent": cs_choice[1]}, "lp_test": lp_test["accuracy"], "cs_test": cs_test["accuracy"],
                          "validation": {f"{p}|{e}": v for (p, e), v in scores.items()}})
             log(f"table2 {name} seed {seed}: {runs[-1]['lp_choice']} {lp_test['accuracy']:.4f} / CS {cs_test['accuracy']:.4f}")
-        out[name] = {"runs": runs, "grid": {"p": p_grid, "C_exponents": exponents, "select_tol": select_tol, "tol": tol}}
+            save(out)
     return out
 
 
@@ -228,8 +230,12 @@ def main(argv=None) -> int:
         results["correctness"] = correctness(names or ["sector", "letter"], 1.0, log)
     if "speed" in sections and not args.quick:
         results["speed"] = speed(["sector", "letter"], 1.0, [1e-2, 3e-3, 1e-3, 3e-4, 1e-4], [0.1, 0.03, 0.01, 3e-3, 1e-3, 1e-4], log)
+    def save(partial: dict) -> None:
+        results["table2"] = {**partial, "machine": run_by["table2"]}
+        path.write_text(json.dumps(results, indent=1))
+
     if "table2" in sections:
-        results["table2"] = table2(names or ["sector", "news20"], seeds, exponents, p_grid, args.select_tol, 1e-3, log)
+        results["table2"] = table2(names or ["sector", "news20"], seeds, exponents, p_grid, args.select_tol, 1e-3, log, save)
     if "online" in sections:
         results["online"] = online(names or ["sector"], 1.0, p_grid if args.quick else [1.2, 1.5, 1.8, 2.0], log)
     for section, provenance in run_by.items():
