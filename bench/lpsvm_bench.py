@@ -132,7 +132,8 @@ def table2(names: list, seeds: int, exponents: list, p_grid: list, select_tol: f
     for name in names:
         split = split_of(name)
         runs = []
-        out[name] = {"runs": runs, "grid": {"p": p_grid, "C_exponents": exponents, "select_tol": select_tol, "tol": tol}}
+        out[name] = {"runs": runs, "grid": {"p": p_grid, "C_exponents": exponents, "select_tol": select_tol, "tol": tol},
+                     "machine": machine()}
         for seed in range(seeds):
             val = validation_split(split, seed)
             scores = {}
@@ -204,6 +205,10 @@ def main(argv=None) -> int:
     parser.add_argument("--C-exponents", default="-6,-5,-4,-3,-2,-1,0,1,2,3,4,5,6")
     parser.add_argument("--p-grid", default=",".join(map(str, P_GRID)))
     parser.add_argument("--select-tol", type=float, default=1e-2, help="tol of the fits that choose C and p")
+    parser.add_argument("--datasets", help="Table 2's data sets, comma-separated (default: sector,news20)")
+    parser.add_argument("--merge-table2", metavar="JSON", help="copy the Table 2 entries of another run's lpsvm.json "
+                        "into this one (data sets run in parallel processes), then rewrite the report")
+    parser.add_argument("--report-only", action="store_true", help="rewrite lpsvm.md and lpsvm.png from lpsvm.json")
     parser.add_argument("--quick", action="store_true", help="a smoke run on letter: small grids, one seed")
     parser.add_argument("--out", default=str(RESULTS), help="folder for lpsvm.{json,md,png}")
     args = parser.parse_args(argv)
@@ -213,6 +218,14 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "lpsvm.json"
     results = json.loads(path.read_text()) if path.exists() and not args.quick else {}
+    if args.merge_table2:
+        other = json.loads(pathlib.Path(args.merge_table2).read_text())["table2"]
+        results.setdefault("table2", {}).update({name: r for name, r in other.items() if name != "machine"})
+    if args.merge_table2 or args.report_only:
+        path.write_text(json.dumps(results, indent=1))
+        (out / "lpsvm.md").write_text(report(results))
+        plot(results, out / "lpsvm.png")
+        return 0
     results["machine"] = machine()
     sections = args.only or ["correctness", "speed", "table2", "online"]
     run_by = {section: results["machine"] for section in sections}  # sections may come from different runs
@@ -231,11 +244,11 @@ def main(argv=None) -> int:
     if "speed" in sections and not args.quick:
         results["speed"] = speed(["sector", "letter"], 1.0, [1e-2, 3e-3, 1e-3, 3e-4, 1e-4], [0.1, 0.03, 0.01, 3e-3, 1e-3, 1e-4], log)
     def save(partial: dict) -> None:
-        results["table2"] = {**partial, "machine": run_by["table2"]}
+        results["table2"] = {**results.get("table2", {}), **partial, "machine": run_by["table2"]}
         path.write_text(json.dumps(results, indent=1))
 
     if "table2" in sections:
-        results["table2"] = table2(names or ["sector", "news20"], seeds, exponents, p_grid, args.select_tol, 1e-3, log, save)
+        table2(names or (args.datasets or "sector,news20").split(","), seeds, exponents, p_grid, args.select_tol, 1e-3, log, save)
     if "online" in sections:
         results["online"] = online(names or ["sector"], 1.0, p_grid if args.quick else [1.2, 1.5, 1.8, 2.0], log)
     for section, provenance in run_by.items():
