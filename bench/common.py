@@ -34,6 +34,16 @@ def machine() -> dict:
                                                        *sys.argv[1:]])}
 
 
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend (benchmarks run without a display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def accuracy(predicted, y) -> float:
     return float(np.mean(np.asarray(predicted).astype(np.int64) == np.asarray(y)))
 

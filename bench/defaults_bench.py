@@ -33,7 +33,7 @@ import sys
 
 import numpy as np
 
-from bench.common import accuracy, machine, vw_oaa
+from bench.common import accuracy, machine, pyplot, vw_oaa
 from bench.data import load
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
@@ -141,10 +141,7 @@ def report(results: dict) -> str:
 
 
 def plot(results: dict, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, len(results["learners"]), figsize=(6 * len(results["learners"]), 4), squeeze=False)
     for ax, (learner, block) in zip(axes[0], results["learners"].items()):

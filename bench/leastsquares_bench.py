@@ -42,7 +42,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from bench.common import machine, write_vw
+from bench.common import machine, pyplot, write_vw
 from bench.data import Split, load
 from streamlearn import (CalibratedLeastSquares, FeatureSampler, GeneralizedLeastSquares, MulticlassSVM,
                          RandomFourierFeatures, StagewiseRegression)
@@ -515,10 +515,7 @@ def write_report(results: dict, out: pathlib.Path) -> None:
 
 
 def plot(results: dict, out: pathlib.Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for block, sw in results["stagewise"]["candidates"].items():

@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-from bench.common import accuracy, machine
+from bench.common import accuracy, machine, pyplot
 from bench.data import Split, load
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
@@ -326,10 +326,7 @@ def report(results: dict) -> str:
 
 
 def plot(results: dict, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for name, r in _datasets(results.get("online", {})):

@@ -38,7 +38,7 @@ import warnings
 import numpy as np
 from tqdm import tqdm
 
-from bench.common import machine, write_vw
+from bench.common import machine, pyplot, write_vw
 from bench.data import Split, load
 from streamlearn import (
     MulticlassLogisticRegression,
@@ -390,10 +390,7 @@ def write_report(results: list, path_md: str):
 
 
 def plot(results: list, outdir: str):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     curves = [r for r in results if "fig1_time_to_accuracy" in r]
     fig, axes = plt.subplots(2, max(len(curves), 1), figsize=(6 * max(len(curves), 1), 9), squeeze=False)

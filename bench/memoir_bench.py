@@ -42,7 +42,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from bench.common import machine
+from bench.common import machine, pyplot
 
 DATASETS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "datasets"
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
@@ -386,10 +386,7 @@ def report(results: dict) -> str:
 
 
 def plot(results: dict, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for oracle, style in (("exact", "o-"), ("graph", "s-"), ("lsh", "^-")):

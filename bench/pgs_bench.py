@@ -30,7 +30,7 @@ import time
 import numpy as np
 import scipy.optimize
 
-from bench.common import machine
+from bench.common import machine, pyplot
 
 from bench.data import load
 from streamlearn import MulticlassPGS, PrimalGradientSolver
@@ -235,10 +235,7 @@ def write_report(results: dict, out: pathlib.Path) -> None:
 
 
 def plot(results: dict, out: pathlib.Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(2, 3, figsize=(13, 7.2))
     for ax, row in zip(axes[0], results["table2"]):

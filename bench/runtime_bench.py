@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from bench.common import machine
+from bench.common import machine, pyplot
 from bench.data import CACHE, load
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
@@ -200,10 +200,7 @@ def write_report(results: dict, out: pathlib.Path) -> None:
 
 
 def plot(results: dict, out: pathlib.Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     labels, ours, ours_ck, vw = [], [], [], []
     for entry in results["files"]:

@@ -47,7 +47,7 @@ def main(argv=None) -> int:
         for _ in range(args.repeats):
             times["ahead of time"].append(one_run(path, False))
             times["JIT only"].append(one_run(path, True))
-    from bench.common import machine
+    from bench.common import machine, pyplot
 
     medians = {k: statistics.median(v) for k, v in times.items()}
     output.mkdir(parents=True, exist_ok=True)
@@ -57,10 +57,7 @@ def main(argv=None) -> int:
              "| kernels | median s | min s | max s |", "|---|---:|---:|---:|"]
     lines += [f"| {k} | {medians[k]:.3f} | {min(v):.3f} | {max(v):.3f} |" for k, v in times.items()]
     (output / "startup.md").write_text("\n".join(lines) + "\n")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5, 3))
     ax.boxplot(list(times.values()), tick_labels=list(times))
