@@ -301,14 +301,16 @@ def report(results: dict) -> str:
             for p, r in results["speed"]["per_iteration_sector"].items()), ""]
     if "table2" in results:
         lines += ["## Table 2 on our data (test accuracy %, mean ± sd over seeds)", "",
-                  "| data | seeds | ℓp-norm MC-SVM | Crammer & Singer | paper ℓp | paper CS | chosen p, log2 C (ℓp) |", "|---|---:|---:|---:|---:|---:|---|"]
+                  "| data | seeds | ℓp-norm MC-SVM | Crammer & Singer | paper ℓp | paper CS | chosen p, log2 C (ℓp) | commit |",
+                  "|---|---:|---:|---:|---:|---:|---|---|"]
         for name, r in _datasets(results["table2"]):
             paper = PAPER_TABLE2.get(name, {})
             lp, cs = paper.get("lp"), paper.get("cs")
             lines.append(f"| {name} | {len(r['runs'])} | {_mean_sd([x['lp_test'] for x in r['runs']])} | "
                          f"{_mean_sd([x['cs_test'] for x in r['runs']])} | {f'{lp[0]:.2f} ± {lp[1]:.2f}' if lp else '—'} | "
                          f"{f'{cs[0]:.2f} ± {cs[1]:.2f}' if cs else '—'} | "
-                         + ", ".join(f"{x['lp_choice']['p']}, {x['lp_choice']['C_exponent']}" for x in r["runs"]) + " |")
+                         + "; ".join(f"{x['lp_choice']['p']}, {x['lp_choice']['C_exponent']}" for x in r["runs"])
+                         + f" | {r.get('machine', results['table2'].get('machine', {})).get('commit', '')[:10]} |")
         grid = next(r for _, r in _datasets(results["table2"]))["grid"]
         lines += ["", f"Grid: p ∈ {grid['p']}, log2 C ∈ {grid['C_exponents']}; selection fits at tol {grid['select_tol']}, "
                   f"final fits at tol {grid['tol']}.", ""]
