@@ -51,9 +51,9 @@ _rows = compiled("rows")
 #: a class weight is kept at least this (Eq. 14 gives 0 to a class whose w is 0, and the
 #: restricted step divides by it)
 BETA_FLOOR = 1e-12
-#: the KKT violation (in margin units) below which a shrunk pass first checks the duality gap,
-#: as LIBLINEAR's default stopping tolerance; each failed check divides it by 4
-KKT_START = 0.1
+#: the KKT violation (in margin units) below which a shrunk pass first checks the duality gap;
+#: each failed check halves it (LIBLINEAR's schedule for its shrinking tolerance)
+KKT_START = 1.0
 #: relative gap to which the first inner solve (fixed β) runs; later ones run to a tenth of the
 #: last outer gap, and at least to tol/2
 INNER_START = 0.1
@@ -125,7 +125,7 @@ def solve(rows: SparseRows, y: np.ndarray, n_features: int, n_classes: int, p: f
                 break
             active[:] = True
             n_active_classes[:] = n_classes
-            kkt_tol *= 0.25
+            kkt_tol *= 0.5
         primal = primal_objective(rows, y, V, beta, p, C)
         dual = dual_objective(alpha, y, V, p)
         gap = (primal - dual) / primal if primal > 0 else 0.0
