@@ -4,7 +4,8 @@ Streams the bundled LIBSVM ``letter`` data set (15,000 training rows, 26 classes
 Letter Recognition scaled to [-1, 1] by LIBSVM) from its file into a ``MulticlassSVM``,
 pass by pass, and prints held-out accuracy on the bundled 5,000-row test file after each
 pass. ``--learner`` picks another learner (``--lam`` and the averaged iterate apply to the
-learners that take them; the others run their defaults), ``--passes`` the number of passes.
+learners that take them, ``--lam auto`` to the MCID learners; the others run their defaults),
+``--passes`` the number of passes, ``--batch-rows`` the rows handed to ``learn_many`` at a time.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ from connectors.libsvm import read_libsvm
 DATA = pathlib.Path(__file__).resolve().parent / "data"
 
 
+def _lam(text: str):
+    """``--lam``: a number, or ``auto`` (every λ of the grid at once, see :mod:`streamlearn.mcid`)."""
+    return text if text == "auto" else float(text)
+
+
 def main(argv=None) -> int:
     import sys
 
@@ -34,7 +40,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m streamlearn", description=__doc__.split("\n\n")[1])
     parser.add_argument("--learner", default="MulticlassSVM", choices=sorted(streamlearn.LEARNERS))
     parser.add_argument("--passes", type=int, default=5)
-    parser.add_argument("--lam", type=float, default=1e-4)
+    parser.add_argument("--lam", type=_lam, default=1e-4, help='regularisation λ, or "auto" (the MCID learners)')
     parser.add_argument("--batch-rows", type=int, default=500, help="rows handed to learn_many at a time")
     args = parser.parse_args(argv)
     X, y = read_libsvm(DATA / "letter.scale.bz2")
@@ -42,7 +48,10 @@ def main(argv=None) -> int:
     cls = streamlearn.LEARNERS[args.learner]
     accepted = inspect.signature(cls).parameters
     params = {k: v for k, v in {"lam": args.lam, "average": True}.items() if k in accepted}  # what the learner takes
-    model = cls(**params)
+    try:
+        model = cls(**params)
+    except ValueError as error:  # e.g. --lam auto for a learner without it: a usage error, not a traceback
+        parser.error(str(error))
     rng = np.random.default_rng(0)
     labels, test_labels, task = np.asarray(y, dtype=object), np.asarray(y_test, dtype=object), "letter"
     if not model._multiclass:  # a binary learner: the letter A against the 25 others

@@ -31,6 +31,21 @@ def test_main_job_prints_held_out_accuracy():
     assert accuracies[-1] > 60.0  # a linear model reaches ~70-75% on letter; chance is ~4%
 
 
+@pytest.mark.parametrize("lam", ["1e-3", "auto"])
+def test_main_job_takes_lam_and_batch_rows(lam):
+    out = subprocess.run([sys.executable, "-m", "streamlearn", "--passes", "1", "--lam", lam, "--batch-rows", "2000"],
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert f"lam={lam!r}" in out if lam == "auto" else f"lam={float(lam)!r}" in out
+    assert float(re.findall(r"held-out accuracy ([\d.]+)%", out)[0]) > 60.0
+
+
+@pytest.mark.parametrize(("arguments", "message"), [(["--lam", "often"], "--lam"),
+                                                   (["--learner", "ExtremeSVM", "--lam", "auto"], "lam must be")])
+def test_main_job_refuses_a_bad_lam(arguments, message):
+    result = subprocess.run([sys.executable, "-m", "streamlearn", *arguments], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
 def test_shell_pipe_example_learns_from_stdin_and_resumes(tmp_path):
     env = {**os.environ, "PATH": f"{pathlib.Path(sys.executable).parent}:{os.environ['PATH']}"}
     run = lambda: subprocess.run(["bash", str(ROOT / "examples" / "shell_pipe.sh"), str(tmp_path)], env=env,
