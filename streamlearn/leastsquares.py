@@ -354,10 +354,7 @@ class _WindowRefit(RefitWindow, _DenseLeastSquares):
 
     def _refit_window(self) -> None:
         rows, y = self._window_batch()
-        X = np.zeros((rows.n_rows, self._width()))
-        for r in range(rows.n_rows):
-            np.add.at(X[r], rows.indices[rows.indptr[r] : rows.indptr[r + 1]], rows.data[rows.indptr[r] : rows.indptr[r + 1]])
-        self._fit_dense(X, y, len(self._labels))
+        self._fit_dense(dense_rows(rows, self._width()), y, len(self._labels))
 
     def _fit_dense(self, X: np.ndarray, y: np.ndarray, K: int, callback=None) -> None:
         raise NotImplementedError

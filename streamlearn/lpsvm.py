@@ -76,10 +76,13 @@ def class_weights(norms: np.ndarray, p: float) -> np.ndarray:
     return np.maximum((norms / total) ** (2.0 - p), BETA_FLOOR)
 
 
-def primal_objective(rows: SparseRows, y: np.ndarray, V: np.ndarray, beta: np.ndarray, p: float, C: float) -> float:
-    """Problem (P) at ``w_j = β_j V[:, j]``."""
+def primal_objective(rows: SparseRows, y: np.ndarray, V: np.ndarray, beta: np.ndarray, p: float, C: float,
+                     hinge: float | None = None) -> float:
+    """Problem (P) at ``w_j = β_j V[:, j]`` (``hinge``: the hinge total there, if already known)."""
     norms = beta * np.sqrt((V * V).sum(axis=0))
-    return 0.5 * lp_norm(norms, p) ** 2 + C * _lpsvm.hinge_total(rows.indptr, rows.indices, rows.data, y, V, beta)
+    if hinge is None:
+        hinge = _lpsvm.hinge_total(rows.indptr, rows.indices, rows.data, y, V, beta)
+    return 0.5 * lp_norm(norms, p) ** 2 + C * hinge
 
 
 def dual_objective(alpha: np.ndarray, y: np.ndarray, V: np.ndarray, p: float) -> float:
@@ -120,13 +123,13 @@ def solve(rows: SparseRows, y: np.ndarray, n_features: int, n_classes: int, p: f
             if violation > kkt_tol and epochs < max_epochs:
                 continue
             regularizer = float(beta @ (V * V).sum(axis=0))  # Σ β_j ||v_j||² = Σ ||w_j||² / β_j
-            hinge = C * _lpsvm.hinge_total(rows.indptr, rows.indices, rows.data, y, V, beta)
-            if regularizer + hinge - alpha[np.arange(n), y].sum() <= inner_tol * (0.5 * regularizer + hinge):
+            hinge = _lpsvm.hinge_total(rows.indptr, rows.indices, rows.data, y, V, beta)
+            if regularizer + C * hinge - alpha[np.arange(n), y].sum() <= inner_tol * (0.5 * regularizer + C * hinge):
                 break
             active[:] = True
             n_active_classes[:] = n_classes
             kkt_tol *= 0.5
-        primal = primal_objective(rows, y, V, beta, p, C)
+        primal = primal_objective(rows, y, V, beta, p, C, hinge)  # the loop ends on a check at this V
         dual = dual_objective(alpha, y, V, p)
         gap = (primal - dual) / primal if primal > 0 else 0.0
         history.append({"iteration": iteration, "primal": primal, "dual": dual, "gap": gap, "epochs": epochs,
@@ -260,12 +263,10 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
         return self
 
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:
-        out = np.zeros((rows.n_rows, len(self._labels)))
-        fitted = out[:, : self._V.shape[1]]
-        if fitted.shape[1]:
-            fitted = np.ascontiguousarray(fitted)
-            _lpsvm.scores(rows.indptr, rows.indices, rows.data, self._V, self._beta, fitted)
-            out[:, : fitted.shape[1]] = fitted
+        fitted = np.zeros((rows.n_rows, self._V.shape[1]))
+        _lpsvm.scores(rows.indptr, rows.indices, rows.data, self._V, self._beta, fitted)
+        out = np.zeros((rows.n_rows, len(self._labels)))  # classes new since the last fit score 0
+        out[:, : fitted.shape[1]] = fitted
         return out
 
     def _export_model(self) -> dict:

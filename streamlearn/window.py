@@ -9,6 +9,8 @@ equals the ``learn_one`` loop; between refits the predictions are those of the l
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 from .base import check_positive
@@ -29,7 +31,7 @@ class RefitWindow:
         check_positive("refit_every", self.refit_every, integer=True)
 
     def _init_window(self) -> None:
-        self._window_rows: list = []  # (columns, values, class) of the last `window` examples
+        self._window_rows: deque = deque(maxlen=self.window)  # (columns, values, class) of the last `window` examples
         self._since_refit = 0
         self._window_start = 0  # stream position of the window's first example
         # classes seen up to the last example entered (labels are indexed in order of first
@@ -39,11 +41,10 @@ class RefitWindow:
     def _learn_groups(self, rows: SparseRows, y: np.ndarray) -> None:
         for i in range(rows.n_rows):
             lo, hi = rows.indptr[i], rows.indptr[i + 1]
+            if len(self._window_rows) == self.window:  # the append below drops the oldest
+                self._window_start += 1
             self._window_rows.append((rows.indices[lo:hi].copy(), rows.data[lo:hi].copy(), int(y[i])))
             self._classes_so_far = max(self._classes_so_far, int(y[i]) + 1)
-            if len(self._window_rows) > self.window:
-                del self._window_rows[0]
-                self._window_start += 1
             self._since_refit += 1
             if self._since_refit >= self.refit_every:
                 self._refit_window()
@@ -68,7 +69,8 @@ class RefitWindow:
                 "window_start": self._window_start, "classes_so_far": self._classes_so_far}
 
     def _restore_window(self, model: dict) -> None:
-        self._window_rows = [(np.asarray(c, np.int64), np.asarray(v, np.float64), int(k)) for c, v, k in model["window"]]
+        self._window_rows = deque(((np.asarray(c, np.int64), np.asarray(v, np.float64), int(k)) for c, v, k in model["window"]),
+                                  maxlen=self.window)
         self._since_refit = int(model["since_refit"])
         # absent in states written before they existed
         self._window_start = int(model.get("window_start", 0))
