@@ -7,7 +7,8 @@
 * ``csv``: a header line of column names, then one record per line, separated by ``,``,
   ``;``, tabs or ``|``; the label column is chosen by name or index (default: a column named
   ``y``, ``label``, ``class`` or ``target``; none is an error). An empty cell is an absent feature.
-* ``msgpack``: a stream of msgpack maps ``{"x": {...}, "y": ...}`` (not line based).
+* ``msgpack``: a stream of msgpack maps ``{"x": {...}, "y": ...}`` (not line based), or of
+  compact batches of records as CSR arrays (:mod:`connectors.compact`), or both.
 
 Every decoder validates each record and turns a bad one into a dead letter with its
 position (source, 1-based line or record number, byte offset) instead of raising.
@@ -27,7 +28,8 @@ import re
 import numpy as np
 
 from .libsvm import parse_libsvm_bytes
-from .records import Batch, DeadLetter, RecordError, check_features, check_label, check_record, labels_out, record_hash
+from .compact import decode_batch, is_compact
+from .records import Batch, BatchBuilder, DeadLetter, RecordError, check_features, check_label, check_record, labels_out, record_hash
 
 FORMATS = ("libsvm", "csv", "jsonl", "msgpack")
 _SUFFIXES = {
@@ -304,7 +306,8 @@ def _int_or_text(text: str):
 
 
 class MsgpackDecoder:
-    """A stream of msgpack records. Bytes that are not msgpack cannot be resynchronised:
+    """A stream of msgpack records and compact batches (a compact batch counts as one record
+    towards ``max_records``; its rows' positions carry their ``index`` in it). Bytes that are not msgpack cannot be resynchronised:
     they end the file (the rest of it becomes one dead letter per chunk read)."""
 
     line_based = False
@@ -325,10 +328,11 @@ class MsgpackDecoder:
 
     def decode(self, buf: bytes, final: bool, first_record: int, offset: int, origin: str, max_records: int):
         """Records at the start of ``buf``: ``(batch, bytes consumed, records consumed)``."""
-        X, y, hashes, where, dead = [], [], [], [], []
+        builder = BatchBuilder(self.with_hashes)
+        dead = builder.dead
         if self.broken:
             dead.append(DeadLetter({"source": origin, "offset": offset}, "undecodable", "after undecodable msgpack data", buf))
-            return Batch(X, y, np.zeros(0, np.uint64), lambda i: {}, dead), len(buf), 0
+            return builder.build(), len(buf), 0
         import msgpack
 
         unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(buf), 1 << 20))
@@ -348,22 +352,26 @@ class MsgpackDecoder:
             end = unpacker.tell()
             raw = buf[consumed:end]
             n += 1
+            place = {"source": origin, "record": first_record + n, "offset": offset + consumed}
             try:
-                x, label = check_record(obj, self.labelled)
+                if is_compact(obj):
+                    rows = decode_batch(obj, self.labelled, self.with_hashes)
+                else:
+                    x, label = check_record(obj, self.labelled)
             except RecordError as error:
-                dead.append(DeadLetter({"source": origin, "record": first_record + n, "offset": offset + consumed}, error.reason, error.message, raw))
+                dead.append(DeadLetter(place, error.reason, error.message, raw))
             else:
-                X.append(x)
-                y.append(label)
-                hashes.append(record_hash(raw) if self.with_hashes else 0)
-                where.append((first_record + n, offset + consumed))
+                if is_compact(obj):
+                    dead += [DeadLetter({**place, "index": row}, reason, text, raw_row) for row, reason, text, raw_row in rows.dead]
+                    builder.add_rows(rows, lambda row, place=place: {**place, "index": row})
+                else:
+                    builder.add_record(x, label, raw, place)
             consumed = end
         if final and consumed < len(buf):
             dead.append(DeadLetter({"source": origin, "record": first_record + n + 1, "offset": offset + consumed},
                                    "malformed", "truncated msgpack record at the end of the stream", buf[consumed:]))
             consumed = len(buf)
-        batch = Batch(X, labels_out(y), np.asarray(hashes, np.uint64), lambda i: {"source": origin, "record": where[i][0], "offset": where[i][1]}, dead)
-        return batch, consumed, n
+        return builder.build(), consumed, n
 
 
 def make_decoder(fmt: str, labelled: bool = True, label_column=None):

@@ -10,9 +10,11 @@ it only after the checkpoint holding those offsets is durable, so a crash replay
 the records the restored model has not learned.
 
 A message value is msgpack or JSON (``value_format="auto"`` tells them apart by the first
-byte: ``{`` or ``[`` is JSON) and holds one record ``{"x": {...}, "y": ...}`` or a list of
-records. A value that does not decode, or a record that does not validate, becomes a dead
-letter with its partition, offset and index in the message.
+byte: ``{`` or ``[`` is JSON) and holds one record ``{"x": {...}, "y": ...}``, a list of
+records, or a compact batch of records as CSR arrays (msgpack; :mod:`connectors.compact`, the
+fast path: :func:`connectors.compact.encode_messages` makes them). A value that does not
+decode, or a record that does not validate, becomes a dead letter with its partition, offset
+and index in the message.
 
 With several partitions the records are learned in the order the consumer fetches them;
 exactly-once holds, but bit-identical replay of an uninterrupted run is only guaranteed for
@@ -28,9 +30,9 @@ import sys
 import time
 
 import msgpack
-import numpy as np
 
-from .records import Batch, DeadLetter, RecordError, check_record, empty_batch, labels_out, record_hash
+from .compact import decode_batch, is_compact
+from .records import Batch, BatchBuilder, DeadLetter, RecordError, check_record, empty_batch
 
 FAST_GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
 
@@ -55,49 +57,44 @@ def encode_value(obj, value_format: str = "msgpack") -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
-class _BatchBuilder:
+class _MessageDecoder(BatchBuilder):
     """Records and dead letters of consumed messages (``.topic``, ``.partition``,
-    ``.offset``, ``.value``), added one message at a time; record hashes (for hash
-    hold-outs) only ``with_hashes``."""
+    ``.offset``, ``.value``), added one message at a time: a dict record, a list of them, or a
+    compact batch (:mod:`connectors.compact`); record hashes (for hash hold-outs) only
+    ``with_hashes``."""
 
     def __init__(self, labelled: bool, value_format: str = "auto", with_hashes: bool = True):
-        self.labelled, self.value_format, self.with_hashes = labelled, value_format, with_hashes
-        self.X, self.y, self.hashes, self.where, self.dead = [], [], [], [], []
-
-    def __len__(self) -> int:
-        """Records so far, valid or not."""
-        return len(self.y) + len(self.dead)
+        super().__init__(with_hashes)
+        self.labelled, self.value_format = labelled, value_format
 
     def add(self, message) -> None:
+        where = {"topic": message.topic, "partition": message.partition, "offset": message.offset}
         try:
             obj = decode_value(message.value, self.value_format)
+            if is_compact(obj):
+                rows = decode_batch(obj, self.labelled, self.with_hashes)
         except RecordError as error:
-            self.dead.append(DeadLetter({"topic": message.topic, "partition": message.partition, "offset": message.offset},
-                                        error.reason, error.message, message.value or b""))
+            self.dead.append(DeadLetter(where, error.reason, error.message, message.value or b""))
+            return
+        if is_compact(obj):
+            self.dead += [DeadLetter({**where, "index": row}, reason, text, raw) for row, reason, text, raw in rows.dead]
+            self.add_rows(rows, lambda row: {**where, "index": row})
             return
         records = obj if isinstance(obj, list) else [obj]
         for index, record in enumerate(records):
-            spot = {"topic": message.topic, "partition": message.partition, "offset": message.offset, "index": index}
+            spot = {**where, "index": index}
             try:
                 x, label = check_record(record, self.labelled)
             except RecordError as error:
                 self.dead.append(DeadLetter(spot, error.reason, error.message, _record_bytes(message.value, records, record)))
                 continue
-            self.X.append(x)
-            self.y.append(label)
-            if self.with_hashes:
-                self.hashes.append(record_hash(_record_bytes(message.value, records, record)))
-            self.where.append(spot)
-
-    def build(self) -> Batch:
-        hashes = np.asarray(self.hashes, np.uint64) if self.with_hashes else np.zeros(len(self.y), np.uint64)
-        return Batch(self.X, labels_out(self.y), hashes, self.where.__getitem__, self.dead)
+            self.add_record(x, label, _record_bytes(message.value, records, record) if self.with_hashes else b"", spot)
 
 
 def decode_messages(messages, labelled: bool, value_format: str = "auto", with_hashes: bool = True) -> Batch:
     """Records and dead letters of consumed messages (``.topic``, ``.partition``, ``.offset``,
     ``.value``); record hashes (for hash hold-outs) only ``with_hashes``."""
-    builder = _BatchBuilder(labelled, value_format, with_hashes)
+    builder = _MessageDecoder(labelled, value_format, with_hashes)
     for message in messages:
         builder.add(message)
     return builder.build()
@@ -239,9 +236,9 @@ class KafkaSource:
             finishing = self._at_end()
 
     def _gather(self, consumer, polled: collections.deque, per_message):
-        """The next batch's messages, decoded into a :class:`_BatchBuilder` (see :meth:`__iter__`),
+        """The next batch's messages, decoded into a :class:`_MessageDecoder` (see :meth:`__iter__`),
         and the updated estimate of records per message."""
-        builder, deadline = _BatchBuilder(self.labelled, self.value_format, self.with_hashes), None
+        builder, deadline = _MessageDecoder(self.labelled, self.value_format, self.with_hashes), None
         while len(builder) < self.batch_records:
             if not polled:
                 wait = self.poll_timeout_ms if deadline is None else max(0, int(1000 * (deadline - time.monotonic())))

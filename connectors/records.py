@@ -161,3 +161,95 @@ def check_record(obj, labelled: bool) -> tuple[dict, object]:
     if labelled or not _is_missing(y):
         y = check_label(y)
     return x, y
+
+
+class BatchBuilder:
+    """Records gathered one message (or file object) at a time — dict records and compact CSR
+    batches (:mod:`connectors.compact`) in stream order — with their dead letters, built into
+    one :class:`Batch`.
+
+    The batch's ``X`` is one CSR batch when every record came in compact batches (no Python
+    object per feature on the way to the learner), else a list of feature dicts, compact rows
+    turned into ``{feature id: value}`` (an integer name: the same feature as in CSR form)."""
+
+    def __init__(self, with_hashes: bool = True):
+        self.with_hashes = with_hashes
+        self.dead: list = []
+        self._segments: list = []  # ("dicts", X, y, hashes, places) or ("rows", DecodedRows, locate)
+        self._count = 0  # valid records
+
+    def __len__(self) -> int:
+        """Records so far, valid or not."""
+        return self._count + len(self.dead)
+
+    def add_record(self, x: dict, y, raw: bytes, place: dict) -> None:
+        """One valid dict record (``raw``: its bytes, for its hash)."""
+        if not self._segments or self._segments[-1][0] != "dicts":
+            self._segments.append(("dicts", [], [], [], []))
+        _, X, labels, hashes, places = self._segments[-1]
+        X.append(x)
+        labels.append(y)
+        if self.with_hashes:
+            hashes.append(record_hash(raw))
+        places.append(place)
+        self._count += 1
+
+    def add_rows(self, rows, locate: Callable[[int], dict]) -> None:
+        """The valid rows of a compact batch (:class:`connectors.compact.DecodedRows`);
+        ``locate(j)``: the position of its row ``j`` (an index into the whole message)."""
+        if len(rows.rows):
+            self._segments.append(("rows", rows, locate))
+            self._count += len(rows.rows)
+
+    def build(self) -> Batch:
+        segments = self._segments
+        if segments and all(s[0] == "rows" for s in segments):
+            X, y, hashes = _stack_rows([s[1] for s in segments])
+        else:
+            X, y, hashes = [], [], []
+            for segment in segments:
+                if segment[0] == "dicts":
+                    X += segment[1]
+                    y += segment[2]
+                    hashes += segment[3]
+                else:
+                    rows = segment[1]
+                    X += _row_dicts(rows.X)
+                    y += rows.labels.tolist() if isinstance(rows.labels, np.ndarray) else rows.labels
+                    hashes += rows.hashes.tolist()
+            y = labels_out(y)
+            hashes = np.asarray(hashes, np.uint64) if self.with_hashes else np.zeros(len(y), np.uint64)
+        starts = np.cumsum([0] + [len(s[2]) if s[0] == "dicts" else len(s[1].rows) for s in segments])
+
+        def locate(i: int) -> dict:
+            k = int(np.searchsorted(starts, i, side="right")) - 1
+            segment = segments[k]
+            if segment[0] == "dicts":
+                return segment[4][i - starts[k]]
+            return segment[2](int(segment[1].rows[i - starts[k]]))
+
+        return Batch(X, y, hashes, locate, self.dead)
+
+
+def _row_dicts(X) -> list:
+    indptr, indices, data = X.indptr.tolist(), X.indices.tolist(), X.data.tolist()
+    return [dict(zip(indices[indptr[r] : indptr[r + 1]], data[indptr[r] : indptr[r + 1]])) for r in range(len(indptr) - 1)]
+
+
+def _stack_rows(parts: list):
+    """One CSR batch, its labels and hashes from the valid rows of several compact batches."""
+    from streamlearn.batches import CsrBatch
+
+    if len(parts) == 1:
+        only = parts[0]
+        return only.X, only.labels, only.hashes
+    lengths = np.concatenate([np.diff(p.X.indptr) for p in parts])
+    indptr = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    needed = max(p.X.needed for p in parts)
+    X = CsrBatch(indptr, np.concatenate([p.X.indices for p in parts]), np.concatenate([p.X.data for p in parts]), needed, needed)
+    if all(isinstance(p.labels, np.ndarray) for p in parts):
+        y = np.concatenate([p.labels for p in parts])
+    else:
+        y = labels_out([v for p in parts for v in (p.labels.tolist() if isinstance(p.labels, np.ndarray) else p.labels)])
+    return X, y, np.concatenate([p.hashes for p in parts])
