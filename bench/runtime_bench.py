@@ -6,12 +6,13 @@
    from outside, medians of interleaved repeats. Two stream lengths: the training file as
    is, and the file repeated (a longer stream, where start-up is amortised). Start-up alone
    is measured on a one-line file and reported.
-2. The Kafka daemon: the training records as msgpack messages (100 records each) on a
-   local Tansu broker, consumed by ``streamlearn train kafka://...`` with a checkpoint
-   every 10 s; sustained examples/s while data flows and the share of that time spent
-   checkpointing.
+2. The Kafka daemon: the training records on a local Tansu broker in each wire format (msgpack
+   lists of 100 dict records; compact CSR batches of 250 records), consumed by ``streamlearn
+   train kafka://...`` at the default checkpoint cadence, against ``streamlearn train FILE`` on
+   the same records with the same cadence: sustained examples/s while data flows, the share of
+   that time spent checkpointing, and the broker's CPU.
 
-    python -m bench.runtime_bench [--repeats 5] [--copies 8] [--kafka-seconds 40]
+    python -m bench.runtime_bench [--repeats 5] [--copies 8] [--kafka-seconds 40] [--only files|kafka]
     python -m bench.runtime_bench --quick --out /tmp/smoke   # a smoke run (the test suite's)
 
 Results: bench/results/runtime.{json,md}, runtime.png.
@@ -121,13 +122,15 @@ def file_benchmark(name: str, repeats: int, copies: int) -> dict:
     return {"dataset": name, "classes": K, "copies": copies, "rows": rows, "marginal_examples_per_s": marginal}
 
 
-def kafka_benchmark(name: str, seconds: float) -> dict:
-    """Sustained daemon throughput with a checkpoint every 10 s, and the checkpoint share."""
-    from connectors.kafka import encode_value
-    from connectors.localbroker import create_topic, local_broker, produce
+WIRES = {"dicts": "msgpack lists of 100 dict records", "compact": "compact CSR batches of 250 records (connectors.compact)"}
 
-    split = load(name)
-    X, y = split.X_train, split.y_train
+
+def _wire_messages(X, y, wire: str) -> list:
+    from connectors.compact import encode_messages
+    from connectors.kafka import encode_value
+
+    if wire == "compact":
+        return list(encode_messages(X, y, rows_per_message=250))  # ~260 kB: under the 1 MB message limit brokers default to
     messages = []
     for start in range(0, X.shape[0], 100):
         batch = []
@@ -135,32 +138,69 @@ def kafka_benchmark(name: str, seconds: float) -> dict:
             lo, hi = X.indptr[i], X.indptr[i + 1]
             batch.append({"x": dict(zip(map(str, X.indices[lo:hi].tolist()), X.data[lo:hi].tolist())), "y": int(y[i])})
         messages.append(encode_value(batch))
+    return messages
+
+
+def _broker_cpu_seconds(bootstrap: str) -> float:
+    """CPU seconds (user + system) the Tansu process listening on ``bootstrap`` has used."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
+            if f"tcp://{bootstrap}".encode() in cmdline and b"broker" in cmdline:
+                fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            continue
+    return float("nan")
+
+
+def kafka_benchmark(name: str, seconds: float, wires=tuple(WIRES)) -> dict:
+    """Sustained daemon throughput at the default checkpoint cadence for each wire format,
+    against ``streamlearn train FILE`` on the same records (a LIBSVM file of the same copies)
+    with the same cadence, in the same run; the checkpoint share and the broker's CPU share."""
+    from connectors.localbroker import create_topic, local_broker, produce
+
+    split = load(name)
+    X, y = split.X_train.copy(), split.y_train - split.y_train.min() + 1
+    X.data = np.array([float(f"{v:.6g}") for v in X.data.tolist()])  # the values write_texts writes: the same records
+    out = {"dataset": name, "wires": {}}
+    copies = 1
     with local_broker() as bootstrap, tempfile.TemporaryDirectory() as tmp:
-        create_topic(bootstrap, "bench")
-        # measure how fast the daemon goes, then produce enough data for `seconds` of learning
-        produce(bootstrap, "bench", messages)
-        copies = 1
-        probe = _daemon(bootstrap, "probe", tmp, idle=2)
-        rate = probe["learned"] / max(probe["data_seconds"], 1e-3)
-        copies = max(1, int(np.ceil(seconds * rate / X.shape[0])))
-        for _ in range(copies - 1):
-            produce(bootstrap, "bench", messages)
-        summary = _daemon(bootstrap, "main", tmp, idle=3)
+        for wire in wires:
+            topic = f"bench-{wire}"
+            messages = _wire_messages(X, y, wire)
+            create_topic(bootstrap, topic)
+            produce(bootstrap, topic, messages)
+            # measure how fast the daemon goes, then produce enough data for `seconds` of learning
+            probe = _daemon(bootstrap, topic, "probe", tmp, idle=2)
+            rate = probe["learned"] / max(probe["data_seconds"], 1e-3)
+            copies = max(copies, 1, int(np.ceil(seconds * rate / X.shape[0])))
+            for _ in range(copies - 1):
+                produce(bootstrap, topic, messages)
+            cpu = _broker_cpu_seconds(bootstrap)
+            summary = _daemon(bootstrap, topic, "main", tmp, idle=3)
+            out["wires"][wire] = {**_sustained(summary), "copies": copies, "broker_cpu_seconds": _broker_cpu_seconds(bootstrap) - cpu}
+        path = write_texts(name, copies)[f"x{copies}"]["svm"]
+        summary = json.loads(subprocess.run(
+            [sys.executable, "-m", "streamlearn.cli", "train", str(path), "--learner", "MulticlassSVM",
+             "--checkpoint-dir", os.path.join(tmp, "file"), "--quiet"], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
+        out["file"] = {**_sustained(summary), "copies": copies}
+    return out
+
+
+def _sustained(summary: dict) -> dict:
     data_s = summary["data_seconds"]
-    return {
-        "dataset": name, "records": summary["learned"], "copies": copies, "data_seconds": data_s,
-        "examples_per_s": summary["learned"] / data_s, "checkpoints": summary["checkpoints"],
-        "checkpoint_seconds_during_data": summary["checkpoint_seconds_during_data"],
-        "checkpoint_share": summary["checkpoint_seconds_during_data"] / data_s,
-        "prequential_accuracy": summary["prequential"]["accuracy"],
-    }
+    return {"records": summary["learned"], "data_seconds": data_s, "examples_per_s": summary["learned"] / data_s,
+            "checkpoints": summary["checkpoints"], "checkpoint_seconds_during_data": summary["checkpoint_seconds_during_data"],
+            "checkpoint_share": summary["checkpoint_seconds_during_data"] / data_s,
+            "prequential_accuracy": summary["prequential"]["accuracy"]}
 
 
-def _daemon(bootstrap, group, tmp, idle) -> dict:
-    out = subprocess.run([sys.executable, "-m", "streamlearn.cli", "train", f"kafka://{bootstrap}/bench?group={group}",
-                          "--learner", "MulticlassSVM", "--checkpoint-dir", os.path.join(tmp, group), "--checkpoint-interval",
-                          "10", "--checkpoint-every", str(10**12), "--idle-timeout", str(idle), "--quiet"],
-                         capture_output=True, text=True, check=True).stdout
+def _daemon(bootstrap, topic, group, tmp, idle) -> dict:
+    """``streamlearn train kafka://...`` at the default checkpoint cadence until the topic is idle."""
+    out = subprocess.run([sys.executable, "-m", "streamlearn.cli", "train", f"kafka://{bootstrap}/{topic}?group={group}",
+                          "--learner", "MulticlassSVM", "--checkpoint-dir", os.path.join(tmp, f"{topic}-{group}"),
+                          "--idle-timeout", str(idle), "--quiet"], capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -186,16 +226,26 @@ def write_report(results: dict, out: pathlib.Path) -> None:
                 f"{100 * row['ours_prequential_accuracy']:.2f} / {100 * row['vw_progressive_accuracy']:.2f} |")
         m = entry["marginal_examples_per_s"]
         lines.append(f"| {entry['dataset']} marginal | | | | | {m['ours']:,.0f} | {m['vw']:,.0f} | {m['ratio']:.2f}x | |")
-    start = results["files"][0]["rows"]["startup"]
-    lines += ["", f"Start-up (one-line file): ours {start['ours_seconds']:.2f} s, VW {start['vw_seconds']:.2f} s.", ""]
+    if results["files"]:
+        start = results["files"][0]["rows"]["startup"]
+        lines += ["", f"Start-up (one-line file): ours {start['ours_seconds']:.2f} s, VW {start['vw_seconds']:.2f} s.", ""]
     if results.get("kafka"):
         k = results["kafka"]
+        file_rate = k["file"]["examples_per_s"]
         lines += ["## Kafka daemon", "",
-                  f"{k['dataset']}: {k['records']:,} records (msgpack, 100 per message) on a local Tansu broker, checkpoint every 10 s.",
-                  "", "| sustained ex/s | data flowing (s) | checkpoints | checkpoint time (s) | checkpoint share | prequential acc. |",
-                  "|---:|---:|---:|---:|---:|---:|",
-                  f"| {k['examples_per_s']:,.0f} | {k['data_seconds']:.1f} | {k['checkpoints']} | {k['checkpoint_seconds_during_data']:.2f} | "
-                  f"{100 * k['checkpoint_share']:.2f} % | {100 * k['prequential_accuracy']:.2f} |", ""]
+                  f"{k['dataset']}: the training records ({k['file']['copies']} copies) on a local Tansu broker, consumed by "
+                  "`streamlearn train kafka://...` at the default checkpoint cadence, against `streamlearn train FILE` "
+                  "on the same records as LIBSVM text (6 significant digits, the values the messages carry) with the same "
+                  "cadence, in the same run. *Broker CPU* is the Tansu process's CPU seconds over the daemon's data time.", "",
+                  "| path | records | sustained ex/s | of the file path | data flowing (s) | checkpoints | checkpoint share "
+                  "| broker CPU | prequential acc. |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for wire, row in [(f"Kafka, {WIRES[w]}", r) for w, r in k["wires"].items()] + [("file (LIBSVM text)", k["file"])]:
+            broker = f"{100 * row['broker_cpu_seconds'] / row['data_seconds']:.0f} %" if "broker_cpu_seconds" in row else ""
+            lines.append(f"| {wire} | {row['records']:,} | {row['examples_per_s']:,.0f} | {100 * row['examples_per_s'] / file_rate:.0f} % | "
+                         f"{row['data_seconds']:.1f} | {row['checkpoints']} | {100 * row['checkpoint_share']:.1f} % | {broker} | "
+                         f"{100 * row['prequential_accuracy']:.2f} |")
+        lines.append("")
     (out / "runtime.md").write_text("\n".join(lines))
 
 
@@ -231,17 +281,22 @@ def main(argv=None) -> None:
     parser.add_argument("--copies", type=int, default=8, help="the longer stream repeats the file this many times")
     parser.add_argument("--kafka-seconds", type=float, default=40.0, help="target length of the Kafka run (0: skip)")
     parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--only", choices=["files", "kafka"], help="run one section, keep the other's results")
     parser.add_argument("--quick", action="store_true", help="a smoke run: news20, one repeat, two copies, 5 s of Kafka")
     args = parser.parse_args(argv)
     if args.quick:
         args.datasets, args.repeats, args.copies, args.kafka_seconds = ["news20"], 1, 2, 5.0
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = {"machine": machine(), "repeats": args.repeats, "files": [], "kafka": None}
-    for name in args.datasets:
+    previous = out / "runtime.json"
+    results = json.loads(previous.read_text()) if args.only and previous.exists() else {"files": [], "kafka": None}
+    results.update({"machine": machine(), "repeats": args.repeats})
+    if args.only != "kafka":
+        results["files"] = []
+    for name in args.datasets if args.only != "kafka" else ():
         print(f"files: {name}", file=sys.stderr)
         results["files"].append(file_benchmark(name, args.repeats, args.copies))
-    if args.kafka_seconds > 0:
+    if args.kafka_seconds > 0 and args.only != "files":
         print("kafka", file=sys.stderr)
         results["kafka"] = kafka_benchmark(args.datasets[0], args.kafka_seconds)
     (out / "runtime.json").write_text(json.dumps(results, indent=1, default=str))

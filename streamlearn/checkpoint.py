@@ -12,6 +12,11 @@ arrays are msgpack extension values (dtype, shape, raw bytes), and so are intege
 msgpack's 64 bits (decimal text) and tuples (a label or a feature name may be either), so
 every hashable label and name comes back hashable, and reading a checkpoint never unpickles code.
 
+:class:`BackgroundWriter` writes them on a thread: the caller takes a :func:`snapshot` of the
+payload (copies of its arrays and containers: milliseconds) and goes on learning while the file
+is packed, hashed, written and fsynced; it learns when the file is durable (and only then commits
+the position the checkpoint holds to its source).
+
 Writing is atomic: a temporary file in the same directory is written, fsynced and renamed,
 and the directory is fsynced. The newest ``keep`` checkpoints are kept. Loading takes the
 newest checkpoint that is intact; a corrupt one (bad magic, checksum, truncation) is
@@ -61,7 +66,8 @@ def _encode(obj):
         array = np.ascontiguousarray(obj)
         if array.dtype.hasobject:
             raise TypeError("object arrays cannot be checkpointed")
-        return msgpack.ExtType(_NDARRAY, msgpack.packb([array.dtype.str, list(array.shape), array.tobytes()]))
+        raw = memoryview(array.reshape(-1)).cast("B")  # the same bytes as tobytes(), one copy fewer
+        return msgpack.ExtType(_NDARRAY, msgpack.packb([array.dtype.str, list(array.shape), raw]))
     if isinstance(obj, np.generic):
         return obj.item()
     if isinstance(obj, tuple):
@@ -122,6 +128,55 @@ def loads(data: bytes, name: str = "checkpoint") -> dict:
     if version == 1 and hashlib.sha256(body).digest() == digest:  # format 1: the payload alone was hashed
         return _unpack(body)
     raise CorruptCheckpoint(f"{name} is corrupt (checksum mismatch)")
+
+
+def snapshot(obj):
+    """A copy of a payload that later learning cannot change: arrays copied, dicts, lists and
+    tuples rebuilt (a learner's export may hold its live arrays and lists)."""
+    if isinstance(obj, np.ndarray):
+        return obj.copy()
+    if isinstance(obj, dict):
+        return {key: snapshot(value) for key, value in obj.items()}
+    if isinstance(obj, list):
+        return [snapshot(value) for value in obj]
+    if isinstance(obj, tuple):
+        return tuple(snapshot(value) for value in obj)
+    return obj
+
+
+class BackgroundWriter:
+    """Saves checkpoints of a :class:`CheckpointStore` on one thread, one at a time.
+
+    >>> import tempfile, numpy as np
+    >>> writer = BackgroundWriter(CheckpointStore(tempfile.mkdtemp()))
+    >>> job = writer.submit(snapshot({"learner": {"w": np.ones(2)}, "position": None}))
+    >>> job.result().name, writer.seconds > 0
+    ('ckpt-000000000001.slc', True)
+    >>> writer.close()
+    """
+
+    def __init__(self, store: "CheckpointStore"):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.store = store
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="streamlearn-checkpoint")
+        self.seconds = 0.0  # spent writing, on the thread
+
+    def _save(self, payload: dict) -> pathlib.Path:
+        start = time.perf_counter()
+        try:
+            return self.store.save(payload)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    def submit(self, payload: dict):
+        """Start writing ``payload`` (a :func:`snapshot`); a future of the checkpoint's path
+        (its ``result()`` raises :class:`CheckpointError` when the write failed)."""
+        return self._pool.submit(self._save, payload)
+
+    def close(self) -> None:
+        """Wait for the write in flight, if any, and stop the thread."""
+        self._pool.shutdown(wait=True)
 
 
 class CheckpointStore:

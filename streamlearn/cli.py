@@ -73,6 +73,18 @@ def build_learner(name: str, params: list[str]):
         raise ConfigError(f"{name}: {error}") from None
 
 
+#: checkpoint cadence when none is given: (every N learned examples, every S seconds)
+FILE_CADENCE = (10_000, 60.0)
+KAFKA_CADENCE = (None, 10.0)  # a daemon's replay after a crash is bounded in time; counting would checkpoint 10+ times a second
+
+
+def _cadence(args) -> tuple:
+    """``--checkpoint-every`` and ``--checkpoint-interval``, each defaulting by source."""
+    every, interval = KAFKA_CADENCE if any(s.startswith("kafka://") for s in args.source) else FILE_CADENCE
+    return (every if args.checkpoint_every is None else args.checkpoint_every,
+            interval if args.checkpoint_interval is None else args.checkpoint_interval)
+
+
 def _source(args, labelled: bool, passes: int = 1, until_end: bool = False):
     import connectors
 
@@ -166,8 +178,9 @@ def cmd_train(args) -> int:
     if args.overwrite:  # the replaced job's metrics and dead letters go with it
         metrics.truncate(0)
         dead.truncate(0)
-    runner = Runner(model, source, checkpoint_dir=directory, checkpoint_every=args.checkpoint_every,
-                    checkpoint_interval=args.checkpoint_interval, keep=args.keep, holdout=holdout,
+    every, interval = _cadence(args)
+    runner = Runner(model, source, checkpoint_dir=directory, checkpoint_every=every,
+                    checkpoint_interval=interval, keep=args.keep, holdout=holdout,
                     metrics_sink=metrics, dead_letter_sink=dead, max_errors=args.max_errors,
                     check_start=args.max_errors is None, progress=False if args.quiet else None)
     if args.resume and runner.resume():
@@ -398,8 +411,10 @@ def _train_options(p) -> None:
                                                               "features (the learner's standardize=True)")
     p.add_argument("--checkpoint-dir", help="directory for checkpoints (and, by default, metrics.jsonl and dead_letters.jsonl); "
                                             "without it the model is not saved")
-    p.add_argument("--checkpoint-every", type=int, default=10_000, help="checkpoint every N learned examples (default: 10000)")
-    p.add_argument("--checkpoint-interval", type=float, default=60.0, help="... and every S seconds (default: 60)")
+    p.add_argument("--checkpoint-every", type=int, help="checkpoint every N learned examples (default: 10000 for files "
+                                                        "and stdin; Kafka: none, see --checkpoint-interval)")
+    p.add_argument("--checkpoint-interval", type=float, help="... and every S seconds (default: 60 for files and stdin, "
+                                                             "10 for Kafka)")
     p.add_argument("--keep", type=int, default=3, help="checkpoints kept (default: 3)")
     p.add_argument("--resume", action="store_true", help="continue from the newest intact checkpoint in --checkpoint-dir")
     p.add_argument("--overwrite", action="store_true", help="replace the checkpoints, metrics and dead letters a "

@@ -16,8 +16,9 @@ For every batch a source yields (:mod:`connectors`):
    (each scored, then learned) and only the refused records are left out;
 4. every ``checkpoint_every`` learned examples or ``checkpoint_interval`` seconds: the
    hold-out source (if any) is evaluated in full, a metrics line is appended (JSON lines),
-   sinks are synced, a checkpoint (learner state + source position + counters + metrics +
-   sink sizes) is written, and only then the position is committed to the source.
+   sinks are synced, a snapshot of the checkpoint (learner state + source position + counters
+   + metrics + sink sizes) is taken and written on the checkpoint thread while learning goes
+   on, and only once that file is durable is the position committed to the source.
 
 A run with a checkpoint directory starts with a checkpoint of its own (the model before
 the stream, the sizes of the sinks before this job wrote to them), so that there is always
@@ -184,11 +185,13 @@ class Runner:
         if hasattr(source, "with_hashes") and (holdout is None or callable(holdout)):
             source.with_hashes = False  # only a hash hold-out needs record hashes
         if checkpoint_dir:
-            from .checkpoint import CheckpointStore  # here: msgpack and hashlib are not needed without checkpoints
+            from .checkpoint import BackgroundWriter, CheckpointStore  # here: msgpack and hashlib are not needed without checkpoints
 
             self.store = CheckpointStore(checkpoint_dir, keep)
+            self._writer = BackgroundWriter(self.store)
         else:
-            self.store = None
+            self.store = self._writer = None
+        self._in_flight = None  # (future of the checkpoint being written, the position it holds)
         self.checkpoint_every = checkpoint_every
         self.checkpoint_interval = checkpoint_interval
         self.holdout = holdout
@@ -254,25 +257,41 @@ class Runner:
             },
         }
 
-    def checkpoint(self, log_metrics: bool = True) -> None:
-        """Evaluate, log metrics, sync sinks, write a checkpoint, then commit the position
-        (``log_metrics=False``: the starting checkpoint, which has no metrics to log)."""
+    def checkpoint(self, log_metrics: bool = True, wait: bool = False) -> None:
+        """Evaluate, log metrics, sync sinks and start writing a checkpoint (``log_metrics=False``:
+        the starting checkpoint, which has no metrics to log). The file is written on the
+        checkpoint thread while learning goes on; its position is committed once it is durable
+        (:meth:`_settle`), at the latest when the next checkpoint starts (``wait``: now)."""
         start = time.perf_counter()
+        self._settle(wait=True)  # one write in flight at most
         if log_metrics:
             self.metrics_sink.write(self.metrics_line())
             self.metrics_sink.sync()
         self.dead_letters.sync()
         failpoints.reached("metrics-line")
         if self.store is not None:
+            from .checkpoint import snapshot
+
             self.counters["checkpoints"] += 1
-            self.last_checkpoint_path = str(self.store.save(self._payload()))
-        if self.position is not None and (self.store is not None):
-            self.source.commit(self.position)
+            self._in_flight = (self._writer.submit(snapshot(self._payload())), self.position)
+            if wait:
+                self._settle(wait=True)
         self.checkpoint_seconds += time.perf_counter() - start
         self._checkpoint_log.append((start, time.perf_counter() - start))
         self._learned_at_checkpoint = self.counters["learned"]
         self._checkpoint_time = time.monotonic()
         self._changed = False
+
+    def _settle(self, wait: bool) -> None:
+        """Once the checkpoint being written is durable (``wait``: wait for it), commit the
+        position it holds; a failed write raises its :class:`~streamlearn.checkpoint.CheckpointError` here."""
+        if self._in_flight is None or not (wait or self._in_flight[0].done()):
+            return
+        future, position = self._in_flight
+        self._in_flight = None
+        self.last_checkpoint_path = str(future.result())
+        if position is not None:
+            self.source.commit(position)
 
     def metrics_line(self) -> dict:
         """The current metrics as one JSON-able dict (what the metrics log holds)."""
@@ -402,7 +421,7 @@ class Runner:
             if self.store is not None and self.last_checkpoint_path is None:
                 # the starting checkpoint: the sizes of the sinks before this job wrote to them, so
                 # that a crash before the first periodic checkpoint is resumed without duplicates
-                self.checkpoint(log_metrics=False)
+                self.checkpoint(log_metrics=False, wait=True)
             batches = iter(self.source)
             while not self._stop_requested:
                 self._waiting = getattr(self.source, "blocks_on_input", False)
@@ -426,6 +445,7 @@ class Runner:
                     self.stop_error, code = error, EXIT_BAD_RECORDS
                     break
                 bar(batch)
+                self._settle(wait=False)
                 if self._due():
                     self.checkpoint()
             self.stopped_by_signal = self._stop_requested
@@ -433,10 +453,13 @@ class Runner:
                 self.model.flush()
                 self._changed = True
             if self._changed or self.last_checkpoint_path is None:
-                self.checkpoint()
+                self.checkpoint(wait=True)
+            self._settle(wait=True)
             self._final_holdout = self.final_holdout()
         finally:
             self._waiting = False
+            if self._in_flight is not None:  # an error stopped the loop: the write in flight still finishes
+                self._in_flight[0].exception()
             for s, h in handlers.items():
                 signal.signal(s, h)
             bar(None)
@@ -505,7 +528,8 @@ class Runner:
     def summary(self) -> dict:
         """Counters, metrics, the share of time spent checkpointing, and ``data_seconds``:
         from the first record to the last one learned (a daemon's idle time excluded), with
-        the checkpoint time spent within it."""
+        the checkpoint time spent within it (on the learning thread; ``checkpoint_write_seconds``:
+        on the checkpoint thread)."""
         elapsed = time.perf_counter() - self._started
         first, last = self._data_span
         data_seconds = (last - first) if first is not None else 0.0
@@ -518,6 +542,7 @@ class Runner:
                 "holdout": running, "holdout_final": self._final_holdout,
                 "elapsed_s": elapsed, "checkpoint_share": self.checkpoint_seconds / elapsed if elapsed else 0.0,
                 "data_seconds": data_seconds, "checkpoint_seconds_during_data": during_data,
+                "checkpoint_write_seconds": self._writer.seconds if self._writer is not None else 0.0,
                 "checkpoint": self.last_checkpoint_path}
 
 

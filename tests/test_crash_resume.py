@@ -20,6 +20,7 @@ import time
 
 import msgpack
 import numpy as np
+import pytest
 
 from connectors.kafka import KafkaSource, encode_value
 from streamlearn.checkpoint import CheckpointStore
@@ -177,41 +178,62 @@ def kafka_messages(n_records: int, seed: int) -> list[bytes]:
     return messages
 
 
-def test_a_kafka_daemon_killed_6_times_ends_as_an_uninterrupted_one_and_commits_its_checkpoints(tmp_path, broker):
+def compact_messages(n_records: int, seed: int) -> list[bytes]:
+    """Compact batches of 20 rows (connectors.compact); about 3 % of the rows bad (a NaN, no
+    features) and a few messages with a broken structure."""
+    from connectors.compact import encode_messages
+    from connectors.libsvm import parse_libsvm_bytes
+
+    rng = np.random.default_rng(seed)
+    chunk = parse_libsvm_bytes(("\n".join(libsvm_lines(n_records, n_classes=5, seed=seed)) + "\n").encode())
+    X = chunk.X
+    for row in np.flatnonzero(rng.random(n_records) < 0.03):
+        X.data[X.indptr[row]] = np.nan
+    messages = list(encode_messages(X, chunk.label_array, rows_per_message=20))
+    for i in rng.choice(len(messages), 5, replace=False):
+        broken = msgpack.unpackb(messages[i])
+        broken["indptr"] = broken["indptr"][:-8]  # one row pointer short
+        messages[i] = msgpack.packb(broken)
+    return messages
+
+
+@pytest.mark.parametrize("wire", ["dicts", "compact"])
+def test_a_kafka_daemon_killed_6_times_ends_as_an_uninterrupted_one_and_commits_its_checkpoints(tmp_path, broker, wire):
     from connectors.localbroker import create_topic, produce
 
-    messages = kafka_messages(12_000, seed=4)
-    for topic in ("crash", "crash-clean"):
+    messages = kafka_messages(12_000, seed=4) if wire == "dicts" else compact_messages(12_000, seed=4)
+    crash, clean = f"crash-{wire}", f"crash-{wire}-clean"
+    for topic in (crash, clean):
         create_topic(broker, topic)
         produce(broker, topic, messages)
     common = ["--learner", "MulticlassSVM", "--param", "lam=0.001", "--checkpoint-every", "400", "--batch-records", "25",
               "--checkpoint-interval", "1000", "--idle-timeout", "3"]
-    uninterrupted([f"kafka://{broker}/crash-clean?group=learners", *common], tmp_path / "clean")
+    uninterrupted([f"kafka://{broker}/{clean}?group=learners", *common], tmp_path / "clean")
     ck = tmp_path / "ck"
     committed_seen = []
 
     def check_commit():  # offsets are committed only once the checkpoint holding them is durable
-        committed = _committed(broker)
+        committed = _committed(broker, crash)
         newest = CheckpointStore(ck).load_latest()
         committed_seen.append(committed)
         if committed is not None:
             assert newest is not None and committed <= int(newest["position"]["offsets"]["0"])
 
     rng = random.Random(7)
-    hits = run_campaign([f"kafka://{broker}/crash?group=learners", *common], ck, crash_plan(rng, 6), rng,
+    hits = run_campaign([f"kafka://{broker}/{crash}?group=learners", *common], ck, crash_plan(rng, 6), rng,
                         after_kill=check_commit)
     assert len(hits) >= 5 and {"checkpoint-write", "dead-letter", "metrics-line"} <= set(hits), hits
     # the two jobs read two topics of the same messages: their dead letters differ only in the topic's name
-    clean_letters = (tmp_path / "clean" / "dead_letters.jsonl").read_bytes().replace(b'"crash-clean"', b'"crash"')
+    clean_letters = (tmp_path / "clean" / "dead_letters.jsonl").read_bytes().replace(f'"{clean}"'.encode(), f'"{crash}"'.encode())
     (tmp_path / "clean" / "dead_letters.jsonl").write_bytes(clean_letters)
     assert_same_job(ck, tmp_path / "clean")
     payload = CheckpointStore(ck).load_latest()
     assert payload["runner"]["counters"]["learned"] + payload["runner"]["counters"]["dead_letters"] > 11_000
-    assert _committed(broker) == int(payload["position"]["offsets"]["0"]) == len(messages)
+    assert _committed(broker, crash) == int(payload["position"]["offsets"]["0"]) == len(messages)
 
 
-def _committed(bootstrap):
-    source = KafkaSource(bootstrap, "crash", "learners")
+def _committed(bootstrap, topic):
+    source = KafkaSource(bootstrap, topic, "learners")
     try:
         return source.committed()[0]
     finally:
