@@ -7,10 +7,13 @@ the CSR batch it returns (a :class:`~streamlearn.batches.CsrBatch`, no SciPy) ha
 ``idx`` for feature ``idx``. Labels that are integers (``3``, ``-1``, ``+1``) become
 Python ints, any other label is kept as its text (``"1.5"``, ``"spam"``).
 
-Values are parsed exactly: a value whose digits form an integer of at most 2**53 and whose
-decimal exponent is within ±22 is converted in the compiled pass with one correctly rounded IEEE
-operation (Clinger's fast path); any other value is handed to Python's ``float``. So
-every value equals ``float(text)`` bit for bit.
+Values are parsed exactly, in the compiled pass: a value whose digits form an integer of at
+most 2**53 and whose decimal exponent is within ±22 with one correctly rounded IEEE operation
+(Clinger's fast path); any other value of at most 18 significant digits (Python's 17-digit
+``repr`` of a float among them) by the Eisel-Lemire algorithm
+(:func:`streamlearn.kernels.text._eisel_lemire`). The rare rest (more digits, subnormals,
+overflows, exact halfway cases) is handed to Python's ``float``. So every value equals
+``float(text)`` bit for bit.
 
 A bad line does not stop the parse: it is reported with its line number and reason
 (``malformed``, ``non-finite``, ``missing-label``, ``empty-features``, ``label-too-long``) and

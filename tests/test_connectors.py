@@ -108,6 +108,51 @@ def test_parsed_edge_values_equal_python_float(text):
         assert struct.pack("<d", parsed_value(text, road)) == struct.pack("<d", float(text)), (text, road)
 
 
+def _slow_values(text: bytes) -> int:
+    """How many values of a LIBSVM buffer the compiled pass leaves to Python's float."""
+    from connectors.libsvm import _POW10
+    from streamlearn.kernels import compiled
+
+    return int(compiled("text").parse_libsvm(np.frombuffer(text, np.uint8), _POW10, False, False)[-1])
+
+
+def test_17_digit_values_are_decided_in_the_compiled_pass_bit_for_bit():
+    """Python's repr of floats (17 significant digits), and random 1-18 digit decimals with
+    exponents: every value equals float(text), and none is left to Python's float."""
+    rng = np.random.default_rng(11)
+    floats = rng.random(3000) * 10.0 ** rng.integers(-300, 300, 3000)
+    texts = [repr(float(v)) for v in floats]
+    for _ in range(3000):
+        digits = "".join(map(str, rng.integers(0, 10, int(rng.integers(1, 19)))))
+        point = int(rng.integers(0, len(digits) + 1))
+        texts.append(f"{digits[:point] or '0'}.{digits[point:]}e{int(rng.integers(-280, 280))}")
+    text = "".join(f"1 1:{t}\n" for t in texts).encode()
+    got = parse_libsvm_bytes(text).X.data
+    assert got.tobytes() == np.array([float(t) for t in texts]).tobytes()
+    assert _slow_values(text) == 0
+
+
+def test_eisel_lemire_against_exact_rational_rounding():
+    """The kernel (streamlearn.kernels.text._eisel_lemire) against the reference: the exact
+    rational m * 10**e, which Python's Fraction rounds correctly to a float; undecided cases
+    (the kernel's fallback) are rare."""
+    from fractions import Fraction
+
+    from streamlearn.kernels.text import _eisel_lemire
+
+    rng = np.random.default_rng(5)
+    undecided = 0
+    for _ in range(4000):
+        mantissa = int(rng.integers(1, 10**int(rng.integers(1, 19)), dtype=np.uint64))
+        exponent = int(rng.integers(-300, 290))
+        value, decided = _eisel_lemire(np.uint64(mantissa), exponent)
+        if decided:
+            assert struct.pack("<d", value) == struct.pack("<d", float(Fraction(mantissa) * Fraction(10) ** exponent)), (mantissa, exponent)
+        undecided += not decided
+    assert undecided <= 4
+    assert _eisel_lemire(np.uint64(5), -324) == (0.0, False)  # a subnormal: left to the exact fallback
+
+
 @pytest.mark.parametrize("text, reason", [
     (b"1 1:nan", "non-finite"), (b"1 1:inf", "non-finite"), (b"1 1:-Infinity", "non-finite"), (b"1 1:1e999", "non-finite"),
     (b"1 1:abc", "malformed"), (b"1 1:", "malformed"), (b"1 x:2", "malformed"), (b"1 1:2:3", "malformed"), (b"1 1 2", "malformed"),

@@ -5,6 +5,8 @@ into pieces. Plain arrays in, plain arrays out; no Python objects, no I/O.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -94,13 +96,100 @@ def _digits(buf, i, n, max_digits):
     return value, count, i
 
 
+def _powers_of_ten_128(low: int, high: int) -> tuple[np.ndarray, np.ndarray]:
+    """The 128-bit mantissas of 10**e for e in ``low..high``, normalised so that the top bit
+    is set and rounded down: high and low 64-bit halves (the table of Eisel-Lemire)."""
+    hi, lo = [], []
+    for e in range(low, high + 1):
+        if e >= 0:
+            v = 10**e
+            shift = v.bit_length() - 128
+            m = v >> shift if shift >= 0 else v << -shift
+        else:
+            d = 10**-e
+            s = d.bit_length() + 127
+            m = (1 << s) // d
+            while m.bit_length() < 128:
+                s += 1
+                m = (1 << s) // d
+        hi.append(m >> 64)
+        lo.append(m & 0xFFFFFFFFFFFFFFFF)
+    return np.array(hi, np.uint64), np.array(lo, np.uint64)
+
+
+POW10_MIN_EXP, POW10_MAX_EXP = -348, 347
+_POW10_HI, _POW10_LO = _powers_of_ten_128(POW10_MIN_EXP, POW10_MAX_EXP)
+_LOW32, _U1, _U9, _U63, _ONES_9, _U53 = (np.uint64(v) for v in (0xFFFFFFFF, 1, 9, 63, 0x1FF, 53))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mul_128(a, b):
+    """The 128-bit product of two uint64 as (high, low) halves."""
+    a_lo, a_hi, b_lo, b_hi = a & _LOW32, a >> _U32, b & _LOW32, b >> _U32
+    p0, p1, p2, p3 = a_lo * b_lo, a_lo * b_hi, a_hi * b_lo, a_hi * b_hi
+    middle = (p0 >> _U32) + (p1 & _LOW32) + (p2 & _LOW32)
+    return p3 + (p1 >> _U32) + (p2 >> _U32) + (middle >> _U32), (p0 & _LOW32) | (middle << _U32)
+
+
+@njit(cache=True, nogil=True)
+def _eisel_lemire(mantissa, exponent):
+    """``mantissa * 10**exponent`` correctly rounded to a float64 (``mantissa``: a uint64 > 0),
+    by the Eisel-Lemire algorithm (Lemire, "Number parsing at a gigabyte per second", 2021, as
+    Go's strconv writes it); ``(value, True)``, or ``(0.0, False)`` in the rare cases it cannot
+    decide (halfway ambiguities, subnormals, overflow): the caller falls back to an exact parser."""
+    if exponent < POW10_MIN_EXP or exponent > POW10_MAX_EXP:
+        return 0.0, False
+    clz = 0
+    while not (mantissa >> _U63):
+        mantissa = mantissa << _U1
+        clz += 1
+    exp2 = ((217706 * exponent) >> 16) + 64 + 1023 - clz
+    x_hi, x_lo = _mul_128(mantissa, _POW10_HI[exponent - POW10_MIN_EXP])
+    if (x_hi & _ONES_9) == _ONES_9 and x_lo + mantissa < mantissa:  # the wider approximation
+        y_hi, y_lo = _mul_128(mantissa, _POW10_LO[exponent - POW10_MIN_EXP])
+        merged_hi, merged_lo = x_hi, x_lo + y_hi
+        if merged_lo < x_lo:
+            merged_hi += _U1
+        if (merged_hi & _ONES_9) == _ONES_9 and merged_lo + _U1 == _U0 and y_lo + mantissa < mantissa:
+            return 0.0, False
+        x_hi, x_lo = merged_hi, merged_lo
+    msb = x_hi >> _U63
+    result = x_hi >> (msb + _U9)
+    exp2 -= 1 - np.int64(msb)
+    if x_lo == _U0 and (x_hi & _ONES_9) == _U0 and (result & _U3) == _U1:  # halfway: undecided
+        return 0.0, False
+    result += result & _U1
+    result = result >> _U1
+    if result >> _U53:
+        result = result >> _U1
+        exp2 += 1
+    if exp2 <= 0 or exp2 >= 0x7FF:
+        return 0.0, False
+    return math.ldexp(float(result), exp2 - 1023 - 52), True
+
+
+@njit(cache=True, nogil=True)
+def _decimal_to_float(mantissa, exponent, pow10):
+    """``mantissa * 10**exponent`` (``mantissa``: an int64 > 0) correctly rounded: Clinger's
+    fast path when both operands are exact (trailing zeros moved to the exponent first:
+    ``4714283303229004.0``), else :func:`_eisel_lemire`; ``(value, decided)``."""
+    while mantissa % 10 == 0:
+        mantissa //= 10
+        exponent += 1
+    if mantissa <= 9007199254740992 and -22 <= exponent <= 22:
+        value = float(mantissa)
+        return (value * pow10[exponent] if exponent >= 0 else value / pow10[-exponent]), True
+    return _eisel_lemire(np.uint64(mantissa), exponent)
+
+
 @njit(cache=True, nogil=True)
 def _parse_number(buf, i, n, pow10):
     """Parse the decimal number that starts at ``buf[i]``, up to the first byte that cannot
     continue it (each byte is read once).
 
-    Returns ``(value, status, end)``: status 0 = exact, 1 = needs Python's float (more than
-    18 digits, a mantissa above 2**53 or a large exponent), 2 = not a number, 3 = NaN/inf spelled out;
+    Returns ``(value, status, end)``: status 0 = correctly rounded (:func:`_decimal_to_float`), 1 = needs Python's float (more than 18 significant digits, an
+    exponent of more than six digits, or a case Eisel-Lemire leaves undecided: a subnormal, an
+    overflow, an exact halfway), 2 = not a number, 3 = NaN/inf spelled out;
     ``end`` is where parsing stopped (the caller checks that the token ends there)."""
     neg = False
     if buf[i] == 43 or buf[i] == 45:  # + -
@@ -116,10 +205,12 @@ def _parse_number(buf, i, n, pow10):
         if word == 0x696E66 or word == 0x6E616E or word == 0x696E66696E697479:
             return 0.0, 3, i
         return 0.0, 2, i
-    mantissa = 0  # every digit, leading zeros included; it cannot overflow within 18 digits
+    mantissa = 0  # every digit; it cannot overflow within 18 significant digits
+    zeros = 0  # leading zeros (0.000123 has three significant digits)
     first = i
     while i < n and 48 <= buf[i] <= 57:
         mantissa = mantissa * 10 + (np.int64(buf[i]) - 48)
+        zeros += mantissa == 0
         i += 1
     n_digits = i - first
     exponent = 0
@@ -128,6 +219,7 @@ def _parse_number(buf, i, n, pow10):
         first = i
         while i < n and 48 <= buf[i] <= 57:
             mantissa = mantissa * 10 + (np.int64(buf[i]) - 48)
+            zeros += mantissa == 0
             i += 1
         exponent = first - i
         n_digits += i - first
@@ -145,15 +237,13 @@ def _parse_number(buf, i, n, pow10):
         if n_exp > 6:  # a long (maybe zero-padded) exponent: Python's float decides
             return 0.0, 1, i
         exponent += -e if eneg else e
-    if n_digits > 18:
+    if n_digits - zeros > 18:
         return 0.0, 1, i
     if mantissa == 0:
         return -0.0 if neg else 0.0, 0, i
-    # Clinger's fast path: an exact mantissa (<= 2**53) and an exact power of ten (<= 1e22)
-    if mantissa > 9007199254740992 or exponent > 22 or exponent < -22:
+    value, decided = _decimal_to_float(mantissa, exponent, pow10)
+    if not decided:
         return 0.0, 1, i
-    value = float(mantissa)
-    value = value * pow10[exponent] if exponent >= 0 else value / pow10[-exponent]
     return -value if neg else value, 0, i
 
 
@@ -299,10 +389,15 @@ def parse_libsvm(buf, pow10, with_hashes, labels_optional):
                             mantissa = mantissa * 10 + (np.int64(buf[k]) - 48)
                             k += 1
                     n_fraction = k - first
-                if (k == n or _ends_token(buf[k])) and 0 < n_digits + n_fraction <= 15:
+                ends = k == n or _ends_token(buf[k])
+                if ends and 0 < n_digits + n_fraction <= 15:
                     number = float(mantissa) / pow10[n_fraction]  # exact operands: correctly rounded
                     number = -number if negative else number
                     kind = 0
+                elif ends and n_digits + n_fraction <= 18 and mantissa > 0:  # 16-18 digits: no int64 overflow
+                    number, decided = _decimal_to_float(mantissa, -n_fraction, pow10)
+                    number = -number if negative else number
+                    kind = 0 if decided else 1
                 else:
                     number, kind, k = _parse_number(buf, start, n, pow10)
                 if kind == 2 or (k < n and not _ends_token(buf[k])):
