@@ -30,9 +30,11 @@ import sys
 import time
 
 import msgpack
+import numpy as np
 
-from .compact import decode_batch, is_compact
+from .compact import DecodedRows, decode_batch, is_compact
 from .records import Batch, BatchBuilder, DeadLetter, RecordError, check_record, empty_batch
+from .walker import DictRecordWalker
 
 FAST_GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
 #: larger fetches than kafka-python's 1 MB per partition: compact batches arrive in fewer round trips
@@ -65,12 +67,20 @@ class _MessageDecoder(BatchBuilder):
     compact batch (:mod:`connectors.compact`); record hashes (for hash hold-outs) only
     ``with_hashes``."""
 
-    def __init__(self, labelled: bool, value_format: str = "auto", with_hashes: bool = True):
+    def __init__(self, labelled: bool, value_format: str = "auto", with_hashes: bool = True, walker=None):
         super().__init__(with_hashes)
         self.labelled, self.value_format = labelled, value_format
+        # the compiled road for plain msgpack dict records (record hashes and unlabelled records go the general way)
+        self.walker = walker if labelled and not with_hashes and value_format != "json" else None
 
     def add(self, message) -> None:
         where = {"topic": message.topic, "partition": message.partition, "offset": message.offset}
+        walked = self.walker.walk(message.value) if self.walker is not None else None
+        if walked is not None:
+            X, labels = walked
+            self.add_rows(DecodedRows(X, labels, np.arange(X.shape[0]), np.zeros(X.shape[0], np.uint64), []),
+                          lambda index: {**where, "index": index})
+            return
         try:
             obj = decode_value(message.value, self.value_format)
             if is_compact(obj):
@@ -93,10 +103,11 @@ class _MessageDecoder(BatchBuilder):
             self.add_record(x, label, _record_bytes(message.value, records, record) if self.with_hashes else b"", spot)
 
 
-def decode_messages(messages, labelled: bool, value_format: str = "auto", with_hashes: bool = True) -> Batch:
+def decode_messages(messages, labelled: bool, value_format: str = "auto", with_hashes: bool = True, walker=None) -> Batch:
     """Records and dead letters of consumed messages (``.topic``, ``.partition``, ``.offset``,
-    ``.value``); record hashes (for hash hold-outs) only ``with_hashes``."""
-    builder = _MessageDecoder(labelled, value_format, with_hashes)
+    ``.value``); record hashes (for hash hold-outs) only ``with_hashes``; plain dict records
+    through ``walker`` (a :class:`~connectors.walker.DictRecordWalker`) when one is given."""
+    builder = _MessageDecoder(labelled, value_format, with_hashes, walker)
     for message in messages:
         builder.add(message)
     return builder.build()
@@ -165,6 +176,7 @@ class KafkaSource:
         self.until_end = until_end
         self._end: dict[int, int] = {}  # with until_end: where each partition ended at connection
         self.with_hashes = True  # record hashes, for hash hold-outs (the runner turns them off otherwise)
+        self._walker = DictRecordWalker()  # its name table lives as long as the source
 
     def seek(self, position: dict) -> None:
         if position.get("kind") != self.kind or position.get("topic") != self.topic:
@@ -240,7 +252,7 @@ class KafkaSource:
     def _gather(self, consumer, polled: collections.deque, per_message):
         """The next batch's messages, decoded into a :class:`_MessageDecoder` (see :meth:`__iter__`),
         and the updated estimate of records per message."""
-        builder, deadline = _MessageDecoder(self.labelled, self.value_format, self.with_hashes), None
+        builder, deadline = _MessageDecoder(self.labelled, self.value_format, self.with_hashes, self._walker), None
         while len(builder) < self.batch_records:
             if not polled:
                 wait = self.poll_timeout_ms if deadline is None else max(0, int(1000 * (deadline - time.monotonic())))

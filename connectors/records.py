@@ -203,7 +203,7 @@ class BatchBuilder:
 
     def build(self) -> Batch:
         segments = self._segments
-        if segments and all(s[0] == "rows" for s in segments):
+        if segments and all(s[0] == "rows" for s in segments) and len({id(getattr(s[1].X, "names", None)) for s in segments}) == 1:
             X, y, hashes = _stack_rows([s[1] for s in segments])
         else:
             X, y, hashes = [], [], []
@@ -214,7 +214,7 @@ class BatchBuilder:
                     hashes += segment[3]
                 else:
                     rows = segment[1]
-                    X += _row_dicts(rows.X)
+                    X += rows.X.row_dicts()
                     y += rows.labels.tolist() if isinstance(rows.labels, np.ndarray) else rows.labels
                     hashes += rows.hashes.tolist()
             y = labels_out(y)
@@ -231,14 +231,10 @@ class BatchBuilder:
         return Batch(X, y, hashes, locate, self.dead)
 
 
-def _row_dicts(X) -> list:
-    indptr, indices, data = X.indptr.tolist(), X.indices.tolist(), X.data.tolist()
-    return [dict(zip(indices[indptr[r] : indptr[r + 1]], data[indptr[r] : indptr[r + 1]])) for r in range(len(indptr) - 1)]
-
-
 def _stack_rows(parts: list):
-    """One CSR batch, its labels and hashes from the valid rows of several compact batches."""
-    from streamlearn.batches import CsrBatch
+    """One CSR batch, its labels and hashes from the valid rows of several compact batches (or
+    walked dict records over one name table)."""
+    from streamlearn.batches import CsrBatch, NamedCsrBatch
 
     if len(parts) == 1:
         only = parts[0]
@@ -246,8 +242,12 @@ def _stack_rows(parts: list):
     lengths = np.concatenate([np.diff(p.X.indptr) for p in parts])
     indptr = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(lengths, out=indptr[1:])
-    needed = max(p.X.needed for p in parts)
-    X = CsrBatch(indptr, np.concatenate([p.X.indices for p in parts]), np.concatenate([p.X.data for p in parts]), needed, needed)
+    indices, data = np.concatenate([p.X.indices for p in parts]), np.concatenate([p.X.data for p in parts])
+    if isinstance(parts[0].X, NamedCsrBatch):  # one name table (the caller checked)
+        X = NamedCsrBatch(indptr, indices, data, parts[0].X.names)
+    else:
+        needed = max(p.X.needed for p in parts)
+        X = CsrBatch(indptr, indices, data, needed, needed)
     if all(isinstance(p.labels, np.ndarray) for p in parts):
         y = np.concatenate([p.labels for p in parts])
     else:

@@ -104,8 +104,37 @@ class CsrBatch:
         out[np.repeat(np.arange(self.shape[0]), np.diff(self.indptr)), self.indices] = self.data
         return out
 
+    def row_dicts(self) -> list:
+        """The rows as ``{feature name: value}`` dicts."""
+        indptr, indices, data = self.indptr.tolist(), self.indices.tolist(), self.data.tolist()
+        names = getattr(self, "names", None)
+        if names is not None:
+            indices = [names[i] for i in indices]
+        return [dict(zip(indices[indptr[r] : indptr[r + 1]], data[indptr[r] : indptr[r + 1]])) for r in range(len(indptr) - 1)]
+
     def __repr__(self) -> str:
-        return f"<CsrBatch of {self.shape[0]} rows, {self.width} columns, {self.nnz} entries>"
+        return f"<{type(self).__name__} of {self.shape[0]} rows, {self.width} columns, {self.nnz} entries>"
+
+
+class NamedCsrBatch(CsrBatch):
+    """A :class:`CsrBatch` whose column ``j`` is the feature called ``names[j]`` (not the int
+    ``j``): dict records decoded without a Python object per feature (:mod:`connectors.walker`).
+    The learners take it as they take a DataFrame: by column name.
+
+    >>> batch = NamedCsrBatch(np.array([0, 2, 3]), np.array([0, 1, 0]), np.array([1.0, 2.0, 3.0]), ["a", "b"])
+    >>> batch[np.array([1])].row_dicts(), batch.row_dicts()
+    ([{'a': 3.0}], [{'a': 1.0, 'b': 2.0}, {'a': 3.0}])
+    """
+
+    __slots__ = ("names",)
+
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, names: list):
+        super().__init__(indptr, indices, data, len(names), len(names))
+        self.names = names
+
+    def __getitem__(self, rows) -> "NamedCsrBatch":
+        part = super().__getitem__(rows)
+        return NamedCsrBatch(part.indptr, part.indices, part.data, self.names)
 
 
 def stack_rows(parts_cols: list, parts_vals: list) -> SparseRows:
@@ -170,7 +199,8 @@ def _batch_to_csr(X) -> tuple[list | None, "CsrBatch | scipy.sparse.csr_matrix",
         if matrix.ndim != 2:
             raise InvalidInputError("bad-shape", f"expected a 2-D matrix, got shape {matrix.shape}")
         validated = matrix.needed if isinstance(matrix, CsrBatch) else None
-        return None, matrix, _checked_csr(matrix) if validated is None else validated
+        names = matrix.names if isinstance(matrix, NamedCsrBatch) else None  # the DataFrame road: by name
+        return names, matrix, _checked_csr(matrix) if validated is None else validated
     if isinstance(X, np.ndarray):
         if X.ndim != 2:
             raise InvalidInputError("bad-shape", f"expected a 2-D array, got shape {X.shape}")

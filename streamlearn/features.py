@@ -93,6 +93,8 @@ class FeatureSpace:
       any look-up by name syncs them first (:meth:`_sync_dict`).
     * ``_dict_int_names``: how many int names the dict road added (when the position cache
       grows, only then must it look for them in ``_column``).
+    * ``_table_names`` / ``_table_columns``: the last named batch's names list and, for each of
+      its names met so far, its column (-1: unknown), kept while batches come over that list.
     * ``_scratch_idx`` / ``_scratch_val``: buffers :meth:`encode_many`'s rows are views on,
       valid until the next call.
 
@@ -118,6 +120,7 @@ class FeatureSpace:
         # reach the ``_column`` dict only when a look-up by name needs them (``_unsynced``).
         self._int_name_columns = np.zeros(0, np.int64)
         self._unsynced: list = []  # [(int names, their columns)] not yet in ``_column``
+        self._table_names, self._table_columns = None, None  # the last named batch's names and their columns
         self._dict_int_names = 0  # int names added through ``_add`` (the dict road)
 
     @property
@@ -260,11 +263,22 @@ class FeatureSpace:
         return self._int_name_columns
 
     def _named_columns(self, names: list, indices: np.ndarray, grow: bool) -> np.ndarray:
-        """Column of each of a DataFrame's column names (``-1``: unknown or unused); only
-        names with a non-zero value in the batch are looked up."""
+        """Column of each of a batch's column names (``-1``: unknown or unused); only names
+        with an entry in the batch are looked up, in order of first appearance. The answer is
+        kept for the next batch over the same ``names`` list (a walker's name table, which only
+        grows: :class:`~streamlearn.batches.NamedCsrBatch`), so a name is looked up once it has
+        a column, not once per batch; names without one are looked up again."""
+        if names is not getattr(self, "_table_names", None):  # (an older pickle has no cache)
+            self._table_names, self._table_columns = names, np.full(len(names), -1, np.int64)
+        elif len(self._table_columns) < len(names):
+            grown = np.full(max(len(names), 2 * len(self._table_columns)), -1, np.int64)
+            grown[: len(self._table_columns)] = self._table_columns
+            self._table_columns = grown
+        cols = self._table_columns
         used = _rows.first_appearance(indices, len(names))
-        cols = np.full(len(names), -1, np.int64)
-        cols[used] = self.columns([names[i] for i in used.tolist()], grow)
+        unknown = used[cols[used] < 0]
+        if len(unknown):
+            cols[unknown] = self.columns([names[i] for i in unknown.tolist()], grow)
         return cols
 
     def encode_many(self, X, grow: bool) -> SparseRows:
@@ -384,6 +398,7 @@ class FeatureSpace:
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_scratch_idx", None), state.pop("_scratch_val", None)  # buffers, not state
+        state["_table_names"], state["_table_columns"] = None, None  # a cache of another object's names
         if self.n_bits is not None:
             state["_column"] = {}  # a cache: recomputed on demand
         return state

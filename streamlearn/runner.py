@@ -550,4 +550,4 @@ def _features_of(X) -> dict:
     """The features of a one-record batch (a list of one dict, or a one-row CSR matrix)."""
     if isinstance(X, list):
         return X[0]
-    return dict(zip(X.indices.tolist(), X.data.tolist()))
+    return X.row_dicts()[0] if hasattr(X, "row_dicts") else dict(zip(X.indices.tolist(), X.data.tolist()))

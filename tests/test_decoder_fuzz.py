@@ -240,3 +240,74 @@ def test_the_runner_dead_letters_what_the_learner_refuses_and_learns_the_rest_ex
     letters = [json.loads(l) for l in dead.read_text().splitlines()] if dead.exists() else []
     assert [d["position"]["line"] for d in letters] == refused and runner.counters["learned"] == len(recs) - len(refused)
     assert_same_state(CheckpointStore(tmp / "ck").load_latest()["learner"], reference.export_state())
+
+
+PLAIN_RECORDS = st.fixed_dictionaries({
+    "x": st.dictionaries(st.text(max_size=3) | st.integers(-(2**63), 2**63 - 1),
+                         st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=5),
+    "y": st.sampled_from(["cat", "dog", "émeu"]) | st.integers(-3, 3)})
+
+
+@SETTINGS
+@given(messages=st.lists(st.lists(PLAIN_RECORDS | MSGPACK_RECORDS, min_size=1, max_size=5).map(lambda r: ("list", r))
+                         | PLAIN_RECORDS.map(lambda r: ("one", r)) | GARBAGE.map(lambda b: ("raw", b)), max_size=8),
+       float32=st.booleans())
+def test_the_compiled_dict_walker_decodes_as_the_general_decoder(messages, float32):
+    """connectors.walker against the general msgpack decoder on the same messages (plain
+    records, near-valid ones, garbage; float32 and float64 values): the same records handed on
+    at the same positions, the same dead letters, and the same model bit for bit."""
+    from connectors.walker import DictRecordWalker
+
+    values = []
+    for kind, item in messages:
+        if kind == "raw":
+            values.append(item)
+            continue
+        try:
+            values.append(msgpack.packb(item if kind == "list" else item, use_bin_type=True, use_single_float=float32))
+        except (OverflowError, UnicodeEncodeError, ValueError):
+            continue
+    found = [Message("t", 0, o, v) for o, v in enumerate(values)]
+    general = decode_messages(found, labelled=True, with_hashes=False)
+    walker = DictRecordWalker(capacity=4)  # a tiny table: the walk runs out of room and grows
+    walked = decode_messages(found, labelled=True, with_hashes=False, walker=walker)
+    assert [walked.locate(i) for i in range(len(walked))] == [general.locate(i) for i in range(len(general))]
+    assert [(d.position, d.reason, d.record) for d in walked.dead] == [(d.position, d.reason, d.record) for d in general.dead]
+    if len(general):
+        models = []
+        for batch in (general, walked):
+            model = streamlearn.MulticlassSVM()
+            model.learn_many(batch.X, batch.y)
+            models.append(model)
+        assert_same_state(models[0].export_state(), models[1].export_state())
+        assert list(models[0].predict_many(general.X)) == list(models[1].predict_many(walked.X))
+
+
+def test_the_walker_takes_plain_record_messages_and_leaves_the_rest():
+    """So that the property above compares the compiled road, not the general one twice."""
+    from connectors.walker import DictRecordWalker
+
+    walker = DictRecordWalker()
+    plain = msgpack.packb([{"x": {"a": 1.5, 7: 2, "b": -3}, "y": "cat"}, {"y": 4, "x": {"a": 0.0}}])
+    X, y = walker.walk(plain)
+    assert X.row_dicts() == [{"a": 1.5, 7: 2.0, "b": -3.0}, {"a": 0.0}] and y == ["cat", 4]
+    for odd in ({"x": {"a": True}, "y": 1}, {"x": {"a": 1.0}}, {"x": {}, "y": 1}, {"x": {"a": 1.0}, "y": " "},
+                {"x": {"a": 1.0}, "y": 1.5}, {"x": {"a": 1.0}, "y": 1, "z": 0}, [{"x": {"a": 1e308 * 10}, "y": 1}]):
+        assert walker.walk(msgpack.packb(odd)) is None, odd
+    assert walker.walk(plain + b"\x00") is None and walker.walk(plain[:-1]) is None
+    assert walker.walk(b'{"x": {"a": 1}, "y": 1}') is None  # JSON
+
+
+def test_walked_messages_learn_the_model_of_the_same_records_as_dicts():
+    from connectors.walker import DictRecordWalker
+    from helpers import records, train_reference_records
+    from streamlearn.batches import NamedCsrBatch
+
+    recs = records(2000, seed=3)
+    found = [Message("t", 0, o, msgpack.packb(recs[i : i + 50])) for o, i in enumerate(range(0, 2000, 50))]
+    batch = decode_messages(found, labelled=True, with_hashes=False, walker=DictRecordWalker())
+    assert isinstance(batch.X, NamedCsrBatch) and not batch.dead
+    model = streamlearn.MulticlassSVM()
+    model.learn_many(batch.X[:1000], batch.y[:1000])
+    model.learn_many(batch.X[1000:], batch.y[1000:])
+    assert_same_state(model.export_state(), train_reference_records(recs).export_state())

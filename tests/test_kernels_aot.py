@@ -9,6 +9,7 @@ import os
 import sys
 import threading
 
+import msgpack
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -57,6 +58,14 @@ def sample_calls():
         bad = data.copy()
         bad[17] = np.inf
         yield "rows", "check_csr", variant, (indptr, indices, bad, 30)
+    message = np.frombuffer(msgpack.packb([{"x": {"a": 1.5, 7: 2, "bb": 0.25}, "y": "cat"}, {"y": 4, "x": {"a": -1}}], use_single_float=True), np.uint8)
+    table = (np.full(4 * 8, -1, np.int64), np.zeros(4, np.uint64), np.zeros(4, np.int64), np.zeros(4, np.int64), np.zeros(64, np.uint8),
+             np.zeros(2, np.int64), np.zeros(4, np.int64))
+    scratch = (np.zeros(len(message) + 1, np.int64), np.zeros(len(message) + 1, np.int64), np.zeros(len(message) + 1),
+               *(np.zeros(len(message) + 1, np.int64) for _ in range(3)), np.zeros(len(message) + 9, np.uint8))
+    yield "walker", "walk_records", 0, (message, *table, 5, *scratch)
+    hashes, starts = rng.integers(0, 2**63, 3).astype(np.uint64), np.array([0, 3, 5], np.int64)
+    yield "walker", "rehash", 0, (hashes, starts, starts + 2, 3, np.full(4 * 8, -1, np.int64))
     indptr, indices, data = _csr(np.int64)
     yield "rows", "sort_rows_by_key", 0, (indptr, indices, data, rng.integers(0, 5, 30).astype(np.int64))
     V, scale, sqnorm, U, A = _weights(rng)

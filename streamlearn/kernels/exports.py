@@ -4,7 +4,7 @@
 ``streamlearn/kernels/_aot*.so`` (numba's ``pycc``: no numba at run time), and
 :mod:`streamlearn.kernels` calls it whenever a call's arguments match one of the
 function's signatures, and numba's JIT otherwise. These are the hot paths of the
-``streamlearn`` command (parsing LIBSVM text, mapping batches to weight columns, the MCID
+``streamlearn`` command (parsing LIBSVM text, walking msgpack dict records, mapping batches to weight columns, the MCID
 step and scoring), whose start-up the JIT's compilation or cache loading would otherwise dominate; every other
 kernel is JIT-compiled on first use.
 
@@ -36,6 +36,14 @@ EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
         "value_spans": [("u1[::1]r", "i8[::1]r", "i8[::1]r", "i8[::1]r", "b1[::1]r", "i8[::1]", "i8[::1]")],
         "fnv1a": [("u1[::1]r", "i8", "i8")],
         "count_lines": [("u1[::1]r", "i8", "i8")],
+    },
+    "walker": {
+        # buf, slots, hashes, name_start, name_end, arena, counts, last_seen, stamp, indptr, ids, values, label_int,
+        # label_start, label_end, name_key
+        "walk_records": [("u1[::1]r", "i8[::1]", "u8[::1]", "i8[::1]", "i8[::1]", "u1[::1]", "i8[::1]", "i8[::1]", "i8",
+                          "i8[::1]", "i8[::1]", "f8[::1]", "i8[::1]", "i8[::1]", "i8[::1]", "u1[::1]")],
+        # hashes, name_start, name_end, n_names, slots
+        "rehash": [("u8[::1]r", "i8[::1]r", "i8[::1]r", "i8", "i8[::1]")],
     },
     "rows": {
         # indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_positions, grow, next_column, added,
