@@ -154,7 +154,10 @@ def _broker_cpu_seconds(bootstrap: str) -> float:
     return float("nan")
 
 
-def kafka_benchmark(name: str, seconds: float, wires=tuple(WIRES)) -> dict:
+CLIENTS = ("kafka-python", "confluent")
+
+
+def kafka_benchmark(name: str, seconds: float, wires=tuple(WIRES), clients=CLIENTS) -> dict:
     """Sustained daemon throughput at the default checkpoint cadence for each wire format,
     against ``streamlearn train FILE`` on the same records (a LIBSVM file of the same copies)
     with the same cadence, in the same run; the checkpoint share and the broker's CPU share."""
@@ -163,7 +166,7 @@ def kafka_benchmark(name: str, seconds: float, wires=tuple(WIRES)) -> dict:
     split = load(name)
     X, y = split.X_train.copy(), split.y_train - split.y_train.min() + 1
     X.data = np.array([float(f"{v:.6g}") for v in X.data.tolist()])  # the values write_texts writes: the same records
-    out = {"dataset": name, "wires": {}}
+    out = {"dataset": name, "seconds": seconds, "wires": {}}
     copies = 1
     with local_broker() as bootstrap, tempfile.TemporaryDirectory() as tmp:
         for wire in wires:
@@ -172,14 +175,16 @@ def kafka_benchmark(name: str, seconds: float, wires=tuple(WIRES)) -> dict:
             create_topic(bootstrap, topic)
             for _ in range(4):  # measure how fast the daemon goes, then produce enough data for `seconds` of learning
                 produce(bootstrap, topic, messages)
-            probe = _daemon(bootstrap, topic, "probe", tmp, idle=2)
-            rate = probe["learned"] / max(probe["data_seconds"], 1e-3)
-            copies = max(copies, 4, int(np.ceil(seconds * rate / X.shape[0])))
-            for _ in range(copies - 4):
+            rate = max(_rate(_daemon(bootstrap, topic, f"probe-{client}", tmp, 2, client)) for client in clients)
+            wanted = max(4, int(np.ceil(seconds * rate / X.shape[0])))
+            for _ in range(wanted - 4):
                 produce(bootstrap, topic, messages)
-            cpu = _broker_cpu_seconds(bootstrap)
-            summary = _daemon(bootstrap, topic, "main", tmp, idle=3)
-            out["wires"][wire] = {**_sustained(summary), "copies": copies, "broker_cpu_seconds": _broker_cpu_seconds(bootstrap) - cpu}
+            copies = max(copies, wanted)
+            for client in clients:
+                cpu = _broker_cpu_seconds(bootstrap)
+                summary = _daemon(bootstrap, topic, f"main-{client}", tmp, 3, client)
+                out["wires"][f"{wire} / {client}"] = {**_sustained(summary), "copies": wanted,
+                                                      "broker_cpu_seconds": _broker_cpu_seconds(bootstrap) - cpu}
         path = write_texts(name, copies)[f"x{copies}"]["svm"]
         summary = json.loads(subprocess.run(
             [sys.executable, "-m", "streamlearn.cli", "train", str(path), "--learner", "MulticlassSVM",
@@ -187,6 +192,10 @@ def kafka_benchmark(name: str, seconds: float, wires=tuple(WIRES)) -> dict:
              "--quiet"], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
         out["file"] = {**_sustained(summary), "copies": copies}
     return out
+
+
+def _rate(summary: dict) -> float:
+    return summary["learned"] / max(summary["data_seconds"], 1e-3)
 
 
 def _sustained(summary: dict) -> dict:
@@ -197,9 +206,10 @@ def _sustained(summary: dict) -> dict:
             "prequential_accuracy": summary["prequential"]["accuracy"]}
 
 
-def _daemon(bootstrap, topic, group, tmp, idle) -> dict:
+def _daemon(bootstrap, topic, group, tmp, idle, client) -> dict:
     """``streamlearn train kafka://...`` at the default checkpoint cadence until the topic is idle."""
-    out = subprocess.run([sys.executable, "-m", "streamlearn.cli", "train", f"kafka://{bootstrap}/{topic}?group={group}",
+    out = subprocess.run([sys.executable, "-m", "streamlearn.cli", "train",
+                          f"kafka://{bootstrap}/{topic}?group={group}&client={client}",
                           "--learner", "MulticlassSVM", "--checkpoint-dir", os.path.join(tmp, f"{topic}-{group}"),
                           "--idle-timeout", str(idle), "--quiet"], capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -234,14 +244,16 @@ def write_report(results: dict, out: pathlib.Path) -> None:
         k = results["kafka"]
         file_rate = k["file"]["examples_per_s"]
         lines += ["## Kafka daemon", "",
-                  f"{k['dataset']}: the training records ({k['file']['copies']} copies) on a local Tansu broker, consumed by "
+                  f"{k['dataset']}: the training records (repeated to about {k['seconds']:.0f} s of learning each) on a local "
+                  "Tansu broker, consumed by "
                   "`streamlearn train kafka://...` at the default checkpoint cadence, against `streamlearn train FILE` "
                   "on the same records as LIBSVM text (6 significant digits, the values the messages carry) at Kafka's "
                   "default cadence (every 10 s), in the same run. *Broker CPU* is the Tansu process's CPU seconds over the daemon's data time.", "",
                   "| path | records | sustained ex/s | of the file path | data flowing (s) | checkpoints | checkpoint share "
                   "| broker CPU | prequential acc. |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for wire, row in [(f"Kafka, {WIRES[w]}", r) for w, r in k["wires"].items()] + [("file (LIBSVM text)", k["file"])]:
+        rows = [(f"Kafka {key.split(' / ')[1]}, {WIRES[key.split(' / ')[0]]}", r) for key, r in k["wires"].items()]
+        for wire, row in rows + [("file (LIBSVM text)", k["file"])]:
             broker = f"{100 * row['broker_cpu_seconds'] / row['data_seconds']:.0f} %" if "broker_cpu_seconds" in row else ""
             lines.append(f"| {wire} | {row['records']:,} | {row['examples_per_s']:,.0f} | {100 * row['examples_per_s'] / file_rate:.0f} % | "
                          f"{row['data_seconds']:.1f} | {row['checkpoints']} | {100 * row['checkpoint_share']:.1f} % | {broker} | "

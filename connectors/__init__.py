@@ -44,7 +44,7 @@ def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_recor
         if value_format is None:
             raise SourceError(f"Kafka values are msgpack or JSON records, not {fmt}")
         return KafkaSource(spec["bootstrap"], spec["topic"], spec["group"], labelled, value_format, batch_records,
-                           idle_timeout=idle_timeout, until_end=until_end)
+                           idle_timeout=idle_timeout, until_end=until_end, client=spec["client"])
     if any(u == "-" or u.startswith("kafka://") for u in uris):
         raise SourceError("stdin and Kafka sources cannot be combined with other sources")
     return FileSource(uris, fmt, labelled, batch_records, passes, label_column)
@@ -64,6 +64,8 @@ def open_sink(uri: str | None):
         from .kafka import KafkaSink, parse_kafka_uri
 
         spec = parse_kafka_uri(uri)
+        if set(spec["options"]) - {"client"} or spec["client"] != "kafka-python":
+            raise ValueError(f"a Kafka sink takes no options (it produces with kafka-python): {uri!r}")
         return KafkaSink(spec["bootstrap"], spec["topic"])
     return JsonLinesSink(uri)
 

@@ -34,11 +34,9 @@ import numpy as np
 
 from .compact import DecodedRows, decode_batch, is_compact
 from .records import Batch, BatchBuilder, DeadLetter, RecordError, check_record, empty_batch
+from .kafka_clients import CLIENTS, CommitFailed, make_client, unreachable
 from .walker import DictRecordWalker
 
-FAST_GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
-#: larger fetches than kafka-python's 1 MB per partition: compact batches arrive in fewer round trips
-FETCH = {"max_partition_fetch_bytes": 16 << 20, "fetch_max_bytes": 64 << 20}
 
 
 def decode_value(value: bytes, value_format: str = "auto"):
@@ -126,20 +124,27 @@ def _record_bytes(value: bytes, records: list, record) -> bytes:
         return encode_value(record, "json")
 
 
-def unreachable(bootstrap: str, error: Exception) -> ValueError:
-    """The one-line error for a broker a consumer or producer could not bootstrap from."""
-    return ValueError(f"cannot reach the Kafka broker at {bootstrap}: {error}")
-
-
 def parse_kafka_uri(uri: str) -> dict:
-    """``kafka://HOST:PORT[,HOST:PORT]/TOPIC?group=NAME`` → bootstrap, topic, group."""
+    """``kafka://HOST:PORT[,HOST:PORT]/TOPIC?group=NAME&client=CLIENT`` → bootstrap, topic,
+    group, client (``kafka-python``, the default, or ``confluent``: :mod:`connectors.kafka_clients`).
+
+    >>> parse_kafka_uri("kafka://h:1/events?group=g&client=confluent")["client"]
+    'confluent'
+    """
     from urllib.parse import parse_qs, urlparse
 
     parts = urlparse(uri)
     if parts.scheme != "kafka" or not parts.netloc or not parts.path.strip("/"):
         raise ValueError(f"not a Kafka URI: {uri!r} (expected kafka://HOST:PORT/TOPIC?group=NAME)")
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    return {"bootstrap": parts.netloc, "topic": parts.path.strip("/"), "group": query.get("group"), "options": query}
+    unknown = set(query) - {"group", "client"}
+    if unknown:
+        raise ValueError(f"unknown Kafka URI option(s) {', '.join(sorted(unknown))} in {uri!r}: known are group and client")
+    client = query.get("client", "kafka-python")
+    if client not in CLIENTS:
+        raise ValueError(f"client must be one of {', '.join(CLIENTS)}, got {client!r} in {uri!r}")
+    return {"bootstrap": parts.netloc, "topic": parts.path.strip("/"), "group": query.get("group"), "client": client,
+            "options": query}
 
 
 class KafkaSource:
@@ -160,7 +165,8 @@ class KafkaSource:
 
     def __init__(self, bootstrap: str, topic: str, group: str | None = None, labelled: bool = True,
                  value_format: str = "auto", batch_records: int = 1000, poll_timeout_ms: int = 200,
-                 idle_timeout: float | None = None, until_end: bool = False, **consumer_options):
+                 idle_timeout: float | None = None, until_end: bool = False, client: str = "kafka-python",
+                 **consumer_options):
         if int(batch_records) < 1:
             raise ValueError(f"batch_records must be positive, got {batch_records!r}")
         if idle_timeout is not None and not float(idle_timeout) > 0:
@@ -169,7 +175,9 @@ class KafkaSource:
         self.group = group or f"streamlearn-{topic}"
         self.labelled, self.value_format = labelled, value_format
         self.batch_records, self.poll_timeout_ms, self.idle_timeout = int(batch_records), poll_timeout_ms, idle_timeout
-        self.consumer_options = {**FAST_GROUP, **FETCH, **consumer_options}
+        if client not in CLIENTS:
+            raise ValueError(f"client must be one of {', '.join(CLIENTS)}, got {client!r}")
+        self.client, self.consumer_options = client, consumer_options
         self.name = f"kafka://{bootstrap}/{topic}?group={self.group}"
         self._offsets: dict[int, int] = {}
         self._consumer = None
@@ -184,33 +192,14 @@ class KafkaSource:
         self._offsets = {int(p): int(o) for p, o in position["offsets"].items()}
 
     def _connect(self):
-        from kafka import KafkaConsumer, TopicPartition
-        from kafka.errors import KafkaError
-
+        consumer = make_client(self.client, self.bootstrap, self.group, self.topic, self.consumer_options)
         try:
-            consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False,
-                                     auto_offset_reset="earliest", **self.consumer_options)
-        except KafkaError as error:
-            raise unreachable(self.bootstrap, error) from None
-        deadline = time.monotonic() + 30
-        partitions = consumer.partitions_for_topic(self.topic)
-        while not partitions:
-            if time.monotonic() > deadline:
-                consumer.close()
-                raise ValueError(f"topic {self.topic!r} does not exist on {self.bootstrap}")
-            time.sleep(0.2)
-            partitions = consumer.partitions_for_topic(self.topic)
-        assigned = [TopicPartition(self.topic, p) for p in sorted(partitions)]
-        consumer.assign(assigned)
-        for tp in assigned:
-            if tp.partition in self._offsets:
-                consumer.seek(tp, self._offsets[tp.partition])
-            else:
-                consumer.seek_to_beginning(tp)
-        for tp in assigned:  # resolve the starting offsets now: they are the first position
-            self._offsets[tp.partition] = consumer.position(tp)
-        if self.until_end:
-            self._end = {tp.partition: offset for tp, offset in consumer.end_offsets(assigned).items()}
+            self._offsets = consumer.assign(self._offsets)  # the starting offsets, resolved: the first position
+            if self.until_end:
+                self._end = consumer.end_offsets(self._offsets)
+        except BaseException:
+            consumer.close()
+            raise
         self._consumer = consumer
         return consumer
 
@@ -257,8 +246,7 @@ class KafkaSource:
             if not polled:
                 wait = self.poll_timeout_ms if deadline is None else max(0, int(1000 * (deadline - time.monotonic())))
                 wanted = 1 if per_message is None else max(1, math.ceil((self.batch_records - len(builder)) / per_message))
-                fetched = consumer.poll(timeout_ms=wait, max_records=wanted)
-                polled.extend(m for part in fetched.values() for m in part)
+                polled.extend(consumer.poll(wait, wanted))
                 if not polled:
                     break
             message = polled.popleft()
@@ -272,10 +260,8 @@ class KafkaSource:
 
     def committed(self) -> dict:
         """The group's committed offsets ``{partition: offset}`` (for checks and ``inspect``)."""
-        from kafka import TopicPartition
-
         consumer = self._consumer or self._connect()
-        return {p: consumer.committed(TopicPartition(self.topic, p)) for p in sorted(self._offsets)}
+        return {p: consumer.committed(p) for p in sorted(self._offsets)}
 
     def commit(self, position: dict) -> None:
         """Commit a position's offsets to the group (synchronously).
@@ -284,22 +270,17 @@ class KafkaSource:
         moved) is reported on stderr and not retried here: the checkpoint, written before,
         holds the position and a restart seeks to it, so nothing is lost or learned twice;
         the group's offsets only lag until the next checkpoint's commit goes through."""
-        from kafka import TopicPartition
-        from kafka.errors import KafkaError
-        from kafka.structs import OffsetAndMetadata
-
         if self._consumer is None:
             return
-        offsets = {TopicPartition(self.topic, int(p)): OffsetAndMetadata(int(o), "", -1) for p, o in position["offsets"].items()}
         try:
-            self._consumer.commit(offsets=offsets)
-        except KafkaError as error:
+            self._consumer.commit({int(p): int(o) for p, o in position["offsets"].items()})
+        except CommitFailed as error:
             print(f"streamlearn: could not commit offsets {position['offsets']} to group {self.group!r} ({error}); "
                   "the checkpoint holds them, the next checkpoint commits again", file=sys.stderr)
 
     def close(self) -> None:
         if self._consumer is not None:
-            self._consumer.close(autocommit=False)
+            self._consumer.close()
             self._consumer = None
 
 

@@ -13,6 +13,8 @@ import streamlearn
 from connectors.libsvm import parse_libsvm_bytes
 
 PYTHON = sys.executable
+#: the Kafka consumer clients every broker test runs with (connectors.kafka_clients)
+KAFKA_CLIENTS = ["kafka-python", "confluent"]
 
 
 def libsvm_lines(n: int, n_classes: int = 5, n_features: int = 40, seed: int = 0) -> list[str]:

@@ -14,7 +14,7 @@ from connectors.compact import decode_batch, encode_batch, encode_messages
 from connectors.kafka import decode_messages
 from connectors.libsvm import parse_libsvm_bytes
 from streamlearn.checkpoint import CheckpointStore
-from helpers import assert_same_state, cli, libsvm_lines, train_reference
+from helpers import KAFKA_CLIENTS, assert_same_state, cli, libsvm_lines, train_reference
 
 
 class Message:
@@ -129,14 +129,16 @@ def test_a_msgpack_file_of_compact_batches_trains_the_libsvm_files_model(tmp_pat
 
 
 @pytest.mark.kafka
-def test_compact_messages_through_a_topic_train_the_libsvm_files_model(tmp_path, broker):
+@pytest.mark.parametrize("client", KAFKA_CLIENTS)
+def test_compact_messages_through_a_topic_train_the_libsvm_files_model(tmp_path, broker, client):
     from connectors.localbroker import create_topic, produce
 
     text = _libsvm(3000, seed=7)
     (tmp_path / "rows.svm").write_bytes(text)
-    create_topic(broker, "compact")
-    produce(broker, "compact", _messages(text, 100))
-    cli("train", f"kafka://{broker}/compact?group=g", "--checkpoint-dir", tmp_path / "ck-kafka", "--idle-timeout", "2")
+    create_topic(broker, f"compact-{client}")
+    produce(broker, f"compact-{client}", _messages(text, 100))
+    cli("train", f"kafka://{broker}/compact-{client}?group=g&client={client}", "--checkpoint-dir", tmp_path / "ck-kafka",
+        "--idle-timeout", "2")
     cli("train", tmp_path / "rows.svm", "--checkpoint-dir", tmp_path / "ck-file")
     kafka = CheckpointStore(tmp_path / "ck-kafka").load_latest()
     assert_same_state(kafka["learner"], CheckpointStore(tmp_path / "ck-file").load_latest()["learner"])

@@ -197,18 +197,19 @@ def compact_messages(n_records: int, seed: int) -> list[bytes]:
     return messages
 
 
-@pytest.mark.parametrize("wire", ["dicts", "compact"])
-def test_a_kafka_daemon_killed_6_times_ends_as_an_uninterrupted_one_and_commits_its_checkpoints(tmp_path, broker, wire):
+@pytest.mark.parametrize("wire, client", [("dicts", "kafka-python"), ("compact", "kafka-python"), ("dicts", "confluent"),
+                                          ("compact", "confluent")])
+def test_a_kafka_daemon_killed_6_times_ends_as_an_uninterrupted_one_and_commits_its_checkpoints(tmp_path, broker, wire, client):
     from connectors.localbroker import create_topic, produce
 
     messages = kafka_messages(12_000, seed=4) if wire == "dicts" else compact_messages(12_000, seed=4)
-    crash, clean = f"crash-{wire}", f"crash-{wire}-clean"
+    crash, clean = f"crash-{wire}-{client}", f"crash-{wire}-{client}-clean"
     for topic in (crash, clean):
         create_topic(broker, topic)
         produce(broker, topic, messages)
     common = ["--learner", "MulticlassSVM", "--param", "lam=0.001", "--checkpoint-every", "400", "--batch-records", "25",
               "--checkpoint-interval", "1000", "--idle-timeout", "3"]
-    uninterrupted([f"kafka://{broker}/{clean}?group=learners", *common], tmp_path / "clean")
+    uninterrupted([f"kafka://{broker}/{clean}?group=learners&client={client}", *common], tmp_path / "clean")
     ck = tmp_path / "ck"
     committed_seen = []
 
@@ -220,7 +221,7 @@ def test_a_kafka_daemon_killed_6_times_ends_as_an_uninterrupted_one_and_commits_
             assert newest is not None and committed <= int(newest["position"]["offsets"]["0"])
 
     rng = random.Random(7)
-    hits = run_campaign([f"kafka://{broker}/{crash}?group=learners", *common], ck, crash_plan(rng, 6), rng,
+    hits = run_campaign([f"kafka://{broker}/{crash}?group=learners&client={client}", *common], ck, crash_plan(rng, 6), rng,
                         after_kill=check_commit)
     assert len(hits) >= 5 and {"checkpoint-write", "dead-letter", "metrics-line"} <= set(hits), hits
     # the two jobs read two topics of the same messages: their dead letters differ only in the topic's name

@@ -12,7 +12,7 @@ from kafka import KafkaConsumer
 
 from connectors.kafka import KafkaSource, encode_value, parse_kafka_uri
 from streamlearn.checkpoint import CheckpointStore
-from helpers import assert_same_state, cli, records, train_reference_records
+from helpers import KAFKA_CLIENTS, assert_same_state, cli, records, train_reference_records
 
 
 def read_topic(bootstrap, topic, expected, timeout_ms=5000) -> list:
@@ -28,7 +28,8 @@ def read_topic(bootstrap, topic, expected, timeout_ms=5000) -> list:
     return values
 
 
-def test_bad_messages_go_to_a_dead_letter_topic_and_the_model_sees_only_good_records(tmp_path, broker):
+@pytest.mark.parametrize("client", KAFKA_CLIENTS)
+def test_bad_messages_go_to_a_dead_letter_topic_and_the_model_sees_only_good_records(tmp_path, broker, client):
     from connectors.localbroker import create_topic, produce
 
     good = records(600, seed=9)
@@ -50,57 +51,66 @@ def test_bad_messages_go_to_a_dead_letter_topic_and_the_model_sees_only_good_rec
             messages.append(encode_value(good[g : g + 20]))
             g += 20
     assert g == len(good)
-    create_topic(broker, "mixed")
-    create_topic(broker, "mixed-dead")
-    produce(broker, "mixed", messages)
-    result = cli("train", f"kafka://{broker}/mixed?group=g1", "--checkpoint-dir", tmp_path / "ck", "--idle-timeout", "2",
-                 "--dead-letter", f"kafka://{broker}/mixed-dead", "--batch-records", "50")
+    mixed = f"mixed-{client}"
+    create_topic(broker, mixed)
+    create_topic(broker, f"{mixed}-dead")
+    produce(broker, mixed, messages)
+    result = cli("train", f"kafka://{broker}/{mixed}?group=g1&client={client}", "--checkpoint-dir", tmp_path / "ck",
+                 "--idle-timeout", "2", "--dead-letter", f"kafka://{broker}/{mixed}-dead", "--batch-records", "50")
     assert json.loads(result.stdout)["dead_letters"] == len(bad)
-    letters = read_topic(broker, "mixed-dead", len(bad))
+    letters = read_topic(broker, f"{mixed}-dead", len(bad))
     assert [(d["position"]["offset"], d["reason"]) for d in letters] == [(o, r) for o, (_, r) in sorted(bad.items())]
     payload = CheckpointStore(tmp_path / "ck").load_latest()
     assert_same_state(payload["learner"], train_reference_records(good).export_state())
     assert payload["position"]["offsets"] == {"0": len(messages)}
 
 
-def test_predictions_to_a_topic_and_offsets_committed(tmp_path, broker):
+@pytest.mark.parametrize("client", KAFKA_CLIENTS)
+def test_predictions_to_a_topic_and_offsets_committed(tmp_path, broker, client):
     from connectors.localbroker import create_topic, produce
 
     recs = records(300, seed=3)
-    create_topic(broker, "p-train")
-    create_topic(broker, "p-in")
-    create_topic(broker, "p-out")
-    produce(broker, "p-train", [msgpack.packb(r) for r in recs])
-    produce(broker, "p-in", [msgpack.packb({"x": r["x"]}) for r in recs[:50]])
-    cli("train", f"kafka://{broker}/p-train?group=trainer", "--checkpoint-dir", tmp_path / "ck", "--idle-timeout", "2")
-    source = KafkaSource(broker, "p-train", "trainer")
+    train, inputs, outputs = (f"p-{name}-{client}" for name in ("train", "in", "out"))
+    for topic in (train, inputs, outputs):
+        create_topic(broker, topic)
+    produce(broker, train, [msgpack.packb(r) for r in recs])
+    produce(broker, inputs, [msgpack.packb({"x": r["x"]}) for r in recs[:50]])
+    cli("train", f"kafka://{broker}/{train}?group=trainer&client={client}", "--checkpoint-dir", tmp_path / "ck", "--idle-timeout", "2")
+    source = KafkaSource(broker, train, "trainer", client=client)
     assert source.committed() == {0: 300}
     source.close()
-    cli("predict", f"kafka://{broker}/p-in?group=predictor", "--checkpoint", tmp_path / "ck",
-        "--output", f"kafka://{broker}/p-out", "--idle-timeout", "2")
-    answers = read_topic(broker, "p-out", 50)
+    cli("predict", f"kafka://{broker}/{inputs}?group=predictor&client={client}", "--checkpoint", tmp_path / "ck",
+        "--output", f"kafka://{broker}/{outputs}", "--idle-timeout", "2")
+    answers = read_topic(broker, outputs, 50)
     model = train_reference_records(recs)
     assert [a["prediction"] for a in answers] == [model.predict_one(r["x"]) for r in recs[:50]]
     assert [a["position"]["offset"] for a in answers] == list(range(50))
     # evaluate reads a topic up to where it ends now, without waiting out the idle timeout
     start = time.monotonic()
-    evaluated = json.loads(cli("evaluate", f"kafka://{broker}/p-train?group=evaluator", "--checkpoint", tmp_path / "ck",
+    evaluated = json.loads(cli("evaluate", f"kafka://{broker}/{train}?group=evaluator&client={client}", "--checkpoint", tmp_path / "ck",
                                "--idle-timeout", "120").stdout)
     assert evaluated["n"] == 300 and time.monotonic() - start < 60
 
 
 def test_kafka_uri():
     assert parse_kafka_uri("kafka://h:1,h2:2/topic?group=g") == {"bootstrap": "h:1,h2:2", "topic": "topic", "group": "g",
-                                                              "options": {"group": "g"}}
-    import pytest
-
+                                                              "client": "kafka-python", "options": {"group": "g"}}
     with pytest.raises(ValueError, match="not a Kafka URI"):
         parse_kafka_uri("kafka:///nothing")
+    with pytest.raises(ValueError, match="unknown Kafka URI option"):
+        parse_kafka_uri("kafka://h:1/t?grup=g")
+    with pytest.raises(ValueError, match="client must be one of kafka-python, confluent"):
+        parse_kafka_uri("kafka://h:1/t?client=rdkafka")
+    from connectors import open_sink
+
+    with pytest.raises(ValueError, match="a Kafka sink takes no options"):
+        open_sink("kafka://h:1/dead?client=confluent")
 
 
-def test_an_unreachable_broker_is_one_clear_error():
+@pytest.mark.parametrize("client, options", [("kafka-python", {"bootstrap_timeout_ms": 300}), ("confluent", {})])
+def test_an_unreachable_broker_is_one_clear_error(client, options):
     """It used to end in a kafka-python traceback (nothing listens on port 1)."""
-    source = KafkaSource("127.0.0.1:1", "t", bootstrap_timeout_ms=300)
+    source = KafkaSource("127.0.0.1:1", "t", client=client, **options)
     with pytest.raises(ValueError, match="cannot reach the Kafka broker at 127.0.0.1:1"):
         next(iter(source))
 
@@ -120,12 +130,16 @@ def test_a_failed_commit_is_reported_and_the_daemon_goes_on(capsys):
     does not answer must not stop the daemon; the next checkpoint commits again."""
     from kafka.errors import KafkaTimeoutError
 
+    from connectors.kafka_clients import KafkaPythonClient
+
     class Unanswered:
         def commit(self, offsets):
             raise KafkaTimeoutError("coordinator not available")
 
+    client = KafkaPythonClient.__new__(KafkaPythonClient)  # its consumer replaced by one the broker never answers
+    client.topic, client._consumer = "t", Unanswered()
     source = KafkaSource("127.0.0.1:1", "t", group="g")
-    source._consumer = Unanswered()
+    source._consumer = client
     source.commit({"kind": "kafka", "topic": "t", "offsets": {"0": 42}})
     assert "could not commit offsets {'0': 42} to group 'g'" in capsys.readouterr().err
 

@@ -1,0 +1,174 @@
+"""The two Kafka consumer clients :class:`connectors.kafka.KafkaSource` can read with, behind
+one small interface: assign every partition of a topic from given offsets, poll messages, find
+the partitions' ends, commit offsets synchronously, read the group's committed offsets.
+
+* ``kafka-python`` (the default; pure Python, a dependency of streamlearn);
+* ``confluent`` — confluent-kafka, librdkafka underneath (``pip install streamlearn[kafka-fast]``):
+  fetching and decompression in C threads, so a daemon's one Python thread is left for learning.
+
+Both are used the same way: no auto-commit, no group subscription (the source assigns itself
+every partition; the group only holds the committed offsets), offsets committed synchronously
+only after the checkpoint holding them is durable. Both pass the same tests on a real broker.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+CLIENTS = ("kafka-python", "confluent")
+
+
+class Message(NamedTuple):
+    """A consumed message, whichever client fetched it."""
+
+    topic: str
+    partition: int
+    offset: int
+    value: bytes | None
+
+
+class CommitFailed(Exception):
+    """The broker did not take a commit (it is restarting, the coordinator moved)."""
+
+
+def unreachable(bootstrap: str, error: Exception) -> ValueError:
+    """The one-line error for a broker a consumer or producer could not bootstrap from."""
+    return ValueError(f"cannot reach the Kafka broker at {bootstrap}: {error}")
+
+
+def _wait_for_partitions(list_partitions, topic: str, bootstrap: str) -> list[int]:
+    deadline = time.monotonic() + 30
+    partitions = list_partitions()
+    while not partitions:
+        if time.monotonic() > deadline:
+            raise ValueError(f"topic {topic!r} does not exist on {bootstrap}")
+        time.sleep(0.2)
+        partitions = list_partitions()
+    return sorted(partitions)
+
+
+class KafkaPythonClient:
+    """kafka-python's ``KafkaConsumer``."""
+
+    #: larger fetches than kafka-python's 1 MB per partition: compact batches arrive in fewer round trips
+    DEFAULTS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000,
+                "max_partition_fetch_bytes": 16 << 20, "fetch_max_bytes": 64 << 20}
+
+    def __init__(self, bootstrap: str, group: str, topic: str, options: dict):
+        from kafka import KafkaConsumer
+        from kafka.errors import KafkaError
+
+        self.bootstrap, self.topic = bootstrap, topic
+        try:
+            self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                                           auto_offset_reset="earliest", **{**self.DEFAULTS, **options})
+        except KafkaError as error:
+            raise unreachable(bootstrap, error) from None
+
+    def _partition(self, p: int):
+        from kafka import TopicPartition
+
+        return TopicPartition(self.topic, p)
+
+    def assign(self, starts: dict) -> dict:
+        """Assign every partition, each from ``starts[p]`` (or its beginning); the offsets it starts at."""
+        consumer = self._consumer
+        partitions = _wait_for_partitions(lambda: consumer.partitions_for_topic(self.topic), self.topic, self.bootstrap)
+        assigned = [self._partition(p) for p in partitions]
+        consumer.assign(assigned)
+        for tp in assigned:
+            if tp.partition in starts:
+                consumer.seek(tp, starts[tp.partition])
+            else:
+                consumer.seek_to_beginning(tp)
+        return {tp.partition: consumer.position(tp) for tp in assigned}
+
+    def end_offsets(self, partitions) -> dict:
+        return {tp.partition: offset for tp, offset in self._consumer.end_offsets([self._partition(p) for p in partitions]).items()}
+
+    def poll(self, timeout_ms: int, max_records: int) -> list:
+        fetched = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+        return [m for part in fetched.values() for m in part]
+
+    def commit(self, offsets: dict) -> None:
+        from kafka.errors import KafkaError
+        from kafka.structs import OffsetAndMetadata
+
+        try:
+            self._consumer.commit(offsets={self._partition(p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
+        except KafkaError as error:
+            raise CommitFailed(str(error)) from None
+
+    def committed(self, partition: int) -> int | None:
+        return self._consumer.committed(self._partition(partition))
+
+    def close(self) -> None:
+        self._consumer.close(autocommit=False)
+
+
+class ConfluentClient:
+    """confluent-kafka's ``Consumer`` (librdkafka)."""
+
+    DEFAULTS = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "fetch.max.bytes": 64 << 20,
+                "max.partition.fetch.bytes": 16 << 20}
+
+    def __init__(self, bootstrap: str, group: str, topic: str, options: dict):
+        try:
+            import confluent_kafka
+        except ImportError:
+            raise ValueError("client=confluent needs confluent-kafka: pip install 'streamlearn[kafka-fast]'") from None
+        self._kafka = confluent_kafka
+        self.bootstrap, self.topic = bootstrap, topic
+        self._consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                                                   "auto.offset.reset": "earliest", **self.DEFAULTS, **options})
+
+    def _partitions(self) -> list[int]:
+        try:
+            metadata = self._consumer.list_topics(self.topic, timeout=10)
+        except self._kafka.KafkaException as error:
+            raise unreachable(self.bootstrap, error) from None
+        topic = metadata.topics.get(self.topic)
+        return [] if topic is None or topic.error is not None else list(topic.partitions)
+
+    def assign(self, starts: dict) -> dict:
+        partitions = _wait_for_partitions(self._partitions, self.topic, self.bootstrap)
+        resolved = {p: starts[p] if p in starts else self._consumer.get_watermark_offsets(self._partition(p), timeout=10)[0]
+                    for p in partitions}
+        self._consumer.assign([self._partition(p, o) for p, o in resolved.items()])
+        return resolved
+
+    def _partition(self, p: int, offset: int | None = None):
+        return self._kafka.TopicPartition(self.topic, p) if offset is None else self._kafka.TopicPartition(self.topic, p, offset)
+
+    def end_offsets(self, partitions) -> dict:
+        return {p: self._consumer.get_watermark_offsets(self._partition(p), timeout=10)[1] for p in partitions}
+
+    def poll(self, timeout_ms: int, max_records: int) -> list:
+        messages = []
+        for m in self._consumer.consume(num_messages=max_records, timeout=timeout_ms / 1000):
+            if m.error() is None:
+                messages.append(Message(m.topic(), m.partition(), m.offset(), m.value()))
+            elif m.error().fatal():  # librdkafka reconnects by itself after the others (a broker restarting)
+                raise ValueError(f"Kafka consumer error on {self.topic}: {m.error()}")
+        return messages
+
+    def commit(self, offsets: dict) -> None:
+        try:
+            self._consumer.commit(offsets=[self._partition(p, o) for p, o in offsets.items()], asynchronous=False)
+        except self._kafka.KafkaException as error:
+            raise CommitFailed(str(error)) from None
+
+    def committed(self, partition: int) -> int | None:
+        offset = self._consumer.committed([self._partition(partition)], timeout=10)[0].offset
+        return offset if offset >= 0 else None
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def make_client(name: str, bootstrap: str, group: str, topic: str, options: dict):
+    """The consumer client called ``name`` (one of :data:`CLIENTS`)."""
+    if name not in CLIENTS:
+        raise ValueError(f"client must be one of {', '.join(CLIENTS)}, got {name!r}")
+    return (KafkaPythonClient if name == "kafka-python" else ConfluentClient)(bootstrap, group, topic, options)
