@@ -49,17 +49,25 @@ def _wait_for_partitions(list_partitions, topic: str, bootstrap: str) -> list[in
 
 
 class KafkaPythonClient:
-    """kafka-python's ``KafkaConsumer``."""
+    """kafka-python's ``KafkaConsumer``, polled on a thread of its own once assigned.
+
+    kafka-python fetches a partition again only when its last fetch is consumed, so a consumer
+    polled between learning steps leaves the network idle while the learner works. The poll
+    thread keeps up to ``PREFETCH_BYTES`` of messages ahead of the learner; the consumer is only
+    ever used from that thread (it is not thread-safe): commits and look-ups are handed to it.
+    Messages fetched ahead are not part of any position, so a stop loses nothing."""
 
     #: larger fetches than kafka-python's 1 MB per partition: compact batches arrive in fewer round trips
     DEFAULTS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000,
                 "max_partition_fetch_bytes": 16 << 20, "fetch_max_bytes": 64 << 20}
+    PREFETCH_BYTES = 64 << 20
 
     def __init__(self, bootstrap: str, group: str, topic: str, options: dict):
         from kafka import KafkaConsumer
         from kafka.errors import KafkaError
 
         self.bootstrap, self.topic = bootstrap, topic
+        self._thread = None
         try:
             self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                                            auto_offset_reset="earliest", **{**self.DEFAULTS, **options})
@@ -72,7 +80,8 @@ class KafkaPythonClient:
         return TopicPartition(self.topic, p)
 
     def assign(self, starts: dict) -> dict:
-        """Assign every partition, each from ``starts[p]`` (or its beginning); the offsets it starts at."""
+        """Assign every partition, each from ``starts[p]`` (or its beginning); the offsets it
+        starts at. Then the poll thread starts."""
         consumer = self._consumer
         partitions = _wait_for_partitions(lambda: consumer.partitions_for_topic(self.topic), self.topic, self.bootstrap)
         assigned = [self._partition(p) for p in partitions]
@@ -82,28 +91,110 @@ class KafkaPythonClient:
                 consumer.seek(tp, starts[tp.partition])
             else:
                 consumer.seek_to_beginning(tp)
-        return {tp.partition: consumer.position(tp) for tp in assigned}
+        resolved = {tp.partition: consumer.position(tp) for tp in assigned}
+        self._start()
+        return resolved
 
-    def end_offsets(self, partitions) -> dict:
-        return {tp.partition: offset for tp, offset in self._consumer.end_offsets([self._partition(p) for p in partitions]).items()}
+    # ------------------------------------------------------------ the poll thread
+    def _start(self) -> None:
+        import collections
+        import threading
+
+        self._fetched: collections.deque = collections.deque()
+        self._bytes = 0
+        self._commands: collections.deque = collections.deque()
+        self._error = None
+        self._stop = False
+        self._ready = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="streamlearn-kafka-poll", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._stop and not self._commands and self._bytes >= self.PREFETCH_BYTES:
+                    self._ready.wait()
+                if self._stop:
+                    return
+                commands, self._commands = list(self._commands), type(self._commands)()
+            for call, done in commands:
+                try:
+                    done["result"] = call()
+                except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
+                    done["error"] = error
+                with self._ready:
+                    done["finished"] = True
+                    self._ready.notify_all()
+            if self._bytes >= self.PREFETCH_BYTES:
+                continue
+            try:
+                fetched = self._consumer.poll(timeout_ms=100, max_records=500)
+            except BaseException as error:  # noqa: BLE001 - raised again in the learner's poll
+                with self._ready:
+                    self._error = error
+                    self._ready.notify_all()
+                return
+            messages = [m for part in fetched.values() for m in part]
+            if messages:
+                with self._ready:
+                    self._fetched.extend(messages)
+                    self._bytes += sum(len(m.value or b"") for m in messages)
+                    self._ready.notify_all()
+
+    def _call(self, call):
+        """Run ``call()`` on the poll thread (or here, before it started) and return its result."""
+        if self._thread is None or not self._thread.is_alive():
+            return call()
+        done: dict = {}
+        with self._ready:
+            self._commands.append((call, done))
+            self._ready.notify_all()
+            while "finished" not in done:
+                self._ready.wait()
+        if "error" in done:
+            raise done["error"]
+        return done["result"]
 
     def poll(self, timeout_ms: int, max_records: int) -> list:
-        fetched = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
-        return [m for part in fetched.values() for m in part]
+        if self._thread is None:
+            fetched = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+            return [m for part in fetched.values() for m in part]
+        deadline = time.monotonic() + timeout_ms / 1000
+        with self._ready:
+            while not self._fetched and self._error is None and time.monotonic() < deadline:
+                self._ready.wait(max(0.0, deadline - time.monotonic()))
+            if not self._fetched and self._error is not None:
+                raise self._error
+            taken = [self._fetched.popleft() for _ in range(min(max_records, len(self._fetched)))]
+            self._bytes -= sum(len(m.value or b"") for m in taken)
+            self._ready.notify_all()
+        return taken
+
+    # -------------------------------------------------------------------------
+    def end_offsets(self, partitions) -> dict:
+        parts = [self._partition(p) for p in partitions]
+        return {tp.partition: offset for tp, offset in self._call(lambda: self._consumer.end_offsets(parts)).items()}
 
     def commit(self, offsets: dict) -> None:
         from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata
 
+        committed = {self._partition(p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()}
         try:
-            self._consumer.commit(offsets={self._partition(p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
+            self._call(lambda: self._consumer.commit(offsets=committed))
         except KafkaError as error:
             raise CommitFailed(str(error)) from None
 
     def committed(self, partition: int) -> int | None:
-        return self._consumer.committed(self._partition(partition))
+        return self._call(lambda: self._consumer.committed(self._partition(partition)))
 
     def close(self) -> None:
+        if self._thread is not None:
+            with self._ready:
+                self._stop = True
+                self._ready.notify_all()
+            self._thread.join()
+            self._thread = None
         self._consumer.close(autocommit=False)
 
 

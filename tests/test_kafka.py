@@ -137,7 +137,7 @@ def test_a_failed_commit_is_reported_and_the_daemon_goes_on(capsys):
             raise KafkaTimeoutError("coordinator not available")
 
     client = KafkaPythonClient.__new__(KafkaPythonClient)  # its consumer replaced by one the broker never answers
-    client.topic, client._consumer = "t", Unanswered()
+    client.topic, client._consumer, client._thread = "t", Unanswered(), None
     source = KafkaSource("127.0.0.1:1", "t", group="g")
     source._consumer = client
     source.commit({"kind": "kafka", "topic": "t", "offsets": {"0": 42}})
