@@ -1,6 +1,8 @@
-"""Kafka source and sink (kafka-python).
+"""Kafka source and sink.
 
-:class:`KafkaSource` reads one topic as a consumer of group ``group`` with auto-commit off.
+:class:`KafkaSource` reads one topic as a consumer of group ``group`` with auto-commit off,
+with kafka-python (the default) or confluent-kafka (``client="confluent"``; see
+:mod:`connectors.kafka_clients`); the sink produces with kafka-python.
 It assigns itself *every* partition of the topic (one learner must see every record, so
 a group of several daemons sharing partitions would make several half-models; the group
 only holds the committed offsets). On start it seeks to the checkpoint's offsets when

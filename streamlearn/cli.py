@@ -364,7 +364,7 @@ def cmd_plot(args) -> int:
 
 def _add_source_options(p, required: bool = True) -> None:
     p.add_argument("source", nargs="+" if required else "*",
-                   help="file path(s) or glob(s), - for stdin, or kafka://HOST:PORT/TOPIC?group=NAME")
+                   help="file path(s) or glob(s), - for stdin, or kafka://HOST:PORT/TOPIC?group=NAME[&client=confluent]")
     p.add_argument("--format", help="libsvm, csv, jsonl or msgpack (default: guessed from the file name; libsvm for stdin)")
     p.add_argument("--label-column", help="CSV: the label column's name or 0-based index")
     p.add_argument("--batch-records", type=int, default=1000, help="records per batch (default: 1000): the unit of reading, learning and checkpoint positions")
