@@ -315,7 +315,7 @@ def plot_kafka(k: dict, out: pathlib.Path) -> None:
         ax.text(x, rate, f"{rate / 1000:.0f}K", ha="center", va="bottom")
     ax.set_xticks(range(len(rates)), labels)
     ax.set_ylabel("examples/s sustained, checkpoints every 10 s")
-    ax.set_title(f"{k['dataset']}: the Kafka daemon against the file path, same records, same run")
+    ax.set_title(f"{k['dataset']}: the Kafka daemon against the file path, same records (medians of {k.get('repeats', 1)} runs)")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(out / "runtime_kafka.png", dpi=110)

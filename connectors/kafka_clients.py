@@ -203,6 +203,8 @@ class ConfluentClient:
 
     DEFAULTS = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "fetch.max.bytes": 64 << 20,
                 "max.partition.fetch.bytes": 16 << 20}
+    #: seconds to wait for the topic's metadata before calling the broker unreachable
+    METADATA_TIMEOUT_S = 10.0
 
     def __init__(self, bootstrap: str, group: str, topic: str, options: dict):
         try:
@@ -216,7 +218,7 @@ class ConfluentClient:
 
     def _partitions(self) -> list[int]:
         try:
-            metadata = self._consumer.list_topics(self.topic, timeout=10)
+            metadata = self._consumer.list_topics(self.topic, timeout=self.METADATA_TIMEOUT_S)
         except self._kafka.KafkaException as error:
             raise unreachable(self.bootstrap, error) from None
         topic = metadata.topics.get(self.topic)

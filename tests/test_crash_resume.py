@@ -197,8 +197,8 @@ def compact_messages(n_records: int, seed: int) -> list[bytes]:
     return messages
 
 
-@pytest.mark.parametrize("wire, client", [("dicts", "kafka-python"), ("compact", "kafka-python"), ("dicts", "confluent"),
-                                          ("compact", "confluent")])
+# the walker and the compact decoder do not depend on the client: the second client runs one campaign
+@pytest.mark.parametrize("wire, client", [("dicts", "kafka-python"), ("compact", "kafka-python"), ("compact", "confluent")])
 def test_a_kafka_daemon_killed_6_times_ends_as_an_uninterrupted_one_and_commits_its_checkpoints(tmp_path, broker, wire, client):
     from connectors.localbroker import create_topic, produce
 

@@ -108,8 +108,11 @@ def test_kafka_uri():
 
 
 @pytest.mark.parametrize("client, options", [("kafka-python", {"bootstrap_timeout_ms": 300}), ("confluent", {})])
-def test_an_unreachable_broker_is_one_clear_error(client, options):
+def test_an_unreachable_broker_is_one_clear_error(client, options, monkeypatch):
     """It used to end in a kafka-python traceback (nothing listens on port 1)."""
+    from connectors.kafka_clients import ConfluentClient
+
+    monkeypatch.setattr(ConfluentClient, "METADATA_TIMEOUT_S", 1.0)
     source = KafkaSource("127.0.0.1:1", "t", client=client, **options)
     with pytest.raises(ValueError, match="cannot reach the Kafka broker at 127.0.0.1:1"):
         next(iter(source))
