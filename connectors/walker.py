@@ -70,11 +70,15 @@ class DictRecordWalker:
             self._arena = grown
 
     def _scratch(self, n: int):
-        if getattr(self, "_indptr", None) is None or len(self._indptr) < n + 1:
-            size = max(n + 1, 1 << 16)
-            self._indptr, self._ids, self._values = np.zeros(size, np.int64), np.zeros(size, np.int64), np.zeros(size)
-            self._label_int, self._label_start, self._label_end = (np.zeros(size, np.int64) for _ in range(3))
-            self._key = np.zeros(size + 9, np.uint8)
+        """Buffers for a message of ``n`` bytes: a record the walker takes spans at least 9 bytes
+        and an entry 2 (a one-byte name and value), so it never writes past these."""
+        records, entries = n // 9 + 2, n // 2 + 2
+        if getattr(self, "_indptr", None) is None or len(self._indptr) < records + 1 or len(self._ids) < entries:
+            records, entries = max(records + 1, 1 << 12), max(entries, 1 << 15)
+            self._indptr, self._label_int, self._label_start, self._label_end = (np.zeros(records, np.int64) for _ in range(4))
+            self._ids, self._values = np.zeros(entries, np.int64), np.zeros(entries)
+        if getattr(self, "_key", None) is None or len(self._key) < n + 9:
+            self._key = np.zeros(max(n + 9, 1 << 12), np.uint8)
 
     def _decode_new_names(self) -> None:
         start = len(self.names)

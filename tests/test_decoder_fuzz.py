@@ -311,3 +311,15 @@ def test_walked_messages_learn_the_model_of_the_same_records_as_dicts():
     model.learn_many(batch.X[:1000], batch.y[:1000])
     model.learn_many(batch.X[1000:], batch.y[1000:])
     assert_same_state(model.export_state(), train_reference_records(recs).export_state())
+
+
+def test_the_walker_fits_the_densest_message_in_its_buffers():
+    """Its buffers are sized from the bytes (a record spans at least 9 of them, an entry 2): the
+    densest plain message there is, one-byte names, values and labels, walks whole and right."""
+    from connectors.walker import DictRecordWalker
+
+    records = [{"x": {"": 0, 1: 2}, "y": 0}] * 500 + [{"x": {"": 0}, "y": 0}] * 1000
+    value = msgpack.packb(records)
+    assert len(value) == 3 + 11 * 500 + 9 * 1000
+    X, y = DictRecordWalker().walk(value)
+    assert X.shape[0] == 1500 and X.nnz == 2000 and X.row_dicts() == [r["x"] for r in records] and (y == 0).all()

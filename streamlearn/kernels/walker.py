@@ -165,14 +165,15 @@ def _name_id(key, length, slots, hashes, name_start, name_end, arena, counts):
 def walk_records(buf, slots, hashes, name_start, name_end, arena, counts, last_seen, stamp,
                  indptr, ids, values, label_int, label_start, label_end, name_key):
     """Walk one message value (see the module docstring) into ``indptr`` / ``ids`` / ``values``
-    (room for ``len(buf)`` entries and records) and the labels (``label_start`` -1: the int
+    (room for ``len(buf) // 2 + 2`` entries and ``len(buf) // 9 + 2`` records: a record
+    it takes spans at least 9 bytes, an entry 2) and the labels (``label_start`` -1: the int
     ``label_int``; else the str ``buf[label_start:label_end]``).
 
     Returns ``(status, n_records, n_entries, stamp)``: ``OK``; ``BAIL`` (not the common shape:
     decode the message the general way); ``FULL`` (grow the name table, walk again).
     ``last_seen[id]`` holds the stamp of the last record that used name ``id`` (a name twice
-    in one record is found by it); ``stamp`` goes up by one per record. a uint8
-    scratch buffer at least ``len(buf) + 9`` long (``name_key``)."""
+    in one record is found by it); ``stamp`` goes up by one per record. ``name_key``: a uint8
+    scratch buffer at least ``len(buf) + 9`` long."""
     n = len(buf)
     if n == 0:
         return BAIL, 0, 0, stamp
