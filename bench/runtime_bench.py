@@ -262,8 +262,9 @@ def write_report(results: dict, out: pathlib.Path) -> None:
                   "Tansu broker, consumed by "
                   "`streamlearn train kafka://...` at the default checkpoint cadence, against `streamlearn train FILE` "
                   "on the same records as LIBSVM text (6 significant digits, the values the messages carry) at Kafka's "
-                  f"default cadence (every 10 s), in the same run; medians of {k.get('repeats', 1)} runs, each with a fresh broker. "
-                  "*Broker CPU* is the Tansu process's CPU seconds over the daemon's data time.", "",
+                  f"default cadence (every 10 s), in the same run; medians of {k.get('repeats', 1)} runs, each with a fresh broker"
+                  + (f", at commit {k['machine']['commit'][:10]}. " if "machine" in k else ". ")
+                  + "*Broker CPU* is the Tansu process's CPU seconds over the daemon's data time.", "",
                   "| path | records | sustained ex/s | of the file path | data flowing (s) | checkpoints | checkpoint share "
                   "| broker CPU | prequential acc. |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -345,7 +346,8 @@ def main(argv=None) -> None:
         plot(results, out)
         return
     results = json.loads(previous.read_text()) if args.only and previous.exists() else {"files": [], "kafka": None}
-    results.update({"machine": machine(), "repeats": args.repeats})
+    if args.only != "kafka" or "machine" not in results:  # the machine block (commit, versions): the files section's run
+        results.update({"machine": machine(), "repeats": args.repeats})
     if args.only != "kafka":
         results["files"] = []
     for name in args.datasets if args.only != "kafka" else ():
@@ -354,7 +356,7 @@ def main(argv=None) -> None:
     if args.kafka_seconds > 0 and args.only != "files":
         print("kafka", file=sys.stderr)
         runs = [kafka_benchmark(args.datasets[0], args.kafka_seconds, probe=not args.quick) for _ in range(args.kafka_repeats)]
-        results["kafka"] = median_runs(runs)
+        results["kafka"] = {**median_runs(runs), "machine": machine()}
     (out / "runtime.json").write_text(json.dumps(results, indent=1, default=str))
     write_report(results, out)
     plot(results, out)
