@@ -362,8 +362,7 @@ class MsgpackDecoder:
                 dead.append(DeadLetter(place, error.reason, error.message, raw))
             else:
                 if is_compact(obj):
-                    dead += [DeadLetter({**place, "index": row}, reason, text, raw_row) for row, reason, text, raw_row in rows.dead]
-                    builder.add_rows(rows, lambda row, place=place: {**place, "index": row})
+                    builder.add_compact(rows, place)
                 else:
                     builder.add_record(x, label, raw, place)
             consumed = end

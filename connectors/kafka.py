@@ -78,8 +78,7 @@ class _MessageDecoder(BatchBuilder):
         walked = self.walker.walk(message.value) if self.walker is not None else None
         if walked is not None:
             X, labels = walked
-            self.add_rows(DecodedRows(X, labels, np.arange(X.shape[0]), np.zeros(X.shape[0], np.uint64), []),
-                          lambda index: {**where, "index": index})
+            self.add_compact(DecodedRows(X, labels, np.arange(X.shape[0]), np.zeros(X.shape[0], np.uint64), []), where)
             return
         try:
             obj = decode_value(message.value, self.value_format)
@@ -89,8 +88,7 @@ class _MessageDecoder(BatchBuilder):
             self.dead.append(DeadLetter(where, error.reason, error.message, message.value or b""))
             return
         if is_compact(obj):
-            self.dead += [DeadLetter({**where, "index": row}, reason, text, raw) for row, reason, text, raw in rows.dead]
-            self.add_rows(rows, lambda row: {**where, "index": row})
+            self.add_compact(rows, where)
             return
         records = obj if isinstance(obj, list) else [obj]
         for index, record in enumerate(records):

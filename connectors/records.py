@@ -194,6 +194,12 @@ class BatchBuilder:
         places.append(place)
         self._count += 1
 
+    def add_compact(self, rows, place: dict) -> None:
+        """A decoded compact batch (:class:`connectors.compact.DecodedRows`) found at ``place``:
+        its bad rows as dead letters, its valid rows as records, each located by its ``index``."""
+        self.dead += [DeadLetter({**place, "index": row}, reason, text, raw) for row, reason, text, raw in rows.dead]
+        self.add_rows(rows, lambda row: {**place, "index": row})
+
     def add_rows(self, rows, locate: Callable[[int], dict]) -> None:
         """The valid rows of a compact batch (:class:`connectors.compact.DecodedRows`);
         ``locate(j)``: the position of its row ``j`` (an index into the whole message)."""
