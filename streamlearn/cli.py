@@ -8,7 +8,7 @@ Examples::
         --checkpoint-dir ckpt --checkpoint-interval 10 --resume
     streamlearn predict new.svm --checkpoint ckpt --output predictions.jsonl
     streamlearn evaluate test.svm --checkpoint ckpt
-    streamlearn inspect ckpt
+    streamlearn inspect ckpt --json
     streamlearn plot ckpt/metrics.jsonl -o curves.png
 
 Exit codes: 0 done (also after SIGTERM/SIGINT, with a final checkpoint); 1 an error (bad
@@ -182,7 +182,8 @@ def cmd_train(args) -> int:
     runner = Runner(model, source, checkpoint_dir=directory, checkpoint_every=every,
                     checkpoint_interval=interval, keep=args.keep, holdout=holdout,
                     metrics_sink=metrics, dead_letter_sink=dead, max_errors=args.max_errors,
-                    check_start=args.max_errors is None, progress=False if args.quiet else None)
+                    check_start=args.max_errors is None, progress=False if args.quiet else None,
+                    max_classes=args.max_classes)
     if args.resume and runner.resume():
         restored = runner.model
         if type(restored).__name__ != args.learner or (args.param and restored._get_params() != model._get_params()):
@@ -350,8 +351,31 @@ def cmd_inspect(args) -> int:
         "counters": payload["runner"]["counters"],
         "prequential": ClassificationMetrics.restore(payload["runner"]["prequential"]).summary(),
     }
-    print(json.dumps(info, indent=2, default=str))
+    if args.json:
+        print(json.dumps(info, default=str))
+    else:
+        print(_inspect_text(info))
     return 0
+
+
+def _inspect_text(info: dict) -> str:
+    """``inspect``'s summary for a person; ``--json`` is the stable form for scripts."""
+    import datetime
+
+    created = datetime.datetime.fromtimestamp(info["created"], datetime.timezone.utc).isoformat(timespec="seconds")
+    counters = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in info["counters"].items())
+    prequential = ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in info["prequential"].items())
+    params = ", ".join(f"{k}={v!r}" for k, v in info["params"].items())
+    return "\n".join([
+        f"checkpoint   {info['checkpoint']} (sequence {info['sequence']}, created {created}; {len(info['checkpoints'])} kept)",
+        f"learner      {info['learner']}({params})",
+        f"classes      {info['classes']:,}: {', '.join(map(str, info['first_classes']))}{' ...' if info['classes'] > 20 else ''}",
+        f"features     {info['features']:,}; pending examples {info['pending_examples']}",
+        f"source       {info['source']}",
+        f"position     {json.dumps(info['position'], default=str)}",
+        f"counters     {counters}",
+        f"prequential  {prequential}",
+    ])
 
 
 def cmd_plot(args) -> int:
@@ -427,6 +451,9 @@ def _train_options(p) -> None:
                                          "(default: CHECKPOINT_DIR/dead_letters.jsonl, else ./dead_letters.jsonl)")
     p.add_argument("--max-errors", type=int, help="stop with exit code 3 after more than N bad records (default: only "
                                                   "a stream whose first 100 records are mostly bad is stopped)")
+    p.add_argument("--max-classes", type=int, metavar="N",
+                   help="at most N classes: once the model has N, a record with a new label is a dead letter "
+                        "(bounds memory against a stream of ever new labels; --param n_bits=B bounds the features)")
     p.add_argument("--passes", type=int, default=1, help="passes over file sources (default: 1; stdin and Kafka are read once)")
     p.add_argument("--idle-timeout", type=float, help="Kafka: stop after S seconds without a message (default: run forever)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -452,6 +479,8 @@ def _evaluate_options(p) -> None:
 
 def _inspect_options(p) -> None:
     p.add_argument("directory")
+    p.add_argument("--json", action="store_true",
+                   help="print the newest checkpoint's metadata (learner, counters, positions...) as one JSON object, for scripts")
     p.set_defaults(func=cmd_inspect)
 
 

@@ -52,6 +52,7 @@ from connectors.sinks import NullSink, to_json_line
 from . import failpoints, stopping
 from .base import StreamClassifier
 from .errors import InvalidInputError
+from .features import LabelSpace
 from .metrics import ClassificationMetrics
 
 HASH_RANGE = float(2**64)
@@ -165,6 +166,11 @@ class Runner:
         records (or of all of them, if it has fewer) are bad: the wrong format, label column or
         learner, most likely (the exception names the reasons; the ``streamlearn`` command turns
         them into a hint). The command sets it unless ``--max-errors`` is given.
+    max_classes
+        Bound on the model's classes, against a stream that brings ever new labels (memory grows
+        with the classes): once the model has this many, a record with a label it has not seen
+        is a dead letter ("refused-class-limit"), scored by nobody and learned by nobody; new
+        labels within the bound are taken in order of first appearance. ``None``: unbounded.
     log
         Where progress lines go (``None``: stderr); a tqdm bar is used on a terminal.
     """
@@ -172,7 +178,7 @@ class Runner:
     def __init__(self, model: StreamClassifier, source, *, checkpoint_dir=None, checkpoint_every: int = 10_000,
                  checkpoint_interval: float | None = 60.0, keep: int = 3, holdout=None, metrics_sink=None,
                  dead_letter_sink=None, max_errors: int | None = None, check_start: bool = False, log=None,
-                 progress: bool | None = None):
+                 progress: bool | None = None, max_classes: int | None = None):
         if holdout is not None and not callable(holdout) and not 0.0 < float(holdout) < 1.0:
             raise ValueError(f"a hold-out fraction must be in (0, 1), got {holdout!r}")
         if checkpoint_every is not None and int(checkpoint_every) < 1:
@@ -181,6 +187,9 @@ class Runner:
             raise ValueError(f"checkpoint_interval must be a positive number of seconds, got {checkpoint_interval!r}")
         if max_errors is not None and int(max_errors) < 0:  # -1 stopped the stream after its first batch
             raise ValueError(f"max_errors must be 0 or more, got {max_errors!r}")
+        if max_classes is not None and (isinstance(max_classes, bool) or int(max_classes) != max_classes or max_classes < 1):
+            raise ValueError(f"max_classes must be a positive integer, got {max_classes!r}")
+        self.max_classes = max_classes
         self.model, self.source = model, source
         if hasattr(source, "with_hashes") and (holdout is None or callable(holdout)):
             source.with_hashes = False  # only a hash hold-out needs record hashes
@@ -334,6 +343,8 @@ class Runner:
                     self.holdout_metrics.update(kept.y, predicted, p_true)
                     self.counters["held_out"] += len(kept)
                     train = batch.take(~held)
+            if len(train) and self.max_classes is not None:
+                train = self._within_class_limit(train)
             if len(train):
                 try:
                     predicted, p_true = score_batch(self.model, train.X, train.y, learn=True)
@@ -360,8 +371,9 @@ class Runner:
     def _judge_start(self) -> None:
         """Stop a fresh stream whose first records are mostly bad (see ``check_start``)."""
         self._judging_start = False
-        bad = self.counters["dead_letters"]  # refused records are also in "seen": count each record once
-        total = self.counters["seen"] + bad - sum(n for reason, n in self.dead_reasons.items() if reason.startswith("refused"))
+        # a record over --max-classes is the bound the user set doing its work, not a sign of a wrong format or learner
+        bad = self.counters["dead_letters"] - self.dead_reasons.get("refused-class-limit", 0)
+        total = self.counters["seen"] + self.counters["dead_letters"] - sum(n for reason, n in self.dead_reasons.items() if reason.startswith("refused"))
         if bad and 2 * bad > total:
             raise TooManyErrors(f"{bad:,} of the first {total:,} records are bad", self.dead_reasons)
 
@@ -385,13 +397,36 @@ class Runner:
             try:
                 label, p = score_batch(self.model, one.X, one.y, learn=True)
             except InvalidInputError as error:
-                record = to_json_line({"x": _features_of(one.X), "y": one.y[0]}).rstrip("\n").encode()
-                self._dead_letter(DeadLetter(batch.locate(i), f"refused-{error.reason}", str(error), record))
+                self._refuse(batch, i, error.reason, str(error))
                 continue
             accepted[i] = True
             predicted.append(label[0])
             p_true.append(p[0])
         return batch.take(accepted), predicted, np.asarray(p_true)
+
+    def _refuse(self, batch: Batch, i: int, reason: str, message: str) -> None:
+        """Record ``i`` of a decoded batch, well formed but not learned, as a dead letter."""
+        one = batch.take(np.arange(len(batch)) == i)
+        record = to_json_line({"x": _features_of(one.X), "y": one.y[0]}).rstrip("\n").encode()
+        self._dead_letter(DeadLetter(batch.locate(i), f"refused-{reason}", message, record))
+
+    def _within_class_limit(self, train: Batch) -> Batch:
+        """The records of ``train`` the model may learn under ``max_classes``; the others
+        become dead letters (see the class docstring)."""
+        known = self.model.class_indices(train.y) >= 0
+        if known.all():
+            return train
+        room = self.max_classes - len(self.model.classes)
+        taken: set = set()
+        for i in np.flatnonzero(~known).tolist():
+            label = LabelSpace.normalize(train.y[i])
+            if label in taken or len(taken) < room:
+                taken.add(label)
+                known[i] = True
+            else:
+                self._refuse(train, i, "class-limit", f"the model has its {self.max_classes:,} classes (--max-classes) "
+                             f"and this record's label {label!r} is not one of them")
+        return train.take(known)
 
     def _due(self) -> bool:
         if not self._changed:  # the last checkpoint holds this very state (an idle source, a finished job resumed)

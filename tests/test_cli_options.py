@@ -96,6 +96,14 @@ def run_resume_overwrite_init(f):
     assert CheckpointStore(f["dir"] / "e").load_latest()["learner"]["model"]["t"] == 800
 
 
+@covers("train:--max-classes")
+def run_max_classes(f):
+    result = cli("train", f["train"], "--max-classes", "2", "--checkpoint-dir", f["dir"] / "mc", "--quiet")
+    refused = _summary(result)["dead_reasons"]["refused-class-limit"]
+    assert refused > 100 and _summary(result)["learned"] + refused == 600  # 5 classes in the data
+    assert len(CheckpointStore(f["dir"] / "mc").load_latest()["learner"]["labels"]["labels"]) == 2
+
+
 @covers("train:--holdout")
 def run_holdout(f):
     assert _summary(cli("train", f["train"], "--holdout", "0.2", "--quiet"))["holdout_final"]["n"] > 50
@@ -159,9 +167,11 @@ def run_evaluate(f):
     assert json.loads(table.stdout)["n"] == 60
 
 
-@covers("inspect:directory")
+@covers("inspect:directory", "inspect:--json")
 def run_inspect(f):
-    assert json.loads(cli("inspect", f["model"]).stdout)["counters"]["learned"] == 600
+    assert json.loads(cli("inspect", f["model"], "--json").stdout)["counters"]["learned"] == 600
+    text = cli("inspect", f["model"]).stdout.decode()
+    assert "learned 600" in text and text.startswith("checkpoint ")
 
 
 @covers("plot:metrics_file", "plot:--output")

@@ -82,6 +82,31 @@ def test_records_the_learner_refuses_are_dead_letters_and_the_rest_is_learned(tm
     assert_same_state(final_state(tmp_path / "ck")["learner"], train_reference(good.encode(), learner, **params).export_state())
 
 
+def test_a_stream_of_ever_new_labels_is_bounded_by_max_classes(tmp_path):
+    """20,000 records, each with a label never seen before (a hostile topic): with
+    ``max_classes=50`` the model takes the first 50 labels and stops growing; every other
+    record is a dead letter at its line, and the model is the one the first 50 records give."""
+    rng = np.random.default_rng(4)
+    lines = [f"{i + 1} " + " ".join(f"{j}:{rng.random():.3f}" for j in sorted(rng.choice(np.arange(1, 30), 4, replace=False)))
+             for i in range(20_000)]
+    lines[60] = "7 1:1"  # a known label after the cap: still learned
+    path = tmp_path / "labels.svm"
+    path.write_text("\n".join(lines) + "\n")
+    dead = JsonLinesSink(str(tmp_path / "dead.jsonl"))
+    runner = Runner(streamlearn.MulticlassSVM(lam=0.01), FileSource([str(path)], batch_records=256), dead_letter_sink=dead,
+                    max_classes=50, progress=False)
+    assert runner.run() == 0
+    dead.close()
+    assert len(runner.model.classes) == 50 and runner.counters["learned"] == 51
+    letters = [json.loads(l) for l in (tmp_path / "dead.jsonl").read_text().splitlines()]
+    assert runner.dead_reasons == {"refused-class-limit": 20_000 - 51} and len(letters) == 20_000 - 51
+    assert [d["position"]["line"] for d in letters] == [n for n in range(51, 20_001) if n != 61]
+    good = "\n".join(lines[:50] + [lines[60]]) + "\n"
+    assert_same_state(runner.model.export_state(), train_reference(good.encode(), "MulticlassSVM", lam=0.01).export_state())
+    with pytest.raises(ValueError, match="max_classes must be a positive integer"):
+        Runner(streamlearn.MulticlassSVM(), FileSource([str(path)]), max_classes=0)
+
+
 def test_max_errors_stops_with_exit_code_3_after_learning_what_was_valid(tmp_path):
     path, _ = seeded_stream(tmp_path)
     result = cli("train", path, "--checkpoint-dir", tmp_path / "ck", "--max-errors", "2", "--batch-records", "45", check=False)
@@ -212,7 +237,7 @@ def test_predict_writes_one_line_per_record_with_its_position(tmp_path):
     assert [r["prediction"] for r in rows] == model.predict_many(chunk.X).tolist()
     assert [r["position"]["line"] for r in rows] == list(range(1, 301))
     assert all(abs(sum(r["proba"].values()) - 1) < 1e-9 for r in rows)
-    info = json.loads(cli("inspect", tmp_path / "ck").stdout)
+    info = json.loads(cli("inspect", tmp_path / "ck", "--json").stdout)
     assert info["learner"] == "MulticlassSVM" and info["classes"] == 5 and info["counters"]["learned"] == 300
 
 
