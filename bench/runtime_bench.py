@@ -40,6 +40,16 @@ RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 WORK = CACHE / "runtime"
 
 
+def _libsvm_text(X, labels, vw: bool = False) -> str:
+    """Rows as LIBSVM (or VW) text lines, values to 6 significant digits."""
+    lines = []
+    for i in range(X.shape[0]):
+        lo, hi = X.indptr[i], X.indptr[i + 1]
+        feats = " ".join(f"{j}:{v:.6g}" for j, v in zip(X.indices[lo:hi].tolist(), X.data[lo:hi].tolist()))
+        lines.append(f"{labels[i]} {'| ' if vw else ''}{feats}\n")
+    return "".join(lines)
+
+
 def write_texts(name: str, copies: int) -> dict:
     """The training part as LIBSVM and VW text (same rows, same order), once and repeated."""
     split = load(name)
@@ -50,14 +60,8 @@ def write_texts(name: str, copies: int) -> dict:
     for reps, tag in ((1, "x1"), (copies, f"x{copies}")):
         svm, vw = WORK / f"{name}.{tag}.svm", WORK / f"{name}.{tag}.vw"
         if not svm.exists() or not vw.exists():
-            lines_svm, lines_vw = [], []
-            for i in range(X.shape[0]):
-                lo, hi = X.indptr[i], X.indptr[i + 1]
-                feats = " ".join(f"{j}:{v:.6g}" for j, v in zip(X.indices[lo:hi].tolist(), X.data[lo:hi].tolist()))
-                lines_svm.append(f"{labels[i]} {feats}\n")
-                lines_vw.append(f"{labels[i]} | {feats}\n")
-            svm.write_text("".join(lines_svm) * reps)
-            vw.write_text("".join(lines_vw) * reps)
+            svm.write_text(_libsvm_text(X, labels) * reps)
+            vw.write_text(_libsvm_text(X, labels, vw=True) * reps)
         files[tag] = {"svm": svm, "vw": vw, "examples": X.shape[0] * reps}
     tiny_svm, tiny_vw = WORK / "tiny.svm", WORK / "tiny.vw"
     tiny_svm.write_text("1 1:1\n")
@@ -189,7 +193,11 @@ def kafka_benchmark(name: str, seconds: float, wires=tuple(WIRES), clients=CLIEN
                 summary = _daemon(bootstrap, topic, f"main-{client}", tmp, 3, client)
                 out["wires"][f"{wire} / {client}"] = {**_sustained(summary), "copies": wanted,
                                                       "broker_cpu_seconds": _broker_cpu_seconds(bootstrap) - cpu}
-        path = write_texts(name, copies)[f"x{copies}"]["svm"]
+        path = os.path.join(tmp, "records.svm")  # in the run's temporary directory: gigabytes, used once
+        one_copy = _libsvm_text(split.X_train, y)
+        with open(path, "w") as f:
+            for _ in range(copies):
+                f.write(one_copy)
         summary = json.loads(subprocess.run(
             [sys.executable, "-m", "streamlearn.cli", "train", str(path), "--learner", "MulticlassSVM",
              "--checkpoint-dir", os.path.join(tmp, "file"), "--checkpoint-every", str(10**12), "--checkpoint-interval", "10",

@@ -14,16 +14,17 @@ a path or glob (several allowed), ``-`` for stdin/stdout, or
 
 from __future__ import annotations
 
-from .files import FileSource, SourceError, StdinSource
+from .files import FileSource, SourceError, SourceUnavailable, StdinSource
 from .formats import FORMATS, guess_format, normalize_format
 from .records import Batch, DeadLetter, RecordError
 from .sinks import JsonLinesSink, NullSink
 
 
 def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_records: int = 1000,
-                passes: int = 1, label_column=None, idle_timeout: float | None = None, until_end: bool = False):
+                passes: int = 1, label_column=None, idle_timeout: float | None = None, until_end: bool = False,
+                broker_timeout: float | None = None):
     """A source for one URI (``-``, ``kafka://...``) or for one or more paths/globs
-    (``idle_timeout`` and ``until_end``: see :class:`~connectors.kafka.KafkaSource`).
+    (``idle_timeout``, ``until_end`` and ``broker_timeout``: see :class:`~connectors.kafka.KafkaSource`).
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "d.jsonl")
@@ -44,7 +45,8 @@ def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_recor
         if value_format is None:
             raise SourceError(f"Kafka values are msgpack or JSON records, not {fmt}")
         return KafkaSource(spec["bootstrap"], spec["topic"], spec["group"], labelled, value_format, batch_records,
-                           idle_timeout=idle_timeout, until_end=until_end, client=spec["client"])
+                           idle_timeout=idle_timeout, until_end=until_end, client=spec["client"],
+                           broker_timeout=broker_timeout)
     if any(u == "-" or u.startswith("kafka://") for u in uris):
         raise SourceError("stdin and Kafka sources cannot be combined with other sources")
     return FileSource(uris, fmt, labelled, batch_records, passes, label_column)

@@ -53,6 +53,12 @@ class SourceError(ValueError):
     """A source that cannot be opened or resumed (the message says why)."""
 
 
+class SourceUnavailable(SourceError):
+    """A source that went away while it was read and did not come back in time (a Kafka
+    broker unreachable for longer than ``broker_timeout``): the runner stops after a final
+    checkpoint, and a restart with ``--resume`` goes on from there."""
+
+
 class _Cursor:
     """Bytes, lines and CRC-32 consumed from one file or stream."""
 

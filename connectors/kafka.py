@@ -18,6 +18,15 @@ fast path: :func:`connectors.compact.encode_messages` makes them). A value that 
 decode, or a record that does not validate, becomes a dead letter with its partition, offset
 and index in the message.
 
+A broker that goes away (restarting, the network cut) is reported on stderr and waited for:
+the clients reconnect by themselves, :class:`BrokerWatch` tells an idle topic from an
+unreachable broker (the idle timeout does not run while the broker is away) and, past
+``broker_timeout`` seconds away, the source raises
+:class:`~connectors.files.SourceUnavailable` (the runner then stops after a final
+checkpoint). Nothing is lost or learned twice across an outage as long as the broker keeps
+its log (durable storage): the consumer goes on from its own position, and a restarted daemon
+from its checkpoint's.
+
 With several partitions the records are learned in the order the consumer fetches them;
 exactly-once holds, but bit-identical replay of an uninterrupted run is only guaranteed for
 a single-partition topic.
@@ -28,12 +37,14 @@ from __future__ import annotations
 import collections
 import json
 import math
+import socket
 import sys
 import time
 
 import msgpack
 import numpy as np
 
+from .files import SourceUnavailable
 from .compact import DecodedRows, decode_batch, is_compact
 from .records import Batch, BatchBuilder, DeadLetter, RecordError, check_record, empty_batch
 from .kafka_clients import CLIENTS, CommitFailed, make_client, unreachable
@@ -147,11 +158,76 @@ def parse_kafka_uri(uri: str) -> dict:
             "options": query}
 
 
+class BrokerWatch:
+    """Whether a source's broker can be reached, looked at only when a poll brought nothing
+    (a flowing topic needs no look): a TCP connection to any bootstrap address, at most once
+    a second while it answers, backing off to once every ``MAX_BACKOFF_S`` while it does not.
+    A connection is all it checks; the client's own requests say the rest.
+
+    :meth:`away` reports the start and the end of an outage on ``log`` and raises
+    :class:`~connectors.files.SourceUnavailable` once it has lasted ``timeout`` seconds
+    (``None``: never)."""
+
+    PROBE_EVERY_S, MAX_BACKOFF_S, CONNECT_TIMEOUT_S = 1.0, 5.0, 1.0
+
+    def __init__(self, bootstrap: str, timeout: float | None, log=None):
+        self.addresses = [(host, int(port)) for host, port in (a.strip().rsplit(":", 1) for a in bootstrap.split(","))]
+        self.bootstrap, self.log = bootstrap, log or sys.stderr
+        self.timeout = None if timeout is None or math.isinf(timeout) else timeout
+        self.down_since: float | None = None
+        self._next_probe = 0.0
+        self._backoff = self.PROBE_EVERY_S
+
+    def reachable(self) -> bool:
+        for address in self.addresses:
+            try:
+                socket.create_connection(address, timeout=self.CONNECT_TIMEOUT_S).close()
+                return True
+            except OSError:
+                continue
+        return False
+
+    def heard(self) -> None:
+        """Messages arrived: the broker is there."""
+        if self.down_since is not None:
+            self._back()
+
+    def _back(self) -> None:
+        print(f"streamlearn: the Kafka broker at {self.bootstrap} is back after {time.monotonic() - self.down_since:.1f} s",
+              file=self.log, flush=True)
+        self.down_since, self._backoff = None, self.PROBE_EVERY_S
+
+    def away(self) -> bool:
+        """After a poll that brought nothing: whether the broker is unreachable (probing it
+        when due); raises :class:`SourceUnavailable` once it has been away ``timeout`` s."""
+        now = time.monotonic()
+        if now < self._next_probe:
+            return self.down_since is not None
+        if self.reachable():
+            if self.down_since is not None:
+                self._back()
+            self._next_probe = now + self.PROBE_EVERY_S
+            return False
+        if self.down_since is None:
+            self.down_since = now
+            limit = "for ever" if self.timeout is None else f"for up to {self.timeout:g} s (--broker-timeout)"
+            print(f"streamlearn: the Kafka broker at {self.bootstrap} is unreachable; waiting for it {limit}",
+                  file=self.log, flush=True)
+        elif self.timeout is not None and now - self.down_since >= self.timeout:
+            raise SourceUnavailable(f"the Kafka broker at {self.bootstrap} has been unreachable for "
+                                    f"{now - self.down_since:.0f} s (--broker-timeout {self.timeout:g})")
+        self._next_probe = now + self._backoff
+        self._backoff = min(2 * self._backoff, self.MAX_BACKOFF_S)
+        return True
+
+
 class KafkaSource:
     """Records from a Kafka topic (see the module docstring).
 
-    ``idle_timeout`` (seconds) ends the stream after that long without a message (for
-    tests and batch jobs); ``None`` runs forever. ``until_end`` ends it once every partition
+    ``idle_timeout`` (seconds) ends the stream after that long without a message while the
+    broker is reachable (for tests and batch jobs); ``None`` runs forever.
+    ``broker_timeout`` (seconds): how long an unreachable broker is waited for before the
+    source raises :class:`~connectors.files.SourceUnavailable`; ``None``: for ever. ``until_end`` ends it once every partition
     is read up to where it ended when the source connected (a hold-out topic evaluated at
     each checkpoint, ``streamlearn evaluate``): no idle wait. While idle the source yields
     empty batches every ``poll_timeout_ms`` so the runner can checkpoint and see a signal."""
@@ -166,11 +242,14 @@ class KafkaSource:
     def __init__(self, bootstrap: str, topic: str, group: str | None = None, labelled: bool = True,
                  value_format: str = "auto", batch_records: int = 1000, poll_timeout_ms: int = 200,
                  idle_timeout: float | None = None, until_end: bool = False, client: str = "kafka-python",
-                 **consumer_options):
+                 broker_timeout: float | None = None, **consumer_options):
         if int(batch_records) < 1:
             raise ValueError(f"batch_records must be positive, got {batch_records!r}")
         if idle_timeout is not None and not float(idle_timeout) > 0:
             raise ValueError(f"idle_timeout must be a positive number of seconds, got {idle_timeout!r}")
+        if broker_timeout is not None and not float(broker_timeout) > 0:
+            raise ValueError(f"broker_timeout must be a positive number of seconds, got {broker_timeout!r}")
+        self.broker_timeout = broker_timeout
         self.bootstrap, self.topic = bootstrap, topic
         self.group = group or f"streamlearn-{topic}"
         self.labelled, self.value_format = labelled, value_format
@@ -185,6 +264,7 @@ class KafkaSource:
         self._end: dict[int, int] = {}  # with until_end: where each partition ended at connection
         self.with_hashes = True  # record hashes, for hash hold-outs (the runner turns them off otherwise)
         self._walker = DictRecordWalker()  # its name table lives as long as the source
+        self._watch = BrokerWatch(bootstrap, broker_timeout)
 
     def seek(self, position: dict) -> None:
         if position.get("kind") != self.kind or position.get("topic") != self.topic:
@@ -219,6 +299,7 @@ class KafkaSource:
         a partition's end as the start of its last record batch plus one, short of its true end."""
         consumer = self._consumer or self._connect()
         yield empty_batch(self._position())
+        watch = self._watch
         last_message = time.monotonic()
         polled: collections.deque = collections.deque()  # fetched, not yet in a batch: not in the position
         per_message = None  # records per message, observed, to poll about as many messages as a batch needs
@@ -226,12 +307,15 @@ class KafkaSource:
         while True:
             builder, per_message = self._gather(consumer, polled, per_message)
             if len(builder):
+                watch.heard()
                 last_message = time.monotonic()
                 batch = builder.build()
                 batch.position = self._position()
                 yield batch
             elif not finishing:
-                if self.idle_timeout is not None and time.monotonic() - last_message > self.idle_timeout:
+                if watch.away():  # not idle: the idle clock starts again when the broker is back
+                    last_message = time.monotonic()
+                elif self.idle_timeout is not None and time.monotonic() - last_message > self.idle_timeout:
                     return
                 yield empty_batch(self._position())
             if finishing:
@@ -273,6 +357,8 @@ class KafkaSource:
         if self._consumer is None:
             return
         try:
+            if not self._watch.reachable():  # a commit to a broker that is away would wait for it
+                raise CommitFailed("the broker is unreachable")
             self._consumer.commit({int(p): int(o) for p, o in position["offsets"].items()})
         except CommitFailed as error:
             print(f"streamlearn: could not commit offsets {position['offsets']} to group {self.group!r} ({error}); "

@@ -57,10 +57,13 @@ class KafkaPythonClient:
     ever used from that thread (it is not thread-safe): commits and look-ups are handed to it.
     Messages fetched ahead are not part of any position, so a stop loses nothing."""
 
-    #: larger fetches than kafka-python's 1 MB per partition: compact batches arrive in fewer round trips
-    DEFAULTS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000,
+    #: larger fetches than kafka-python's 1 MB per partition: compact batches arrive in fewer round trips;
+    #: a broker back from a restart is found again within a second
+    DEFAULTS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000, "reconnect_backoff_max_ms": 1000,
                 "max_partition_fetch_bytes": 16 << 20, "fetch_max_bytes": 64 << 20}
     PREFETCH_BYTES = 64 << 20
+    #: a commit to a broker that went away fails after this long instead of blocking the daemon
+    COMMIT_TIMEOUT_MS = 10_000
 
     def __init__(self, bootstrap: str, group: str, topic: str, options: dict):
         from kafka import KafkaConsumer
@@ -181,7 +184,7 @@ class KafkaPythonClient:
 
         committed = {self._partition(p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()}
         try:
-            self._call(lambda: self._consumer.commit(offsets=committed))
+            self._call(lambda: self._consumer.commit(offsets=committed, timeout_ms=self.COMMIT_TIMEOUT_MS))
         except KafkaError as error:
             raise CommitFailed(str(error)) from None
 
@@ -201,10 +204,14 @@ class KafkaPythonClient:
 class ConfluentClient:
     """confluent-kafka's ``Consumer`` (librdkafka)."""
 
+    #: log_level 2: librdkafka logs every failed reconnect (tens a second) while a broker is away;
+    #: the source reports the outage itself (connectors.kafka.BrokerWatch)
+    #: reconnect.backoff.max.ms: a broker back from a restart is found within a second, not ten
     DEFAULTS = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "fetch.max.bytes": 64 << 20,
-                "max.partition.fetch.bytes": 16 << 20}
+                "max.partition.fetch.bytes": 16 << 20, "log_level": 2, "reconnect.backoff.max.ms": 1000}
     #: seconds to wait for the topic's metadata before calling the broker unreachable
     METADATA_TIMEOUT_S = 10.0
+    COMMIT_TIMEOUT_S = 10.0
 
     def __init__(self, bootstrap: str, group: str, topic: str, options: dict):
         try:
@@ -213,6 +220,7 @@ class ConfluentClient:
             raise ValueError("client=confluent needs confluent-kafka: pip install 'streamlearn[kafka-fast]'") from None
         self._kafka = confluent_kafka
         self.bootstrap, self.topic = bootstrap, topic
+        self._commit_thread = None
         self._consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                                                    "auto.offset.reset": "earliest", **self.DEFAULTS, **options})
 
@@ -247,10 +255,28 @@ class ConfluentClient:
         return messages
 
     def commit(self, offsets: dict) -> None:
-        try:
-            self._consumer.commit(offsets=[self._partition(p, o) for p, o in offsets.items()], asynchronous=False)
-        except self._kafka.KafkaException as error:
-            raise CommitFailed(str(error)) from None
+        """A synchronous commit, given up after ``COMMIT_TIMEOUT_S`` (librdkafka's waits for a
+        broker that went away to come back): it runs on a thread of its own, one at a time, so
+        a commit left waiting can never land after a newer one."""
+        import threading
+
+        if self._commit_thread is not None and self._commit_thread.is_alive():
+            raise CommitFailed("the previous commit still waits for the broker")
+        outcome: dict = {}
+
+        def commit():
+            try:
+                self._consumer.commit(offsets=[self._partition(p, o) for p, o in offsets.items()], asynchronous=False)
+            except self._kafka.KafkaException as error:
+                outcome["error"] = str(error)
+
+        self._commit_thread = threading.Thread(target=commit, name="streamlearn-kafka-commit", daemon=True)
+        self._commit_thread.start()
+        self._commit_thread.join(self.COMMIT_TIMEOUT_S)
+        if self._commit_thread.is_alive():
+            raise CommitFailed(f"no answer within {self.COMMIT_TIMEOUT_S:g} s")
+        if "error" in outcome:
+            raise CommitFailed(outcome["error"])
 
     def committed(self, partition: int) -> int | None:
         offset = self._consumer.committed([self._partition(partition)], timeout=10)[0].offset

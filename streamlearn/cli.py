@@ -89,7 +89,7 @@ def _source(args, labelled: bool, passes: int = 1, until_end: bool = False):
     import connectors
 
     return connectors.open_source(args.source, args.format, labelled, args.batch_records, passes, args.label_column,
-                                  getattr(args, "idle_timeout", None), until_end)
+                                  getattr(args, "idle_timeout", None), until_end, getattr(args, "broker_timeout", None))
 
 
 def _holdout(args):
@@ -248,6 +248,10 @@ def _train_outcome(args, runner, code: int, dead_path: str) -> int:
         appended = "" if args.dead_letter is None and args.checkpoint_dir else " (appended)"
         print(f"streamlearn: {counters['dead_letters']:,} bad records ({_reasons(runner.dead_reasons)}) -> "
               f"{dead_path}{appended}", file=sys.stderr)
+    if code == EXIT_ERROR:  # the source went away for good
+        saved = f"; the model is saved in {args.checkpoint_dir}: --resume goes on from there" if args.checkpoint_dir else ""
+        print(f"streamlearn: {runner.stop_error}; stopping{saved}", file=sys.stderr)
+        return code
     if code != 0:
         print(f"streamlearn: {runner.stop_error}; stopping ({_likely_cause(args, runner, runner.stop_error.reasons)}; "
               "--max-errors N sets how many bad records a job accepts)", file=sys.stderr)
@@ -456,6 +460,9 @@ def _train_options(p) -> None:
                         "(bounds memory against a stream of ever new labels; --param n_bits=B bounds the features)")
     p.add_argument("--passes", type=int, default=1, help="passes over file sources (default: 1; stdin and Kafka are read once)")
     p.add_argument("--idle-timeout", type=float, help="Kafka: stop after S seconds without a message (default: run forever)")
+    p.add_argument("--broker-timeout", type=float, default=300.0, metavar="S",
+                   help="Kafka: wait up to S seconds for a broker that went away (reported on stderr), then stop with "
+                        "exit code 1 after a final checkpoint (default: 300; inf: wait for ever)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
 

@@ -46,6 +46,7 @@ import time
 
 import numpy as np
 
+from connectors.files import SourceUnavailable
 from connectors.records import Batch, DeadLetter
 from connectors.sinks import NullSink, to_json_line
 
@@ -59,7 +60,7 @@ HASH_RANGE = float(2**64)
 
 
 #: the exit codes :meth:`Runner.run` returns (the ``streamlearn`` command adds 1: an error, 2: a usage error)
-EXIT_OK, EXIT_BAD_RECORDS = 0, 3
+EXIT_OK, EXIT_SOURCE_LOST, EXIT_BAD_RECORDS = 0, 1, 3
 #: a fresh stream is judged on its first this many records (see ``check_start``)
 START_SAMPLE = 100
 
@@ -438,8 +439,10 @@ class Runner:
         return False
 
     def run(self) -> int:
-        """Run until the source ends or a signal arrives; the exit code (``EXIT_OK``, or
-        ``EXIT_BAD_RECORDS`` after too many bad records: the error is kept in ``stop_error``)."""
+        """Run until the source ends or a signal arrives; the exit code (``EXIT_OK``;
+        ``EXIT_BAD_RECORDS`` after too many bad records, ``EXIT_SOURCE_LOST`` when the source
+        went away for good (:class:`~connectors.files.SourceUnavailable`), each after a final
+        checkpoint, the error kept in ``stop_error``)."""
         self._started = time.perf_counter()
         self._rate_mark = (time.monotonic(), self.counters["learned"])
         self._learned_at_checkpoint = self.counters["learned"]
@@ -471,6 +474,9 @@ class Runner:
                             self.stop_error, code = error, EXIT_BAD_RECORDS
                     break
                 except _Stop:
+                    break
+                except SourceUnavailable as error:
+                    self.stop_error, code = error, EXIT_SOURCE_LOST
                     break
                 finally:
                     self._waiting = False

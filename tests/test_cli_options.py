@@ -143,6 +143,31 @@ def run_idle_timeouts(f):
     assert time.monotonic() - start < 90
 
 
+@covers("train:--broker-timeout")
+def run_broker_timeout(f):
+    """A broker of its own, killed while the daemon waits for messages: the daemon waits
+    --broker-timeout seconds, then stops with exit code 1 after a final checkpoint."""
+    import subprocess
+    import time
+
+    from connectors.localbroker import LocalBroker, create_topic
+    from helpers import PYTHON
+
+    broker = LocalBroker()
+    broker.start()
+    try:
+        create_topic(broker.bootstrap, "away")
+        daemon = subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "train", f"kafka://{broker.bootstrap}/away?group=o",
+                                   "--broker-timeout", "1", "--checkpoint-dir", str(f["dir"] / "bt"), "--quiet"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+    finally:
+        broker.stop(crash=True)
+    _, err = daemon.communicate(timeout=60)
+    assert daemon.returncode == 1 and "(--broker-timeout 1); stopping; the model is saved in" in err, err
+    assert CheckpointStore(f["dir"] / "bt").load_latest() is not None
+
+
 @covers("predict:source", "predict:--checkpoint", "predict:--output", "predict:--proba")
 def run_predict(f):
     out = f["dir"] / "p.jsonl"

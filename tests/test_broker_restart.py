@@ -1,0 +1,112 @@
+"""A broker that goes away and comes back: the daemon reports it, waits, and goes on, and
+nothing is lost or learned twice; a broker away past ``--broker-timeout`` ends the daemon
+with exit code 1 after a final checkpoint, and ``--resume`` later learns the rest exactly once.
+
+The broker is a real Tansu keeping its log in S3 (a moto S3 server on loopback), so a restart
+on the same address finds its topics, messages and committed offsets again."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from connectors.kafka import encode_value
+from streamlearn.checkpoint import CheckpointStore
+from helpers import KAFKA_CLIENTS, PYTHON, assert_same_state, records, train_reference_records
+
+
+@pytest.fixture(scope="module")
+def durable():
+    from connectors.localbroker import BrokerUnavailable, LocalBroker, local_s3
+
+    try:
+        with local_s3() as (storage, env):
+            broker = LocalBroker(storage, env=env)
+            broker.start()
+            try:
+                yield broker
+            finally:
+                broker.stop()
+    except BrokerUnavailable as error:
+        pytest.skip(str(error))
+
+
+def _messages(recs: list, per_message: int = 20) -> list[bytes]:
+    return [encode_value(recs[i : i + per_message]) for i in range(0, len(recs), per_message)]
+
+
+def _learned(directory) -> int:
+    payload = CheckpointStore(directory).load_latest() if directory.exists() else None
+    return payload["runner"]["counters"]["learned"] if payload else 0
+
+
+def _wait_until_learned(directory, n: int, process, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while _learned(directory) < n:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, f"the daemon did not checkpoint {n} learned records in {timeout} s"
+        time.sleep(0.2)
+
+
+def _daemon(bootstrap, topic, client, ck, *extra) -> subprocess.Popen:
+    return subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "train", f"kafka://{bootstrap}/{topic}?group=g&client={client}",
+                             "--learner", "MulticlassSVM", "--param", "lam=0.01", "--checkpoint-dir", str(ck),
+                             "--checkpoint-interval", "0.3", "--batch-records", "100", "--quiet", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("client", KAFKA_CLIENTS)
+def test_a_broker_restart_mid_stream_loses_nothing_and_learns_nothing_twice(tmp_path, durable, client):
+    from connectors.localbroker import create_topic, produce
+
+    recs = records(3000, seed=21)
+    topic = f"restart-{client}"
+    create_topic(durable.bootstrap, topic)
+    produce(durable.bootstrap, topic, _messages(recs[:1500]))
+    daemon = _daemon(durable.bootstrap, topic, client, tmp_path / "ck", "--idle-timeout", "4")
+    _wait_until_learned(tmp_path / "ck", 1500, daemon)
+    durable.stop(crash=True)
+    time.sleep(6)  # longer than the idle timeout: its clock does not run while the broker is away
+    durable.start()
+    produce(durable.bootstrap, topic, _messages(recs[1500:]))
+    out, err = daemon.communicate(timeout=120)
+    assert daemon.returncode == 0, err
+    assert "is unreachable; waiting for it for up to 300 s" in err and "is back after" in err
+    assert json.loads(out.splitlines()[-1])["learned"] == 3000
+    payload = CheckpointStore(tmp_path / "ck").load_latest()
+    assert payload["position"]["offsets"] == {"0": 150}
+    assert_same_state(payload["learner"], train_reference_records(recs, lam=0.01).export_state())
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("client", KAFKA_CLIENTS)
+def test_a_broker_away_past_the_timeout_ends_the_daemon_with_code_1_after_a_final_checkpoint(tmp_path, durable, client):
+    from connectors.localbroker import create_topic, produce
+
+    recs = records(2000, seed=22)
+    topic = f"timeout-{client}"
+    create_topic(durable.bootstrap, topic)
+    produce(durable.bootstrap, topic, _messages(recs[:1000]))
+    daemon = _daemon(durable.bootstrap, topic, client, tmp_path / "ck", "--broker-timeout", "3")
+    _wait_until_learned(tmp_path / "ck", 1000, daemon)
+    durable.stop(crash=True)
+    try:
+        out, err = daemon.communicate(timeout=60)
+    finally:
+        durable.start()
+    assert daemon.returncode == 1, err
+    assert "has been unreachable for 3 s (--broker-timeout 3); stopping; the model is saved in" in err
+    assert "Traceback" not in err
+    payload = CheckpointStore(tmp_path / "ck").load_latest()
+    assert payload["runner"]["counters"]["learned"] == 1000 and payload["position"]["offsets"] == {"0": 50}
+    produce(durable.bootstrap, topic, _messages(recs[1000:]))
+    resumed = _daemon(durable.bootstrap, topic, client, tmp_path / "ck", "--resume", "--idle-timeout", "3")
+    out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, err
+    payload = CheckpointStore(tmp_path / "ck").load_latest()
+    assert payload["runner"]["counters"]["learned"] == 2000 and payload["position"]["offsets"] == {"0": 100}
+    assert_same_state(payload["learner"], train_reference_records(recs, lam=0.01).export_state())
