@@ -86,6 +86,8 @@ class _MessageDecoder(BatchBuilder):
 
     def add(self, message) -> None:
         where = {"topic": message.topic, "partition": message.partition, "offset": message.offset}
+        if getattr(message, "key", None) is not None:
+            where.update(_key_field(message.key))
         walked = self.walker.walk(message.value) if self.walker is not None else None
         if walked is not None:
             X, labels = walked
@@ -110,6 +112,17 @@ class _MessageDecoder(BatchBuilder):
                 self.dead.append(DeadLetter(spot, error.reason, error.message, _record_bytes(message.value, records, record)))
                 continue
             self.add_record(x, label, _record_bytes(message.value, records, record) if self.with_hashes else b"", spot)
+
+
+def _key_field(key: bytes) -> dict:
+    """A message key in a record's position: ``{"key": text}``, or ``{"key_base64": ...}``
+    for a key that is not UTF-8."""
+    try:
+        return {"key": key.decode("utf-8")}
+    except UnicodeDecodeError:
+        import base64
+
+        return {"key_base64": base64.b64encode(key).decode("ascii")}
 
 
 def decode_messages(messages, labelled: bool, value_format: str = "auto", with_hashes: bool = True, walker=None) -> Batch:

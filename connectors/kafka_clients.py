@@ -26,6 +26,7 @@ class Message(NamedTuple):
     partition: int
     offset: int
     value: bytes | None
+    key: bytes | None = None
 
 
 class CommitFailed(Exception):
@@ -249,7 +250,7 @@ class ConfluentClient:
         messages = []
         for m in self._consumer.consume(num_messages=max_records, timeout=timeout_ms / 1000):
             if m.error() is None:
-                messages.append(Message(m.topic(), m.partition(), m.offset(), m.value()))
+                messages.append(Message(m.topic(), m.partition(), m.offset(), m.value(), m.key()))
             elif m.error().fatal():  # librdkafka reconnects by itself after the others (a broker restarting)
                 raise ValueError(f"Kafka consumer error on {self.topic}: {m.error()}")
         return messages

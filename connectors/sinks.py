@@ -24,6 +24,13 @@ def to_json_line(obj) -> str:
     return json.dumps(obj, default=_default, separators=(",", ":")) + "\n"
 
 
+def json_key(label):
+    """A class label as a JSON object key: JSON keys are strings, and ``json`` turns only
+    str/int/float/bool/None into one; a tuple label ``("a", 1)`` becomes ``'["a", 1]'``, the
+    text of the JSON value the label itself is written as."""
+    return label if label is None or isinstance(label, (str, int, float, bool)) else json.dumps(label, default=str)
+
+
 class JsonLinesSink:
     """Appends JSON lines to a file (``-`` is stdout). The file is created on the first
     write, so a run without bad records leaves no empty dead-letter file behind."""

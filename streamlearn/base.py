@@ -339,25 +339,32 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         self._learn_rows(self._scaled(rows, learn=True), self._labels.indices(y, grow=True))
         return scores
 
-    def prequential(self, X, y, learn: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def prequential(self, X, y, learn: bool = False, return_proba: bool = False) -> tuple:
         """For each row of a labelled batch, as the model sees it before learning the row (see
         :meth:`score_and_learn`): the index in :attr:`classes` of the predicted class (-1 when
         no class was known yet) and the probability given to the true label (0 for a label the
         model had not seen); with ``learn=True`` the batch is then learned. What the stream
-        runner's test-then-train metrics take."""
+        runner's test-then-train metrics take. ``y=None`` (without ``learn``): unlabelled rows,
+        every true-label probability 0. ``return_proba``: also each row's probabilities over
+        the first ``proba.shape[1]`` classes (0 for a class unknown at the row's turn)."""
         scores = self.score_and_learn(X, y) if learn else self.decision_function_many(X)
         n, n_classes = scores.shape
         if not n_classes:
-            return np.full(n, -1, np.int64), np.zeros(n)
+            empty = (np.full(n, -1, np.int64), np.zeros(n))
+            return (*empty, np.zeros((n, 0))) if return_proba else empty
         unscored = ~(scores > -np.inf).any(axis=1)  # every class unknown at the example's turn
         if unscored.any():
             scores = np.where(unscored[:, None], 0.0, scores)
         proba = self._probabilities(scores)
         predicted = proba.argmax(axis=1)
         predicted[unscored] = -1
-        columns = self.class_indices(y)
-        known = (columns >= 0) & (columns < n_classes) & ~unscored
-        return predicted, np.where(known, proba[np.arange(n), np.where(known, columns, 0)], 0.0)
+        if y is None:
+            p_true = np.zeros(n)
+        else:
+            columns = self.class_indices(y)
+            known = (columns >= 0) & (columns < n_classes) & ~unscored
+            p_true = np.where(known, proba[np.arange(n), np.where(known, columns, 0)], 0.0)
+        return (predicted, p_true, proba) if return_proba else (predicted, p_true)
 
     def _encode_labelled(self, X, y) -> SparseRows:
         """Validate a labelled batch and encode it (growing the vocabulary)."""

@@ -1,4 +1,4 @@
-"""The ``streamlearn`` command: train, predict, evaluate, inspect, plot.
+"""The ``streamlearn`` command: train, predict, evaluate, inspect, plot, serve.
 
 Examples::
 
@@ -10,6 +10,7 @@ Examples::
     streamlearn evaluate test.svm --checkpoint ckpt
     streamlearn inspect ckpt --json
     streamlearn plot ckpt/metrics.jsonl -o curves.png
+    streamlearn serve --checkpoint-dir ckpt --port 8080
 
 Exit codes: 0 done (also after SIGTERM/SIGINT, with a final checkpoint); 1 an error (bad
 configuration, source or checkpoint: one line on stderr); 2 a usage error (unknown option,
@@ -120,6 +121,8 @@ def _check_train_options(args) -> None:
                           "choose one")
     if (args.resume or args.overwrite) and not args.checkpoint_dir:
         raise ConfigError(f"{'--resume' if args.resume else '--overwrite'} needs --checkpoint-dir")
+    if args.proba and not args.predictions:
+        raise ConfigError("--proba adds probabilities to --predictions: give --predictions SINK too")
     streamed = args.source[0] == "-" or args.source[0].startswith("kafka://")
     if args.passes != 1 and streamed:
         raise ConfigError(f"--passes {args.passes}: stdin and Kafka are read once; save the stream to a file for several passes")
@@ -161,7 +164,7 @@ def cmd_train(args) -> int:
     holdout = _holdout(args)
     model = _initial_model(args) if args.init_from else None  # before --overwrite may clear the same directory
     _prepare_checkpoint_dir(args)
-    source = _source(args, True, args.passes)
+    source = _source(args, args.predictions is None, args.passes)  # with --predictions a record may lack its label
     if not args.resume and hasattr(source, "start"):  # resuming seeks first; a fresh run starts reading now
         source.with_hashes = isinstance(holdout, float)  # record hashes only for a hash hold-out
         source.start()  # parsing (NumPy and compiled code only) overlaps the import of the learner and river
@@ -175,15 +178,17 @@ def cmd_train(args) -> int:
     metrics = connectors.open_sink(args.metrics or (os.path.join(directory, "metrics.jsonl") if directory else None))
     dead_path = args.dead_letter or (os.path.join(directory, "dead_letters.jsonl") if directory else "dead_letters.jsonl")
     dead = connectors.open_sink(dead_path)
-    if args.overwrite:  # the replaced job's metrics and dead letters go with it
-        metrics.truncate(0)
-        dead.truncate(0)
+    predictions = connectors.open_sink(args.predictions) if args.predictions else None
+    if args.overwrite:  # the replaced job's metrics, dead letters and predictions go with it
+        for sink in (metrics, dead, predictions):
+            if sink is not None:
+                sink.truncate(0)
     every, interval = _cadence(args)
     runner = Runner(model, source, checkpoint_dir=directory, checkpoint_every=every,
                     checkpoint_interval=interval, keep=args.keep, holdout=holdout,
                     metrics_sink=metrics, dead_letter_sink=dead, max_errors=args.max_errors,
                     check_start=args.max_errors is None, progress=False if args.quiet else None,
-                    max_classes=args.max_classes)
+                    max_classes=args.max_classes, predictions_sink=predictions, proba=args.proba)
     if args.resume and runner.resume():
         restored = runner.model
         if type(restored).__name__ != args.learner or (args.param and restored._get_params() != model._get_params()):
@@ -196,7 +201,10 @@ def cmd_train(args) -> int:
     finally:
         runner.metrics_sink.close()
         runner.dead_letters.close()
-    print(json.dumps(runner.summary(), default=str))
+        if predictions is not None:
+            predictions.close()
+    # with --predictions - stdout is the predictions stream (a shell filter): the summary goes to stderr
+    print(json.dumps(runner.summary(), default=str), file=sys.stderr if args.predictions == "-" else sys.stdout)
     return _train_outcome(args, runner, code, dead_path)
 
 
@@ -256,7 +264,7 @@ def _train_outcome(args, runner, code: int, dead_path: str) -> int:
         print(f"streamlearn: {runner.stop_error}; stopping ({_likely_cause(args, runner, runner.stop_error.reasons)}; "
               "--max-errors N sets how many bad records a job accepts)", file=sys.stderr)
         return code
-    if counters["learned"] == 0 and not runner.stopped_by_signal:
+    if counters["learned"] == 0 and not counters["unlabelled"] and not runner.stopped_by_signal:
         why = "the source held no records" if not counters["dead_letters"] else _likely_cause(args, runner, runner.dead_reasons)
         print(f"streamlearn: nothing was learned: {why}", file=sys.stderr)
         return EXIT_NOTHING_LEARNED
@@ -276,6 +284,8 @@ def _load(directory):
 
 def cmd_predict(args) -> int:
     import connectors
+
+    from connectors.sinks import json_key
 
     from .runner import FeatureCoverage
 
@@ -297,7 +307,7 @@ def cmd_predict(args) -> int:
             for i, label in enumerate(predicted.tolist()):
                 out = {"position": batch.locate(i), "prediction": label}
                 if args.proba:
-                    out["proba"] = {_json_key(label): p for label, p in proba[i].items()}
+                    out["proba"] = {json_key(label): p for label, p in proba[i].items()}
                 sink.write(out)
             n += len(batch)
     finally:
@@ -308,13 +318,6 @@ def cmd_predict(args) -> int:
     if coverage.warning():
         print(f"streamlearn: warning: {coverage.warning()}", file=sys.stderr)
     return 0
-
-
-def _json_key(label):
-    """A class label as a JSON object key: JSON keys are strings, and ``json`` turns only
-    str/int/float/bool/None into one; a tuple label ``("a", 1)`` becomes ``'["a", 1]'``, the
-    text of the JSON value the label itself is written as."""
-    return label if label is None or isinstance(label, (str, int, float, bool)) else json.dumps(label, default=str)
 
 
 def cmd_evaluate(args) -> int:
@@ -380,6 +383,26 @@ def _inspect_text(info: dict) -> str:
         f"counters     {counters}",
         f"prequential  {prequential}",
     ])
+
+
+def cmd_serve(args) -> int:
+    import signal
+    import threading
+
+    from .serve import serve
+
+    if not os.path.isdir(args.checkpoint_dir):
+        raise ConfigError(f"no checkpoint directory {args.checkpoint_dir!r} (streamlearn train --checkpoint-dir writes one)")
+    stop = threading.Event()
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, lambda *_: stop.set())
+
+    def ready(server):
+        host, port = server.server_address[:2]
+        print(f"streamlearn serve: http://{host}:{port}/ serving {args.checkpoint_dir}", file=sys.stderr, flush=True)
+
+    serve(args.checkpoint_dir, args.host, args.port, args.max_age, args.max_body, args.reload_interval, ready, stop)
+    return 0
 
 
 def cmd_plot(args) -> int:
@@ -455,6 +478,11 @@ def _train_options(p) -> None:
                                          "(default: CHECKPOINT_DIR/dead_letters.jsonl, else ./dead_letters.jsonl)")
     p.add_argument("--max-errors", type=int, help="stop with exit code 3 after more than N bad records (default: only "
                                                   "a stream whose first 100 records are mostly bad is stopped)")
+    p.add_argument("--predictions", metavar="SINK",
+                   help="write every record's prediction, made before it is learned, with its position: a file (JSON "
+                        "lines), - for stdout, or kafka://HOST:PORT/TOPIC; a record without a label is then predicted and "
+                        "not learned (without --predictions it is a bad record)")
+    p.add_argument("--proba", action="store_true", help="with --predictions: each class's probability too")
     p.add_argument("--max-classes", type=int, metavar="N",
                    help="at most N classes: once the model has N, a record with a new label is a dead letter "
                         "(bounds memory against a stream of ever new labels; --param n_bits=B bounds the features)")
@@ -491,6 +519,19 @@ def _inspect_options(p) -> None:
     p.set_defaults(func=cmd_inspect)
 
 
+def _serve_options(p) -> None:
+    p.add_argument("--checkpoint-dir", required=True, help="the directory a streamlearn train writes its checkpoints to")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=int, default=8080, help="port (default: 8080; 0: any free port, printed on stderr)")
+    p.add_argument("--max-age", type=float, metavar="S",
+                   help="/healthz answers 503 when the newest checkpoint is older than S seconds (default: never)")
+    p.add_argument("--max-body", type=int, default=1 << 20, metavar="BYTES",
+                   help="largest /predict body accepted (default: 1 MiB; larger: 413)")
+    p.add_argument("--reload-interval", type=float, default=1.0, metavar="S",
+                   help="look for a new checkpoint every S seconds (default: 1)")
+    p.set_defaults(func=cmd_serve)
+
+
 def _plot_options(p) -> None:
     p.add_argument("metrics_file")
     p.add_argument("-o", "--output", required=True, help="PNG file to write")
@@ -519,6 +560,7 @@ COMMANDS = {
     "evaluate": ("accuracy, macro-F1 and log-loss of a checkpointed model on a labelled source", _evaluate_options),
     "inspect": ("what the newest checkpoint of a directory holds", _inspect_options),
     "plot": ("learning curves from a metrics log, as PNG", _plot_options),
+    "serve": ("answer predictions over HTTP from the newest checkpoint of a directory, reloading new ones", _serve_options),
 }
 
 

@@ -48,7 +48,7 @@ import numpy as np
 
 from connectors.files import SourceUnavailable
 from connectors.records import Batch, DeadLetter
-from connectors.sinks import NullSink, to_json_line
+from connectors.sinks import NullSink, json_key, to_json_line
 
 from . import failpoints, stopping
 from .base import StreamClassifier
@@ -77,20 +77,24 @@ class _Stop(BaseException):
     """Raised by the signal handler while the runner waits on a blocking source."""
 
 
-def score_batch(model: StreamClassifier, X, y, learn: bool = False) -> tuple[list, np.ndarray]:
+def score_batch(model: StreamClassifier, X, y, learn: bool = False, return_proba: bool = False) -> tuple:
     """Predicted labels and the probability given to each true label (0 for a class the
     model has not seen) for a batch, by the model before it learns them; with ``learn=True``
     the model then learns the batch (encoded once; :meth:`~streamlearn.base.StreamClassifier.prequential`
     says which model scores each example). No prediction (``None``) for an example scored
-    before the model knew any class."""
-    indices, p_true = model.prequential(X, y, learn)
+    before the model knew any class. ``y=None``: unlabelled records (only predicted).
+    ``return_proba``: also the probability matrix (columns: the first classes of ``model.classes``)."""
+    indices, p_true, *proba = model.prequential(X, y, learn, return_proba)
     classes = model.classes
+    predicted = None
     if (indices >= 0).all() and isinstance(y, np.ndarray) and y.dtype.kind in "iub" and all(type(c) is int for c in classes):
         try:
-            return np.asarray(classes, np.int64)[indices], p_true
+            predicted = np.asarray(classes, np.int64)[indices]
         except OverflowError:  # a class beyond 64 bits (a JSON label 10**20) met earlier in the stream
             pass
-    return [None if k < 0 else classes[k] for k in indices.tolist()], p_true
+    if predicted is None:
+        predicted = [None if k < 0 else classes[k] for k in indices.tolist()]
+    return (predicted, p_true, *proba)
 
 
 class FeatureCoverage:
@@ -172,6 +176,14 @@ class Runner:
         with the classes): once the model has this many, a record with a label it has not seen
         is a dead letter ("refused-class-limit"), scored by nobody and learned by nobody; new
         labels within the bound are taken in order of first appearance. ``None``: unbounded.
+    predictions_sink, proba
+        A sink for one prediction line per valid record, in stream order: its position, the
+        class predicted for it before it was learned (the prequential prediction; a held-out or
+        unlabelled record is predicted by the model as it stood before its batch) and its label
+        (``null``: unlabelled), and with ``proba`` the probability of every class. With a
+        predictions sink the source's records may lack a label (open it ``labelled=False``): an
+        unlabelled record is predicted and not learned. The sink's size is in every
+        checkpoint, so a resumed file sink holds each line once.
     log
         Where progress lines go (``None``: stderr); a tqdm bar is used on a terminal.
     """
@@ -179,7 +191,8 @@ class Runner:
     def __init__(self, model: StreamClassifier, source, *, checkpoint_dir=None, checkpoint_every: int = 10_000,
                  checkpoint_interval: float | None = 60.0, keep: int = 3, holdout=None, metrics_sink=None,
                  dead_letter_sink=None, max_errors: int | None = None, check_start: bool = False, log=None,
-                 progress: bool | None = None, max_classes: int | None = None):
+                 progress: bool | None = None, max_classes: int | None = None, predictions_sink=None,
+                 proba: bool = False):
         if holdout is not None and not callable(holdout) and not 0.0 < float(holdout) < 1.0:
             raise ValueError(f"a hold-out fraction must be in (0, 1), got {holdout!r}")
         if checkpoint_every is not None and int(checkpoint_every) < 1:
@@ -191,6 +204,7 @@ class Runner:
         if max_classes is not None and (isinstance(max_classes, bool) or int(max_classes) != max_classes or max_classes < 1):
             raise ValueError(f"max_classes must be a positive integer, got {max_classes!r}")
         self.max_classes = max_classes
+        self.predictions, self.proba = predictions_sink, bool(proba)
         self.model, self.source = model, source
         if hasattr(source, "with_hashes") and (holdout is None or callable(holdout)):
             source.with_hashes = False  # only a hash hold-out needs record hashes
@@ -217,7 +231,8 @@ class Runner:
         self._final_holdout = None
         self.log = log or sys.stderr
         self.progress = self.log.isatty() if progress is None and hasattr(self.log, "isatty") else bool(progress)
-        self.counters = {"seen": 0, "learned": 0, "held_out": 0, "dead_letters": 0, "batches": 0, "checkpoints": 0}
+        self.counters = {"seen": 0, "learned": 0, "held_out": 0, "unlabelled": 0, "dead_letters": 0, "batches": 0,
+                         "checkpoints": 0}
         self.prequential = ClassificationMetrics()
         self.holdout_metrics = ClassificationMetrics()
         self.position = None
@@ -249,6 +264,8 @@ class Runner:
         self.holdout_metrics = ClassificationMetrics.restore(state["holdout"])
         self.dead_letters.truncate(state["sinks"].get("dead_letters"))
         self.metrics_sink.truncate(state["sinks"].get("metrics"))
+        if self.predictions is not None:
+            self.predictions.truncate(state["sinks"].get("predictions"))
         self.last_checkpoint_path = payload["path"]
         return True
 
@@ -263,7 +280,8 @@ class Runner:
                 "dead_reasons": dict(self.dead_reasons),
                 "prequential": self.prequential.export(),
                 "holdout": self.holdout_metrics.export(),
-                "sinks": {"dead_letters": self.dead_letters.size(), "metrics": self.metrics_sink.size()},
+                "sinks": {"dead_letters": self.dead_letters.size(), "metrics": self.metrics_sink.size(),
+                          "predictions": None if self.predictions is None else self.predictions.size()},
             },
         }
 
@@ -278,6 +296,8 @@ class Runner:
             self.metrics_sink.write(self.metrics_line())
             self.metrics_sink.sync()
         self.dead_letters.sync()
+        if self.predictions is not None:
+            self.predictions.sync()
         failpoints.reached("metrics-line")
         if self.store is not None:
             from .checkpoint import snapshot
@@ -335,24 +355,40 @@ class Runner:
         if len(batch):
             if self._data_span[0] is None:
                 self._data_span[0] = time.perf_counter()
-            train = batch
+            train, rows = batch, np.arange(len(batch))  # rows: each record's index in the batch
+            lines: dict | None = {} if self.predictions is not None else None  # index -> prediction line
+            if lines is not None:
+                unlabelled = _unlabelled(batch.y)
+                if unlabelled.any():
+                    asked = batch.take(unlabelled)
+                    self._note(lines, asked, rows[unlabelled], *score_batch(self.model, asked.X, None, return_proba=self.proba))
+                    self.counters["unlabelled"] += len(asked)
+                    train, rows = batch.take(~unlabelled), rows[~unlabelled]
             if self.holdout is not None and not callable(self.holdout):
-                held = batch.hashes < self._hash_threshold()
+                held = train.hashes < self._hash_threshold()
                 if held.any():
-                    kept = batch.take(held)
-                    predicted, p_true = score_batch(self.model, kept.X, kept.y)
+                    kept = train.take(held)
+                    predicted, p_true, *proba = score_batch(self.model, kept.X, kept.y, return_proba=lines is not None and self.proba)
                     self.holdout_metrics.update(kept.y, predicted, p_true)
                     self.counters["held_out"] += len(kept)
-                    train = batch.take(~held)
+                    self._note(lines, kept, rows[held], predicted, p_true, *proba)
+                    train, rows = train.take(~held), rows[~held]
             if len(train) and self.max_classes is not None:
-                train = self._within_class_limit(train)
+                within = self._within_class_limit(train)
+                train, rows = train.take(within), rows[within]
             if len(train):
                 try:
-                    predicted, p_true = score_batch(self.model, train.X, train.y, learn=True)
+                    predicted, p_true, *proba = score_batch(self.model, train.X, train.y, learn=True,
+                                                            return_proba=lines is not None and self.proba)
                 except InvalidInputError:  # refused, model unchanged: find the records it refuses
-                    train, predicted, p_true = self._learn_one_by_one(train)
+                    accepted, predicted, p_true, *proba = self._learn_one_by_one(train, lines is not None and self.proba)
+                    train, rows = train.take(accepted), rows[accepted]
                 self.prequential.update(train.y, predicted, p_true)
                 self.counters["learned"] += len(train)
+                self._note(lines, train, rows, predicted, p_true, *proba)
+            if lines:
+                for i in sorted(lines):
+                    self.predictions.write(lines[i])
             self.counters["seen"] += len(batch)
             self._data_span[1] = time.perf_counter()
         if len(batch) or batch.dead:  # not the heartbeats of an idle source: how many come depends on timing
@@ -386,24 +422,38 @@ class Runner:
         self.dead_reasons[dead.reason] = self.dead_reasons.get(dead.reason, 0) + 1
         failpoints.reached("dead-letter", prepare=self.dead_letters.sync)
 
-    def _learn_one_by_one(self, batch: Batch) -> tuple[Batch, list, np.ndarray]:
+    def _learn_one_by_one(self, batch: Batch, return_proba: bool = False) -> tuple:
         """Score and learn a batch the learner refused record by record (in order, so the
         model is the one the accepted records alone give); the refused ones become dead
-        letters. Returns the accepted records with their predictions and true-label
-        probabilities."""
+        letters. Returns the mask of the accepted records, their predictions and true-label
+        probabilities (and with ``return_proba`` their probability rows, as a list)."""
         accepted = np.zeros(len(batch), bool)
-        predicted, p_true = [], []
+        predicted, p_true, probas = [], [], []
         for i in range(len(batch)):
             one = batch.take(np.arange(len(batch)) == i)
             try:
-                label, p = score_batch(self.model, one.X, one.y, learn=True)
+                label, p, *proba = score_batch(self.model, one.X, one.y, learn=True, return_proba=return_proba)
             except InvalidInputError as error:
                 self._refuse(batch, i, error.reason, str(error))
                 continue
             accepted[i] = True
             predicted.append(label[0])
             p_true.append(p[0])
-        return batch.take(accepted), predicted, np.asarray(p_true)
+            probas.extend(row for matrix in proba for row in matrix)
+        return (accepted, predicted, np.asarray(p_true), *([probas] if return_proba else []))
+
+    def _note(self, lines: dict | None, records: Batch, rows: np.ndarray, predicted, p_true, proba=None) -> None:
+        """The prediction lines of ``records`` (batch indices ``rows``), when predictions are written."""
+        if lines is None:
+            return
+        classes = self.model.classes
+        labels = records.y.tolist() if isinstance(records.y, np.ndarray) else records.y
+        predicted = predicted.tolist() if isinstance(predicted, np.ndarray) else predicted
+        for j, i in enumerate(rows.tolist()):
+            line = {"position": records.locate(j), "prediction": predicted[j], "label": labels[j]}
+            if proba is not None:  # no class was known at the record's turn: no probabilities
+                line["proba"] = {} if predicted[j] is None else {json_key(c): float(p) for c, p in zip(classes, proba[j])}
+            lines[i] = line
 
     def _refuse(self, batch: Batch, i: int, reason: str, message: str) -> None:
         """Record ``i`` of a decoded batch, well formed but not learned, as a dead letter."""
@@ -411,12 +461,12 @@ class Runner:
         record = to_json_line({"x": _features_of(one.X), "y": one.y[0]}).rstrip("\n").encode()
         self._dead_letter(DeadLetter(batch.locate(i), f"refused-{reason}", message, record))
 
-    def _within_class_limit(self, train: Batch) -> Batch:
-        """The records of ``train`` the model may learn under ``max_classes``; the others
-        become dead letters (see the class docstring)."""
+    def _within_class_limit(self, train: Batch) -> np.ndarray:
+        """Mask of the records of ``train`` the model may learn under ``max_classes``; the
+        others become dead letters (see the class docstring)."""
         known = self.model.class_indices(train.y) >= 0
         if known.all():
-            return train
+            return known
         room = self.max_classes - len(self.model.classes)
         taken: set = set()
         for i in np.flatnonzero(~known).tolist():
@@ -427,7 +477,7 @@ class Runner:
             else:
                 self._refuse(train, i, "class-limit", f"the model has its {self.max_classes:,} classes (--max-classes) "
                              f"and this record's label {label!r} is not one of them")
-        return train.take(known)
+        return known
 
     def _due(self) -> bool:
         if not self._changed:  # the last checkpoint holds this very state (an idle source, a finished job resumed)
@@ -585,6 +635,13 @@ class Runner:
                 "data_seconds": data_seconds, "checkpoint_seconds_during_data": during_data,
                 "checkpoint_write_seconds": self._writer.seconds if self._writer is not None else 0.0,
                 "checkpoint": self.last_checkpoint_path}
+
+
+def _unlabelled(y) -> np.ndarray:
+    """Mask of the records without a label (``None``) of a batch."""
+    if isinstance(y, np.ndarray) and y.dtype != object:
+        return np.zeros(len(y), bool)
+    return np.array([label is None for label in y], bool)
 
 
 def _features_of(X) -> dict:

@@ -104,6 +104,13 @@ def run_max_classes(f):
     assert len(CheckpointStore(f["dir"] / "mc").load_latest()["learner"]["labels"]["labels"]) == 2
 
 
+@covers("train:--predictions", "train:--proba")
+def run_predictions(f):
+    cli("train", f["train"], "--predictions", f["dir"] / "pred.jsonl", "--proba", "--quiet")
+    lines = [json.loads(l) for l in (f["dir"] / "pred.jsonl").read_text().splitlines()]
+    assert len(lines) == 600 and all("proba" in l and "prediction" in l for l in lines)
+
+
 @covers("train:--holdout")
 def run_holdout(f):
     assert _summary(cli("train", f["train"], "--holdout", "0.2", "--quiet"))["holdout_final"]["n"] > 50
@@ -166,6 +173,42 @@ def run_broker_timeout(f):
     _, err = daemon.communicate(timeout=60)
     assert daemon.returncode == 1 and "(--broker-timeout 1); stopping; the model is saved in" in err, err
     assert CheckpointStore(f["dir"] / "bt").load_latest() is not None
+
+
+@covers("serve:--checkpoint-dir", "serve:--host", "serve:--port", "serve:--max-age", "serve:--max-body", "serve:--reload-interval")
+def run_serve(f):
+    """A service over an empty directory: 503 until a model is trained into it, then reloaded
+    within the interval; a body over --max-body is refused with 413."""
+    import subprocess
+    import time
+    import urllib.error
+    import urllib.request
+
+    from helpers import PYTHON
+
+    served = f["dir"] / "served"
+    served.mkdir()
+    service = subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "serve", "--checkpoint-dir", str(served), "--host", "127.0.0.1",
+                                "--port", "0", "--max-age", "600", "--max-body", "100", "--reload-interval", "0.2"],
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        url = service.stderr.readline().split()[2].rstrip("/")
+
+        def status(path, body=None):
+            try:
+                return urllib.request.urlopen(urllib.request.Request(url + path, data=body), timeout=30).status
+            except urllib.error.HTTPError as error:
+                return error.code
+
+        assert status("/healthz") == 503
+        cli("train", f["test"], "--checkpoint-dir", served, "--quiet")
+        time.sleep(0.6)
+        assert status("/healthz") == 200 and status("/predict", b'{"x": {"1": 1.0}}') == 200
+        assert status("/predict", json.dumps({"x": {str(j): 1.0 for j in range(1, 30)}}).encode()) == 413
+    finally:
+        service.terminate()
+        service.communicate(timeout=30)
+    assert service.returncode == 0
 
 
 @covers("predict:source", "predict:--checkpoint", "predict:--output", "predict:--proba")

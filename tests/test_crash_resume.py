@@ -151,6 +151,24 @@ def test_a_file_job_killed_8_times_ends_as_an_uninterrupted_one(tmp_path):
     assert CheckpointStore(tmp_path / "ck").load_latest()["runner"]["counters"]["dead_letters"] > 100
 
 
+def test_a_job_writing_predictions_killed_6_times_writes_each_prediction_line_once(tmp_path):
+    """``--predictions FILE --proba`` (unlabelled lines predicted, not learned): after kills at
+    random moments and at fail-points, the predictions file equals an uninterrupted run's, byte
+    for byte — the checkpoint holds its size and a resume cuts it back."""
+    path = tmp_path / "stream.svm"
+    path.write_bytes(libsvm_stream_with_bad_lines(60_000, seed=3))  # about 0.6 % of the lines have no label
+    common = [path, "--proba", "--checkpoint-every", "200", "--checkpoint-interval", "1000", "--batch-records", "50"]
+    uninterrupted([*common, "--predictions", tmp_path / "clean.jsonl"], tmp_path / "clean")
+    rng = random.Random(17)
+    hits = run_campaign([*common, "--predictions", tmp_path / "crashed.jsonl"], tmp_path / "ck", crash_plan(rng, 6), rng)
+    assert len(hits) >= 5 and {"checkpoint-write", "dead-letter", "metrics-line"} <= set(hits), hits
+    assert_same_job(tmp_path / "ck", tmp_path / "clean")
+    clean = (tmp_path / "clean.jsonl").read_bytes()
+    assert (tmp_path / "crashed.jsonl").read_bytes() == clean
+    counters = CheckpointStore(tmp_path / "ck").load_latest()["runner"]["counters"]
+    assert clean.count(b"\n") == counters["seen"] and counters["unlabelled"] > 100
+
+
 def test_a_stdin_job_killed_7_times_ends_as_an_uninterrupted_one(tmp_path):
     text = libsvm_stream_with_bad_lines(60_000, seed=2)  # long enough that no kill lands after its end
     args = ["-", "--learner", "MulticlassLogisticRegression", "--checkpoint-every", "200", "--checkpoint-interval", "1000",

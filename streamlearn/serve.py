@@ -1,0 +1,312 @@
+"""``streamlearn serve``: answer predictions over HTTP from the newest checkpoint of a
+directory that a running ``streamlearn train`` writes, reloading each new checkpoint.
+
+Endpoints (JSON in and out):
+
+* ``POST /predict`` — one record ``{"x": {feature: value, ...}}`` or a list of them (a label,
+  if present, is ignored): ``{"prediction": label}`` or ``{"predictions": [...]}``; with
+  ``?proba=1`` the probabilities of every class too. A malformed body, a value that is not a
+  finite number, a body over ``max_body`` bytes: a 4xx answer with a message.
+* ``GET /model`` — learner, parameters, classes, records learned, checkpoint path, sequence and age.
+* ``GET /healthz`` — 200 with a model whose checkpoint is younger than ``max_age``; 503 before the
+  first model is loaded and when the newest checkpoint is older than ``max_age``.
+* ``GET /metrics`` — Prometheus text: requests by endpoint and status, latency histogram, model
+  age, records learned, prequential accuracy and log-loss and dead letters from the last line of
+  the directory's ``metrics.jsonl``, reloads and skipped (corrupt) checkpoints.
+
+Hot reload: a thread looks at the directory every ``reload_interval`` seconds; a newer
+checkpoint is loaded aside and swapped in with one reference assignment, so a request in flight
+finishes on the model it started with and every answer comes from one whole checkpoint. A
+corrupt newest checkpoint is skipped and reported (stderr, ``/metrics``), never served.
+
+The HTTP stack is the standard library's ``ThreadingHTTPServer`` (one thread per connection):
+no dependency, and a prediction's cost is in NumPy and the compiled kernels, which release the
+GIL only partly, so an asynchronous server would not add throughput on the learner's side.
+
+>>> import tempfile
+>>> holder = ModelHolder(tempfile.mkdtemp())
+>>> holder.current is None, holder.refresh()
+(True, False)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from connectors.records import RecordError, check_record
+from connectors.sinks import json_key
+
+from .checkpoint import CheckpointStore, CorruptCheckpoint
+
+
+class LoadedModel:
+    """A learner restored from one checkpoint, with what ``/model`` reports about it."""
+
+    def __init__(self, payload: dict):
+        from . import learner_from_state
+
+        self.model = learner_from_state(payload["learner"])
+        self.path = pathlib.Path(payload["path"])
+        self.sequence = payload["sequence"]
+        self.created = payload["created"]
+        self.counters = payload["runner"]["counters"]
+        self.info = {"learner": type(self.model).__name__, "params": self.model._get_params(),
+                     "classes": [json_key(c) for c in self.model.classes], "records_learned": self.counters["learned"],
+                     "checkpoint": str(self.path), "sequence": self.sequence, "created": self.created}
+
+
+class ModelHolder:
+    """The model being served: the newest intact checkpoint of ``directory`` (see the module docstring)."""
+
+    def __init__(self, directory, log=None):
+        self.store = CheckpointStore(directory)
+        self.directory = pathlib.Path(directory)
+        self.log = log or sys.stderr
+        self.current: LoadedModel | None = None
+        self.reloads = 0
+        self.skipped: set[str] = set()  # corrupt checkpoints seen (each reported once)
+        self._lock = threading.Lock()  # one refresh at a time
+
+    def refresh(self) -> bool:
+        """Load the newest intact checkpoint if it is newer than the one served; whether it was."""
+        with self._lock:
+            for path in reversed(self.store.paths()):
+                if self.current is not None and path == self.current.path:
+                    return False
+                if str(path) in self.skipped:
+                    continue
+                try:
+                    payload = self.store.load(path)
+                except CorruptCheckpoint as error:
+                    self.skipped.add(str(path))
+                    print(f"streamlearn serve: skipped {path.name}: {error}", file=self.log, flush=True)
+                    continue
+                except FileNotFoundError:  # dropped by the trainer's --keep while we looked
+                    continue
+                payload["path"] = str(path)
+                self.current = LoadedModel(payload)  # one assignment: requests in flight keep the model they took
+                self.reloads += 1
+                return True
+            return False
+
+    def watch(self, interval: float, stop: threading.Event) -> None:
+        """Refresh every ``interval`` seconds until ``stop`` is set (the reload thread's loop)."""
+        while not stop.wait(interval):
+            try:
+                self.refresh()
+            except Exception as error:  # noqa: BLE001 - a bad file must not end the reload thread
+                print(f"streamlearn serve: reload failed: {error}", file=self.log, flush=True)
+
+    def metrics_line(self) -> dict | None:
+        """The last line of the directory's metrics log (what the trainer logged at its last checkpoint)."""
+        path = self.directory / "metrics.jsonl"
+        try:
+            with open(path, "rb") as f:
+                f.seek(max(0, path.stat().st_size - 65536))
+                lines = f.read().splitlines()
+            return json.loads(lines[-1]) if lines else None
+        except (OSError, ValueError):
+            return None
+
+
+class BadRequest(ValueError):
+    """A request the service answers with a 4xx status and this message."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def parse_records(body: bytes) -> tuple[list, bool]:
+    """The feature dicts of a ``/predict`` body and whether it held a list."""
+    try:
+        obj = json.loads(body, parse_constant=_no_constant)
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        raise BadRequest(400, f"the body is not JSON: {error}") from None
+    many = isinstance(obj, list)
+    records = obj if many else [obj]
+    if many and not records:
+        raise BadRequest(400, "an empty list of records")
+    X = []
+    for i, record in enumerate(records):
+        try:
+            x, _ = check_record(record, labelled=False)
+        except RecordError as error:
+            raise BadRequest(422, f"record {i}: {error.reason}: {error.message}") from None
+        X.append(x)
+    return X, many
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number a model can take")
+
+
+def make_metrics(holder: ModelHolder):
+    """The Prometheus registry of one service, and its request counter and latency histogram."""
+    from prometheus_client import CollectorRegistry, Counter, Histogram
+    from prometheus_client.core import GaugeMetricFamily
+
+    registry = CollectorRegistry()
+    requests = Counter("streamlearn_requests", "HTTP requests by endpoint and status", ["endpoint", "status"], registry=registry)
+    latency = Histogram("streamlearn_request_seconds", "Time to answer a request", ["endpoint"], registry=registry,
+                        buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5))
+
+    class ModelCollector:
+        def collect(self):
+            loaded = holder.current
+            yield GaugeMetricFamily("streamlearn_model_loaded", "1 once a model is served", value=float(loaded is not None))
+            yield GaugeMetricFamily("streamlearn_reloads", "Checkpoints loaded so far", value=holder.reloads)
+            yield GaugeMetricFamily("streamlearn_skipped_checkpoints", "Corrupt checkpoints skipped", value=len(holder.skipped))
+            if loaded is not None:
+                yield GaugeMetricFamily("streamlearn_model_age_seconds", "Age of the served checkpoint",
+                                        value=max(0.0, time.time() - loaded.created))
+                yield GaugeMetricFamily("streamlearn_model_sequence", "Sequence number of the served checkpoint", value=loaded.sequence)
+                yield GaugeMetricFamily("streamlearn_records_learned", "Records learned by the served model",
+                                        value=loaded.counters["learned"])
+            line = holder.metrics_line()
+            if line:
+                prequential = line.get("prequential") or {}
+                for key, name in (("accuracy", "accuracy"), ("log_loss", "log_loss")):
+                    if prequential.get(key) is not None:
+                        yield GaugeMetricFamily(f"streamlearn_prequential_{name}", f"Prequential {key} in the metrics log",
+                                                value=prequential[key])
+                yield GaugeMetricFamily("streamlearn_dead_letters", "Bad records in the metrics log", value=line.get("dead_letters", 0))
+                yield GaugeMetricFamily("streamlearn_examples_per_second", "Learning rate in the metrics log",
+                                        value=line.get("examples_per_s", 0.0))
+
+    registry.register(ModelCollector())
+    return registry, requests, latency
+
+
+def make_handler(holder: ModelHolder, max_age: float | None, max_body: int):
+    """The request handler class of one service."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    registry, requests, latency = make_metrics(holder)
+
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "streamlearn"
+        protocol_version = "HTTP/1.1"  # keep-alive: a load generator's connections are reused
+
+        def log_message(self, format, *args):  # no access log on stderr
+            pass
+
+        def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _json(self, status: int, obj) -> None:
+            self._send(status, json.dumps(obj, default=str).encode())
+
+        def _answer(self, endpoint: str, work) -> None:
+            start = time.perf_counter()
+            try:
+                status, obj = work()
+            except BadRequest as error:
+                status, obj = error.status, {"error": str(error)}
+            except Exception as error:  # noqa: BLE001 - one bad request never takes the service down
+                status, obj = 500, {"error": f"{type(error).__name__}: {error}"}
+            if isinstance(obj, bytes):
+                self._send(status, obj, CONTENT_TYPE_LATEST)
+            else:
+                self._json(status, obj)
+            requests.labels(endpoint, str(status)).inc()
+            latency.labels(endpoint).observe(time.perf_counter() - start)
+
+        def do_GET(self):
+            url = urllib.parse.urlsplit(self.path)
+            routes = {"/model": self._model, "/healthz": self._health, "/metrics": lambda: (200, generate_latest(registry))}
+            if url.path not in routes:
+                self._answer("other", lambda: (404, {"error": f"no such endpoint: GET {url.path}"}))
+                return
+            self._answer(url.path[1:], routes[url.path])
+
+        def do_POST(self):
+            url = urllib.parse.urlsplit(self.path)
+            if url.path != "/predict":
+                self._drain()
+                self._answer("other", lambda: (404, {"error": f"no such endpoint: POST {url.path}"}))
+                return
+            self._answer("predict", lambda: self._predict(url.query))
+
+        def _drain(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if 0 < length <= max_body:
+                self.rfile.read(length)
+
+        def _model(self):
+            loaded = holder.current
+            if loaded is None:
+                return 503, {"error": "no model loaded yet"}
+            return 200, {**loaded.info, "age_seconds": time.time() - loaded.created}
+
+        def _health(self):
+            loaded = holder.current
+            if loaded is None:
+                return 503, {"status": "no model loaded yet"}
+            age = time.time() - loaded.created
+            if max_age is not None and age > max_age:
+                return 503, {"status": f"the newest checkpoint is {age:.0f} s old (--max-age {max_age:g})"}
+            return 200, {"status": "ok", "sequence": loaded.sequence, "age_seconds": age}
+
+        def _predict(self, query: str):
+            try:
+                length = int(self.headers.get("Content-Length", ""))
+            except ValueError:
+                raise BadRequest(411, "a POST /predict needs a Content-Length") from None
+            if length > max_body:
+                self.close_connection = True
+                remaining = length if length <= 16 * max_body else 0  # read and dropped: the client gets the answer, not a reset
+                while remaining > 0:
+                    chunk = self.rfile.read(min(1 << 16, remaining))
+                    if not chunk:
+                        break
+                    remaining -= len(chunk)
+                raise BadRequest(413, f"the body is more than --max-body {max_body:,} bytes")
+            body = self.rfile.read(length)
+            loaded = holder.current  # this request's model, whatever a reload does meanwhile
+            if loaded is None:
+                raise BadRequest(503, "no model loaded yet")
+            X, many = parse_records(body)
+            options = urllib.parse.parse_qs(query)
+            proba = options.get("proba", ["0"])[0] not in ("0", "", "false")
+            model = loaded.model
+            out = [{"prediction": p} for p in model.predict_many(X).tolist()]
+            if proba:
+                for row, probabilities in zip(out, model.predict_proba_many(X).to_dict(orient="records")):
+                    row["proba"] = {json_key(c): (p if math.isfinite(p) else None) for c, p in probabilities.items()}
+            for row in out:
+                row["sequence"] = loaded.sequence
+            return 200, {"predictions": out} if many else out[0]
+
+    return Handler
+
+
+def serve(directory, host: str = "127.0.0.1", port: int = 8080, max_age: float | None = None, max_body: int = 1 << 20,
+          reload_interval: float = 1.0, ready=None, stop: threading.Event | None = None, log=None) -> None:
+    """Run the service until ``stop`` is set (or forever); ``ready(server)`` is called once it listens."""
+    holder = ModelHolder(directory, log)
+    holder.refresh()
+    stop = stop or threading.Event()
+    reloader = threading.Thread(target=holder.watch, args=(reload_interval, stop), name="streamlearn-reload", daemon=True)
+    reloader.start()
+    server = ThreadingHTTPServer((host, port), make_handler(holder, max_age, max_body))
+    server.daemon_threads = True
+    if ready is not None:
+        ready(server)
+    threading.Thread(target=lambda: (stop.wait(), server.shutdown()), daemon=True).start()
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        stop.set()
+        server.server_close()

@@ -1,0 +1,172 @@
+"""``streamlearn serve`` on real processes: answers from whole checkpoints while a daemon learns a
+Kafka topic, hot reload, a corrupt newest checkpoint skipped, ``/healthz`` and ``/metrics`` that
+say the truth, and bad requests answered with a 4xx without taking the service down."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+import streamlearn
+from connectors.kafka import encode_value
+from streamlearn.checkpoint import CheckpointStore
+from helpers import PYTHON, cli, libsvm_lines, records
+
+
+def _start_service(directory, *extra):
+    process = subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "serve", "--checkpoint-dir", str(directory), "--port", "0",
+                                "--reload-interval", "0.1", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = process.stderr.readline()
+    assert "streamlearn serve: http://" in line, line + process.stderr.read()
+    process.url = line.split()[2].rstrip("/")
+    return process
+
+
+def _stop(process) -> str:
+    process.terminate()
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    return err
+
+
+def _call(url, body=None, headers=None):
+    """(status, parsed JSON or text) of a GET (no body) or POST."""
+    request = urllib.request.Request(url, data=body, headers=headers or {}, method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            status, raw, kind = response.status, response.read(), response.headers.get("Content-Type", "")
+    except urllib.error.HTTPError as error:
+        status, raw, kind = error.code, error.read(), error.headers.get("Content-Type", "")
+    return status, json.loads(raw) if "json" in kind else raw.decode()
+
+
+def _metrics(url) -> dict:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    status, text = _call(f"{url}/metrics")
+    assert status == 200
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in text_string_to_metric_families(text)
+            for s in family.samples}
+
+
+@pytest.fixture
+def trained(tmp_path):
+    path = tmp_path / "train.svm"
+    path.write_text("\n".join(libsvm_lines(500, seed=4)) + "\n")
+    cli("train", path, "--checkpoint-dir", tmp_path / "ck", "--quiet")
+    return tmp_path / "ck"
+
+
+def test_predictions_model_health_metrics_and_bad_requests(trained, tmp_path):
+    service = _start_service(trained)
+    try:
+        url = service.url
+        payload = CheckpointStore(trained).load_latest()
+        model = streamlearn.learner_from_state(payload["learner"])
+        xs = [{"1": 0.5, "7": -1.0}, {"3": 2.0}, {"39": 1.0, "2": 0.1}]
+        status, one = _call(f"{url}/predict", json.dumps({"x": xs[0]}).encode())
+        assert status == 200 and one["prediction"] == model.predict_one(xs[0]) and one["sequence"] == payload["sequence"]
+        status, many = _call(f"{url}/predict?proba=1", json.dumps([{"x": x, "y": 3} for x in xs]).encode())
+        assert status == 200 and [p["prediction"] for p in many["predictions"]] == model.predict_many(xs).tolist()
+        for row, x in zip(many["predictions"], xs):
+            expected = model.predict_proba_one(x)
+            assert {int(k): v for k, v in row["proba"].items()} == pytest.approx(expected)
+        status, info = _call(f"{url}/model")
+        assert status == 200 and info["learner"] == "MulticlassSVM" and info["records_learned"] == 500
+        assert sorted(info["classes"]) == [1, 2, 3, 4, 5] and info["age_seconds"] >= 0
+        assert _call(f"{url}/healthz")[0] == 200
+        bad = [(b"{not json", 400), (b'{"x": {"a": NaN}}', 400), (b'{"x": {"a": "one"}}', 422), (b'{"y": 1}', 422),
+               (b"[]", 400), (b'{"x": {"a": 1e999}}', 422), (b"x" * (2 << 20), 413)]
+        for body, expected in bad:
+            status, answer = _call(f"{url}/predict", body)
+            assert status == expected and answer["error"], (body[:30], status, answer)
+        assert _call(f"{url}/nothing")[0] == 404
+        assert _call(f"{url}/predict", json.dumps({"x": xs[1]}).encode())[0] == 200  # still serving
+        samples = _metrics(url)
+        assert samples[("streamlearn_requests_total", (("endpoint", "predict"), ("status", "200")))] == 3
+        assert samples[("streamlearn_requests_total", (("endpoint", "predict"), ("status", "413")))] == 1
+        assert samples[("streamlearn_records_learned", ())] == 500
+        assert samples[("streamlearn_request_seconds_count", (("endpoint", "predict"),))] == 3 + len(bad)
+        line = json.loads((trained / "metrics.jsonl").read_text().splitlines()[-1])
+        assert samples[("streamlearn_prequential_accuracy", ())] == pytest.approx(line["prequential"]["accuracy"])
+    finally:
+        _stop(service)
+
+
+def test_healthz_is_503_without_a_model_and_for_a_stale_checkpoint(trained, tmp_path):
+    (tmp_path / "empty").mkdir()
+    empty = _start_service(tmp_path / "empty")
+    try:
+        assert _call(f"{empty.url}/healthz")[0] == 503 and _call(f"{empty.url}/predict", b'{"x": {"a": 1}}')[0] == 503
+    finally:
+        _stop(empty)
+    stale = _start_service(trained, "--max-age", "1")
+    try:
+        time.sleep(1.2)
+        status, answer = _call(f"{stale.url}/healthz")
+        assert status == 503 and "--max-age 1" in answer["status"]
+    finally:
+        _stop(stale)
+
+
+def test_answers_come_from_whole_checkpoints_while_a_daemon_learns_a_topic(tmp_path, broker):
+    """A daemon learns a topic that keeps growing while a client asks the service about one
+    record: the answers change as checkpoints arrive, each equals what its checkpoint's model
+    answers, and a corrupt newest checkpoint is skipped, reported, and never served."""
+    from connectors.localbroker import create_topic, produce
+
+    recs = records(6000, seed=12)
+    create_topic(broker, "served")
+    ck = tmp_path / "ck"
+    daemon = subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "train", f"kafka://{broker}/served?group=s", "--checkpoint-dir",
+                               str(ck), "--checkpoint-interval", "0.2", "--keep", "1000", "--idle-timeout", "4", "--quiet",
+                               "--batch-records", "50"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def feed():
+        for i in range(0, len(recs), 200):
+            produce(broker, "served", [encode_value(recs[j : j + 20]) for j in range(i, i + 200, 20)])
+            time.sleep(0.15)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    deadline = time.monotonic() + 60
+    while not CheckpointStore(ck).paths():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    service = _start_service(ck)
+    answers = []
+    probe = json.dumps({"x": recs[0]["x"]}).encode()
+    try:
+        while feeder.is_alive() or daemon.poll() is None:
+            status, answer = _call(f"{service.url}/predict?proba=1", probe)
+            if status == 200:
+                answers.append(answer)
+            time.sleep(0.02)
+        feeder.join()
+        assert daemon.returncode == 0, daemon.stderr.read()
+        # a corrupt newest checkpoint: skipped and reported, the last whole one still served
+        newest = CheckpointStore(ck).paths()[-1]
+        corrupt = newest.with_name(f"ckpt-{int(newest.stem.split('-')[1]) + 1:012d}.slc")
+        corrupt.write_bytes(newest.read_bytes()[:-100] + b"\0" * 100)
+        time.sleep(0.5)
+        status, last = _call(f"{service.url}/predict?proba=1", probe)
+        assert status == 200 and last["sequence"] == int(newest.stem.split("-")[1])
+        assert _metrics(service.url)[("streamlearn_skipped_checkpoints", ())] == 1
+    finally:
+        err = _stop(service)
+    assert f"skipped {corrupt.name}" in err
+    sequences = [a["sequence"] for a in answers]
+    assert len(set(sequences)) >= 5 and sequences == sorted(sequences)  # hot reloads, never back in time
+    assert len({json.dumps(a["proba"], sort_keys=True) for a in answers}) >= 3  # the answers change as the model learns
+    store = CheckpointStore(ck)
+    for sequence in sorted(set(sequences)):
+        model = streamlearn.learner_from_state(store.load(ck / f"ckpt-{sequence:012d}.slc")["learner"])
+        expected = model.predict_proba_one(recs[0]["x"])
+        for answer in (a for a in answers if a["sequence"] == sequence):
+            assert {k: v for k, v in answer["proba"].items()} == pytest.approx({str(k): v for k, v in expected.items()})
