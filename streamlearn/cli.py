@@ -175,7 +175,8 @@ def cmd_train(args) -> int:
     from .runner import Runner
 
     directory = args.checkpoint_dir
-    metrics = connectors.open_sink(args.metrics or (os.path.join(directory, "metrics.jsonl") if directory else None))
+    metrics_path = args.metrics or (os.path.join(directory, "metrics.jsonl") if directory else None)
+    metrics = connectors.open_sink(metrics_path)
     dead_path = args.dead_letter or (os.path.join(directory, "dead_letters.jsonl") if directory else "dead_letters.jsonl")
     dead = connectors.open_sink(dead_path)
     predictions = connectors.open_sink(args.predictions) if args.predictions else None
@@ -184,11 +185,12 @@ def cmd_train(args) -> int:
             if sink is not None:
                 sink.truncate(0)
     every, interval = _cadence(args)
+    lock = __import__("threading").Lock() if args.serve else None
     runner = Runner(model, source, checkpoint_dir=directory, checkpoint_every=every,
                     checkpoint_interval=interval, keep=args.keep, holdout=holdout,
                     metrics_sink=metrics, dead_letter_sink=dead, max_errors=args.max_errors,
                     check_start=args.max_errors is None, progress=False if args.quiet else None,
-                    max_classes=args.max_classes, predictions_sink=predictions, proba=args.proba)
+                    max_classes=args.max_classes, predictions_sink=predictions, proba=args.proba, model_lock=lock)
     if args.resume and runner.resume():
         restored = runner.model
         if type(restored).__name__ != args.learner or (args.param and restored._get_params() != model._get_params()):
@@ -196,9 +198,12 @@ def cmd_train(args) -> int:
                   "--learner/--param are ignored", file=sys.stderr)
         print(f"streamlearn: resumed from {runner.last_checkpoint_path} "
               f"({runner.counters['learned']:,} examples learned)", file=sys.stderr)
+    stop_service = _serve_live(args, runner, metrics_path) if args.serve else None
     try:
         code = runner.run()
     finally:
+        if stop_service is not None:
+            stop_service()
         runner.metrics_sink.close()
         runner.dead_letters.close()
         if predictions is not None:
@@ -385,6 +390,47 @@ def _inspect_text(info: dict) -> str:
     ])
 
 
+def _serve_live(args, runner, metrics_path):
+    """Start ``train --serve [HOST]:PORT``: the HTTP service on the runner's own model, on a
+    thread; returns the function that stops it."""
+    import threading
+
+    from .serve import LiveHolder, serve
+
+    host, _, port = args.serve.rpartition(":")
+    try:
+        port = int(port)
+    except ValueError:
+        raise ConfigError(f"--serve takes [HOST]:PORT, e.g. :8080, not {args.serve!r}") from None
+    stop, started = threading.Event(), threading.Event()
+    failure: list = []
+
+    def ready(server):
+        shown_host, shown_port = server.server_address[:2]
+        print(f"streamlearn: serving the live model at http://{shown_host}:{shown_port}/", file=sys.stderr, flush=True)
+        started.set()
+
+    def run():
+        try:
+            serve(None, host or "127.0.0.1", port, ready=ready, stop=stop,
+                  holder=LiveHolder(runner, runner.model_lock, metrics_path if metrics_path != "-" else None))
+        except OSError as error:  # the port is taken
+            failure.append(error)
+            started.set()
+
+    thread = threading.Thread(target=run, name="streamlearn-serve", daemon=True)
+    thread.start()
+    started.wait()
+    if failure:
+        raise ConfigError(f"--serve {args.serve}: {failure[0]}")
+
+    def stop_service():
+        stop.set()
+        thread.join(10)
+
+    return stop_service
+
+
 def cmd_serve(args) -> int:
     import signal
     import threading
@@ -483,6 +529,9 @@ def _train_options(p) -> None:
                         "lines), - for stdout, or kafka://HOST:PORT/TOPIC; a record without a label is then predicted and "
                         "not learned (without --predictions it is a bad record)")
     p.add_argument("--proba", action="store_true", help="with --predictions: each class's probability too")
+    p.add_argument("--serve", metavar="[HOST]:PORT",
+                   help="answer predictions over HTTP from the model being learned, as streamlearn serve does from "
+                        "checkpoints (HOST defaults to 127.0.0.1; PORT 0: any free port)")
     p.add_argument("--max-classes", type=int, metavar="N",
                    help="at most N classes: once the model has N, a record with a new label is a dead letter "
                         "(bounds memory against a stream of ever new labels; --param n_bits=B bounds the features)")

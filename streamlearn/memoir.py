@@ -468,10 +468,14 @@ class ExtremeSVM(StreamClassifier):
             return pd.Series(labels, index=X.index)
         return labels
 
-    def prequential(self, X, y, learn: bool = False):
+    def prequential(self, X, y, learn: bool = False, return_proba: bool = False):
         """As :meth:`StreamClassifier.prequential`, without a ``(rows, K)`` score matrix: the
         batch is scored by the model before it (the exact oracle's softmax over every class; an
-        approximate oracle's over its candidates and the true class), then learned."""
+        approximate oracle's over its candidates and the true class), then learned. Every
+        class's probability (``return_proba``) or unlabelled rows (``y=None``) need the
+        ``(rows, K)`` scores: those go the generic way, an exact softmax over every class."""
+        if return_proba or y is None:
+            return super().prequential(X, y, learn, return_proba)
         rows = self._encode_labelled(X, y)
         predicted, p_true = self._predict_rows(self._scaled(rows, learn=False), self.class_indices(y))
         if learn:

@@ -40,6 +40,7 @@ nothing is learned or reported twice.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import time
@@ -184,6 +185,9 @@ class Runner:
         predictions sink the source's records may lack a label (open it ``labelled=False``): an
         unlabelled record is predicted and not learned. The sink's size is in every
         checkpoint, so a resumed file sink holds each line once.
+    model_lock
+        A lock held while a batch is processed (``streamlearn train --serve`` shares it with the
+        service, which predicts under it).
     log
         Where progress lines go (``None``: stderr); a tqdm bar is used on a terminal.
     """
@@ -192,7 +196,7 @@ class Runner:
                  checkpoint_interval: float | None = 60.0, keep: int = 3, holdout=None, metrics_sink=None,
                  dead_letter_sink=None, max_errors: int | None = None, check_start: bool = False, log=None,
                  progress: bool | None = None, max_classes: int | None = None, predictions_sink=None,
-                 proba: bool = False):
+                 proba: bool = False, model_lock=None):
         if holdout is not None and not callable(holdout) and not 0.0 < float(holdout) < 1.0:
             raise ValueError(f"a hold-out fraction must be in (0, 1), got {holdout!r}")
         if checkpoint_every is not None and int(checkpoint_every) < 1:
@@ -205,6 +209,8 @@ class Runner:
             raise ValueError(f"max_classes must be a positive integer, got {max_classes!r}")
         self.max_classes = max_classes
         self.predictions, self.proba = predictions_sink, bool(proba)
+        self.model_lock = model_lock if model_lock is not None else contextlib.nullcontext()
+        self.last_update = time.time()  # when the last batch was learned (what a live service reports as its age)
         self.model, self.source = model, source
         if hasattr(source, "with_hashes") and (holdout is None or callable(holdout)):
             source.with_hashes = False  # only a hash hold-out needs record hashes
@@ -391,6 +397,7 @@ class Runner:
                     self.predictions.write(lines[i])
             self.counters["seen"] += len(batch)
             self._data_span[1] = time.perf_counter()
+            self.last_update = time.time()
         if len(batch) or batch.dead:  # not the heartbeats of an idle source: how many come depends on timing
             self.counters["batches"] += 1
             self._changed = True
@@ -531,7 +538,8 @@ class Runner:
                 finally:
                     self._waiting = False
                 try:
-                    self._process(batch)
+                    with self.model_lock:  # a live service (train --serve) never reads a half-learned batch
+                        self._process(batch)
                 except TooManyErrors as error:
                     self.stop_error, code = error, EXIT_BAD_RECORDS
                     break

@@ -4,12 +4,16 @@ directory that a running ``streamlearn train`` writes, reloading each new checkp
 Endpoints (JSON in and out):
 
 * ``POST /predict`` — one record ``{"x": {feature: value, ...}}`` or a list of them (a label,
-  if present, is ignored): ``{"prediction": label}`` or ``{"predictions": [...]}``; with
+  if present, is ignored; a key ``"17"`` names the integer feature 17 of a model that has it and
+  no feature named ``"17"``, as one learned from LIBSVM does): ``{"prediction": label}`` or ``{"predictions": [...]}``; with
   ``?proba=1`` the probabilities of every class too. A malformed body, a value that is not a
   finite number, a body over ``max_body`` bytes: a 4xx answer with a message.
 * ``GET /model`` — learner, parameters, classes, records learned, checkpoint path, sequence and age.
 * ``GET /healthz`` — 200 with a model whose checkpoint is younger than ``max_age``; 503 before the
   first model is loaded and when the newest checkpoint is older than ``max_age``.
+* ``GET /`` — a live page: the learning curves (prequential and held-out accuracy, throughput,
+  dead letters over records learned, from ``GET /curves``) and the served model, redrawn every
+  2 s with uPlot, which the package ships (``streamlearn/static``).
 * ``GET /metrics`` — Prometheus text: requests by endpoint and status, latency histogram, model
   age, records learned, prequential accuracy and log-loss and dead letters from the last line of
   the directory's ``metrics.jsonl``, reloads and skipped (corrupt) checkpoints.
@@ -31,6 +35,7 @@ GIL only partly, so an asynchronous server would not add throughput on the learn
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import pathlib
@@ -44,6 +49,12 @@ from connectors.records import RecordError, check_record
 from connectors.sinks import json_key
 
 from .checkpoint import CheckpointStore, CorruptCheckpoint
+
+
+#: the live page (``GET /``) and the chart library it draws with (uPlot, MIT licence, shipped as is)
+STATIC = pathlib.Path(__file__).resolve().parent / "static"
+STATIC_TYPES = {"index.html": "text/html; charset=utf-8", "uPlot.iife.min.js": "text/javascript",
+                "uPlot.min.css": "text/css", "uPlot.LICENSE": "text/plain"}
 
 
 class LoadedModel:
@@ -65,14 +76,16 @@ class LoadedModel:
 class ModelHolder:
     """The model being served: the newest intact checkpoint of ``directory`` (see the module docstring)."""
 
-    def __init__(self, directory, log=None):
+    def __init__(self, directory, log=None, metrics_path=None):
         self.store = CheckpointStore(directory)
         self.directory = pathlib.Path(directory)
+        self.metrics_path = pathlib.Path(metrics_path) if metrics_path else self.directory / "metrics.jsonl"
         self.log = log or sys.stderr
         self.current: LoadedModel | None = None
         self.reloads = 0
         self.skipped: set[str] = set()  # corrupt checkpoints seen (each reported once)
         self._lock = threading.Lock()  # one refresh at a time
+        self._curves = None  # ((size, mtime) of the metrics log, its columns)
 
     def refresh(self) -> bool:
         """Load the newest intact checkpoint if it is newer than the one served; whether it was."""
@@ -104,9 +117,43 @@ class ModelHolder:
             except Exception as error:  # noqa: BLE001 - a bad file must not end the reload thread
                 print(f"streamlearn serve: reload failed: {error}", file=self.log, flush=True)
 
+    #: most points a curve of the live page gets (a long log is thinned evenly, its last line kept)
+    MAX_POINTS = 5000
+
+    def curves(self) -> dict:
+        """The metrics log as columns for the live page: records learned, prequential and
+        held-out accuracy (``null`` where absent), examples/s and dead letters per line."""
+        path = self.metrics_path
+        try:
+            stat = path.stat()
+        except OSError:
+            return {key: [] for key in self._CURVES}
+        if self._curves is None or self._curves[0] != (stat.st_size, stat.st_mtime_ns):
+            lines = []
+            with open(path, "rb") as f:
+                for raw in f:
+                    try:
+                        lines.append(json.loads(raw))
+                    except ValueError:  # a line being written
+                        continue
+            if len(lines) > self.MAX_POINTS:
+                step = -(-len(lines) // self.MAX_POINTS)
+                lines = lines[::step] + ([lines[-1]] if (len(lines) - 1) % step else [])
+            columns = {key: [get(line) for line in lines] for key, get in self._CURVES.items()}
+            self._curves = ((stat.st_size, stat.st_mtime_ns), columns)
+        return self._curves[1]
+
+    _CURVES = {
+        "learned": lambda line: line.get("learned"),
+        "prequential_accuracy": lambda line: (line.get("prequential") or {}).get("accuracy"),
+        "holdout_accuracy": lambda line: (line.get("holdout") or {}).get("accuracy"),
+        "examples_per_s": lambda line: line.get("examples_per_s"),
+        "dead_letters": lambda line: line.get("dead_letters"),
+    }
+
     def metrics_line(self) -> dict | None:
         """The last line of the directory's metrics log (what the trainer logged at its last checkpoint)."""
-        path = self.directory / "metrics.jsonl"
+        path = self.metrics_path
         try:
             with open(path, "rb") as f:
                 f.seek(max(0, path.stat().st_size - 65536))
@@ -114,6 +161,60 @@ class ModelHolder:
             return json.loads(lines[-1]) if lines else None
         except (OSError, ValueError):
             return None
+
+
+class LiveModel:
+    """The model a running trainer is learning (``streamlearn train --serve``): read under the
+    trainer's lock, which it holds while it learns a batch, so an answer never sees a
+    half-learned batch. ``sequence`` counts the batches learned; ``created`` is when the last
+    one was."""
+
+    def __init__(self, runner, lock):
+        self.runner, self.lock = runner, lock
+
+    @property
+    def model(self):
+        return self.runner.model
+
+    @property
+    def sequence(self) -> int:
+        return self.runner.counters["batches"]
+
+    @property
+    def created(self) -> float:
+        return self.runner.last_update
+
+    @property
+    def counters(self) -> dict:
+        return self.runner.counters
+
+    @property
+    def info(self) -> dict:
+        with self.lock:
+            model = self.runner.model
+            return {"learner": type(model).__name__, "params": model._get_params(),
+                    "classes": [json_key(c) for c in model.classes], "records_learned": self.runner.counters["learned"],
+                    "checkpoint": self.runner.last_checkpoint_path, "sequence": self.sequence, "created": self.created}
+
+
+class LiveHolder(ModelHolder):
+    """What ``train --serve`` serves: the runner's own model (:class:`LiveModel`) once it has
+    learned a record; nothing to reload."""
+
+    def __init__(self, runner, lock, metrics_path=None, log=None):
+        super().__init__(runner.store.directory if runner.store is not None else ".", log, metrics_path)
+        self.live = LiveModel(runner, lock)
+
+    @property
+    def current(self):
+        return self.live if self.live.runner.counters["learned"] else None
+
+    @current.setter
+    def current(self, value):  # ModelHolder.__init__ sets it
+        pass
+
+    def refresh(self) -> bool:
+        return False
 
 
 class BadRequest(ValueError):
@@ -142,6 +243,21 @@ def parse_records(body: bytes) -> tuple[list, bool]:
             raise BadRequest(422, f"record {i}: {error.reason}: {error.message}") from None
         X.append(x)
     return X, many
+
+
+def integer_names(X: list, model) -> list:
+    """The records with each key that is the decimal text of an integer (``"17"``) read as that
+    integer when the model knows the integer feature and not the text: JSON keys are strings,
+    and a model learned from LIBSVM, arrays or msgpack has integer feature names."""
+    features = model._features
+    if features.n_bits is not None:  # hashing: every name has a column, nothing tells them apart
+        return X
+    texts = sorted({k for x in X for k in x if isinstance(k, str) and k.lstrip("-").isdigit() and str(int(k)) == k})
+    if not texts:
+        return X
+    as_text, as_int = features.columns(texts, grow=False), features.columns([int(k) for k in texts], grow=False)
+    integer = {k for k, t, i in zip(texts, as_text.tolist(), as_int.tolist()) if t < 0 <= i}
+    return [{int(k) if k in integer else k: v for k, v in x.items()} for x in X] if integer else X
 
 
 def _no_constant(name: str):
@@ -225,11 +341,22 @@ def make_handler(holder: ModelHolder, max_age: float | None, max_body: int):
 
         def do_GET(self):
             url = urllib.parse.urlsplit(self.path)
-            routes = {"/model": self._model, "/healthz": self._health, "/metrics": lambda: (200, generate_latest(registry))}
+            if url.path == "/" or url.path.startswith("/static/"):
+                self._static("index.html" if url.path == "/" else url.path[len("/static/"):])
+                return
+            routes = {"/model": self._model, "/healthz": self._health, "/curves": lambda: (200, holder.curves()),
+                      "/metrics": lambda: (200, generate_latest(registry))}
             if url.path not in routes:
                 self._answer("other", lambda: (404, {"error": f"no such endpoint: GET {url.path}"}))
                 return
             self._answer(url.path[1:], routes[url.path])
+
+        def _static(self, name: str) -> None:
+            """The live page and its files, shipped in the package (no network at run time)."""
+            if name not in STATIC_TYPES:
+                self._json(404, {"error": f"no such file: {name}"})
+                return
+            self._send(200, (STATIC / name).read_bytes(), STATIC_TYPES[name])
 
         def do_POST(self):
             url = urllib.parse.urlsplit(self.path)
@@ -280,23 +407,27 @@ def make_handler(holder: ModelHolder, max_age: float | None, max_body: int):
             X, many = parse_records(body)
             options = urllib.parse.parse_qs(query)
             proba = options.get("proba", ["0"])[0] not in ("0", "", "false")
-            model = loaded.model
-            out = [{"prediction": p} for p in model.predict_many(X).tolist()]
-            if proba:
-                for row, probabilities in zip(out, model.predict_proba_many(X).to_dict(orient="records")):
-                    row["proba"] = {json_key(c): (p if math.isfinite(p) else None) for c, p in probabilities.items()}
-            for row in out:
-                row["sequence"] = loaded.sequence
+            with getattr(loaded, "lock", None) or contextlib.nullcontext():  # a live model: not while a batch is learned
+                model, sequence = loaded.model, loaded.sequence
+                X = integer_names(X, model)
+                out = [{"prediction": p} for p in model.predict_many(X).tolist()]
+                probabilities = model.predict_proba_many(X).to_dict(orient="records") if proba else None
+            for i, row in enumerate(out):
+                if probabilities is not None:
+                    row["proba"] = {json_key(c): (p if math.isfinite(p) else None) for c, p in probabilities[i].items()}
+                row["sequence"] = sequence
             return 200, {"predictions": out} if many else out[0]
 
     return Handler
 
 
 def serve(directory, host: str = "127.0.0.1", port: int = 8080, max_age: float | None = None, max_body: int = 1 << 20,
-          reload_interval: float = 1.0, ready=None, stop: threading.Event | None = None, log=None) -> None:
-    """Run the service until ``stop`` is set (or forever); ``ready(server)`` is called once it listens."""
-    holder = ModelHolder(directory, log)
-    holder.refresh()
+          reload_interval: float = 1.0, ready=None, stop: threading.Event | None = None, log=None, holder=None) -> None:
+    """Run the service until ``stop`` is set (or forever); ``ready(server)`` is called once it
+    listens. ``holder``: what to serve instead of ``directory``'s checkpoints (a :class:`LiveHolder`)."""
+    if holder is None:
+        holder = ModelHolder(directory, log)
+        holder.refresh()
     stop = stop or threading.Event()
     reloader = threading.Thread(target=holder.watch, args=(reload_interval, stop), name="streamlearn-reload", daemon=True)
     reloader.start()

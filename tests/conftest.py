@@ -37,7 +37,7 @@ def broker():
 
 #: test files whose tests run whole processes or every river check: left out of the quick subset
 SLOW_FILES = {"test_crash_resume.py", "test_examples.py", "test_river_checks.py", "test_cli_trust.py", "test_cli_options.py",
-              "test_benchmarks.py"}
+              "test_benchmarks.py", "test_serve.py", "test_predictions.py", "test_broker_restart.py"}
 
 
 def pytest_collection_modifyitems(config, items):

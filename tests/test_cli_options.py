@@ -111,6 +111,16 @@ def run_predictions(f):
     assert len(lines) == 600 and all("proba" in l and "prediction" in l for l in lines)
 
 
+@covers("train:--serve")
+def run_train_serve(f):
+    """The service starts with the job and stops with it (tests/test_serve.py asks it questions)."""
+    result = cli("train", f["train"], "--serve", "127.0.0.1:0", "--quiet")
+    assert "streamlearn: serving the live model at http://127.0.0.1:" in result.stderr.decode()
+    assert _summary(result)["learned"] == 600
+    taken = cli("train", f["train"], "--serve", ":x", "--quiet", check=False)
+    assert taken.returncode == 1 and b"--serve takes [HOST]:PORT" in taken.stderr
+
+
 @covers("train:--holdout")
 def run_holdout(f):
     assert _summary(cli("train", f["train"], "--holdout", "0.2", "--quiet"))["holdout_final"]["n"] > 50

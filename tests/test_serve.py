@@ -69,13 +69,16 @@ def test_predictions_model_health_metrics_and_bad_requests(trained, tmp_path):
         url = service.url
         payload = CheckpointStore(trained).load_latest()
         model = streamlearn.learner_from_state(payload["learner"])
+        # JSON keys are text: "7" is the model's LIBSVM feature 7
         xs = [{"1": 0.5, "7": -1.0}, {"3": 2.0}, {"39": 1.0, "2": 0.1}]
+        as_ints = [{int(k): v for k, v in x.items()} for x in xs]
         status, one = _call(f"{url}/predict", json.dumps({"x": xs[0]}).encode())
-        assert status == 200 and one["prediction"] == model.predict_one(xs[0]) and one["sequence"] == payload["sequence"]
+        assert status == 200 and one["prediction"] == model.predict_one(as_ints[0]) and one["sequence"] == payload["sequence"]
         status, many = _call(f"{url}/predict?proba=1", json.dumps([{"x": x, "y": 3} for x in xs]).encode())
-        assert status == 200 and [p["prediction"] for p in many["predictions"]] == model.predict_many(xs).tolist()
-        for row, x in zip(many["predictions"], xs):
+        assert status == 200 and [p["prediction"] for p in many["predictions"]] == model.predict_many(as_ints).tolist()
+        for row, x in zip(many["predictions"], as_ints):
             expected = model.predict_proba_one(x)
+            assert max(expected.values()) > 0.5  # the features are the model's: not a uniform answer
             assert {int(k): v for k, v in row["proba"].items()} == pytest.approx(expected)
         status, info = _call(f"{url}/model")
         assert status == 200 and info["learner"] == "MulticlassSVM" and info["records_learned"] == 500
@@ -170,3 +173,70 @@ def test_answers_come_from_whole_checkpoints_while_a_daemon_learns_a_topic(tmp_p
         expected = model.predict_proba_one(recs[0]["x"])
         for answer in (a for a in answers if a["sequence"] == sequence):
             assert {k: v for k, v in answer["proba"].items()} == pytest.approx({str(k): v for k, v in expected.items()})
+
+
+def test_train_serve_answers_from_the_live_model_never_from_a_half_learned_batch(tmp_path):
+    """``train - --serve :0`` while lines arrive on stdin: each answer's ``sequence`` is the
+    number of batches learned, and its probabilities are those of a model trained on exactly
+    that many batches (50 lines each), not of a batch learned in part."""
+    lines = libsvm_lines(3000, seed=6)
+    daemon = subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "train", "-", "--serve", ":0", "--batch-records", "50",
+                               "--quiet"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = daemon.stderr.readline().split()[-1].rstrip("/")
+    assert url.startswith("http://127.0.0.1:"), url
+    assert _call(f"{url}/healthz")[0] == 503  # nothing learned yet
+    probe = {"3": 1.0, "17": -0.5, "21": 0.25}
+    answers = []
+    for start in range(0, len(lines), 250):
+        daemon.stdin.write("\n".join(lines[start : start + 250]) + "\n")
+        daemon.stdin.flush()
+        for _ in range(3):
+            status, answer = _call(f"{url}/predict?proba=1", json.dumps({"x": probe}).encode())
+            if status == 200:
+                answers.append(answer)
+            time.sleep(0.02)
+    status, info = _call(f"{url}/model")
+    assert status == 200 and info["learner"] == "MulticlassSVM"
+    daemon.stdin.close()
+    assert daemon.wait(timeout=60) == 0, daemon.stderr.read()
+    sequences = sorted({a["sequence"] for a in answers})
+    assert len(sequences) >= 5, sequences
+    for sequence in sequences[:: max(1, len(sequences) // 6)]:
+        model = streamlearn.MulticlassSVM()
+        from connectors.libsvm import parse_libsvm_bytes
+
+        chunk = parse_libsvm_bytes(("\n".join(lines[: 50 * sequence]) + "\n").encode())
+        for b in range(sequence):
+            rows = slice(50 * b, 50 * b + 50)
+            model.learn_many(chunk.X[rows], chunk.label_array[rows])
+        expected = {str(k): v for k, v in model.predict_proba_one({int(k): v for k, v in probe.items()}).items()}
+        assert len({round(v, 9) for v in expected.values()}) > 1  # the probe's features are the model's
+        for answer in (a for a in answers if a["sequence"] == sequence):
+            assert answer["proba"] == pytest.approx(expected)
+
+
+def _chromium():
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def test_the_live_page_draws_every_line_of_the_metrics_log_in_a_real_browser(trained, tmp_path):
+    """Headless Chromium loads ``/``; once the page has drawn, its charts hold one point per
+    line of the metrics log (the page writes how many it drew into ``data-points``)."""
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("no chromium (Debian: apt install chromium): the live page is not tested in a browser")
+    expected = (trained / "metrics.jsonl").read_text().count("\n")
+    service = _start_service(trained)
+    try:
+        dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=8000",
+                              "--dump-dom", f"{service.url}/"], capture_output=True, text=True, timeout=120).stdout
+        shot = tmp_path / "page.png"
+        subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=8000",
+                        "--window-size=1200,900", f"--screenshot={shot}", f"{service.url}/"], capture_output=True, timeout=120)
+    finally:
+        _stop(service)
+    assert f'data-points="{expected}"' in dom, dom[:2000]
+    assert "MulticlassSVM" in dom and dom.count("<canvas") == 3
+    assert shot.read_bytes()[:4] == b"\x89PNG" and shot.stat().st_size > 10_000
