@@ -24,6 +24,7 @@ SMOKE_RUNS = {
     "startup_bench": (["--repeats", "2", "--output"], ["startup.json", "startup.md", "startup.png"]),
     "leastsquares_bench": (["--quick", "--out"], ["leastsquares.json", "leastsquares.md", "leastsquares.png"]),
     "lpsvm_bench": (["--quick", "--out"], ["lpsvm.json", "lpsvm.md", "lpsvm.png"]),
+    "serve_bench": (["--quick", "--out"], ["serve.json", "serve.md"]),
 }
 
 

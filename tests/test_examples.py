@@ -69,6 +69,12 @@ def test_kafka_daemon_example_end_to_end():
     assert accuracy > 0.6  # measured 0.68 after one pass; chance is ~0.04
 
 
+def test_serve_live_example_end_to_end():
+    outcome = runpy.run_path(str(ROOT / "examples" / "serve_live.py"))["main"]()
+    assert outcome["predictions"] == 15_000 and outcome["unlabelled"] == 1_500 and outcome["learned"] == 13_500
+    assert outcome["checkpoints_answered"] >= 3 and outcome["accuracy"] > 0.6  # one pass of letter: ~0.69
+
+
 @pytest.mark.parametrize("learner", sorted(streamlearn.LEARNERS))
 def test_the_default_job_runs_every_learner_it_offers(learner):
     """``python -m streamlearn --learner X`` offered ten learners; five crashed on ``lam``."""
