@@ -61,14 +61,15 @@ def main() -> dict:
                 time.sleep(0.4)
                 answer = call(f"{url}/predict?proba=1", probe)
                 answers_seen.add(answer["sequence"])
-                if answer["sequence"] != seen:
+                if answer["sequence"] != seen and answer["prediction"] is not None:  # None: no class learned yet
                     seen = answer["sequence"]
                     print(f"checkpoint {seen:3d}: predicts {answer['prediction']} for a held-out {held_out[0][1]} "
                           f"(p = {answer['proba'][str(answer['prediction'])]:.2f})")
             trainer.stdin.close()
             trainer.wait(timeout=60)
             time.sleep(0.5)  # the last checkpoint, reloaded
-            answers = call(f"{url}/predict", json.dumps([{"x": x} for x, _ in held_out]).encode())["predictions"]
+            answers = [a for i in range(0, len(held_out), 1000)  # 1,000 records a request: under the default --max-body
+                       for a in call(f"{url}/predict", json.dumps([{"x": x} for x, _ in held_out[i : i + 1000]]).encode())["predictions"]]
             correct = sum(a["prediction"] == y for a, (_, y) in zip(answers, held_out))
             info = call(f"{url}/model")
             print(f"final model: {info['learner']}, {info['records_learned']:,} records learned, checkpoint {info['sequence']}")

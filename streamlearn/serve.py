@@ -455,25 +455,29 @@ def make_handler(holder: ModelHolder, max_age: float | None, max_body: int):
                         break
                     remaining -= len(chunk)
                 raise BadRequest(413, f"the body is more than --max-body {max_body:,} bytes")
-            body = self.rfile.read(length)
-            loaded = holder.current  # this request's model, whatever a reload does meanwhile
-            if loaded is None:
-                raise BadRequest(503, "no model loaded yet")
-            X, many = parse_records(body)
-            options = urllib.parse.parse_qs(query)
-            proba = options.get("proba", ["0"])[0] not in ("0", "", "false")
-            with getattr(loaded, "lock", None) or contextlib.nullcontext():  # a live model: not while a batch is learned
-                model, sequence = loaded.model, loaded.sequence
-                X = integer_names(X, model)
-                out = [{"prediction": p} for p in model.predict_many(X).tolist()]
-                probabilities = model.predict_proba_many(X).to_dict(orient="records") if proba else None
-            for i, row in enumerate(out):
-                if probabilities is not None:
-                    row["proba"] = {json_key(c): (p if math.isfinite(p) else None) for c, p in probabilities[i].items()}
-                row["sequence"] = sequence
-            return 200, {"predictions": out} if many else out[0]
+            return predict(holder, self.rfile.read(length), query)
 
     return Handler
+
+
+def predict(holder: ModelHolder, body: bytes, query: str = "") -> tuple[int, dict]:
+    """``POST /predict``'s answer ``(status, JSON object)`` to a request body (raises
+    :class:`BadRequest`); whatever HTTP server carries it."""
+    loaded = holder.current  # this request's model, whatever a reload does meanwhile
+    if loaded is None:
+        raise BadRequest(503, "no model loaded yet")
+    X, many = parse_records(body)
+    proba = urllib.parse.parse_qs(query).get("proba", ["0"])[0] not in ("0", "", "false")
+    with getattr(loaded, "lock", None) or contextlib.nullcontext():  # a live model: not while a batch is learned
+        model, sequence = loaded.model, loaded.sequence
+        X = integer_names(X, model)
+        out = [{"prediction": p} for p in model.predict_many(X).tolist()]
+        probabilities = model.predict_proba_many(X).to_dict(orient="records") if proba else None
+    for i, row in enumerate(out):
+        if probabilities is not None:
+            row["proba"] = {json_key(c): (p if math.isfinite(p) else None) for c, p in probabilities[i].items()}
+        row["sequence"] = sequence
+    return 200, {"predictions": out} if many else out[0]
 
 
 def serve(directory, host: str = "127.0.0.1", port: int = 8080, max_age: float | None = None, max_body: int = 1 << 20,
