@@ -58,17 +58,25 @@ def _daemon(bootstrap, topic, client, ck, *extra) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def _learning_the_first_half(broker, topic: str, recs: list, client: str, ck, *extra) -> subprocess.Popen:
+    """A topic holding the first half of ``recs`` and a daemon that has checkpointed all of it."""
+    from connectors.localbroker import create_topic, produce
+
+    create_topic(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic, _messages(recs[: len(recs) // 2]))
+    daemon = _daemon(broker.bootstrap, topic, client, ck, *extra)
+    _wait_until_learned(ck, len(recs) // 2, daemon)
+    return daemon
+
+
 @pytest.mark.kafka
 @pytest.mark.parametrize("client", KAFKA_CLIENTS)
 def test_a_broker_restart_mid_stream_loses_nothing_and_learns_nothing_twice(tmp_path, durable, client):
-    from connectors.localbroker import create_topic, produce
+    from connectors.localbroker import produce
 
     recs = records(3000, seed=21)
     topic = f"restart-{client}"
-    create_topic(durable.bootstrap, topic)
-    produce(durable.bootstrap, topic, _messages(recs[:1500]))
-    daemon = _daemon(durable.bootstrap, topic, client, tmp_path / "ck", "--idle-timeout", "4")
-    _wait_until_learned(tmp_path / "ck", 1500, daemon)
+    daemon = _learning_the_first_half(durable, topic, recs, client, tmp_path / "ck", "--idle-timeout", "4")
     durable.stop(crash=True)
     time.sleep(6)  # longer than the idle timeout: its clock does not run while the broker is away
     durable.start()
@@ -85,14 +93,11 @@ def test_a_broker_restart_mid_stream_loses_nothing_and_learns_nothing_twice(tmp_
 @pytest.mark.kafka
 @pytest.mark.parametrize("client", ["confluent"])  # the restart test above runs both clients; the timeout is the source's
 def test_a_broker_away_past_the_timeout_ends_the_daemon_with_code_1_after_a_final_checkpoint(tmp_path, durable, client):
-    from connectors.localbroker import create_topic, produce
+    from connectors.localbroker import produce
 
     recs = records(2000, seed=22)
     topic = f"timeout-{client}"
-    create_topic(durable.bootstrap, topic)
-    produce(durable.bootstrap, topic, _messages(recs[:1000]))
-    daemon = _daemon(durable.bootstrap, topic, client, tmp_path / "ck", "--broker-timeout", "3")
-    _wait_until_learned(tmp_path / "ck", 1000, daemon)
+    daemon = _learning_the_first_half(durable, topic, recs, client, tmp_path / "ck", "--broker-timeout", "3")
     durable.stop(crash=True)
     try:
         out, err = daemon.communicate(timeout=60)
