@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pathlib
 import sys
 import threading
 
@@ -99,16 +100,18 @@ def test_the_ahead_of_time_kernels_are_built():
     assert kernels.backend() == "aot", kernels.backend_note()
 
 
-def test_the_quick_suite_passes_on_the_jit_alone(tmp_path):
+def test_the_quick_suite_passes_on_the_jit_alone(request):
     """numba's pycc may leave numba: the JIT path (``STREAMLEARN_JIT=1``) must stay first class.
-    The quick subset runs with every kernel JIT-compiled, in a process of its own."""
-    import subprocess
+    The quick subset runs with every kernel JIT-compiled, in a process of its own (started with
+    the session when the whole suite runs: tests/conftest.py)."""
+    from conftest import start_jit_alone_run
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow and not kafka"],
-                            cwd=root, capture_output=True, text=True, env={**os.environ, "STREAMLEARN_JIT": "1"}, timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    assert " passed" in result.stdout.strip().splitlines()[-1]
+    process = getattr(request.config, "jit_alone_run", None) or start_jit_alone_run()
+    returncode = process.wait(timeout=900)
+    output = pathlib.Path(process.output_path).read_text()
+    os.unlink(process.output_path)
+    assert returncode == 0, output[-5000:]
+    assert " passed" in output.strip().splitlines()[-1]
 
 
 def test_every_exported_signature_has_a_sample_call():
