@@ -185,7 +185,9 @@ def cmd_train(args) -> int:
             if sink is not None:
                 sink.truncate(0)
     every, interval = _cadence(args)
-    lock = __import__("threading").Lock() if args.serve else None
+    import threading
+
+    lock = threading.Lock() if args.serve else None  # held by the runner per batch, by the service per request
     runner = Runner(model, source, checkpoint_dir=directory, checkpoint_every=every,
                     checkpoint_interval=interval, keep=args.keep, holdout=holdout,
                     metrics_sink=metrics, dead_letter_sink=dead, max_errors=args.max_errors,

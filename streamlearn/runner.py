@@ -363,18 +363,19 @@ class Runner:
                 self._data_span[0] = time.perf_counter()
             train, rows = batch, np.arange(len(batch))  # rows: each record's index in the batch
             lines: dict | None = {} if self.predictions is not None else None  # index -> prediction line
+            with_proba = lines is not None and self.proba
             if lines is not None:
                 unlabelled = _unlabelled(batch.y)
                 if unlabelled.any():
                     asked = batch.take(unlabelled)
-                    self._note(lines, asked, rows[unlabelled], *score_batch(self.model, asked.X, None, return_proba=self.proba))
+                    self._note(lines, asked, rows[unlabelled], *score_batch(self.model, asked.X, None, return_proba=with_proba))
                     self.counters["unlabelled"] += len(asked)
                     train, rows = batch.take(~unlabelled), rows[~unlabelled]
             if self.holdout is not None and not callable(self.holdout):
                 held = train.hashes < self._hash_threshold()
                 if held.any():
                     kept = train.take(held)
-                    predicted, p_true, *proba = score_batch(self.model, kept.X, kept.y, return_proba=lines is not None and self.proba)
+                    predicted, p_true, *proba = score_batch(self.model, kept.X, kept.y, return_proba=with_proba)
                     self.holdout_metrics.update(kept.y, predicted, p_true)
                     self.counters["held_out"] += len(kept)
                     self._note(lines, kept, rows[held], predicted, p_true, *proba)
@@ -384,10 +385,9 @@ class Runner:
                 train, rows = train.take(within), rows[within]
             if len(train):
                 try:
-                    predicted, p_true, *proba = score_batch(self.model, train.X, train.y, learn=True,
-                                                            return_proba=lines is not None and self.proba)
+                    predicted, p_true, *proba = score_batch(self.model, train.X, train.y, learn=True, return_proba=with_proba)
                 except InvalidInputError:  # refused, model unchanged: find the records it refuses
-                    accepted, predicted, p_true, *proba = self._learn_one_by_one(train, lines is not None and self.proba)
+                    accepted, predicted, p_true, *proba = self._learn_one_by_one(train, with_proba)
                     train, rows = train.take(accepted), rows[accepted]
                 self.prequential.update(train.y, predicted, p_true)
                 self.counters["learned"] += len(train)
