@@ -55,7 +55,7 @@ def test_restricted_step_solves_eq13(seed):
     u[y] += C
     g = rng.normal(size=c) * 3
     a = rng.uniform(0.1, 2, size=c) * (1e-9 if seed % 5 == 0 else 1.0) ** rng.integers(0, 2, size=c)  # some near 0
-    delta, work = np.empty(c), (np.empty(c), np.empty(c + 1), np.empty(c + 1))
+    delta, work = np.empty(c), (np.empty(c), np.empty(c, np.int64), np.empty(c + 1), np.empty(c + 1))
     _lpsvm.restricted_step(g, a, u, delta, *work)
     reference = reference_restricted_step(g, a, u)
     # where some a_j are ~1e-10, δ_j = (g_j − θ)/a_j turns θ's last bits into 1e-7: compare to

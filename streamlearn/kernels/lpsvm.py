@@ -23,15 +23,19 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def restricted_step(g, a, u, delta, knots, free_ga, free_ia):
-    """Write into ``delta`` the solution of Eq. 13 (``a > 0``, ``sum(u) > 0``); ``knots`` (c),
-    ``free_ga`` and ``free_ia`` (c + 1) are work space."""
+def restricted_step(g, a, u, delta, knots, order, free_ga, free_ia):
+    """Write into ``delta`` the solution of Eq. 13 (``a > 0``, ``sum(u) > 0``); ``knots`` and
+    ``order`` (c), ``free_ga`` and ``free_ia`` (c + 1) are work space."""
     c = g.shape[0]
     for j in range(c):
-        knots[j] = a[j] * u[j] - g[j]  # negated: argsort ascending gives the knots decreasing
-    order = np.argsort(knots)  # the first m are clamped at u
-    for j in range(c):
-        knots[j] = -knots[j]
+        knots[j] = g[j] - a[j] * u[j]
+        # insertion sort, knots decreasing (the first m are clamped at u): c is a few dozen
+        # classes at most once shrunk, where np.argsort's allocation costs more than the sort
+        m = j
+        while m > 0 and knots[order[m - 1]] < knots[j]:
+            order[m] = order[m - 1]
+            m -= 1
+        order[m] = j
     # sums over the free classes order[m:], built from the end (no cancellation when the a_j
     # differ by orders of magnitude, as a class weight near 0 makes them)
     free_ga[c] = 0.0
@@ -99,6 +103,7 @@ def dca_epoch(indptr, indices, data, y, order, sqnorm, beta, C, V, alpha, classe
     u = np.empty(c)
     delta = np.empty(c)
     knots = np.empty(c)
+    order_work = np.empty(c, np.int64)
     free_ga = np.empty(c + 1)
     free_ia = np.empty(c + 1)
     violation = 0.0
@@ -145,7 +150,7 @@ def dca_epoch(indptr, indices, data, y, order, sqnorm, beta, C, V, alpha, classe
         if m <= 1:
             active[i] = False
             continue
-        restricted_step(g[:m], a[:m], u[:m], delta[:m], knots[:m], free_ga[: m + 1], free_ia[: m + 1])
+        restricted_step(g[:m], a[:m], u[:m], delta[:m], knots[:m], order_work[:m], free_ga[: m + 1], free_ia[: m + 1])
         for r in range(m):
             dj = delta[r]
             if dj != 0.0:
