@@ -67,7 +67,7 @@ _mcid = compiled("mcid")
 #: smallest mean validation regret over five data sets, one pass (bench/results/defaults.md)
 DEFAULT_AVERAGE_POWER = 2.0
 _scaled = compiled("scaled")
-#: the candidates of ``lam="auto"``: the defaults protocol's λ grid, the fixed default first so
+#: the candidates of ``lam="auto"``: the decades of the defaults protocol's λ grid, the fixed default first so
 #: that ties (before any evidence) keep it
 AUTO_LAMBDAS = (1e-4, 1e-3, 1e-5, 1e-6)
 _NO_SCORES = np.zeros((0, 0))  # learn_groups' scores_out when no scores are asked for
