@@ -3,8 +3,8 @@
 Streams the bundled LIBSVM ``letter`` data set (15,000 training rows, 26 classes; UCI
 Letter Recognition scaled to [-1, 1] by LIBSVM) from its file into a ``MulticlassSVM``,
 pass by pass, and prints held-out accuracy on the bundled 5,000-row test file after each
-pass. ``--learner`` picks another learner (``--lam`` and the averaged iterate apply to the
-learners that take them, ``--lam auto`` to the MCID learners; the others run their defaults),
+pass. ``--learner`` picks another learner, at its defaults (``--lam`` sets λ for the learners
+that take it, ``--lam auto`` for the MCID learners),
 ``--passes`` the number of passes, ``--batch-rows`` the rows handed to ``learn_many`` at a time.
 """
 
@@ -40,14 +40,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m streamlearn", description=__doc__.split("\n\n")[1])
     parser.add_argument("--learner", default="MulticlassSVM", choices=sorted(streamlearn.LEARNERS))
     parser.add_argument("--passes", type=int, default=5)
-    parser.add_argument("--lam", type=_lam, default=1e-4, help='regularisation λ, or "auto" (the MCID learners)')
+    parser.add_argument("--lam", type=_lam, help='regularisation λ, or "auto" (the MCID learners; default: the learner\'s own)')
     parser.add_argument("--batch-rows", type=int, default=500, help="rows handed to learn_many at a time")
     args = parser.parse_args(argv)
     X, y = read_libsvm(DATA / "letter.scale.bz2")
     X_test, y_test = read_libsvm(DATA / "letter.scale.t.bz2")
     cls = streamlearn.LEARNERS[args.learner]
     accepted = inspect.signature(cls).parameters
-    params = {k: v for k, v in {"lam": args.lam, "average": True}.items() if k in accepted}  # what the learner takes
+    params = {"lam": args.lam} if args.lam is not None and "lam" in accepted else {}  # what the learner takes
     try:
         model = cls(**params)
     except ValueError as error:  # e.g. --lam auto for a learner without it: a usage error, not a traceback

@@ -41,15 +41,16 @@ Options, both off by default:
   average: ``sum_s s^q W^(s) / sum_s s^q``. ``q = 0`` is the plain average; ``q > 0`` is
   the polynomial-decay averaging of Shamir & Zhang (ICML 2013), which forgets the first,
   largest steps faster — in a single pass the plain average still carries them. The
-  defaults (``average=True``, ``q = 2``, λ = 1e-4, no projection) are the configuration with
-  the smallest validation regret across five data sets (``bench/results/defaults.md``).
+  defaults (``average=True``, ``q = 2``, no projection, and each learner's λ:
+  :attr:`~_MCIDLearner.default_lam`) are the configuration with the smallest validation regret
+  across five data sets, one pass (``bench/results/defaults.md``).
 * ``lam="auto"`` — learn one model per λ in :data:`AUTO_LAMBDAS` on the same stream and
   predict with the one whose progressive (test-then-train) accuracy is highest, each example
   weighted by the square of its step so that the early steps, where a large λ always looks
   best, fade. Every example is learned by every candidate: the compute and the memory are
   ``len(AUTO_LAMBDAS)`` times those of one λ. ``selected_lam`` says which λ predicts now.
-  It needs no validation split, and on data where λ = 1e-4 is far from the best it recovers
-  most of the gap (``bench/results/defaults.md``, column *lam="auto"*).
+  It needs no validation split, and on data where the default λ is far from the best it
+  recovers most of the gap (``bench/results/defaults.md``, column *lam="auto"*).
 """
 
 from __future__ import annotations
@@ -63,12 +64,12 @@ from .kernels import codes, compiled
 from .weights import ScaledWeights
 
 _mcid = compiled("mcid")
-#: the power of the averaged iterate by default: chosen, with λ = 1e-4 and no projection, by the
-#: smallest mean validation regret over five data sets, one pass (bench/results/defaults.md)
+#: the power of the averaged iterate by default: chosen, with each learner's λ and no projection,
+#: by the smallest mean validation regret over five data sets, one pass (bench/results/defaults.md)
 DEFAULT_AVERAGE_POWER = 2.0
 _scaled = compiled("scaled")
-#: the candidates of ``lam="auto"``: the decades of the defaults protocol's λ grid, the fixed default first so
-#: that ties (before any evidence) keep it
+#: the candidates of ``lam="auto"``: the decades of the defaults protocol's λ grid, 1e-4 first so that
+#: ties (before any evidence) keep it
 AUTO_LAMBDAS = (1e-4, 1e-3, 1e-5, 1e-6)
 _NO_SCORES = np.zeros((0, 0))  # learn_groups' scores_out when no scores are asked for
 
@@ -78,6 +79,9 @@ class _MCIDLearner(StreamClassifier):
 
     _loss: int = codes.CRAMMER_SINGER
     _per_class_ball: bool = False
+    #: λ when ``lam`` is not given: each learner's choice of the defaults protocol
+    #: (``bench/defaults_bench.py``: smallest mean validation regret over five data sets, one pass)
+    default_lam: float = 3e-4
     #: fold ``scale`` into ``V`` (O(d K), one pass) once a class's scale falls below this;
     #: ``None``: 1e-4 with an averaged iterate, 1e-30 without. The scale falls like 1/t, and
     #: with the projection by up to 100x per step early on. Without an average only overflow
@@ -87,7 +91,7 @@ class _MCIDLearner(StreamClassifier):
 
     def __init__(
         self,
-        lam: float = 1e-4,
+        lam: float | str | None = None,
         batch_size: int = 1,
         project: bool = False,
         average: bool = True,
@@ -96,7 +100,7 @@ class _MCIDLearner(StreamClassifier):
         seed: int | None = None,
         standardize: bool = False,
     ):
-        self._lambdas = lambda_candidates(lam)
+        self._lambdas = lambda_candidates(self.default_lam if lam is None else lam)
         self._average_power = average_power_of(average, average_power, DEFAULT_AVERAGE_POWER)
         self.lam = lam
         self.batch_size = batch_size
@@ -252,8 +256,9 @@ class MulticlassSVM(_MCIDLearner):
     Parameters
     ----------
     lam
-        Regularisation strength λ > 0; the step is 1/(λ t). ``"auto"``: learn with every λ of
-        :data:`AUTO_LAMBDAS` at once and predict with the best so far by progressive accuracy
+        Regularisation strength λ > 0; the step is 1/(λ t). ``None``: the learner's
+        :attr:`default_lam` (here 3e-4), chosen across data sets. ``"auto"``: learn with every λ
+        of :data:`AUTO_LAMBDAS` at once and predict with the best so far by progressive accuracy
         (see the module docstring; costs 4x the compute and memory).
     batch_size
         Mini-batch size r: one step per r examples.
@@ -305,9 +310,7 @@ class MulticlassLogisticRegression(_MCIDLearner):
     O(K nnz(x)). ``predict_proba_one`` is the model's softmax (Eq. 4): calibrated in the
     sense of the maximum-likelihood objective it minimises.
 
-    Parameters and attributes are those of :class:`MulticlassSVM`. Its default λ = 1e-4 is
-    2.4 points short of the tuned one on sector (105 classes, ~6,000 rows), where λ = 1e-5 is
-    best; ``lam="auto"`` finds it without a validation split (``bench/results/defaults.md``).
+    Parameters and attributes are those of :class:`MulticlassSVM`; its default λ is 3e-5.
 
     Examples
     --------
@@ -322,6 +325,7 @@ class MulticlassLogisticRegression(_MCIDLearner):
     """
 
     _loss = codes.SOFTMAX
+    default_lam = 3e-5
 
 
 class MulticlassPerceptron(_MCIDLearner):
@@ -331,7 +335,7 @@ class MulticlassPerceptron(_MCIDLearner):
     and ``w_k*`` away from it (when ``k* = y`` the two moves cancel). ``predict_proba_one``
     is an uncalibrated softmax of the raw scores.
 
-    Parameters and attributes are those of :class:`MulticlassSVM`.
+    Parameters and attributes are those of :class:`MulticlassSVM`; its default λ is 1e-6.
 
     Examples
     --------
@@ -345,6 +349,7 @@ class MulticlassPerceptron(_MCIDLearner):
     """
 
     _loss = codes.PERCEPTRON
+    default_lam = 1e-6
 
 
 class OneVsRestPegasos(_MCIDLearner):
@@ -357,7 +362,7 @@ class OneVsRestPegasos(_MCIDLearner):
     ``predict_proba_one`` is an uncalibrated softmax of the K scores; ``project=True``
     projects each class onto its own 1/√λ ball.
 
-    Parameters and attributes are those of :class:`MulticlassSVM`.
+    Parameters and attributes are those of :class:`MulticlassSVM`; its default λ is 3e-5.
 
     Examples
     --------
@@ -371,6 +376,7 @@ class OneVsRestPegasos(_MCIDLearner):
     """
 
     _loss = codes.OVR_HINGE
+    default_lam = 3e-5
     _per_class_ball = True
 
 
@@ -383,7 +389,7 @@ class OneVsRestLogisticRegression(_MCIDLearner):
     sigmoid is a calibrated binary probability, their normalised vector is not a
     calibrated multi-class distribution.
 
-    Parameters and attributes are those of :class:`MulticlassSVM`.
+    Parameters and attributes are those of :class:`MulticlassSVM`; its default λ is 3e-5.
 
     Examples
     --------
@@ -397,6 +403,7 @@ class OneVsRestLogisticRegression(_MCIDLearner):
     """
 
     _loss = codes.OVR_LOGISTIC
+    default_lam = 3e-5
     _per_class_ball = True
 
     def _probabilities(self, scores: np.ndarray) -> np.ndarray:

@@ -349,7 +349,10 @@ class MulticlassPGS(_PGSLearner):
     ----------
     loss, regularizer
         As above.
-    p, sigma, batch_size, bound, iterate, seed, standardize
+    sigma
+        As :class:`PrimalGradientSolver`; the default 1e-3 (with the last iterate) is the defaults
+        protocol's choice across five data sets, one pass (``bench/results/defaults.md``).
+    p, batch_size, bound, iterate, seed, standardize
         As :class:`PrimalGradientSolver`.
 
     Attributes
@@ -371,7 +374,7 @@ class MulticlassPGS(_PGSLearner):
     _LOSSES = {"hinge": CRAMMER_SINGER, "softmax": SOFTMAX}
     _REGULARIZERS = {"entrywise": codes.ENTRYWISE, "block": codes.BLOCK}
 
-    def __init__(self, loss: str = "hinge", p: float = 2.0, sigma: float = 1e-4, batch_size: int = 1,
+    def __init__(self, loss: str = "hinge", p: float = 2.0, sigma: float = 1e-3, batch_size: int = 1,
                  bound: float | None = None, regularizer: str = "entrywise", iterate: str = "last",
                  seed: int | None = None, standardize: bool = False):
         self.loss, self.p, self.sigma, self.batch_size, self.standardize = loss, p, sigma, batch_size, standardize

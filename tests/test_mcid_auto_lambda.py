@@ -90,10 +90,14 @@ def test_auto_resumes_bit_for_bit_from_its_state():
         np.testing.assert_array_equal(a.dense(), b.dense())
 
 
-@pytest.mark.parametrize("bad", ["Auto", "", "1e-4", None])
+@pytest.mark.parametrize("bad", ["Auto", "", "1e-4", 0.0, float("nan")])
 def test_lam_other_than_a_positive_number_or_auto_is_refused(bad):
     with pytest.raises(InvalidParameterError, match="lam must be"):
         MulticlassSVM(lam=bad)
+
+
+def test_lam_none_is_the_learners_default():
+    assert MulticlassSVM(lam=None).selected_lam == MulticlassSVM.default_lam == 3e-4
 
 
 def test_a_state_with_the_wrong_number_of_candidates_is_refused():
