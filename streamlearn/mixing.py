@@ -1,0 +1,194 @@
+"""Mixing the models of several learners that share one stream (iterative parameter mixing:
+McDonald, Hall & Mann 2010; Zinkevich et al. 2010), the model side of issue 26.
+
+Each member learns its own part of the stream from a *base*, the shared model as it last
+mixed it. Every so often it hands out its :class:`ModelChange` — what it learned since its
+base — and folds every member's changes, its own included, into the base in one agreed order
+(for a Kafka group: the order of the mixing topic), then learns on from the result. Every
+member that folds the same changes in the same order holds the same model.
+
+The fold, for a change of ``n`` examples published when the group had ``N`` members::
+
+    W ← W + ΔW / N      S ← S + ΔS / N      Σc ← Σc + ΔΣc / N      t ← t + n
+
+* ``W``: the weights (MCID's ``scale · V``, materialised);
+* ``S`` and ``Σc``: the averaged iterate's running sum ``Σ_s c_s W_s`` and its normaliser
+  ``Σ_s c_s`` (``c_s = s^average_power``), so the averaged model ``S / Σc`` is an average of
+  the members' averaged models weighted like their sums;
+* ``t``: the step counter that sets ``η = 1/(λ t)``, *summed*: the group's examples, so the
+  steps shrink as fast as one learner's on the whole stream.
+
+When the ``N`` members each publish one change from the same base, the fold is the average
+of their models, ``W = (1/N) Σ_i W_i`` (every member contributing the same number of
+examples, that average is count-weighted; a member that published fewer examples moved its
+model less, and its change counts for what it holds). Every example's change enters the shared
+model exactly once, at weight ``1/N``. Adding the changes instead (weight 1) would count the
+common base's decay and each member's early, large steps ``N`` times over.
+
+Changes are keyed by label and feature name, because members meet names in different orders
+(with hashing, ``n_bits``, by column). Which learners mix: the MCID learners
+(:class:`~streamlearn.MulticlassSVM`, :class:`~streamlearn.MulticlassLogisticRegression`,
+:class:`~streamlearn.MulticlassPerceptron`, :class:`~streamlearn.OneVsRestPegasos`,
+:class:`~streamlearn.OneVsRestLogisticRegression`) with one λ and without ``standardize``
+(its running statistics do not mix); :func:`check_mixable` refuses the others.
+
+>>> from streamlearn import MulticlassSVM
+>>> a, b = MulticlassSVM(lam=0.01), MulticlassSVM(lam=0.01)
+>>> shared = MixState.of(a)                   # both start from the same (empty) base
+>>> for name, label in (("x", "yes"), ("z", "no"), ("x", "yes")):
+...     a.learn_one({name: 1.0}, label)
+>>> for name, label in (("w", "maybe"), ("z", "no"), ("w", "maybe")):   # other names, another order
+...     b.learn_one({name: 1.0}, label)
+>>> changes = [shared.change(a, examples=3), shared.change(b, examples=3)]
+>>> for change in changes:
+...     shared.fold(change, members=2)
+>>> for member in (a, b):
+...     shared.write_into(member)
+>>> a.n_steps, [[m.predict_one({name: 1.0}) for name in "xzw"] for m in (a, b)]   # one model, in both
+(6, [['yes', 'no', 'maybe'], ['yes', 'no', 'maybe']])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import InvalidParameterError
+from .features import FeatureSpace
+
+
+def check_mixable(model) -> None:
+    """Raise a :class:`ValueError` naming why ``model`` cannot mix (see the module docstring)."""
+    from .mcid import _MCIDLearner
+
+    name = type(model).__name__
+    if not isinstance(model, _MCIDLearner):
+        raise InvalidParameterError(
+            f"{name} cannot mix: model mixing covers the MCID learners (MulticlassSVM, MulticlassLogisticRegression, "
+            "MulticlassPerceptron, OneVsRestPegasos, OneVsRestLogisticRegression)")
+    if len(model._candidates) != 1:
+        raise InvalidParameterError(f"{name}(lam='auto') cannot mix: give it one λ")
+    if model._scaler is not None:
+        raise InvalidParameterError(f"{name}(standardize=True) cannot mix: its running feature statistics do not mix")
+
+
+def _feature_keys(model) -> list:
+    """The names of the model's feature columns (with hashing: the columns themselves)."""
+    features: FeatureSpace = model._features
+    return features.names if features.n_bits is None else list(range(features.n_columns))
+
+
+class ModelChange(dict):
+    """What a member learned since its base: ``labels``, ``features`` (names), ``W`` and ``S``
+    (``len(labels) × len(features)`` changes, ``S`` empty without an averaged iterate),
+    ``average_weight`` (the change of ``Σc``), ``steps`` (of ``t``) and ``examples``. A plain
+    dict of lists and arrays: msgpack (:mod:`streamlearn.checkpoint`'s encoding) carries it."""
+
+
+class MixState:
+    """The shared model between mixes, as dense arrays keyed by names (see the module docstring)."""
+
+    def __init__(self, labels: list, features: list, W: np.ndarray, S: np.ndarray | None, average_weight: float,
+                 t: int, examples: int = 0):
+        self.labels, self.features = list(labels), list(features)
+        self.W, self.S = W, S
+        self.average_weight, self.t, self.examples = float(average_weight), int(t), int(examples)
+
+    @classmethod
+    def of(cls, model) -> "MixState":
+        """The state of ``model`` as it is (a member's base)."""
+        check_mixable(model)
+        store = model._weights
+        S = model._weights.dense_average(1.0) if store.averaged else None  # Σ c_s W_s itself, not divided
+        return cls(model.classes, _feature_keys(model), store.dense(), S, model._average_weight, model.n_steps)
+
+    def _aligned(self, labels: list, features: list) -> tuple[np.ndarray, np.ndarray]:
+        """Grow this state to hold ``labels`` and ``features``; return their rows and columns here."""
+        rows = _positions(self.labels, labels)
+        cols = _positions(self.features, features)
+        K, d = len(self.labels), len(self.features)
+        if K > self.W.shape[0] or d > self.W.shape[1]:
+            grown = [np.zeros((K, d)) for _ in range(1 if self.S is None else 2)]
+            for old, new in zip((self.W, self.S), grown):
+                new[: old.shape[0], : old.shape[1]] = old
+            self.W, self.S = grown[0], grown[1] if self.S is not None else None
+        return rows, cols
+
+    def change(self, model, examples: int = 0) -> ModelChange:
+        """What ``model`` learned since this state (its base): its weights minus this state's;
+        ``examples``: how many it learned (counted by the caller, carried along)."""
+        now = MixState.of(model)
+        rows, cols = _positions_in(self.labels, now.labels), _positions_in(self.features, now.features)
+        dW, dS = now.W.copy(), None if now.S is None else now.S.copy()
+        known_rows, known_cols = rows >= 0, cols >= 0
+        base_block = np.ix_(rows[known_rows], cols[known_cols])
+        now_block = np.ix_(np.flatnonzero(known_rows), np.flatnonzero(known_cols))
+        dW[now_block] -= self.W[base_block]
+        if dS is not None:
+            dS[now_block] -= self.S[base_block]
+        return ModelChange(labels=now.labels, features=now.features, W=dW, S=dS if dS is not None else np.zeros((0, 0)),
+                           average_weight=now.average_weight - self.average_weight, steps=now.t - self.t,
+                           examples=int(examples))
+
+    def fold(self, change: ModelChange, members: int) -> None:
+        """Add one member's change at weight ``1/members``; its steps and examples in full."""
+        if members < 1:
+            raise ValueError(f"members must be at least 1, got {members!r}")
+        rows, cols = self._aligned(list(change["labels"]), list(change["features"]))
+        block = np.ix_(rows, cols)
+        self.W[block] += np.asarray(change["W"], np.float64) / members
+        if self.S is not None:
+            self.S[block] += np.asarray(change["S"], np.float64) / members
+        self.average_weight += float(change["average_weight"]) / members
+        self.t += int(change["steps"])
+        self.examples += int(change["examples"])
+
+    def write_into(self, model) -> None:
+        """Make ``model`` this state: its label and feature spaces, weights, averaged iterate
+        and step counter (its own names first, in their order: columns it holds stay put)."""
+        check_mixable(model)
+        labels = model._labels
+        for label in self.labels:
+            labels.index(label, grow=True)
+        if model._features.n_bits is None:
+            model._features.columns(self.features, grow=True)
+        K, d = len(labels), model._features.n_columns
+        rows = _positions_in(model.classes, self.labels)
+        cols = _positions_in(_feature_keys(model), self.features)
+        W = np.zeros((K, d))
+        W[np.ix_(rows, cols)] = self.W[: len(self.labels), : len(self.features)]
+        store = model._weights
+        store.reserve(d, K)
+        store.V[:d, :K] = W.T
+        store.scale[:K] = 1.0
+        store.sqnorm[:K] = (W * W).sum(axis=1)
+        if store.averaged:
+            S = np.zeros((K, d))
+            S[np.ix_(rows, cols)] = self.S[: len(self.labels), : len(self.features)]
+            store.U[:d, :K] = S.T  # S = U + A·V with A = 0
+            store.A[:K] = 0.0
+        model._average_weight = self.average_weight
+        model._t = self.t
+        model._n_learned_classes = K
+
+    def copy(self) -> "MixState":
+        return MixState(self.labels, self.features, self.W.copy(), None if self.S is None else self.S.copy(),
+                        self.average_weight, self.t, self.examples)
+
+
+def _positions(names: list, wanted: list) -> np.ndarray:
+    """Positions of ``wanted`` in ``names``, appending the names ``names`` lacks."""
+    index = {name: i for i, name in enumerate(names)}
+    for name in wanted:
+        if name not in index:
+            index[name] = len(names)
+            names.append(name)
+    return np.fromiter((index[name] for name in wanted), np.int64, len(wanted))
+
+
+def _positions_in(names: list, wanted: list) -> np.ndarray:
+    """Positions of ``wanted`` in ``names`` (-1 for a name it lacks)."""
+    index = {name: i for i, name in enumerate(names)}
+    return np.fromiter((index.get(name, -1) for name in wanted), np.int64, len(wanted))
+
+
+__all__ = ["MixState", "ModelChange", "check_mixable"]

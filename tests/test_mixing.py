@@ -1,0 +1,142 @@
+"""Model mixing (streamlearn.mixing): the fold is the identity for one member, the average of
+the members' models for several from one base, keyed by names, and a mixed model learns on
+exactly as the model it was written from."""
+
+import copy
+
+import numpy as np
+import pytest
+
+from streamlearn import (ExtremeSVM, MulticlassLogisticRegression, MulticlassPerceptron, MulticlassSVM,
+                         OneVsRestLogisticRegression, OneVsRestPegasos)
+from streamlearn.checkpoint import _pack, _unpack
+from streamlearn.mixing import MixState, check_mixable
+
+MIXABLE = [MulticlassSVM, MulticlassLogisticRegression, MulticlassPerceptron, OneVsRestPegasos,
+           OneVsRestLogisticRegression]
+
+
+def dict_stream(n: int, seed: int, n_features: int = 30, n_classes: int = 5):
+    """Dict rows whose names come in a seed-dependent order (members meet them differently)."""
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(n_classes, n_features))
+    names = [f"f{j}" for j in rng.permutation(n_features)]
+    y = rng.integers(n_classes, size=n)
+    X = []
+    for i in range(n):
+        values = centers[y[i]] + rng.normal(size=n_features)
+        keep = rng.random(n_features) < 0.3
+        X.append({names[j]: float(values[j]) for j in np.flatnonzero(keep)})
+    return X, [f"class-{k}" for k in y]
+
+
+def aligned(model, labels: list, features: list, averaged: bool) -> np.ndarray:
+    """The model's weights (or averaged sum) as a ``labels × features`` array, by name."""
+    W = model._weights.dense_average(1.0) if averaged else model._weights.dense()
+    out = np.zeros((len(labels), len(features)))
+    rows = {label: i for i, label in enumerate(model.classes)}
+    cols = {name: j for j, name in enumerate(model._features.names)}
+    for i, label in enumerate(labels):
+        for j, name in enumerate(features):
+            if label in rows and name in cols:
+                out[i, j] = W[rows[label], cols[name]]
+    return out
+
+
+@pytest.mark.parametrize("cls", MIXABLE)
+def test_one_member_mixing_changes_nothing_and_the_model_learns_on_as_before(cls):
+    X, y = dict_stream(600, seed=1)
+    model = cls(lam=1e-3)
+    model.learn_many(X[:100], y[:100])
+    base = MixState.of(model)
+    model.learn_many(X[100:300], y[100:300])
+    twin = copy.deepcopy(model)
+    base.fold(base.change(model, examples=200), members=1)
+    base.write_into(model)
+    for averaged in (False, True):
+        np.testing.assert_allclose(model.weight_matrix(averaged), twin.weight_matrix(averaged), rtol=1e-12, atol=1e-12)
+    assert model.n_steps == twin.n_steps and base.examples == 200
+    model.learn_many(X[300:], y[300:])  # the written state (scale 1, A = 0) goes on like the original
+    twin.learn_many(X[300:], y[300:])
+    for averaged in (False, True):
+        np.testing.assert_allclose(model.weight_matrix(averaged), twin.weight_matrix(averaged), rtol=1e-9, atol=1e-9)
+    assert list(model.predict_many(X[:50])) == list(twin.predict_many(X[:50]))
+
+
+@pytest.mark.parametrize("members", [2, 3])
+def test_changes_from_one_base_fold_into_the_average_of_the_members_models(members):
+    X, y = dict_stream(60, seed=2)
+    start = MulticlassSVM(lam=1e-3)
+    start.learn_many(X[:60], y[:60])
+    base = MixState.of(start)
+    models = []
+    for i in range(members):  # each its own part, meeting names in its own order
+        model = copy.deepcopy(start)
+        part_X, part_y = dict_stream(280, seed=10 + i)
+        model.learn_many(part_X, part_y)
+        models.append(model)
+    shared = base.copy()
+    for model in models:
+        shared.fold(base.change(model), members=members)
+    labels, features = shared.labels, shared.features
+    for averaged, got in ((False, shared.W), (True, shared.S)):
+        mean = sum(aligned(m, labels, features, averaged) for m in models) / members
+        np.testing.assert_allclose(got, mean, rtol=1e-12, atol=1e-12)
+    assert shared.t == start.n_steps + sum(m.n_steps - start.n_steps for m in models)
+    expected_weight = start._average_weight + sum(m._average_weight - start._average_weight for m in models) / members
+    assert shared.average_weight == pytest.approx(expected_weight, rel=1e-12)
+    written = [copy.deepcopy(m) for m in models]
+    for model in written:
+        shared.write_into(model)
+    probe, _ = dict_stream(40, seed=99)
+    predictions = [model.predict_many(probe) for model in written]
+    assert all(list(p) == list(predictions[0]) for p in predictions)  # one model, whatever the member's name order
+
+
+def test_hashed_features_mix_by_column():
+    X, y = dict_stream(400, seed=3)
+    start = MulticlassSVM(lam=1e-3, n_bits=6)
+    base = MixState.of(start)
+    a, b = copy.deepcopy(start), copy.deepcopy(start)
+    a.learn_many(X[:200], y[:200])
+    b.learn_many(X[200:], y[200:])
+    shared = base.copy()
+    for model in (a, b):
+        shared.fold(base.change(model), members=2)
+    assert shared.features == list(range(64))
+    rows_b = [b.classes.index(label) for label in shared.labels]
+    rows_a = [a.classes.index(label) for label in shared.labels]
+    np.testing.assert_allclose(shared.W, (a._weights.dense()[rows_a] + b._weights.dense()[rows_b]) / 2, atol=1e-12)
+
+
+def test_a_change_travels_through_msgpack():
+    X, y = dict_stream(200, seed=4)
+    model = MulticlassLogisticRegression()
+    base = MixState.of(model)
+    model.learn_many(X, y)
+    change = base.change(model, examples=200)
+    travelled = _unpack(_pack(dict(change)))
+    mixed, direct = base.copy(), base.copy()
+    mixed.fold(travelled, members=3)
+    direct.fold(change, members=3)
+    np.testing.assert_array_equal(mixed.W, direct.W)
+    np.testing.assert_array_equal(mixed.S, direct.S)
+    assert (mixed.t, mixed.examples, mixed.labels, mixed.features) == (direct.t, 200, direct.labels, direct.features)
+
+
+@pytest.mark.parametrize(("model", "message"), [
+    (ExtremeSVM(), "ExtremeSVM cannot mix"),
+    (MulticlassSVM(lam="auto"), "give it one λ"),
+    (MulticlassSVM(standardize=True), "statistics do not mix"),
+])
+def test_learners_that_cannot_mix_are_refused_with_the_reason(model, message):
+    with pytest.raises(ValueError, match=message):
+        check_mixable(model)
+    with pytest.raises(ValueError, match=message):
+        MixState.of(model)
+
+
+def test_members_must_be_positive():
+    state = MixState.of(MulticlassSVM())
+    with pytest.raises(ValueError, match="members must be at least 1"):
+        state.fold(state.change(MulticlassSVM()), members=0)
