@@ -25,6 +25,7 @@ SMOKE_RUNS = {
     "leastsquares_bench": (["--quick", "--out"], ["leastsquares.json", "leastsquares.md", "leastsquares.png"]),
     "lpsvm_bench": (["--quick", "--out"], ["lpsvm.json", "lpsvm.md", "lpsvm.png"]),
     "serve_bench": (["--quick", "--out"], ["serve.json", "serve.md"]),
+    "scaleout_bench": (["--quick", "--out"], ["scaleout.json", "scaleout.md", "scaleout.png"]),
 }
 
 
