@@ -7,8 +7,11 @@ each member learns ``every`` rows of its share from the shared model, then every
 is folded in member order, and all go on from the result. Reported, as test accuracy:
 
 * *one learner*: the whole stream, one model;
-* *mixed, average*: the fold of :mod:`streamlearn.mixing` (each change at weight 1/N, t summed);
-* *mixed, sum*: the same changes at weight 1 (why the fold averages);
+* *average*: the fold of :mod:`streamlearn.mixing` (each change, its step count included, at
+  weight 1/N: the average of the members' models);
+* *average, t summed*: the same, but the step counter ``t`` takes every member's steps in full
+  (the group's examples), and *sum*: the changes at weight 1 — the two alternatives the fold
+  was chosen against;
 * *unmixed*: N separate models, each on its share only (the mean of their accuracies).
 
 The Kafka daemons' throughput (1, 2, 3 daemons on this machine) is not measured here yet: the
@@ -35,6 +38,7 @@ from bench.data import load
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 CHUNK = 500
 SEED = 7
+FOLDS = ("average", "average, t summed", "sum")
 
 
 def shares(n_rows: int, members: int) -> list[np.ndarray]:
@@ -43,7 +47,14 @@ def shares(n_rows: int, members: int) -> list[np.ndarray]:
     return [np.concatenate(chunks[i::members]) for i in range(members)]
 
 
-def mixed(X, y, X_test, y_test, members: int, every: int, weight_one: bool) -> float:
+def fold(shared, change, members: int, how: str) -> None:
+    """Fold ``change`` into ``shared`` the way ``how`` (one of :data:`FOLDS`) says."""
+    shared.fold(change, members=1 if how == "sum" else members)
+    if how == "average, t summed":
+        shared.t += change["steps"] * (1 - 1 / members)
+
+
+def mixed(X, y, X_test, y_test, members: int, every: int, how: str) -> float:
     """One pass of ``members`` members mixing every ``every`` rows of each share (test accuracy)."""
     from streamlearn import MulticlassSVM
     from streamlearn.mixing import MixState
@@ -57,7 +68,7 @@ def mixed(X, y, X_test, y_test, members: int, every: int, weight_one: bool) -> f
             rows = part[start : start + every]
             if len(rows):
                 model.learn_many(X[rows], y[rows])
-            shared.fold(base.change(model, examples=len(rows)), members=1 if weight_one else members)
+            fold(shared, base.change(model, examples=len(rows)), members, how)
         for model in models:
             shared.write_into(model)
     return accuracy(models[0].predict_many(X_test), y_test)
@@ -94,10 +105,9 @@ def main(argv=None) -> int:
     results = {"machine": machine(), "data": "mnist", "rows": int(X.shape[0]), "one_learner": accuracy(one.predict_many(X_test), y_test),
                "by_members": {}}
     for members in members_grid:
-        row = {"unmixed": unmixed(X, y, X_test, y_test, members), "average": {}, "sum": {}}
-        for every in intervals:
-            row["average"][str(every)] = mixed(X, y, X_test, y_test, members, every, weight_one=False)
-            row["sum"][str(every)] = mixed(X, y, X_test, y_test, members, every, weight_one=True)
+        row = {"unmixed": unmixed(X, y, X_test, y_test, members)}
+        for how in FOLDS:
+            row[how] = {str(every): mixed(X, y, X_test, y_test, members, every, how) for every in intervals}
         results["by_members"][str(members)] = row
         print(f"{members} members: {row}", file=sys.stderr, flush=True)
     out = pathlib.Path(args.out)
@@ -118,8 +128,8 @@ def report(results: dict) -> str:
              "| members | fold | " + " | ".join(f"change every {int(e):,} rows" for e in intervals) + " |",
              "|---:|---|" + "---:|" * len(intervals)]
     for members, row in results["by_members"].items():
-        for fold in ("average", "sum"):
-            lines.append(f"| {members} | {fold} | " + " | ".join(f"{100 * row[fold][e]:.2f}" for e in intervals) + " |")
+        for how in FOLDS:
+            lines.append(f"| {members} | {how} | " + " | ".join(f"{100 * row[how][e]:.2f}" for e in intervals) + " |")
         lines.append(f"| {members} | unmixed (mean of {members} models) | " + " | ".join(
             f"{100 * row['unmixed']:.2f}" for _ in intervals) + " |")
     return "\n".join(lines) + "\n"
@@ -131,8 +141,8 @@ def plot(results: dict, path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     for members, row in results["by_members"].items():
         intervals = [int(e) for e in row["average"]]
-        for fold, style in (("average", "-o"), ("sum", "--x")):
-            ax.plot(intervals, [100 * row[fold][str(e)] for e in intervals], style, label=f"{members} members, {fold}")
+        for how, style in zip(FOLDS, ("-o", "-.s", "--x")):
+            ax.plot(intervals, [100 * row[how][str(e)] for e in intervals], style, label=f"{members} members, {how}")
         ax.axhline(100 * row["unmixed"], linestyle=":", color="grey")
     ax.axhline(100 * results["one_learner"], color="black", label="one learner")
     ax.set_xscale("log")

@@ -7,23 +7,24 @@ base — and folds every member's changes, its own included, into the base in on
 (for a Kafka group: the order of the mixing topic), then learns on from the result. Every
 member that folds the same changes in the same order holds the same model.
 
-The fold, for a change of ``n`` examples published when the group had ``N`` members::
+The fold, for a change of ``Δt`` steps published when the group had ``N`` members::
 
-    W ← W + ΔW / N      S ← S + ΔS / N      Σc ← Σc + ΔΣc / N      t ← t + n
+    W ← W + ΔW / N      S ← S + ΔS / N      Σc ← Σc + ΔΣc / N      t ← t + Δt / N
 
 * ``W``: the weights (MCID's ``scale · V``, materialised);
 * ``S`` and ``Σc``: the averaged iterate's running sum ``Σ_s c_s W_s`` and its normaliser
   ``Σ_s c_s`` (``c_s = s^average_power``), so the averaged model ``S / Σc`` is an average of
   the members' averaged models weighted like their sums;
-* ``t``: the step counter that sets ``η = 1/(λ t)``, *summed*: the group's examples, so the
-  steps shrink as fast as one learner's on the whole stream.
+* ``t``: the step counter that sets ``η = 1/(λ t)``, averaged like the rest (kept fractional
+  here, rounded when written into a learner).
 
 When the ``N`` members each publish one change from the same base, the fold is the average
-of their models, ``W = (1/N) Σ_i W_i`` (every member contributing the same number of
-examples, that average is count-weighted; a member that published fewer examples moved its
-model less, and its change counts for what it holds). Every example's change enters the shared
-model exactly once, at weight ``1/N``. Adding the changes instead (weight 1) would count the
-common base's decay and each member's early, large steps ``N`` times over.
+of their models, step counters included: ``W = (1/N) Σ_i W_i``, ``t = (1/N) Σ_i t_i``
+(iterative parameter mixing; with every member contributing the same number of examples, that
+average is count-weighted). Every example's change enters the shared model exactly once, at
+weight ``1/N``. Summing ``t`` instead (the group's examples) shrinks the steps ``N`` times too
+fast for changes that are averaged, and adding the changes (weight 1) counts the base's decay
+and the members' early, large steps ``N`` times over: ``bench/results/scaleout.md``.
 
 Changes are keyed by label and feature name, because members meet names in different orders
 (with hashing, ``n_bits``, by column). Which learners mix: the MCID learners
@@ -44,8 +45,8 @@ Changes are keyed by label and feature name, because members meet names in diffe
 ...     shared.fold(change, members=2)
 >>> for member in (a, b):
 ...     shared.write_into(member)
->>> a.n_steps, [[m.predict_one({name: 1.0}) for name in "xzw"] for m in (a, b)]   # one model, in both
-(6, [['yes', 'no', 'maybe'], ['yes', 'no', 'maybe']])
+>>> shared.examples, a.n_steps, [[m.predict_one({name: 1.0}) for name in "xzw"] for m in (a, b)]   # one model
+(6, 3, [['yes', 'no', 'maybe'], ['yes', 'no', 'maybe']])
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ class MixState:
                  t: int, examples: int = 0):
         self.labels, self.features = list(labels), list(features)
         self.W, self.S = W, S
-        self.average_weight, self.t, self.examples = float(average_weight), int(t), int(examples)
+        self.average_weight, self.t, self.examples = float(average_weight), float(t), int(examples)
 
     @classmethod
     def of(cls, model) -> "MixState":
@@ -130,7 +131,7 @@ class MixState:
                            examples=int(examples))
 
     def fold(self, change: ModelChange, members: int) -> None:
-        """Add one member's change at weight ``1/members``; its steps and examples in full."""
+        """Add one member's change, its steps included, at weight ``1/members``; its examples in full."""
         if members < 1:
             raise ValueError(f"members must be at least 1, got {members!r}")
         rows, cols = self._aligned(list(change["labels"]), list(change["features"]))
@@ -139,7 +140,7 @@ class MixState:
         if self.S is not None:
             self.S[block] += np.asarray(change["S"], np.float64) / members
         self.average_weight += float(change["average_weight"]) / members
-        self.t += int(change["steps"])
+        self.t += float(change["steps"]) / members
         self.examples += int(change["examples"])
 
     def write_into(self, model) -> None:
@@ -167,7 +168,7 @@ class MixState:
             store.U[:d, :K] = S.T  # S = U + A·V with A = 0
             store.A[:K] = 0.0
         model._average_weight = self.average_weight
-        model._t = self.t
+        model._t = int(round(self.t))
         model._n_learned_classes = K
 
     def copy(self) -> "MixState":

@@ -82,7 +82,7 @@ def test_changes_from_one_base_fold_into_the_average_of_the_members_models(membe
     for averaged, got in ((False, shared.W), (True, shared.S)):
         mean = sum(aligned(m, labels, features, averaged) for m in models) / members
         np.testing.assert_allclose(got, mean, rtol=1e-12, atol=1e-12)
-    assert shared.t == start.n_steps + sum(m.n_steps - start.n_steps for m in models)
+    assert shared.t == pytest.approx(sum(m.n_steps for m in models) / members, rel=1e-12)
     expected_weight = start._average_weight + sum(m._average_weight - start._average_weight for m in models) / members
     assert shared.average_weight == pytest.approx(expected_weight, rel=1e-12)
     written = [copy.deepcopy(m) for m in models]
