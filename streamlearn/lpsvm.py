@@ -155,8 +155,8 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
     C
         Weight of the hinge losses (LIBLINEAR's C). The defaults ``p = 1.9, C = 1`` have the
         smallest mean validation regret over the 130 (p, C) pairs of the Table 2 benchmark on
-        sector and news20, five validation splits each (``bench/results/lpsvm.json``): 0.22 points
-        (p = 2, C = 1: 0.29). Two data sets only; the paper picks p and C by cross-validation.
+        sector and news20, five validation splits each (``bench/results/lpsvm.json``): 0.18 points
+        (p = 2, C = 1: 0.31). Two data sets only; the paper picks p and C by cross-validation.
     tol
         Stop when the relative duality gap ``(P − D)/P`` of Problem 13 is at most ``tol``.
     max_iter
