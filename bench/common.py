@@ -1,5 +1,5 @@
-"""What the benchmarks share: provenance of a run, Vowpal Wabbit's text format and command,
-accuracy. (Benchmarks import this, never each other.)"""
+"""What the benchmarks share: provenance of a run, writing its results, Vowpal Wabbit's text
+format and command, accuracy. (Benchmarks import this, never each other.)"""
 
 from __future__ import annotations
 
@@ -42,6 +42,20 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_results(folder, name: str, results: dict, report, plot) -> str:
+    """Write ``name.json``, ``name.md`` (``report(results)``) and ``name.png`` (``plot``) into
+    ``folder``; return the report."""
+    import json
+
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(results, indent=1))
+    text = report(results)
+    (folder / f"{name}.md").write_text(text)
+    plot(results, folder / f"{name}.png")
+    return text
 
 
 def accuracy(predicted, y) -> float:

@@ -33,7 +33,7 @@ import sys
 
 import numpy as np
 
-from bench.common import accuracy, machine, pyplot, vw_oaa
+from bench.common import accuracy, machine, pyplot, save_results, vw_oaa
 from bench.data import load
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
@@ -140,12 +140,7 @@ def main(argv=None) -> int:
                               OLD_DEFAULTS.get(learner, OLD_MCID_DEFAULT))), "auto": scores.get(auto)}
         results["learners"][learner] = {"default": default, "rows": rows, "validation": validation[learner],
                                         "test": test[learner]}
-    output = pathlib.Path(args.output)
-    output.mkdir(parents=True, exist_ok=True)
-    (output / "defaults.json").write_text(json.dumps(results, indent=1))
-    (output / "defaults.md").write_text(report(results))
-    plot(results, output / "defaults.png")
-    print(report(results))
+    print(save_results(args.output, "defaults", results, report, plot))
     return 0
 
 

@@ -26,13 +26,12 @@ Writes ``bench/results/scaleout.{json,md,png}``.
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import sys
 
 import numpy as np
 
-from bench.common import accuracy, machine, pyplot
+from bench.common import accuracy, machine, pyplot, save_results
 from bench.data import load
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
@@ -110,12 +109,7 @@ def main(argv=None) -> int:
             row[how] = {str(every): mixed(X, y, X_test, y_test, members, every, how) for every in intervals}
         results["by_members"][str(members)] = row
         print(f"{members} members: {row}", file=sys.stderr, flush=True)
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scaleout.json").write_text(json.dumps(results, indent=1))
-    (out / "scaleout.md").write_text(report(results))
-    plot(results, out / "scaleout.png")
-    print(report(results))
+    print(save_results(args.out, "scaleout", results, report, plot))
     return 0
 
 
