@@ -286,7 +286,9 @@ class MulticlassSVM(_MCIDLearner):
     weight_matrix()
         The dense ``(K, d)`` weights predictions use.
     selected_lam
-        The λ of the model that predicts (``lam``, or the leader with ``lam="auto"``).
+        The λ of the model that predicts (``lam``, its default, or the leader with ``lam="auto"``).
+    default_lam
+        The λ a learner takes when ``lam`` is not given (a class attribute).
 
     Examples
     --------
