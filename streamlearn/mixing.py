@@ -26,6 +26,11 @@ weight ``1/N``. Summing ``t`` instead (the group's examples) shrinks the steps `
 fast for changes that are averaged, and adding the changes (weight 1) counts the base's decay
 and the members' early, large steps ``N`` times over: ``bench/results/scaleout.md``.
 
+Which records a change holds is tracked by :class:`Coverage`: a change is folded only if it
+follows on from what the shared model already holds, so a record's change never enters twice
+(nor is lost: its member learns it again). How the changes travel (a Kafka mixing topic) is not
+built yet.
+
 Changes are keyed by label and feature name, because members meet names in different orders
 (with hashing, ``n_bits``, by column). Which learners mix: the MCID learners
 (:class:`~streamlearn.MulticlassSVM`, :class:`~streamlearn.MulticlassLogisticRegression`,
@@ -176,6 +181,41 @@ class MixState:
                         self.average_weight, self.t, self.examples)
 
 
+class Coverage:
+    """Which records of the input the shared model holds, so that each enters it exactly once.
+
+    A change names the input it was learned from: for each partition, the offsets
+    ``[start, end)`` of its records. Folded in the agreed order, a change is accepted only when
+    every one of its ranges starts where the shared model's coverage of that partition ends (or,
+    for a partition no change has covered yet, anywhere): accepted ranges then tile each
+    partition without gap or overlap. A change that fails — its member learned records another
+    member had already brought in, after a rebalance or a restart — is skipped by every member
+    alike, and its member learns its partitions again from :attr:`covered`.
+
+    >>> coverage = Coverage()
+    >>> coverage.accept({0: (0, 100), 1: (0, 40)}), coverage.accept({0: (100, 180)})
+    (True, True)
+    >>> coverage.accept({0: (150, 200), 1: (40, 90)}), coverage.covered   # overlaps 150..180: skipped whole
+    (False, {0: 180, 1: 40})
+    """
+
+    def __init__(self, covered: dict | None = None):
+        self.covered: dict = {int(p): int(o) for p, o in (covered or {}).items()}
+
+    def accept(self, ranges: dict) -> bool:
+        """Take the change covering ``ranges`` (``{partition: (start, end)}``) if it follows on."""
+        ranges = {int(p): (int(start), int(end)) for p, (start, end) in ranges.items()}
+        for p, (start, end) in ranges.items():
+            if end < start or (p in self.covered and start != self.covered[p]):
+                return False
+        for p, (_, end) in ranges.items():
+            self.covered[p] = end
+        return True
+
+    def export(self) -> dict:
+        return dict(self.covered)
+
+
 def _positions(names: list, wanted: list) -> np.ndarray:
     """Positions of ``wanted`` in ``names``, appending the names ``names`` lacks."""
     index = {name: i for i, name in enumerate(names)}
@@ -192,4 +232,4 @@ def _positions_in(names: list, wanted: list) -> np.ndarray:
     return np.fromiter((index.get(name, -1) for name in wanted), np.int64, len(wanted))
 
 
-__all__ = ["MixState", "ModelChange", "check_mixable"]
+__all__ = ["Coverage", "MixState", "ModelChange", "check_mixable"]

@@ -140,3 +140,42 @@ def test_members_must_be_positive():
     state = MixState.of(MulticlassSVM())
     with pytest.raises(ValueError, match="members must be at least 1"):
         state.fold(state.change(MulticlassSVM()), members=0)
+
+
+def test_coverage_tiles_each_partition_whatever_order_the_members_publish_in():
+    """Members publish the ranges they learned; a member dies after learning (not publishing)
+    part of its partition, another takes the partition over from the coverage: the accepted
+    ranges tile every partition exactly once, and two members folding the same log agree."""
+    from streamlearn.mixing import Coverage
+
+    log = [
+        ("a", {0: (0, 50), 1: (0, 30)}),
+        ("b", {2: (0, 40)}),
+        ("a", {0: (50, 90), 1: (30, 60)}),
+        # a dies having learned 1: 60..80 unpublished; b takes partition 1 over from the coverage (60)
+        ("b", {2: (40, 70), 1: (60, 75)}),
+        ("a", {0: (90, 95), 1: (60, 80)}),  # a stale change published before a died: overlaps b's, skipped whole
+        ("b", {0: (90, 120), 1: (75, 100)}),  # b owns everything now, from where the coverage stands
+    ]
+    folds = [Coverage(), Coverage()]
+    decisions = [[coverage.accept(ranges) for _, ranges in log] for coverage in folds]
+    assert decisions[0] == decisions[1] == [True, True, True, True, False, True]
+    assert folds[0].covered == folds[1].covered == {0: 120, 1: 100, 2: 70}
+    accepted = [ranges for (_, ranges), ok in zip(log, decisions[0]) if ok]
+    for p, end in folds[0].covered.items():  # no gap, no overlap: each offset below the coverage once
+        counts = np.zeros(end, int)
+        for ranges in accepted:
+            if p in ranges:
+                counts[ranges[p][0] : ranges[p][1]] += 1
+        assert (counts == 1).all(), p
+
+
+def test_coverage_refuses_a_gap_a_backward_range_and_restores_from_its_export():
+    from streamlearn.mixing import Coverage
+
+    coverage = Coverage()
+    assert coverage.accept({3: (10, 20)})  # a first claim may start anywhere (a topic trimmed by retention)
+    assert not coverage.accept({3: (25, 30)})  # a gap: records 20..25 would be in nobody's change
+    assert not coverage.accept({4: (9, 5)})
+    assert Coverage(coverage.export()).covered == {3: 20}
+    assert Coverage({"3": "20"}).accept({3: (20, 21)})  # as msgpack/JSON may bring the keys back
