@@ -97,6 +97,10 @@ def _unpack(data: bytes):
     return msgpack.unpackb(data, ext_hook=_decode_ext, raw=False, strict_map_key=False, unicode_errors="surrogatepass")
 
 
+#: the checkpoints' msgpack encoding (arrays, tuples, big ints), for other messages (the mixing topic's)
+pack, unpack = _pack, _unpack
+
+
 def dumps(payload: dict) -> bytes:
     """The bytes of a checkpoint file holding ``payload``."""
     body = _pack(payload)

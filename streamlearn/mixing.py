@@ -216,6 +216,18 @@ class Coverage:
         return dict(self.covered)
 
 
+def fold_publications(state: MixState, coverage: Coverage, publications) -> list[bool]:
+    """Fold, in order, every publication (``ranges``, ``members``, ``change``: see
+    :mod:`connectors.mixlog`) that ``coverage`` accepts; which ones it accepted."""
+    accepted = []
+    for publication in publications:
+        taken = coverage.accept(publication["ranges"])
+        if taken:
+            state.fold(publication["change"], int(publication["members"]))
+        accepted.append(taken)
+    return accepted
+
+
 def _positions(names: list, wanted: list) -> np.ndarray:
     """Positions of ``wanted`` in ``names``, appending the names ``names`` lacks."""
     index = {name: i for i, name in enumerate(names)}
@@ -232,4 +244,4 @@ def _positions_in(names: list, wanted: list) -> np.ndarray:
     return np.fromiter((index.get(name, -1) for name in wanted), np.int64, len(wanted))
 
 
-__all__ = ["Coverage", "MixState", "ModelChange", "check_mixable"]
+__all__ = ["Coverage", "MixState", "ModelChange", "check_mixable", "fold_publications"]

@@ -179,3 +179,46 @@ def test_coverage_refuses_a_gap_a_backward_range_and_restores_from_its_export():
     assert not coverage.accept({4: (9, 5)})
     assert Coverage(coverage.export()).covered == {3: 20}
     assert Coverage({"3": "20"}).accept({3: (20, 21)})  # as msgpack/JSON may bring the keys back
+
+
+def test_members_folding_one_mixing_topic_hold_one_model(broker):
+    """Two members publish their changes (and one stale change) to a real broker's mixing topic;
+    each reads the whole log and folds it: the same model, the same coverage, the stale change
+    skipped by both, and the shared model holds every accepted change's examples once."""
+    from connectors.localbroker import create_topic
+    from connectors.mixlog import MixLog
+    from streamlearn.mixing import Coverage, fold_publications
+
+    create_topic(broker, "mix-one-model")
+    X, y = dict_stream(400, seed=5)
+    start = MulticlassSVM()
+    base = MixState.of(start)
+    publications = []
+    for seq, (member, rows, ranges) in enumerate([("a", slice(0, 150), {0: (0, 150)}),
+                                                  ("b", slice(150, 300), {1: (0, 150)}),
+                                                  ("b", slice(300, 400), {0: (100, 200)})]):  # overlaps a's 100..150
+        model = copy.deepcopy(start)
+        model.learn_many(X[rows], y[rows])
+        publications.append({"member": member, "seq": seq, "members": 2, "ranges": ranges,
+                             "change": base.change(model, examples=rows.stop - rows.start)})
+    log = MixLog(broker, "mix-one-model")
+    try:
+        offsets = [log.publish(p) for p in publications]
+        assert offsets == [0, 1, 2]
+        read = log.read(0)
+    finally:
+        log.close()
+    assert [offset for offset, _ in read] == offsets
+    states, coverages = [], []
+    for _ in range(2):  # each member folds the log on its own
+        state, coverage = base.copy(), Coverage()
+        assert fold_publications(state, coverage, [p for _, p in read]) == [True, True, False]
+        states.append(state)
+        coverages.append(coverage.covered)
+    assert coverages[0] == coverages[1] == {0: 150, 1: 150}
+    np.testing.assert_array_equal(states[0].W, states[1].W)
+    assert states[0].examples == 300 and states[0].labels == states[1].labels
+    direct = base.copy()
+    for p in publications[:2]:
+        direct.fold(p["change"], members=2)
+    np.testing.assert_array_equal(states[0].W, direct.W)  # the broker carried the changes bit for bit
