@@ -49,6 +49,33 @@ def _wait_for_partitions(list_partitions, topic: str, bootstrap: str) -> list[in
     return sorted(partitions)
 
 
+def group_sized_assignor():
+    """A kafka-python partition assignor (round robin) that also tells every member how many
+    members the group has: the group's leader writes the count into each member's assignment,
+    and the new class's ``group_size`` holds it after each rebalance (``None`` before the first).
+    One class per consumer (``partition_assignment_strategy=[group_sized_assignor()]``): the
+    count is class state. Model mixing (issue 26) weighs each change by it; the daemon does not
+    subscribe to a group yet."""
+    from kafka.coordinator.assignors.abstract import ConsumerProtocolAssignment
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    class GroupSizedAssignor(RoundRobinPartitionAssignor):
+        name = "streamlearn-group-sized"
+        group_size: int | None = None
+
+        @classmethod
+        def assign(cls, cluster, members):
+            counted = str(len(members)).encode("ascii")
+            return {member: ConsumerProtocolAssignment(given.version, given.assignment, counted)
+                    for member, given in super().assign(cluster, members).items()}
+
+        @classmethod
+        def on_assignment(cls, assignment, generation):
+            cls.group_size = int(assignment.user_data) if assignment.user_data else None
+
+    return GroupSizedAssignor
+
+
 class KafkaPythonClient:
     """kafka-python's ``KafkaConsumer``, polled on a thread of its own once assigned.
 
