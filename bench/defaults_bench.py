@@ -2,7 +2,7 @@
 learners' defaults, and how those defaults do against each data set's own tuned configuration and
 Vowpal Wabbit's default ``--oaa``, one pass.
 
-    python -m bench.defaults_bench            # about an hour on 2 cores
+    python -m bench.defaults_bench            # about 10 minutes on 2 cores
     python -m bench.defaults_bench --quick    # two data sets, a small grid: the test suite's smoke run
 
 Writes ``bench/results/defaults.{json,md,png}``.
