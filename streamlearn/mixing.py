@@ -28,8 +28,8 @@ and the members' early, large steps ``N`` times over: ``bench/results/scaleout.m
 
 Which records a change holds is tracked by :class:`Coverage`: a change is folded only if it
 follows on from what the shared model already holds, so a record's change never enters twice
-(nor is lost: its member learns it again). How the changes travel (a Kafka mixing topic) is not
-built yet.
+(nor is lost: its member learns it again). Changes travel through a mixing topic
+(:mod:`connectors.mixlog`); ``streamlearn train`` does not mix yet.
 
 Changes are keyed by label and feature name, because members meet names in different orders
 (with hashing, ``n_bits``, by column). Which learners mix: the MCID learners
