@@ -5,7 +5,7 @@ partition, so its order is the one every member folds in.
 A publication is a dict: ``member`` (a name), ``seq`` (the member's count of publications),
 ``members`` (the group's size as the member saw it: the fold's ``N``), ``ranges`` (``{partition:
 (start, end)}``, the input the change was learned from: :class:`streamlearn.mixing.Coverage`)
-and ``change`` (a :class:`streamlearn.mixing.ModelChange`), sent as msgpack with the checkpoints'
+and ``change`` (:meth:`streamlearn.mixing.MixState.change`), sent as msgpack with the checkpoints'
 encoding of arrays. The daemon (``streamlearn train``) does not use it yet.
 """
 
@@ -38,8 +38,7 @@ class MixLog:
 
     def publish(self, publication: dict) -> int:
         """Send one publication and wait until the broker has it; its offset in the log."""
-        plain = {**publication, "change": dict(publication["change"])}  # msgpack packs exact dicts only
-        return self._producer.send(self.topic, pack(plain)).get(timeout=60).offset
+        return self._producer.send(self.topic, pack(publication)).get(timeout=60).offset
 
     def read(self, start: int, timeout: float = 30.0) -> list[tuple[int, dict]]:
         """Every publication from offset ``start`` to the end of the log as it is now:

@@ -2,8 +2,8 @@
 McDonald, Hall & Mann 2010; Zinkevich et al. 2010), the model side of issue 26.
 
 Each member learns its own part of the stream from a *base*, the shared model as it last
-mixed it. Every so often it hands out its :class:`ModelChange` — what it learned since its
-base — and folds every member's changes, its own included, into the base in one agreed order
+mixed it. Every so often it hands out its change (:meth:`MixState.change`) — what it learned
+since its base — and folds every member's changes, its own included, into the base in one agreed order
 (for a Kafka group: the order of the mixing topic), then learns on from the result. Every
 member that folds the same changes in the same order holds the same model.
 
@@ -60,6 +60,7 @@ import numpy as np
 
 from .errors import InvalidParameterError
 from .features import FeatureSpace
+from .weights import _grown
 
 
 def check_mixable(model) -> None:
@@ -83,13 +84,6 @@ def _feature_keys(model) -> list:
     return features.names if features.n_bits is None else list(range(features.n_columns))
 
 
-class ModelChange(dict):
-    """What a member learned since its base: ``labels``, ``features`` (names), ``W`` and ``S``
-    (``len(labels) × len(features)`` changes, ``S`` empty without an averaged iterate),
-    ``average_weight`` (the change of ``Σc``), ``steps`` (of ``t``) and ``examples``. A plain
-    dict of lists and arrays: msgpack (:mod:`streamlearn.checkpoint`'s encoding) carries it."""
-
-
 class MixState:
     """The shared model between mixes, as dense arrays keyed by names (see the module docstring)."""
 
@@ -109,21 +103,22 @@ class MixState:
 
     def _aligned(self, labels: list, features: list) -> tuple[np.ndarray, np.ndarray]:
         """Grow this state to hold ``labels`` and ``features``; return their rows and columns here."""
-        rows = _positions(self.labels, labels)
-        cols = _positions(self.features, features)
-        K, d = len(self.labels), len(self.features)
-        if K > self.W.shape[0] or d > self.W.shape[1]:
-            grown = [np.zeros((K, d)) for _ in range(1 if self.S is None else 2)]
-            for old, new in zip((self.W, self.S), grown):
-                new[: old.shape[0], : old.shape[1]] = old
-            self.W, self.S = grown[0], grown[1] if self.S is not None else None
+        rows = _positions(self.labels, labels, grow=True)
+        cols = _positions(self.features, features, grow=True)
+        shape = (len(self.labels), len(self.features))
+        if shape != self.W.shape:
+            self.W = _grown(self.W, shape, 0.0)
+            self.S = None if self.S is None else _grown(self.S, shape, 0.0)
         return rows, cols
 
-    def change(self, model, examples: int = 0) -> ModelChange:
-        """What ``model`` learned since this state (its base): its weights minus this state's;
-        ``examples``: how many it learned (counted by the caller, carried along)."""
+    def change(self, model, examples: int = 0) -> dict:
+        """What ``model`` learned since this state (its base), a plain dict that msgpack carries
+        (:mod:`streamlearn.checkpoint`'s encoding): ``labels``, ``features`` (names), ``W`` and ``S``
+        (``len(labels) × len(features)``, its weights minus this state's; ``S`` empty without an
+        averaged iterate), ``average_weight`` (the change of ``Σc``), ``steps`` (of ``t``) and
+        ``examples`` (how many it learned: counted by the caller, carried along)."""
         now = MixState.of(model)
-        rows, cols = _positions_in(self.labels, now.labels), _positions_in(self.features, now.features)
+        rows, cols = _positions(self.labels, now.labels), _positions(self.features, now.features)
         dW, dS = now.W.copy(), None if now.S is None else now.S.copy()
         known_rows, known_cols = rows >= 0, cols >= 0
         base_block = np.ix_(rows[known_rows], cols[known_cols])
@@ -131,11 +126,11 @@ class MixState:
         dW[now_block] -= self.W[base_block]
         if dS is not None:
             dS[now_block] -= self.S[base_block]
-        return ModelChange(labels=now.labels, features=now.features, W=dW, S=dS if dS is not None else np.zeros((0, 0)),
-                           average_weight=now.average_weight - self.average_weight, steps=now.t - self.t,
-                           examples=int(examples))
+        return {"labels": now.labels, "features": now.features, "W": dW, "S": dS if dS is not None else np.zeros((0, 0)),
+                "average_weight": now.average_weight - self.average_weight, "steps": now.t - self.t,
+                "examples": int(examples)}
 
-    def fold(self, change: ModelChange, members: int) -> None:
+    def fold(self, change: dict, members: int) -> None:
         """Add one member's change, its steps included, at weight ``1/members``; its examples in full."""
         if members < 1:
             raise ValueError(f"members must be at least 1, got {members!r}")
@@ -158,19 +153,21 @@ class MixState:
         if model._features.n_bits is None:
             model._features.columns(self.features, grow=True)
         K, d = len(labels), model._features.n_columns
-        rows = _positions_in(model.classes, self.labels)
-        cols = _positions_in(_feature_keys(model), self.features)
-        W = np.zeros((K, d))
-        W[np.ix_(rows, cols)] = self.W[: len(self.labels), : len(self.features)]
+        block = np.ix_(_positions(model.classes, self.labels), _positions(_feature_keys(model), self.features))
+
+        def in_model_order(matrix: np.ndarray) -> np.ndarray:
+            placed = np.zeros((K, d))
+            placed[block] = matrix
+            return placed
+
+        W = in_model_order(self.W)
         store = model._weights
         store.reserve(d, K)
         store.V[:d, :K] = W.T
         store.scale[:K] = 1.0
         store.sqnorm[:K] = (W * W).sum(axis=1)
         if store.averaged:
-            S = np.zeros((K, d))
-            S[np.ix_(rows, cols)] = self.S[: len(self.labels), : len(self.features)]
-            store.U[:d, :K] = S.T  # S = U + A·V with A = 0
+            store.U[:d, :K] = in_model_order(self.S).T  # S = U + A·V with A = 0
             store.A[:K] = 0.0
         model._average_weight = self.average_weight
         model._t = int(round(self.t))
@@ -228,20 +225,16 @@ def fold_publications(state: MixState, coverage: Coverage, publications) -> list
     return accepted
 
 
-def _positions(names: list, wanted: list) -> np.ndarray:
-    """Positions of ``wanted`` in ``names``, appending the names ``names`` lacks."""
+def _positions(names: list, wanted: list, grow: bool = False) -> np.ndarray:
+    """Positions of ``wanted`` in ``names``: -1 for a name it lacks, or with ``grow`` the
+    position of that name appended to ``names``."""
     index = {name: i for i, name in enumerate(names)}
-    for name in wanted:
-        if name not in index:
-            index[name] = len(names)
-            names.append(name)
-    return np.fromiter((index[name] for name in wanted), np.int64, len(wanted))
-
-
-def _positions_in(names: list, wanted: list) -> np.ndarray:
-    """Positions of ``wanted`` in ``names`` (-1 for a name it lacks)."""
-    index = {name: i for i, name in enumerate(names)}
+    if grow:
+        for name in wanted:
+            if name not in index:
+                index[name] = len(names)
+                names.append(name)
     return np.fromiter((index.get(name, -1) for name in wanted), np.int64, len(wanted))
 
 
-__all__ = ["Coverage", "MixState", "ModelChange", "check_mixable", "fold_publications"]
+__all__ = ["Coverage", "MixState", "check_mixable", "fold_publications"]

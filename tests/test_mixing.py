@@ -115,7 +115,7 @@ def test_a_change_travels_through_msgpack():
     base = MixState.of(model)
     model.learn_many(X, y)
     change = base.change(model, examples=200)
-    travelled = _unpack(_pack(dict(change)))
+    travelled = _unpack(_pack(change))
     mixed, direct = base.copy(), base.copy()
     mixed.fold(travelled, members=3)
     direct.fold(change, members=3)
