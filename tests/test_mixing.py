@@ -9,7 +9,7 @@ import pytest
 
 from streamlearn import (ExtremeSVM, MulticlassLogisticRegression, MulticlassPerceptron, MulticlassSVM,
                          OneVsRestLogisticRegression, OneVsRestPegasos)
-from streamlearn.checkpoint import _pack, _unpack
+from streamlearn.checkpoint import pack, unpack
 from streamlearn.mixing import MixState, check_mixable
 
 MIXABLE = [MulticlassSVM, MulticlassLogisticRegression, MulticlassPerceptron, OneVsRestPegasos,
@@ -115,7 +115,7 @@ def test_a_change_travels_through_msgpack():
     base = MixState.of(model)
     model.learn_many(X, y)
     change = base.change(model, examples=200)
-    travelled = _unpack(_pack(change))
+    travelled = unpack(pack(change))
     mixed, direct = base.copy(), base.copy()
     mixed.fold(travelled, members=3)
     direct.fold(change, members=3)
