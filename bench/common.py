@@ -18,8 +18,11 @@ def machine() -> dict:
     """Where and from what a result comes: the commit, the CPU, the library versions, the command."""
     import importlib.metadata as metadata
 
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                            cwd=pathlib.Path(__file__).resolve().parent).stdout.strip()
+    root = pathlib.Path(__file__).resolve().parents[1]
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=root).stdout.strip()
+    # uncommitted changes to the code (results and notes aside) mean the commit alone does not reproduce the figures
+    changed = subprocess.run(["git", "status", "--porcelain", "--", ".", ":!bench/results"], capture_output=True, text=True,
+                             cwd=root).stdout.strip()
     cpu = next((line.split(":", 1)[1].strip() for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
     versions = {}
@@ -29,9 +32,11 @@ def machine() -> dict:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             versions[package] = None
-    return {"commit": commit, "cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "versions": versions, "command": " ".join(["python -m", sys.argv[0].replace("/", ".").removesuffix(".py"),
-                                                       *sys.argv[1:]])}
+    script = pathlib.Path(sys.argv[0]).resolve()
+    module = ".".join(script.relative_to(root).with_suffix("").parts) if script.is_relative_to(root) else sys.argv[0]
+    return {"commit": commit, "uncommitted_changes": bool(changed), "cpu": cpu, "cores": os.cpu_count(),
+            "python": platform.python_version(), "versions": versions,
+            "command": " ".join(["python -m", module, *sys.argv[1:]])}
 
 
 def pyplot():
