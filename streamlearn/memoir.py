@@ -223,6 +223,9 @@ class ExtremeSVM(StreamClassifier):
     eta0, eta_decay
         The step ``eta0 / (1 + eta_decay t)`` of 002 (its Table 4: 0.1 and 0.02). ``eta0=None``:
         0.1 for l1; for l2 the Pegasos step ``1/(λt)`` (MulticlassSVM's).
+    oracle_params
+        Keywords of the oracle's constructor: the graph's ``M``, ``ef_construction`` and ``ef``
+        (:class:`~streamlearn.mips.GraphOracle`), LSH's ``n_bits``.
     n_bits, seed, standardize
         As every streamlearn learner (``seed`` draws the random fallback, the sketches' index
         and the LSH planes).
@@ -248,7 +251,8 @@ class ExtremeSVM(StreamClassifier):
                  sketch_dim: int = 1024, index_every: int = 256, predict_exact: bool = True, batch_size: int = 1,
                  project: bool = False, average: bool | None = None, average_power: float | None = None, fallback: str = "lowest",
                  balance: bool = False, eta0: float | None = None,
-                 eta_decay: float = 0.02, n_bits: int | None = None, seed: int | None = None, standardize: bool = False):
+                 eta_decay: float = 0.02, oracle_params: dict | None = None, n_bits: int | None = None,
+                 seed: int | None = None, standardize: bool = False):
         check_positive("lam", lam)
         for name, value in (("n_candidates", n_candidates), ("sketch_dim", sketch_dim), ("index_every", index_every)):
             check_positive(name, value, integer=True)
@@ -262,6 +266,7 @@ class ExtremeSVM(StreamClassifier):
             raise InvalidParameterError(f"fallback must be 'lowest' or 'random', got {fallback!r}")
         if isinstance(eta_decay, bool) or not isinstance(eta_decay, (int, float)) or not 0 <= eta_decay < float("inf"):
             raise InvalidParameterError(f"eta_decay must be a number >= 0, got {eta_decay!r}")
+        make_oracle(oracle, params=oracle_params)  # checks the keywords now, not at the first example
         if average and penalty == "l1":
             raise InvalidParameterError("average=True is for penalty='l2' (an average of truncated rows is not sparse)")
         self._averaged = penalty == "l2" if average is None else bool(average)  # None: l2 averages, l1 does not
@@ -270,6 +275,7 @@ class ExtremeSVM(StreamClassifier):
         self.index_every, self.predict_exact = index_every, predict_exact
         self.batch_size, self.project, self.average, self.average_power = batch_size, project, average, average_power
         self.fallback, self.balance, self.eta0, self.eta_decay = fallback, balance, eta0, eta_decay
+        self.oracle_params = oracle_params
         self.n_bits, self.seed, self.standardize = n_bits, seed, standardize
         self._reset()
 
@@ -279,12 +285,12 @@ class ExtremeSVM(StreamClassifier):
         yield {"lam": 1e-2, "batch_size": 3, "project": True, "average": True, "average_power": 2.0, "oracle": "lsh",
                "fallback": "random", "seed": 1}
         yield {"lam": 1e-4, "penalty": "l1", "oracle": "graph", "n_candidates": 3, "sketch_dim": 16, "balance": True,
-               "seed": 2}
+               "oracle_params": {"M": 6, "ef_construction": 16}, "seed": 2}
 
     # ------------------------------------------------------------------ set-up
     def _init_model(self) -> None:
         self._store = SparseClassRows(self._averaged)
-        self._oracle = make_oracle(self.oracle, seed=self.seed or 0)
+        self._oracle = make_oracle(self.oracle, seed=self.seed or 0, params=self.oracle_params)
         self._t = 0
         self._n_learned = 0  # classes that existed at the last step
         self._changed, self._is_changed = np.zeros(0, np.int64), np.zeros(0, np.bool_)  # rows the index has not seen

@@ -276,7 +276,9 @@ def test_prequential_scores_every_class_without_a_score_matrix():
 def test_bad_parameters_are_refused_clearly():
     for params, message in (({"penalty": "l3"}, "penalty"), ({"oracle": "tree"}, "oracle must be one of"),
                             ({"fallback": "any"}, "fallback"), ({"average": True, "penalty": "l1"}, "average=True is for"),
-                            ({"lam": 0}, "lam"), ({"index_every": 0}, "index_every")):
+                            ({"lam": 0}, "lam"), ({"index_every": 0}, "index_every"),
+                            ({"oracle": "graph", "oracle_params": {"n_bits": 8}}, "take M, ef_construction, ef; got n_bits"),
+                            ({"oracle": "lsh", "oracle_params": {"n_bits": 0}}, "positive integer")):
         with pytest.raises(ValueError, match=message):
             ExtremeSVM(**params)
 
@@ -304,3 +306,17 @@ def test_many_classes_take_the_sparse_scan_and_still_equal_the_reference():
     rows = model._features.encode_many(X[-200:], grow=False)
     scans = [model._store.col_len[rows.indices[a:b]].sum() for a, b in zip(rows.indptr[:-1], rows.indptr[1:])]
     assert np.mean(np.array(scans) <= len(model.classes)) > 0.9  # mostly the sparse way
+
+
+def test_the_graph_oracle_defaults_are_the_benchmark_choice():
+    """GraphOracle's M and ef_construction are the ones memoir_bench chose on validation."""
+    import inspect
+    import json
+    import pathlib
+
+    from streamlearn.mips import GraphOracle
+
+    results = pathlib.Path(__file__).resolve().parents[1] / "bench" / "results" / "memoir.json"
+    chosen = json.loads(results.read_text())["graph_chosen"]
+    defaults = inspect.signature(GraphOracle.__init__).parameters
+    assert {key: defaults[key].default for key in chosen} == chosen
