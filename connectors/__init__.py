@@ -22,9 +22,9 @@ from .sinks import JsonLinesSink, NullSink
 
 def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_records: int = 1000,
                 passes: int = 1, label_column=None, idle_timeout: float | None = None, until_end: bool = False,
-                broker_timeout: float | None = None):
+                broker_timeout: float | None = None, subscribe: bool = False):
     """A source for one URI (``-``, ``kafka://...``) or for one or more paths/globs
-    (``idle_timeout``, ``until_end`` and ``broker_timeout``: see :class:`~connectors.kafka.KafkaSource`).
+    (``idle_timeout``, ``until_end``, ``broker_timeout`` and ``subscribe``: see :class:`~connectors.kafka.KafkaSource`).
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "d.jsonl")
@@ -46,7 +46,9 @@ def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_recor
             raise SourceError(f"Kafka values are msgpack or JSON records, not {fmt}")
         return KafkaSource(spec["bootstrap"], spec["topic"], spec["group"], labelled, value_format, batch_records,
                            idle_timeout=idle_timeout, until_end=until_end, client=spec["client"],
-                           broker_timeout=broker_timeout)
+                           broker_timeout=broker_timeout, subscribe=subscribe)
+    if subscribe:
+        raise SourceError("only a Kafka source joins a consumer group (model mixing)")
     if any(u == "-" or u.startswith("kafka://") for u in uris):
         raise SourceError("stdin and Kafka sources cannot be combined with other sources")
     return FileSource(uris, fmt, labelled, batch_records, passes, label_column)

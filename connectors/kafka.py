@@ -5,7 +5,9 @@ with kafka-python (the default) or confluent-kafka (``client="confluent"``; see
 :mod:`connectors.kafka_clients`); the sink produces with kafka-python.
 It assigns itself *every* partition of the topic (one learner must see every record, so
 a group of several daemons sharing partitions would make several half-models; the group
-only holds the committed offsets). On start it seeks to the checkpoint's offsets when
+only holds the committed offsets), unless it is one of several daemons that mix one model
+(``subscribe``, ``--mix-topic``): then it joins the group and reads the partitions the group
+gives it (:class:`streamlearn.mixing.GroupMixer`). On start it seeks to the checkpoint's offsets when
 resuming, otherwise to the beginning of the topic (a fresh model learns everything the
 topic retains). :meth:`KafkaSource.commit` commits offsets synchronously; the runner calls
 it only after the checkpoint holding those offsets is durable, so a crash replays exactly
@@ -47,7 +49,7 @@ import numpy as np
 from .files import SourceUnavailable
 from .compact import DecodedRows, decode_batch, is_compact
 from .records import Batch, BatchBuilder, DeadLetter, RecordError, check_record, empty_batch
-from .kafka_clients import CLIENTS, CommitFailed, make_client, unreachable
+from .kafka_clients import CLIENTS, Assigned, CommitFailed, Revoked, make_client, unreachable
 from .walker import DictRecordWalker
 
 
@@ -243,7 +245,15 @@ class KafkaSource:
     source raises :class:`~connectors.files.SourceUnavailable`; ``None``: for ever. ``until_end`` ends it once every partition
     is read up to where it ended when the source connected (a hold-out topic evaluated at
     each checkpoint, ``streamlearn evaluate``): no idle wait. While idle the source yields
-    empty batches every ``poll_timeout_ms`` so the runner can checkpoint and see a signal."""
+    empty batches every ``poll_timeout_ms`` so the runner can checkpoint and see a signal.
+
+    ``subscribe`` (kafka-python only): join the consumer group instead of assigning every
+    partition, for several daemons that mix one model (:mod:`streamlearn.mixing`). Then the
+    source knows which partitions are its own (:attr:`owned`) and the group's size
+    (:attr:`group_size`), starts a partition the group gives it where :meth:`set_starts` says,
+    records the offsets it read of each partition since :meth:`take_ranges` last took them,
+    sets :attr:`mix_due` (and cuts the batch) when a partition it has read records of is about
+    to be taken away or given anew, and :meth:`rewind` moves partitions back (or ahead)."""
 
     kind = "kafka"
     #: polls return within ``poll_timeout_ms``: the runner sees a signal between batches
@@ -255,7 +265,7 @@ class KafkaSource:
     def __init__(self, bootstrap: str, topic: str, group: str | None = None, labelled: bool = True,
                  value_format: str = "auto", batch_records: int = 1000, poll_timeout_ms: int = 200,
                  idle_timeout: float | None = None, until_end: bool = False, client: str = "kafka-python",
-                 broker_timeout: float | None = None, **consumer_options):
+                 broker_timeout: float | None = None, subscribe: bool = False, **consumer_options):
         if int(batch_records) < 1:
             raise ValueError(f"batch_records must be positive, got {batch_records!r}")
         if idle_timeout is not None and not float(idle_timeout) > 0:
@@ -269,7 +279,16 @@ class KafkaSource:
         self.batch_records, self.poll_timeout_ms, self.idle_timeout = int(batch_records), poll_timeout_ms, idle_timeout
         if client not in CLIENTS:
             raise ValueError(f"client must be one of {', '.join(CLIENTS)}, got {client!r}")
+        if subscribe and client != "kafka-python":
+            raise ValueError("joining a consumer group (model mixing) needs client=kafka-python")
         self.client, self.consumer_options = client, consumer_options
+        self.subscribe = bool(subscribe)
+        self._starts: dict[int, int] = {}  # subscribed: where a partition given to this member starts
+        self._round: dict[int, list] = {}  # subscribed: [start, end) read of each partition since take_ranges
+        self.owned: set[int] = set()
+        self.group_size = 1
+        self.mix_due = False
+        self._polled: collections.deque = collections.deque()  # fetched, not yet in a batch: not in the position
         self.name = f"kafka://{bootstrap}/{topic}?group={self.group}"
         self._offsets: dict[int, int] = {}
         self._consumer = None
@@ -283,9 +302,51 @@ class KafkaSource:
         if position.get("kind") != self.kind or position.get("topic") != self.topic:
             raise ValueError(f"the checkpoint was taken on {position.get('topic') or position.get('kind')}, not on topic {self.topic!r}")
         self._offsets = {int(p): int(o) for p, o in position["offsets"].items()}
+        if self.subscribe:
+            self.set_starts(self._offsets)
+            self._offsets = {}
+
+    def set_starts(self, offsets: dict) -> None:
+        """Subscribed: where each partition starts when the group gives it to this member."""
+        self._starts = {int(p): int(o) for p, o in offsets.items()}
+
+    @property
+    def unpublished(self) -> bool:
+        """Subscribed: records were read since :meth:`take_ranges` last took them."""
+        return bool(self._round)
+
+    def take_ranges(self) -> dict:
+        """Subscribed: ``{partition: (start, end)}`` read since the last call; forgotten here."""
+        ranges, self._round, self.mix_due = {p: tuple(r) for p, r in self._round.items()}, {}, False
+        return ranges
+
+    def rewind(self, offsets: dict) -> None:
+        """Subscribed: read the given partitions of this member's from ``offsets`` on (what was
+        read of them since, and not yet taken into a batch, is dropped)."""
+        wanted = {int(p): int(o) for p, o in offsets.items() if int(p) in self.owned and self._offsets.get(int(p)) != int(o)}
+        if not wanted or self._consumer is None:
+            return
+        moved = self._consumer.rewind(wanted)
+        self._offsets.update(moved)
+        self._polled = collections.deque(m for m in self._polled if isinstance(m, (Assigned, Revoked)) or m.partition not in moved)
+
+    def _follow(self, marker) -> None:
+        """Take a group change (:class:`~connectors.kafka_clients.Assigned` / ``Revoked``) into the position."""
+        if isinstance(marker, Assigned):
+            self._offsets.update({p: o for p, o in marker.offsets.items() if o is not None})
+            self.owned |= set(marker.offsets)
+            self.group_size = marker.group_size
+        else:
+            self.owned -= marker.partitions
+            for p in marker.partitions:
+                self._offsets.pop(p, None)
 
     def _connect(self):
         consumer = make_client(self.client, self.bootstrap, self.group, self.topic, self.consumer_options)
+        if self.subscribe:
+            consumer.subscribe(lambda p: self._starts.get(p))
+            self._consumer = consumer
+            return consumer
         try:
             self._offsets = consumer.assign(self._offsets)  # the starting offsets, resolved: the first position
             if self.until_end:
@@ -314,11 +375,10 @@ class KafkaSource:
         yield empty_batch(self._position())
         watch = self._watch
         last_message = time.monotonic()
-        polled: collections.deque = collections.deque()  # fetched, not yet in a batch: not in the position
         per_message = None  # records per message, observed, to poll about as many messages as a batch needs
         finishing = False
         while True:
-            builder, per_message = self._gather(consumer, polled, per_message)
+            builder, per_message = self._gather(consumer, per_message)
             if len(builder):
                 watch.heard()
                 last_message = time.monotonic()
@@ -335,10 +395,11 @@ class KafkaSource:
                 return
             finishing = self._at_end()
 
-    def _gather(self, consumer, polled: collections.deque, per_message):
+    def _gather(self, consumer, per_message):
         """The next batch's messages, decoded into a :class:`_MessageDecoder` (see :meth:`__iter__`),
         and the updated estimate of records per message."""
         builder, deadline = _MessageDecoder(self.labelled, self.value_format, self.with_hashes, self._walker), None
+        polled = self._polled
         while len(builder) < self.batch_records:
             if not polled:
                 wait = self.poll_timeout_ms if deadline is None else max(0, int(1000 * (deadline - time.monotonic())))
@@ -346,9 +407,19 @@ class KafkaSource:
                 polled.extend(consumer.poll(wait, wanted))
                 if not polled:
                     break
+            if isinstance(polled[0], (Assigned, Revoked)):
+                touched = set(polled[0].offsets) if isinstance(polled[0], Assigned) else polled[0].partitions
+                if touched & set(self._round):  # what was read of them is published first
+                    self.mix_due = True
+                    break
+                self._follow(polled.popleft())
+                continue
             message = polled.popleft()
             before = len(builder)
             builder.add(message)
+            if self.subscribe:
+                start = self._offsets.get(message.partition, message.offset)
+                self._round.setdefault(message.partition, [start, start])[1] = message.offset + 1
             self._offsets[message.partition] = max(self._offsets.get(message.partition, 0), message.offset + 1)
             size = len(builder) - before
             per_message = max(1.0, size if per_message is None else 0.9 * per_message + 0.1 * size)
@@ -372,7 +443,11 @@ class KafkaSource:
         try:
             if not self._watch.reachable():  # a commit to a broker that is away would wait for it
                 raise CommitFailed("the broker is unreachable")
-            self._consumer.commit({int(p): int(o) for p, o in position["offsets"].items()})
+            offsets = {int(p): int(o) for p, o in position["offsets"].items()}
+            if self.subscribe:  # a member commits the partitions it holds; the others' owners commit theirs
+                offsets = {p: o for p, o in offsets.items() if p in self.owned}
+            if offsets:
+                self._consumer.commit(offsets)
         except CommitFailed as error:
             print(f"streamlearn: could not commit offsets {position['offsets']} to group {self.group!r} ({error}); "
                   "the checkpoint holds them, the next checkpoint commits again", file=sys.stderr)

@@ -9,6 +9,8 @@ the partitions' ends, commit offsets synchronously, read the group's committed o
 Both are used the same way: no auto-commit, no group subscription (the source assigns itself
 every partition; the group only holds the committed offsets), offsets committed synchronously
 only after the checkpoint holding them is durable. Both pass the same tests on a real broker.
+Daemons that mix one model join the group instead (:meth:`KafkaPythonClient.subscribe`):
+kafka-python only.
 """
 
 from __future__ import annotations
@@ -27,6 +29,26 @@ class Message(NamedTuple):
     offset: int
     value: bytes | None
     key: bytes | None = None
+
+
+class Assigned(NamedTuple):
+    """In a subscribed consumer's message stream: these partitions are this member's from here on,
+    each from its offset (``{partition: offset}``; ``None``: the group's committed offset, else the
+    beginning, as the consumer finds it), in a group of ``group_size`` members."""
+
+    offsets: dict
+    group_size: int
+
+
+class Revoked(NamedTuple):
+    """In a subscribed consumer's message stream: these partitions are no longer this member's."""
+
+    partitions: frozenset
+
+
+def _size(message) -> int:
+    """Bytes of a message's value (a marker: none), what the prefetch bound counts."""
+    return len(getattr(message, "value", None) or b"")
 
 
 class CommitFailed(Exception):
@@ -49,13 +71,40 @@ def _wait_for_partitions(list_partitions, topic: str, bootstrap: str) -> list[in
     return sorted(partitions)
 
 
+def create_topic(bootstrap: str, topic: str, partitions: int = 1, exist_ok: bool = False) -> None:
+    """Create a topic and wait until its metadata is visible (``exist_ok``: one that exists,
+    made by someone else perhaps at the same moment, will do)."""
+    from kafka import KafkaConsumer
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        if not (exist_ok and topic in admin.list_topics()):
+            admin.create_topics([NewTopic(topic, partitions, 1)])
+    except TopicAlreadyExistsError:
+        if not exist_ok:
+            raise
+    finally:
+        admin.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        deadline = time.monotonic() + 20
+        while not consumer.partitions_for_topic(topic):
+            if time.monotonic() > deadline:
+                raise ValueError(f"topic {topic!r} did not appear on {bootstrap}")
+            time.sleep(0.1)
+            consumer.topics()  # refresh metadata
+    finally:
+        consumer.close()
+
+
 def group_sized_assignor():
     """A kafka-python partition assignor (round robin) that also tells every member how many
     members the group has: the group's leader writes the count into each member's assignment,
     and the new class's ``group_size`` holds it after each rebalance (``None`` before the first).
     One class per consumer (``partition_assignment_strategy=[group_sized_assignor()]``): the
-    count is class state. Model mixing (issue 26) weighs each change by it; the daemon does not
-    subscribe to a group yet."""
+    count is class state. Model mixing weighs each change by it (:class:`streamlearn.mixing.GroupMixer`)."""
     from kafka.coordinator.assignors.abstract import ConsumerProtocolAssignment
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
@@ -99,9 +148,11 @@ class KafkaPythonClient:
 
         self.bootstrap, self.topic = bootstrap, topic
         self._thread = None
+        self._assignor = group_sized_assignor()  # used only by subscribe(): assign() joins no group
         try:
             self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-                                           auto_offset_reset="earliest", **{**self.DEFAULTS, **options})
+                                           auto_offset_reset="earliest", partition_assignment_strategy=[self._assignor],
+                                           **{**self.DEFAULTS, **options})
         except KafkaError as error:
             raise unreachable(bootstrap, error) from None
 
@@ -125,6 +176,58 @@ class KafkaPythonClient:
         resolved = {tp.partition: consumer.position(tp) for tp in assigned}
         self._start()
         return resolved
+
+    def subscribe(self, start_of) -> None:
+        """Join the group instead (group subscription, :func:`group_sized_assignor`): each
+        partition the group gives this member starts at ``start_of(p)`` (``None``: the group's
+        committed offset, else the beginning). Assignments and revocations come out of
+        :meth:`poll` as :class:`Assigned` / :class:`Revoked`, in order with the messages;
+        prefetched messages of a revoked partition are dropped. Then the poll thread starts."""
+        from kafka import ConsumerRebalanceListener
+
+        client, consumer = self, self._consumer
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked):
+                client._mark({tp.partition for tp in revoked}, Revoked(frozenset(tp.partition for tp in revoked)))
+
+            def on_partitions_assigned(self, assigned):  # on kafka-python's IO thread: nothing here may block
+                offsets = {tp.partition: start_of(tp.partition) for tp in assigned}
+                for tp in assigned:
+                    if offsets[tp.partition] is not None:
+                        consumer.seek(tp, offsets[tp.partition])
+                client._mark(set(offsets), Assigned(offsets, client._assignor.group_size or 1))
+
+        _wait_for_partitions(lambda: consumer.partitions_for_topic(self.topic), self.topic, self.bootstrap)
+        consumer.subscribe([self.topic], listener=Listener())
+        self._start()
+
+    def _mark(self, partitions: set, marker=None) -> None:
+        """Drop the prefetched messages of ``partitions`` and put ``marker`` (if any) in their
+        place (on the poll thread)."""
+        with self._ready:
+            kept = [m for m in self._fetched if isinstance(m, (Assigned, Revoked)) or m.partition not in partitions]
+            self._bytes = sum(_size(m) for m in kept)
+            self._fetched.clear()
+            self._fetched.extend(kept)
+            if marker is not None:
+                self._fetched.append(marker)
+            self._ready.notify_all()
+
+    def rewind(self, offsets: dict) -> None:
+        """Seek the given partitions that are still assigned to ``offsets`` and drop what was
+        prefetched of them (a subscribed consumer; the learner's thread)."""
+        consumer = self._consumer
+
+        def seek():
+            assigned = {tp.partition: tp for tp in consumer.assignment()}
+            moved = {p: o for p, o in offsets.items() if p in assigned}
+            self._mark(set(moved))
+            for p, o in moved.items():
+                consumer.seek(assigned[p], o)
+            return moved
+
+        return self._call(seek)
 
     # ------------------------------------------------------------ the poll thread
     def _start(self) -> None:
@@ -197,7 +300,7 @@ class KafkaPythonClient:
             if not self._fetched and self._error is not None:
                 raise self._error
             taken = [self._fetched.popleft() for _ in range(min(max_records, len(self._fetched)))]
-            self._bytes -= sum(len(m.value or b"") for m in taken)
+            self._bytes -= sum(_size(m) for m in taken)
             self._ready.notify_all()
         return taken
 

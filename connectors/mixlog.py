@@ -6,7 +6,8 @@ A publication is a dict: ``member`` (a name), ``seq`` (the member's count of pub
 ``members`` (the group's size as the member saw it: the fold's ``N``), ``ranges`` (``{partition:
 (start, end)}``, the input the change was learned from: :class:`streamlearn.mixing.Coverage`)
 and ``change`` (:meth:`streamlearn.mixing.MixState.change`), sent as msgpack with the checkpoints'
-encoding of arrays. The daemon (``streamlearn train``) does not use it yet.
+encoding of arrays. ``streamlearn train ... --mix-topic TOPIC`` publishes and reads through it
+(:class:`streamlearn.mixing.GroupMixer`).
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ import time
 
 from streamlearn.checkpoint import pack, unpack
 
-from .kafka_clients import unreachable
+from .kafka_clients import create_topic, unreachable
 
 
 class MixLog:
-    """Publish to and read from the one partition of a mixing topic (kafka-python)."""
+    """Publish to and read from the one partition of a mixing topic (kafka-python); with
+    ``create``, make the topic if it does not exist."""
 
-    def __init__(self, bootstrap: str, topic: str):
+    def __init__(self, bootstrap: str, topic: str, create: bool = False):
         from kafka import KafkaConsumer, KafkaProducer, TopicPartition
         from kafka.errors import KafkaError
 
@@ -34,6 +36,13 @@ class MixLog:
                                            max_partition_fetch_bytes=256 << 20, fetch_max_bytes=256 << 20)
         except KafkaError as error:
             raise unreachable(bootstrap, error) from None
+        if create:
+            create_topic(bootstrap, topic, exist_ok=True)
+        partitions = self._consumer.partitions_for_topic(topic)
+        if partitions is not None and len(partitions) != 1:
+            self.close()
+            raise ValueError(f"the mixing topic {topic!r} has {len(partitions)} partitions: it needs one (its order "
+                             "is the order every member folds in)")
         self._consumer.assign([self._partition])
 
     def publish(self, publication: dict) -> int:
@@ -58,3 +67,4 @@ class MixLog:
     def close(self) -> None:
         self._producer.close()
         self._consumer.close()
+

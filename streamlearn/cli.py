@@ -90,7 +90,8 @@ def _source(args, labelled: bool, passes: int = 1, until_end: bool = False):
     import connectors
 
     return connectors.open_source(args.source, args.format, labelled, args.batch_records, passes, args.label_column,
-                                  getattr(args, "idle_timeout", None), until_end, getattr(args, "broker_timeout", None))
+                                  getattr(args, "idle_timeout", None), until_end, getattr(args, "broker_timeout", None),
+                                  subscribe=bool(getattr(args, "mix_topic", None)))
 
 
 def _holdout(args):
@@ -123,6 +124,11 @@ def _check_train_options(args) -> None:
         raise ConfigError(f"{'--resume' if args.resume else '--overwrite'} needs --checkpoint-dir")
     if args.proba and not args.predictions:
         raise ConfigError("--proba adds probabilities to --predictions: give --predictions SINK too")
+    if args.mix_topic and not (len(args.source) == 1 and args.source[0].startswith("kafka://")):
+        raise ConfigError("--mix-topic mixes the models of daemons that share a Kafka topic: the source must be "
+                          "kafka://HOST:PORT/TOPIC?group=NAME")
+    if args.mix_every < 1:
+        raise ConfigError(f"--mix-every must be a positive number of examples, got {args.mix_every}")
     streamed = args.source[0] == "-" or args.source[0].startswith("kafka://")
     if args.passes != 1 and streamed:
         raise ConfigError(f"--passes {args.passes}: stdin and Kafka are read once; save the stream to a file for several passes")
@@ -188,11 +194,13 @@ def cmd_train(args) -> int:
     import threading
 
     lock = threading.Lock() if args.serve else None  # held by the runner per batch, by the service per request
+    mixer = _mixer(args, model) if args.mix_topic else None
     runner = Runner(model, source, checkpoint_dir=directory, checkpoint_every=every,
                     checkpoint_interval=interval, keep=args.keep, holdout=holdout,
                     metrics_sink=metrics, dead_letter_sink=dead, max_errors=args.max_errors,
                     check_start=args.max_errors is None, progress=False if args.quiet else None,
-                    max_classes=args.max_classes, predictions_sink=predictions, proba=args.proba, model_lock=lock)
+                    max_classes=args.max_classes, predictions_sink=predictions, proba=args.proba, model_lock=lock,
+                    mixer=mixer)
     if args.resume and runner.resume():
         restored = runner.model
         if type(restored).__name__ != args.learner or (args.param and restored._get_params() != model._get_params()):
@@ -213,6 +221,23 @@ def cmd_train(args) -> int:
     # with --predictions - stdout is the predictions stream (a shell filter): the summary goes to stderr
     print(json.dumps(runner.summary(), default=str), file=sys.stderr if args.predictions == "-" else sys.stdout)
     return _train_outcome(args, runner, code, dead_path)
+
+
+def _mixer(args, model):
+    """``--mix-topic``: this daemon's side of the group's mixing (the topic is made if missing)."""
+    import socket
+
+    from connectors.kafka import parse_kafka_uri
+    from connectors.mixlog import MixLog
+
+    from .mixing import GroupMixer, check_mixable
+
+    try:
+        check_mixable(model)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    bootstrap = parse_kafka_uri(args.source[0])["bootstrap"]
+    return GroupMixer(MixLog(bootstrap, args.mix_topic, create=True), args.mix_every, f"{socket.gethostname()}-{os.getpid()}")
 
 
 def _reasons(counts: dict, top: int = 3) -> str:
@@ -271,7 +296,8 @@ def _train_outcome(args, runner, code: int, dead_path: str) -> int:
         print(f"streamlearn: {runner.stop_error}; stopping ({_likely_cause(args, runner, runner.stop_error.reasons)}; "
               "--max-errors N sets how many bad records a job accepts)", file=sys.stderr)
         return code
-    if counters["learned"] == 0 and not counters["unlabelled"] and not runner.stopped_by_signal:
+    group_learned = runner.mixer is not None and runner.mixer.shared.examples > 0  # a member that joined after the work
+    if counters["learned"] == 0 and not counters["unlabelled"] and not runner.stopped_by_signal and not group_learned:
         why = "the source held no records" if not counters["dead_letters"] else _likely_cause(args, runner, runner.dead_reasons)
         print(f"streamlearn: nothing was learned: {why}", file=sys.stderr)
         return EXIT_NOTHING_LEARNED
@@ -365,6 +391,10 @@ def cmd_inspect(args) -> int:
         "counters": payload["runner"]["counters"],
         "prequential": ClassificationMetrics.restore(payload["runner"]["prequential"]).summary(),
     }
+    if "mixing" in payload:  # a member of a mixing group: what the group's shared model holds
+        mixing = payload["mixing"]
+        info["mixing"] = {"examples": mixing["examples"], "by_member": mixing["by_member"], "covered": mixing["covered"],
+                          "log_offset": mixing["log_offset"], "published": mixing["published"]}
     if args.json:
         print(json.dumps(info, default=str))
     else:
@@ -389,7 +419,9 @@ def _inspect_text(info: dict) -> str:
         f"position     {json.dumps(info['position'], default=str)}",
         f"counters     {counters}",
         f"prequential  {prequential}",
-    ])
+    ] + ([f"mixing       the group's model holds {info['mixing']['examples']:,} examples "
+          f"({', '.join(f'{m} {n:,}' for m, n in info['mixing']['by_member'].items())}); "
+          f"mixing topic folded to offset {info['mixing']['log_offset']}"] if "mixing" in info else []))
 
 
 def _serve_live(args, runner, metrics_path):
@@ -542,6 +574,11 @@ def _train_options(p) -> None:
     p.add_argument("--broker-timeout", type=float, default=300.0, metavar="S",
                    help="Kafka: wait up to S seconds for a broker that went away (reported on stderr), then stop with "
                         "exit code 1 after a final checkpoint (default: 300; inf: wait for ever)")
+    p.add_argument("--mix-topic", metavar="TOPIC",
+                   help="Kafka: learn one model with the other daemons of the source's consumer group, mixing the "
+                        "models through TOPIC (one partition, made if missing; MCID learners)")
+    p.add_argument("--mix-every", type=int, default=2000, metavar="N",
+                   help="with --mix-topic: publish this daemon's change and mix every N learned examples (default: 2000)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
 

@@ -8,6 +8,8 @@ flushed but those the point flushes itself) the N-th time it reaches ``POINT``:
 * ``checkpoint-write``: a checkpoint's temporary file is written and fsynced, not yet renamed;
 * ``metrics-line``: a checkpoint's metrics line is written and synced, the checkpoint not yet saved;
 * ``dead-letter``: a dead letter is written and synced, the next checkpoint not yet saved.
+* ``mix-published``: a member of a mixing group has published its change, not yet folded it
+  nor checkpointed (:class:`~streamlearn.mixing.GroupMixer`).
 
 Unset (always, outside tests), :func:`reached` costs one comparison.
 

@@ -29,7 +29,8 @@ and the members' early, large steps ``N`` times over: ``bench/results/scaleout.m
 Which records a change holds is tracked by :class:`Coverage`: a change is folded only if it
 follows on from what the shared model already holds, so a record's change never enters twice
 (nor is lost: its member learns it again). Changes travel through a mixing topic
-(:mod:`connectors.mixlog`); ``streamlearn train`` does not mix yet.
+(:mod:`connectors.mixlog`); :class:`GroupMixer` is a daemon's side of it
+(``streamlearn train kafka://...?group=G --mix-topic T --mix-every N``).
 
 Changes are keyed by label and feature name, because members meet names in different orders
 (with hashing, ``n_bits``, by column). Which learners mix: the MCID learners
@@ -56,8 +57,11 @@ Changes are keyed by label and feature name, because members meet names in diffe
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
+from . import failpoints
 from .errors import InvalidParameterError
 from .features import FeatureSpace
 from .weights import _grown
@@ -88,7 +92,7 @@ class MixState:
     """The shared model between mixes, as dense arrays keyed by names (see the module docstring)."""
 
     def __init__(self, labels: list, features: list, W: np.ndarray, S: np.ndarray | None, average_weight: float,
-                 t: int, examples: int = 0):
+                 t: float, examples: int = 0):
         self.labels, self.features = list(labels), list(features)
         self.W, self.S = W, S
         self.average_weight, self.t, self.examples = float(average_weight), float(t), int(examples)
@@ -225,6 +229,113 @@ def fold_publications(state: MixState, coverage: Coverage, publications) -> list
     return accepted
 
 
+class GroupMixer:
+    """One member's side of a group mixing one model (``streamlearn train ... --mix-topic``).
+
+    Every ``every`` examples it learned — sooner when a partition it has read from is about to
+    move to another member, or when its input is idle — it publishes its change since its base
+    (with the offsets of the input it was learned from and the group's size) to the mixing
+    ``log`` (:class:`connectors.mixlog.MixLog`), reads every publication it has not folded yet,
+    its own included, folds the ones :class:`Coverage` accepts into the shared model in log
+    order, and makes its learner that shared model (its new base). Its source
+    (:class:`connectors.kafka.KafkaSource` with ``subscribe``) then goes on from the shared
+    coverage: past a change refused because another member had brought those records in first,
+    the member learns its partitions again from where the accepted changes end.
+
+    The shared model is a function of the log alone: a member that joins, or restarts from a
+    checkpoint (:meth:`export` at a mix: the shared state, its coverage and how far the log is
+    folded), folds the rest of the log and holds the newest mixed model. Exactly once, for the
+    group: each input record lies in exactly one accepted change, whose effect enters the shared
+    model once (at weight ``1/N``); :attr:`by_member` counts the examples of the accepted changes
+    of each member, so their sum over the group is the number of records learned.
+    """
+
+    def __init__(self, log, every: int, member: str, catch_up_seconds: float = 1.0):
+        if isinstance(every, bool) or int(every) != every or every < 1:
+            raise InvalidParameterError(f"mix_every must be a positive integer, got {every!r}")
+        self.log, self.every, self.member, self.catch_up_seconds = log, int(every), member, catch_up_seconds
+        self.shared: MixState | None = None
+        self.base: MixState | None = None
+        self.coverage = Coverage()
+        self.log_offset = 0  # the next publication of the log to fold
+        self.published = 0
+        self.by_member: dict = {}
+        self.learned_since = 0
+        self._caught_up_at = 0.0
+
+    def start(self, model, source) -> None:
+        """Begin (fresh: from ``model`` as it is; resumed: from :meth:`restore`) and fold the log."""
+        check_mixable(model)
+        if self.shared is None:
+            self.shared = MixState.of(model)
+        self._catch_up(model, source)
+
+    def after_batch(self, model, source, learned: int) -> bool:
+        """Count ``learned`` examples and mix when due; ``True`` when ``model`` became the shared model."""
+        self.learned_since += int(learned)
+        if source.unpublished and (self.learned_since >= self.every or source.mix_due or not learned):
+            self.mix(model, source)
+            return True
+        if not source.unpublished and time.monotonic() - self._caught_up_at >= self.catch_up_seconds:
+            return self._catch_up(model, source)
+        return False
+
+    def mix(self, model, source) -> None:
+        """Publish what was learned since the last mix (if anything), then fold the log."""
+        ranges = source.take_ranges()
+        if ranges:
+            if model.n_pending:
+                model.flush()
+            change = self.base.change(model, examples=self.learned_since)
+            self.log.publish({"member": self.member, "seq": self.published, "members": int(source.group_size),
+                              "ranges": {str(p): [int(a), int(b)] for p, (a, b) in ranges.items()}, "change": change})
+            self.published += 1
+            failpoints.reached("mix-published")
+        self.learned_since = 0
+        self._catch_up(model, source, force=bool(ranges))
+
+    def _catch_up(self, model, source, force: bool = True) -> bool:
+        """Fold the publications not folded yet; make ``model`` the shared model and send the
+        source on from the shared coverage. ``True`` if the model was written."""
+        self._caught_up_at = time.monotonic()
+        publications = self.log.read(self.log_offset)
+        if publications:
+            accepted = fold_publications(self.shared, self.coverage, [publication for _, publication in publications])
+            for (_, publication), taken in zip(publications, accepted):
+                if taken:
+                    member = publication["member"]
+                    self.by_member[member] = self.by_member.get(member, 0) + int(publication["change"]["examples"])
+            self.log_offset = publications[-1][0] + 1
+        elif not force:
+            return False
+        self.shared.write_into(model)
+        self.base = self.shared.copy()
+        source.set_starts(self.coverage.covered)
+        source.rewind(self.coverage.covered)
+        return True
+
+    def position(self, source) -> dict:
+        """The input the shared model holds, as a source position (what a checkpoint commits)."""
+        return {"kind": source.kind, "topic": source.topic,
+                "offsets": {str(p): o for p, o in sorted(self.coverage.covered.items())}}
+
+    def export(self) -> dict:
+        shared = self.shared
+        return {"labels": shared.labels, "features": shared.features, "W": shared.W,
+                "S": shared.S if shared.S is not None else np.zeros((0, 0)), "averaged": shared.S is not None,
+                "average_weight": shared.average_weight, "t": shared.t, "examples": shared.examples,
+                "covered": {str(p): o for p, o in self.coverage.covered.items()}, "log_offset": self.log_offset,
+                "published": self.published, "by_member": dict(self.by_member)}
+
+    def restore(self, state: dict) -> None:
+        S = np.asarray(state["S"], np.float64) if state["averaged"] else None
+        self.shared = MixState(state["labels"], state["features"], np.asarray(state["W"], np.float64), S,
+                               state["average_weight"], state["t"], state["examples"])
+        self.coverage = Coverage(state["covered"])
+        self.log_offset, self.published = int(state["log_offset"]), int(state["published"])
+        self.by_member = dict(state["by_member"])
+
+
 def _positions(names: list, wanted: list, grow: bool = False) -> np.ndarray:
     """Positions of ``wanted`` in ``names``: -1 for a name it lacks, or with ``grow`` the
     position of that name appended to ``names``."""
@@ -237,4 +348,4 @@ def _positions(names: list, wanted: list, grow: bool = False) -> np.ndarray:
     return np.fromiter((index.get(name, -1) for name in wanted), np.int64, len(wanted))
 
 
-__all__ = ["Coverage", "MixState", "check_mixable", "fold_publications"]
+__all__ = ["Coverage", "GroupMixer", "MixState", "check_mixable", "fold_publications"]

@@ -185,6 +185,10 @@ class Runner:
         predictions sink the source's records may lack a label (open it ``labelled=False``): an
         unlabelled record is predicted and not learned. The sink's size is in every
         checkpoint, so a resumed file sink holds each line once.
+    mixer
+        A :class:`~streamlearn.mixing.GroupMixer`: this daemon is one member of a group that
+        mixes one model (the source subscribed to the group). Checkpoints are then taken right
+        after a mix, hold the mixer's state, and their position is the shared coverage.
     model_lock
         A lock held while a batch is processed (``streamlearn train --serve`` shares it with the
         service, which predicts under it).
@@ -196,7 +200,7 @@ class Runner:
                  checkpoint_interval: float | None = 60.0, keep: int = 3, holdout=None, metrics_sink=None,
                  dead_letter_sink=None, max_errors: int | None = None, check_start: bool = False, log=None,
                  progress: bool | None = None, max_classes: int | None = None, predictions_sink=None,
-                 proba: bool = False, model_lock=None):
+                 proba: bool = False, model_lock=None, mixer=None):
         if holdout is not None and not callable(holdout) and not 0.0 < float(holdout) < 1.0:
             raise ValueError(f"a hold-out fraction must be in (0, 1), got {holdout!r}")
         if checkpoint_every is not None and int(checkpoint_every) < 1:
@@ -212,6 +216,7 @@ class Runner:
         self.model_lock = model_lock if model_lock is not None else contextlib.nullcontext()
         self.last_update = time.time()  # when the last batch was learned (what a live service reports as its age)
         self.model, self.source = model, source
+        self.mixer = mixer
         if hasattr(source, "with_hashes") and (holdout is None or callable(holdout)):
             source.with_hashes = False  # only a hash hold-out needs record hashes
         if checkpoint_dir:
@@ -272,12 +277,18 @@ class Runner:
         self.metrics_sink.truncate(state["sinks"].get("metrics"))
         if self.predictions is not None:
             self.predictions.truncate(state["sinks"].get("predictions"))
+        if self.mixer is not None:
+            if "mixing" not in payload:
+                raise ValueError("the checkpoint was taken without mixing: resume it without --mix-topic")
+            self.mixer.restore(payload["mixing"])
         self.last_checkpoint_path = payload["path"]
         return True
 
     # ------------------------------------------------------------ checkpoints
     def _payload(self) -> dict:
+        mixing = {} if self.mixer is None else {"mixing": self.mixer.export()}
         return {
+            **mixing,
             "learner": self.model.export_state(),
             "position": self.position,
             "runner": {
@@ -513,6 +524,9 @@ class Runner:
         bar = self._progress_bar()
         code = EXIT_OK
         try:
+            if self.mixer is not None:
+                self.mixer.start(self.model, self.source)
+                self.position = self.mixer.position(self.source)
             if self.store is not None and self.last_checkpoint_path is None:
                 # the starting checkpoint: the sizes of the sinks before this job wrote to them, so
                 # that a crash before the first periodic checkpoint is resumed without duplicates
@@ -537,20 +551,25 @@ class Runner:
                     break
                 finally:
                     self._waiting = False
+                learned_before = self.counters["learned"]
                 try:
                     with self.model_lock:  # a live service (train --serve) never reads a half-learned batch
                         self._process(batch)
+                        mixed = self._mix(self.counters["learned"] - learned_before)
                 except TooManyErrors as error:
                     self.stop_error, code = error, EXIT_BAD_RECORDS
                     break
                 bar(batch)
                 self._settle(wait=False)
-                if self._due():
+                if mixed and self._due():  # with a mixer, only a mixed model is a consistent checkpoint
                     self.checkpoint()
             self.stopped_by_signal = self._stop_requested
             if self._source_ended and self.model.n_pending:  # the end of a finite stream: its last, smaller mini-batch
                 self.model.flush()
                 self._changed = True
+            if self.mixer is not None:
+                with self.model_lock:
+                    self._mix(None)
             if self._changed or self.last_checkpoint_path is None:
                 self.checkpoint(wait=True)
             self._settle(wait=True)
@@ -564,6 +583,19 @@ class Runner:
             bar(None)
             self.source.close()
         return code
+
+    def _mix(self, learned: int | None) -> bool:
+        """After a batch that learned ``learned`` examples: let the mixer mix when due (``None``:
+        now, the last mix before stopping); ``True`` when there is no mixer or it mixed."""
+        if self.mixer is None:
+            return True
+        if learned is None:
+            self.mixer.mix(self.model, self.source)
+        elif not self.mixer.after_batch(self.model, self.source, learned):
+            return False
+        self.position = self.mixer.position(self.source)
+        self._changed = True
+        return True
 
     def _progress_bar(self):
         """A callable updating a tqdm bar (terminal) or printing a line every 10 s."""

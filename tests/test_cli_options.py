@@ -160,6 +160,33 @@ def run_idle_timeouts(f):
     assert time.monotonic() - start < 90
 
 
+@covers("train:--mix-topic", "train:--mix-every")
+def run_mixing(f):
+    """Two daemons of one group mix one model through a mixing topic (tests/test_scaleout.py
+    runs three on MNIST, with kills): both end holding every record once."""
+    import subprocess
+
+    import msgpack
+
+    from connectors.localbroker import create_topic, produce
+    from helpers import PYTHON, records
+
+    broker = f["broker"]()
+    create_topic(broker, "mixed", 2)
+    produce(broker, "mixed", [msgpack.packb(r) for r in records(400, seed=6)], partitions=2)
+    daemons = [subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "train", f"kafka://{broker}/mixed?group=mixers",
+                                 "--mix-topic", "mixed-mix", "--mix-every", "50", "--idle-timeout", "6",
+                                 "--checkpoint-dir", str(f["dir"] / f"mix{i}"), "--quiet"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    for daemon in daemons:
+        _, err = daemon.communicate(timeout=120)
+        assert daemon.returncode == 0, err
+    for i in range(2):
+        mixing = json.loads(cli("inspect", f["dir"] / f"mix{i}", "--json").stdout)["mixing"]
+        assert mixing["examples"] == sum(mixing["by_member"].values()) == 400
+        assert mixing["covered"] == {"0": 200, "1": 200}
+
+
 @covers("train:--broker-timeout")
 def run_broker_timeout(f):
     """A broker of its own, killed while the daemon waits for messages: the daemon waits

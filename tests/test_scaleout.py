@@ -1,0 +1,182 @@
+"""Issue 26 end to end: three ``streamlearn train`` daemons in one consumer group learn one model
+from a 6-partition topic of MNIST (60,000 records) by mixing through a mixing topic, on a real
+broker. "Every record learned exactly once by the group" is checked on the mixing topic itself:
+folded in log order, the accepted changes' input ranges tile every partition from its beginning
+to its end without gap or overlap, and their examples add up to 60,000; every daemon's last
+checkpoint holds that same shared model (its coverage and counts), whose test accuracy is
+within 0.5 points of one daemon learning the whole topic alone."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+from helpers import PYTHON
+
+PARTITIONS = 6
+ROWS_PER_MESSAGE = 100
+
+
+@pytest.fixture(scope="module")
+def mnist(datasets_dir):
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # bench/ is not installed; its MNIST reader is
+    from bench.data import load
+    from connectors.compact import encode_messages
+
+    split = load("mnist")
+    messages = list(encode_messages(split.X_train, np.asarray(split.y_train, np.int64), rows_per_message=ROWS_PER_MESSAGE))
+    return split, messages
+
+
+@pytest.fixture(scope="module")
+def mnist_topic(broker, mnist):
+    """The MNIST topic on the session's broker and its end offset per partition."""
+    from connectors.localbroker import create_topic, produce
+
+    create_topic(broker, "mnist-scaleout", PARTITIONS)
+    produce(broker, "mnist-scaleout", mnist[1], partitions=PARTITIONS)
+    return "mnist-scaleout", _ends(len(mnist[1]))
+
+
+@pytest.fixture(scope="module")
+def alone(broker, mnist, mnist_topic, tmp_path_factory):
+    """Test accuracy of one daemon learning the whole topic (no mixing)."""
+    ck = tmp_path_factory.mktemp("alone")
+    done = subprocess.run([PYTHON, "-m", "streamlearn", "train", f"kafka://{broker}/{mnist_topic[0]}?group=alone",
+                           "--checkpoint-dir", str(ck), "--idle-timeout", "3", "--quiet"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return _accuracy(ck, mnist[0])
+
+
+def _ends(n_messages: int) -> dict:
+    return {p: len(range(p, n_messages, PARTITIONS)) for p in range(PARTITIONS)}
+
+
+def _daemon(bootstrap: str, topic: str, group: str, ck, *extra, env=None) -> subprocess.Popen:
+    import os
+
+    return subprocess.Popen([PYTHON, "-m", "streamlearn", "train", f"kafka://{bootstrap}/{topic}?group={group}",
+                             "--mix-topic", f"{group}-mix", "--mix-every", "2000", "--checkpoint-dir", str(ck),
+                             "--quiet", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+
+
+def _accuracy(ck, split) -> float:
+    from streamlearn import learner_from_state
+    from streamlearn.checkpoint import CheckpointStore
+
+    model = learner_from_state(CheckpointStore(ck).load_latest()["learner"])
+    return float(np.mean(np.asarray(model.predict_many(split.X_test)) == split.y_test))
+
+
+def _inspect(ck) -> dict:
+    done = subprocess.run([PYTHON, "-m", "streamlearn", "inspect", str(ck), "--json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def check_exactly_once(bootstrap: str, mix_topic: str, ends: dict, n_records: int) -> dict:
+    """Fold the mixing topic as a member does and check that the accepted ranges tile every
+    partition; the accepted examples per member."""
+    from connectors.mixlog import MixLog
+    from streamlearn.mixing import Coverage
+
+    log = MixLog(bootstrap, mix_topic)
+    try:
+        publications = [publication for _, publication in log.read(0)]
+    finally:
+        log.close()
+    coverage, taken, by_member = Coverage(), {p: [] for p in ends}, {}
+    for publication in publications:
+        if coverage.accept(publication["ranges"]):
+            for p, (start, end) in publication["ranges"].items():
+                taken[int(p)].append((start, end))
+            by_member[publication["member"]] = by_member.get(publication["member"], 0) + publication["change"]["examples"]
+    for p, ranges in taken.items():  # accepted in log order: each starts where the one before ended
+        assert ranges[0][0] == 0 and ranges[-1][1] == ends[p], (p, ranges)
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:])), (p, ranges)
+    assert sum(by_member.values()) == n_records
+    return by_member
+
+
+def check_daemons(cks: list, split, ends: dict, n_records: int, alone: float) -> None:
+    """Every daemon's last checkpoint: the whole topic covered, every record counted once, the
+    accuracy of one daemon alone."""
+    for ck in cks:
+        mixing = _inspect(ck)["mixing"]
+        assert {int(p): o for p, o in mixing["covered"].items()} == ends
+        assert mixing["examples"] == sum(mixing["by_member"].values()) == n_records
+        assert abs(_accuracy(ck, split) - alone) <= 0.005, (_accuracy(ck, split), alone)
+
+
+def _finish(daemons: list, timeout: float = 240) -> None:
+    for daemon in daemons:
+        out, err = daemon.communicate(timeout=timeout)
+        assert daemon.returncode == 0, err[-3000:]
+
+
+@pytest.mark.kafka
+def test_three_daemons_learn_one_model_every_record_once(tmp_path, broker, mnist, mnist_topic, alone):
+    split, messages = mnist
+    topic, ends = mnist_topic
+    cks = [tmp_path / f"d{i}" for i in range(3)]
+    _finish([_daemon(broker, topic, "three", ck, "--idle-timeout", "10") for ck in cks])
+    by_member = check_exactly_once(broker, "three-mix", ends, len(split.y_train))
+    assert len(by_member) == 3  # each daemon brought its share in
+    check_daemons(cks, split, ends, len(split.y_train), alone)
+    # a daemon that joins later starts from the newest mixed model, not from zero
+    late = tmp_path / "late"
+    _finish([_daemon(broker, topic, "three", late, "--idle-timeout", "4")])
+    check_daemons([late], split, ends, len(split.y_train), alone)
+
+
+@pytest.mark.kafka
+def test_a_daemon_killed_for_good_and_one_killed_and_resumed_lose_and_double_nothing(tmp_path, broker, mnist, mnist_topic,
+                                                                                       alone):
+    """Daemon 0 dies (SIGKILL) right after its 2nd publication and stays dead: the group
+    rebalances and the others learn its partitions on from the shared coverage. Daemon 1 dies
+    right after its 4th publication, before folding or checkpointing it, and is restarted with
+    ``--resume``: it folds its own publication from the log and does not learn those records
+    again."""
+    split, messages = mnist
+    topic, ends = mnist_topic
+    cks = [tmp_path / f"d{i}" for i in range(3)]
+    daemons = [_daemon(broker, topic, "killed", cks[0], "--idle-timeout", "20", env={"STREAMLEARN_CRASH_AT": "mix-published:2"}),
+               _daemon(broker, topic, "killed", cks[1], "--idle-timeout", "20", env={"STREAMLEARN_CRASH_AT": "mix-published:4"}),
+               _daemon(broker, topic, "killed", cks[2], "--idle-timeout", "20")]
+    for victim in daemons[:2]:
+        victim.wait(timeout=120)
+        assert victim.returncode == -9, victim.stderr.read()[-2000:]
+    resumed = _daemon(broker, topic, "killed", cks[1], "--idle-timeout", "20", "--resume")
+    _finish([daemons[2], resumed])
+    check_exactly_once(broker, "killed-mix", ends, len(split.y_train))
+    check_daemons(cks[1:], split, ends, len(split.y_train), alone)
+
+
+@pytest.mark.kafka
+def test_mixing_refuses_what_cannot_mix_with_one_clear_line(tmp_path, broker, mnist_topic):
+    topic, _ = mnist_topic
+    for extra, message in ((["--learner", "GeneralizedLeastSquares"], "cannot mix"),
+                           (["--param", "lam=auto"], "give it one λ")):
+        done = subprocess.run([PYTHON, "-m", "streamlearn", "train", f"kafka://{broker}/{topic}?group=refused",
+                               "--mix-topic", "refused-mix", "--idle-timeout", "1", *extra], capture_output=True, text=True)
+        assert done.returncode != 0 and message in done.stderr, done.stderr
+    done = subprocess.run([PYTHON, "-m", "streamlearn", "train", str(pathlib.Path(__file__)), "--mix-topic", "m"],
+                          capture_output=True, text=True)
+    assert done.returncode != 0 and "the source must be kafka://" in done.stderr, done.stderr
+
+
+def test_mix_every_must_be_positive():
+    from streamlearn.mixing import GroupMixer
+
+    with pytest.raises(ValueError, match="mix_every must be a positive integer"):
+        GroupMixer(log=None, every=0, member="m")
+    done = subprocess.run([PYTHON, "-m", "streamlearn", "train", "kafka://127.0.0.1:1/t?group=g", "--mix-topic", "m",
+                           "--mix-every", "0"], capture_output=True, text=True)
+    assert done.returncode != 0 and "--mix-every must be a positive number" in done.stderr, done.stderr
