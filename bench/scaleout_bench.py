@@ -14,10 +14,24 @@ is folded in member order, and all go on from the result. Reported, as test accu
   was chosen against;
 * *unmixed*: N separate models, each on its share only (the mean of their accuracies).
 
-The Kafka daemons' throughput (1, 2, 3 daemons on this machine) is not measured here yet: the
-daemons do not mix yet (``bench/README.md``).
+**Daemons on a broker** (``--only daemons``): the MNIST training rows ``--repeat`` times over (each
+copy in the seeded order), as compact messages of 100 rows round robin over a 6-partition topic of
+a Tansu broker on loopback; then 1, 2 and 3 ``streamlearn train --mix-topic ... --mix-every N``
+daemons (``MulticlassSVM()``, no checkpoint directory) in a fresh consumer group each. The
+benchmark reads the mixing topic as a member does and notes when each accepted change arrived:
 
-    python -m bench.scaleout_bench            # a few minutes
+* *seconds to all*: from starting the daemons until the accepted changes cover every record
+  (start-up and the group's first rebalance included);
+* *steady examples/s*: records covered between 25 % and 75 % of the stream, over that time;
+* *mixing share / bytes per change*: each daemon's time in mixing (publishing, reading, folding,
+  writing the shared model) over its run, and the size of a published change;
+* test accuracy of the shared model as the changes are folded (every fifth of the stream), and
+  one daemon without mixing on the same topic (its examples/s while records flowed) for reference.
+
+Two cores run the broker, the daemons and this reader here: the daemons' figures are this
+machine's, not a cluster's.
+
+    python -m bench.scaleout_bench            # both sections, about 10 minutes
     python -m bench.scaleout_bench --quick    # the test suite's smoke run
 
 Writes ``bench/results/scaleout.{json,md,png}``.
@@ -26,6 +40,7 @@ Writes ``bench/results/scaleout.{json,md,png}``.
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import sys
 
@@ -85,11 +100,128 @@ def unmixed(X, y, X_test, y_test, members: int) -> float:
     return float(np.mean(scores))
 
 
+PARTITIONS = 6
+ROWS_PER_MESSAGE = 100
+
+
+def daemons(bootstrap: str, topic: str, ends: dict, members: int, every: int, split, workdir) -> dict:
+    """Run ``members`` mixing daemons on ``topic`` and follow the mixing topic (see the module docstring)."""
+    import json
+    import subprocess
+    import time
+
+    from connectors.kafka_clients import create_topic
+    from connectors.mixlog import MixLog
+    from streamlearn import MulticlassSVM
+    from streamlearn.mixing import Coverage, MixState
+
+    group, total = f"mixing-{members}", sum(ends.values()) * ROWS_PER_MESSAGE
+    create_topic(bootstrap, f"{group}-mix", exist_ok=True)
+    reader = MixLog(bootstrap, f"{group}-mix")
+    started = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, "-m", "streamlearn", "train", f"kafka://{bootstrap}/{topic}?group={group}",
+                               "--mix-topic", f"{group}-mix", "--mix-every", str(every), "--idle-timeout", "5", "--quiet",
+                               "--dead-letter", str(workdir / f"{group}-{i}.jsonl")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(members)]
+    coverage, accepted, curve, next_offset, covered = Coverage(), [], [], 0, 0
+    try:
+        while covered < total:
+            if all(proc.poll() is not None for proc in procs):
+                raise RuntimeError(f"the daemons ended with {covered:,} of {total:,} records covered: "
+                                   + procs[0].stderr.read()[-2000:])
+            publications = reader.read(next_offset)
+            for _, publication in publications:
+                if coverage.accept(publication["ranges"]):
+                    accepted.append(publication)
+                    covered += int(publication["change"]["examples"])
+                    curve.append((time.perf_counter() - started, covered))
+            next_offset = publications[-1][0] + 1 if publications else next_offset
+            time.sleep(0.1)
+    finally:
+        reader.close()
+    summaries = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        if proc.returncode != 0:
+            raise RuntimeError(err[-2000:])
+        summaries.append(json.loads(out.strip().splitlines()[-1]))
+    shared, marks, scores = MixState.of(MulticlassSVM()), [total * k // 5 for k in range(1, 6)], []
+    folded = 0
+    for publication in accepted:  # the shared model as the group built it, scored every fifth of the stream
+        shared.fold(publication["change"], int(publication["members"]))
+        folded += int(publication["change"]["examples"])
+        if marks and folded >= marks[0]:
+            model = MulticlassSVM()
+            shared.write_into(model)
+            scores.append((folded, accuracy(model.predict_many(split.X_test), split.y_test)))
+            marks = [m for m in marks if m > folded]
+
+    def when(share: float) -> tuple:
+        return next((t, c) for t, c in curve if c >= share * total)
+
+    (t1, c1), (t2, c2) = when(0.25), when(0.75)
+    return {"daemons": members, "every": every, "records": total, "seconds_to_all": curve[-1][0],
+            "steady_examples_per_s": (c2 - c1) / max(t2 - t1, 1e-9), "curve": curve, "accuracy_curve": scores,
+            "accuracy": scores[-1][1],
+            "learned_per_daemon": [s["learned"] for s in summaries],
+            "mixing_share": [s["mixing"]["mix_seconds"] / s["elapsed_s"] for s in summaries],
+            "bytes_per_change": sum(s["mixing"]["bytes_published"] for s in summaries)
+            / max(1, sum(s["mixing"]["published"] for s in summaries)),
+            "changes": len(accepted)}
+
+
+def alone(bootstrap: str, topic: str, split) -> dict:
+    """One daemon without mixing on the whole topic: its examples/s while records flowed."""
+    import json
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "streamlearn", "train", f"kafka://{bootstrap}/{topic}?group=alone",
+                           "--idle-timeout", "5", "--quiet", "--dead-letter", "/dev/null"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-2000:])
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    return {"learned": summary["learned"], "examples_per_s": summary["learned"] / summary["data_seconds"]}
+
+
+def daemon_section(split, repeat: int, members_grid, every: int, log) -> dict:
+    import tempfile
+
+    from connectors.compact import encode_messages
+    from connectors.localbroker import local_broker, produce
+    from connectors.kafka_clients import create_topic
+    import scipy.sparse as sp
+
+    order = np.random.default_rng(SEED).permutation(split.X_train.shape[0])
+    X = sp.vstack([sp.csr_matrix(split.X_train[order])] * repeat, format="csr")
+    y = np.tile(np.asarray(split.y_train, np.int64)[order], repeat)
+    messages = list(encode_messages(X, y, rows_per_message=ROWS_PER_MESSAGE))
+    ends = {p: len(range(p, len(messages), PARTITIONS)) for p in range(PARTITIONS)}
+    out = {"records": int(X.shape[0]), "copies": repeat, "partitions": PARTITIONS, "every": every, "by_daemons": {}}
+    with local_broker() as bootstrap, tempfile.TemporaryDirectory() as workdir:
+        create_topic(bootstrap, "stream", PARTITIONS)
+        produce(bootstrap, "stream", messages, partitions=PARTITIONS)
+        out["alone"] = alone(bootstrap, "stream", split)
+        log(f"one daemon, no mixing: {out['alone']}")
+        for members in members_grid:
+            row = daemons(bootstrap, "stream", ends, members, every, split, pathlib.Path(workdir))
+            out["by_daemons"][str(members)] = row
+            log(f"{members} daemons: {row['seconds_to_all']:.1f} s to all, {row['steady_examples_per_s']:,.0f} ex/s steady, "
+                f"accuracy {row['accuracy']:.4f}, mixing share {row['mixing_share']}")
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="6,000 training rows, two members, two intervals")
     parser.add_argument("--out", default=str(RESULTS), help="folder for scaleout.{json,md,png}")
+    parser.add_argument("--only", choices=["mixing", "daemons"], action="append",
+                        help="one section (repeatable; the other's results are kept from the existing file)")
+    parser.add_argument("--repeat", type=int, default=3, help="daemons: copies of the MNIST training rows in the topic")
+    parser.add_argument("--mix-every", type=int, default=2000, help="daemons: --mix-every of each daemon")
     args = parser.parse_args(argv)
+    sections = args.only or ["mixing", "daemons"]
+    path = pathlib.Path(args.out) / "scaleout.json"
+    previous = json.loads(path.read_text()) if path.exists() and not args.quick else {}
     from streamlearn import MulticlassSVM
 
     split = load("mnist")
@@ -99,23 +231,58 @@ def main(argv=None) -> int:
     if args.quick:
         X, y, X_test, y_test = X[:6000], y[:6000], X_test[:2000], y_test[:2000]
     members_grid, intervals = ((2,), (500, 2000)) if args.quick else ((2, 3), (500, 2000, 10_000))
-    one = MulticlassSVM()
-    one.learn_many(X, y)
-    results = {"machine": machine(), "data": "mnist", "rows": int(X.shape[0]), "one_learner": accuracy(one.predict_many(X_test), y_test),
-               "by_members": {}}
-    for members in members_grid:
-        row = {"unmixed": unmixed(X, y, X_test, y_test, members)}
-        for how in FOLDS:
-            row[how] = {str(every): mixed(X, y, X_test, y_test, members, every, how) for every in intervals}
-        results["by_members"][str(members)] = row
-        print(f"{members} members: {row}", file=sys.stderr, flush=True)
+    results = {**previous, "machine": machine(), "data": "mnist"}
+
+    def log(text):
+        print(text, file=sys.stderr, flush=True)
+
+    if "mixing" in sections:
+        one = MulticlassSVM()
+        one.learn_many(X, y)
+        results.update({"rows": int(X.shape[0]), "one_learner": accuracy(one.predict_many(X_test), y_test), "by_members": {}})
+        for members in members_grid:
+            row = {"unmixed": unmixed(X, y, X_test, y_test, members)}
+            for how in FOLDS:
+                row[how] = {str(every): mixed(X, y, X_test, y_test, members, every, how) for every in intervals}
+            results["by_members"][str(members)] = row
+            log(f"{members} members: {row}")
+    if "daemons" in sections:
+        daemon_split = split if not args.quick else type(split)(split.name, split.X_train[:6000], split.y_train[:6000],
+                                                                 split.X_test[:2000], split.y_test[:2000])
+        results["daemons"] = daemon_section(daemon_split, 1 if args.quick else args.repeat, (1, 2) if args.quick else (1, 2, 3),
+                                            500 if args.quick else args.mix_every, log)
     print(save_results(args.out, "scaleout", results, report, plot))
     return 0
 
 
 def report(results: dict) -> str:
+    lines = report_mixing(results) if "by_members" in results else []
+    if "daemons" in results:
+        lines += report_daemons(results["daemons"])
+    return "\n".join(lines) + "\n"
+
+
+def report_daemons(section: dict) -> list[str]:
+    rows = section["by_daemons"]
+    one = rows.get("1", {}).get("steady_examples_per_s")
+    lines = ["", "## Daemons on a broker", "",
+             f"{section['records']:,} records ({section['copies']} cop{'y' if section['copies'] == 1 else 'ies'} of the "
+             "MNIST training rows taken) on "
+             f"{section['partitions']} partitions; `--mix-every {section['every']}`; one daemon without mixing learns "
+             f"**{section['alone']['examples_per_s']:,.0f}** examples/s while records flow.", "",
+             "| daemons | seconds to all | steady examples/s | vs 1 daemon | test accuracy % | mixing share of time | "
+             "bytes per change | changes |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for members, row in rows.items():
+        ratio = f"{row['steady_examples_per_s'] / one:.2f}x" if one else "—"
+        share = ", ".join(f"{100 * x:.1f} %" for x in row["mixing_share"])
+        lines.append(f"| {members} | {row['seconds_to_all']:.1f} | {row['steady_examples_per_s']:,.0f} | {ratio} | "
+                     f"{100 * row['accuracy']:.2f} | {share} | {row['bytes_per_change']:,.0f} | {row['changes']} |")
+    return lines
+
+
+def report_mixing(results: dict) -> list[str]:
     intervals = list(next(iter(results["by_members"].values()))["average"])
-    lines = ["# Scaling out: mixing in one process", "",
+    lines = ["# Scaling out", "", "## Mixing in one process", "",
              f"Commit {results['machine']['commit'][:10]}; `python -m bench.scaleout_bench` (protocol in its docstring). "
              f"MNIST, {results['rows']:,} training rows, one pass, `MulticlassSVM()`; test accuracy %. One learner on the "
              f"whole stream: **{100 * results['one_learner']:.2f}**.", "",
@@ -126,14 +293,20 @@ def report(results: dict) -> str:
             lines.append(f"| {members} | {how} | " + " | ".join(f"{100 * row[how][e]:.2f}" for e in intervals) + " |")
         lines.append(f"| {members} | unmixed (mean of {members} models) | " + " | ".join(
             f"{100 * row['unmixed']:.2f}" for _ in intervals) + " |")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def plot(results: dict, path) -> None:
     plt = pyplot()
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for members, row in results["by_members"].items():
+    fig, (ax, flow) = plt.subplots(1, 2, figsize=(13, 4))
+    for members, row in results.get("daemons", {}).get("by_daemons", {}).items():
+        flow.plot([t for t, _ in row["curve"]], [c for _, c in row["curve"]], "-", label=f"{members} daemon(s)")
+    flow.set_xlabel("seconds since the daemons started")
+    flow.set_ylabel("records in the shared model")
+    flow.set_title("daemons mixing through Kafka")
+    flow.legend(fontsize=8)
+    for members, row in results.get("by_members", {}).items():
         intervals = [int(e) for e in row["average"]]
         for how, style in zip(FOLDS, ("-o", "-.s", "--x")):
             ax.plot(intervals, [100 * row[how][str(e)] for e in intervals], style, label=f"{members} members, {how}")

@@ -12,22 +12,35 @@ encoding of arrays. ``streamlearn train ... --mix-topic TOPIC`` publishes and re
 
 from __future__ import annotations
 
+import math
+import sys
 import time
 
 from streamlearn.checkpoint import pack, unpack
 
+from .files import SourceUnavailable
 from .kafka_clients import create_topic, unreachable
 
 
 class MixLog:
     """Publish to and read from the one partition of a mixing topic (kafka-python); with
-    ``create``, make the topic if it does not exist."""
+    ``create``, make the topic if it does not exist.
 
-    def __init__(self, bootstrap: str, topic: str, create: bool = False):
+    A broker that goes away is reported on ``log`` and waited for, retrying with back-off, up
+    to ``broker_timeout`` seconds (``None``: for ever), then
+    :class:`~connectors.files.SourceUnavailable`. A publication retried after a send that timed
+    out may land twice; the second copy follows on from nothing and every member skips it
+    (:class:`streamlearn.mixing.Coverage`)."""
+
+    MAX_BACKOFF_S = 5.0
+
+    def __init__(self, bootstrap: str, topic: str, create: bool = False, broker_timeout: float | None = None, log=None):
         from kafka import KafkaConsumer, KafkaProducer, TopicPartition
         from kafka.errors import KafkaError
 
-        self.topic = topic
+        self.topic, self.bootstrap, self.log = topic, bootstrap, log or sys.stderr
+        self.bytes_published = 0
+        self.broker_timeout = None if broker_timeout is None or math.isinf(broker_timeout) else float(broker_timeout)
         self._partition = TopicPartition(topic, 0)
         try:
             # a change holds a model's worth of weights: far past kafka-python's 1 MB default
@@ -45,13 +58,44 @@ class MixLog:
                              "is the order every member folds in)")
         self._consumer.assign([self._partition])
 
+    def _through_outages(self, call, what: str):
+        """``call()``, retried while the broker is away (see the class docstring)."""
+        from kafka.errors import KafkaError
+
+        since, backoff = None, 0.5
+        while True:
+            try:
+                result = call()
+            except (KafkaError, TimeoutError) as error:
+                now = time.monotonic()
+                if since is None:
+                    since = now
+                    print(f"streamlearn: could not {what} the mixing topic {self.topic!r} on {self.bootstrap} ({error}); "
+                          "retrying", file=self.log, flush=True)
+                elif self.broker_timeout is not None and now - since >= self.broker_timeout:
+                    raise SourceUnavailable(f"the mixing topic {self.topic!r} on {self.bootstrap} has been unreachable "
+                                            f"for {now - since:.0f} s (--broker-timeout {self.broker_timeout:g})") from None
+                time.sleep(backoff)
+                backoff = min(2 * backoff, self.MAX_BACKOFF_S)
+                continue
+            if since is not None:
+                print(f"streamlearn: the mixing topic {self.topic!r} answers again after {time.monotonic() - since:.1f} s",
+                      file=self.log, flush=True)
+            return result
+
     def publish(self, publication: dict) -> int:
         """Send one publication and wait until the broker has it; its offset in the log."""
-        return self._producer.send(self.topic, pack(publication)).get(timeout=60).offset
+        value = pack(publication)
+        offset = self._through_outages(lambda: self._producer.send(self.topic, value).get(timeout=30).offset, "publish to")
+        self.bytes_published += len(value)
+        return offset
 
     def read(self, start: int, timeout: float = 30.0) -> list[tuple[int, dict]]:
         """Every publication from offset ``start`` to the end of the log as it is now:
         ``[(offset, publication), ...]`` in log order."""
+        return self._through_outages(lambda: self._read(start, timeout), "read")
+
+    def _read(self, start: int, timeout: float) -> list[tuple[int, dict]]:
         end = self._consumer.end_offsets([self._partition])[self._partition]
         self._consumer.seek(self._partition, start)
         out: list = []

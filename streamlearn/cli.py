@@ -237,7 +237,8 @@ def _mixer(args, model):
     except ValueError as error:
         raise ConfigError(str(error)) from None
     bootstrap = parse_kafka_uri(args.source[0])["bootstrap"]
-    return GroupMixer(MixLog(bootstrap, args.mix_topic, create=True), args.mix_every, f"{socket.gethostname()}-{os.getpid()}")
+    log = MixLog(bootstrap, args.mix_topic, create=True, broker_timeout=args.broker_timeout)
+    return GroupMixer(log, args.mix_every, f"{socket.gethostname()}-{os.getpid()}")
 
 
 def _reasons(counts: dict, top: int = 3) -> str:

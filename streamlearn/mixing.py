@@ -262,6 +262,7 @@ class GroupMixer:
         self.by_member: dict = {}
         self.learned_since = 0
         self._caught_up_at = 0.0
+        self.seconds = 0.0  # spent mixing: publishing, reading and folding, writing the shared model
 
     def start(self, model, source) -> None:
         """Begin (fresh: from ``model`` as it is; resumed: from :meth:`restore`) and fold the log."""
@@ -282,17 +283,20 @@ class GroupMixer:
 
     def mix(self, model, source) -> None:
         """Publish what was learned since the last mix (if anything), then fold the log."""
+        started = time.perf_counter()
         ranges = source.take_ranges()
         if ranges:
             if model.n_pending:
                 model.flush()
             change = self.base.change(model, examples=self.learned_since)
-            self.log.publish({"member": self.member, "seq": self.published, "members": int(source.group_size),
-                              "ranges": {str(p): [int(a), int(b)] for p, (a, b) in ranges.items()}, "change": change})
+            self.log.publish({
+                "member": self.member, "seq": self.published, "members": int(source.group_size),
+                "ranges": {str(p): [int(a), int(b)] for p, (a, b) in ranges.items()}, "change": change})
             self.published += 1
             failpoints.reached("mix-published")
         self.learned_since = 0
         self._catch_up(model, source, force=bool(ranges))
+        self.seconds += time.perf_counter() - started
 
     def _catch_up(self, model, source, force: bool = True) -> bool:
         """Fold the publications not folded yet; make ``model`` the shared model and send the
@@ -313,6 +317,19 @@ class GroupMixer:
         source.set_starts(self.coverage.covered)
         source.rewind(self.coverage.covered)
         return True
+
+    def summary(self) -> dict:
+        """What the group's model holds and what mixing cost this member."""
+        return {"group_examples": self.shared.examples, "by_member": dict(self.by_member), "published": self.published,
+                "bytes_published": getattr(self.log, "bytes_published", None), "mix_seconds": self.seconds}
+
+    def abandon(self, model) -> None:
+        """Make ``model`` the shared model again, dropping what it learned since (a daemon
+        stopping without a broker to publish to: its checkpoint's coverage has those records
+        learned again)."""
+        self.shared.write_into(model)
+        self.base = self.shared.copy()
+        self.learned_since = 0
 
     def position(self, source) -> dict:
         """The input the shared model holds, as a source position (what a checkpoint commits)."""

@@ -559,6 +559,9 @@ class Runner:
                 except TooManyErrors as error:
                     self.stop_error, code = error, EXIT_BAD_RECORDS
                     break
+                except SourceUnavailable as error:  # the mixing topic's broker stayed away
+                    self.stop_error, code = error, EXIT_SOURCE_LOST
+                    break
                 bar(batch)
                 self._settle(wait=False)
                 if mixed and self._due():  # with a mixer, only a mixed model is a consistent checkpoint
@@ -569,7 +572,12 @@ class Runner:
                 self._changed = True
             if self.mixer is not None:
                 with self.model_lock:
-                    self._mix(None)
+                    if code == EXIT_SOURCE_LOST:  # no broker to publish to: what was not mixed is learned again later
+                        self.mixer.abandon(self.model)
+                        self.position = self.mixer.position(self.source)
+                        self._changed = True
+                    else:
+                        self._mix(None)
             if self._changed or self.last_checkpoint_path is None:
                 self.checkpoint(wait=True)
             self._settle(wait=True)
@@ -657,7 +665,7 @@ class Runner:
         return metrics.summary()
 
     def summary(self) -> dict:
-        """Counters, metrics, the share of time spent checkpointing, and ``data_seconds``:
+        """Counters, metrics, the share of time spent checkpointing (and mixing, with a mixer), and ``data_seconds``:
         from the first record to the last one learned (a daemon's idle time excluded), with
         the checkpoint time spent within it (on the learning thread; ``checkpoint_write_seconds``:
         on the checkpoint thread)."""
@@ -674,7 +682,8 @@ class Runner:
                 "elapsed_s": elapsed, "checkpoint_share": self.checkpoint_seconds / elapsed if elapsed else 0.0,
                 "data_seconds": data_seconds, "checkpoint_seconds_during_data": during_data,
                 "checkpoint_write_seconds": self._writer.seconds if self._writer is not None else 0.0,
-                "checkpoint": self.last_checkpoint_path}
+                "checkpoint": self.last_checkpoint_path,
+                **({} if self.mixer is None else {"mixing": self.mixer.summary()})}
 
 
 def _unlabelled(y) -> np.ndarray:

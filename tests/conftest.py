@@ -35,9 +35,28 @@ def broker():
         pytest.skip(str(error))
 
 
+@pytest.fixture(scope="session")
+def durable():
+    """A Tansu broker keeping its log in S3 (a moto server on loopback), which a test may stop
+    and start again on the same address (:class:`connectors.localbroker.LocalBroker`); each
+    test leaves it started."""
+    from connectors.localbroker import BrokerUnavailable, LocalBroker, local_s3
+
+    try:
+        with local_s3() as (storage, env):
+            broker = LocalBroker(storage, env=env)
+            broker.start()
+            try:
+                yield broker
+            finally:
+                broker.stop()
+    except BrokerUnavailable as error:
+        pytest.skip(str(error))
+
+
 #: test files whose tests run whole processes or every river check: left out of the quick subset
 SLOW_FILES = {"test_crash_resume.py", "test_examples.py", "test_river_checks.py", "test_cli_trust.py", "test_cli_options.py",
-              "test_benchmarks.py", "test_serve.py", "test_predictions.py", "test_broker_restart.py"}
+              "test_benchmarks.py", "test_serve.py", "test_predictions.py", "test_broker_restart.py", "test_scaleout.py"}
 
 
 JIT_ALONE = "test_the_quick_suite_passes_on_the_jit_alone"

@@ -3,7 +3,8 @@ nothing is lost or learned twice; a broker away past ``--broker-timeout`` ends t
 with exit code 1 after a final checkpoint, and ``--resume`` later learns the rest exactly once.
 
 The broker is a real Tansu keeping its log in S3 (a moto S3 server on loopback), so a restart
-on the same address finds its topics, messages and committed offsets again."""
+on the same address finds its topics, messages and committed offsets again (the ``durable``
+fixture of conftest.py)."""
 
 from __future__ import annotations
 
@@ -16,22 +17,6 @@ import pytest
 from connectors.kafka import encode_value
 from streamlearn.checkpoint import CheckpointStore
 from helpers import KAFKA_CLIENTS, PYTHON, assert_same_state, records, train_reference_records
-
-
-@pytest.fixture(scope="module")
-def durable():
-    from connectors.localbroker import BrokerUnavailable, LocalBroker, local_s3
-
-    try:
-        with local_s3() as (storage, env):
-            broker = LocalBroker(storage, env=env)
-            broker.start()
-            try:
-                yield broker
-            finally:
-                broker.stop()
-    except BrokerUnavailable as error:
-        pytest.skip(str(error))
 
 
 def _messages(recs: list, per_message: int = 20) -> list[bytes]:
