@@ -16,8 +16,8 @@ is folded in member order, and all go on from the result. Reported, as test accu
 
 **Daemons on a broker** (``--only daemons``): the MNIST training rows ``--repeat`` times over (each
 copy in the seeded order), as compact messages of 100 rows round robin over a 6-partition topic of
-a Tansu broker on loopback; then 1, 2 and 3 ``streamlearn train --mix-topic ... --mix-every N``
-daemons (``MulticlassSVM()``, no checkpoint directory) in a fresh consumer group each. The
+a Tansu broker on loopback; then for each ``--mix-every`` given (2,000 and 10,000) 1, 2 and 3
+``streamlearn train --mix-topic ... --mix-every N`` daemons (``MulticlassSVM()``, no checkpoint directory) in a fresh consumer group each. The
 benchmark reads the mixing topic as a member does and notes when each accepted change arrived:
 
 * *seconds to all*: from starting the daemons until the accepted changes cover every record
@@ -115,7 +115,7 @@ def daemons(bootstrap: str, topic: str, ends: dict, members: int, every: int, sp
     from streamlearn import MulticlassSVM
     from streamlearn.mixing import Coverage, MixState
 
-    group, total = f"mixing-{members}", sum(ends.values()) * ROWS_PER_MESSAGE
+    group, total = f"mixing-{members}-{every}", sum(ends.values()) * ROWS_PER_MESSAGE
     create_topic(bootstrap, f"{group}-mix", exist_ok=True)
     reader = MixLog(bootstrap, f"{group}-mix")
     started = time.perf_counter()
@@ -126,6 +126,8 @@ def daemons(bootstrap: str, topic: str, ends: dict, members: int, every: int, sp
     coverage, accepted, curve, next_offset, covered = Coverage(), [], [], 0, 0
     try:
         while covered < total:
+            if time.perf_counter() - started > 600:
+                raise RuntimeError(f"{covered:,} of {total:,} records covered after 600 s")
             if all(proc.poll() is not None for proc in procs):
                 raise RuntimeError(f"the daemons ended with {covered:,} of {total:,} records covered: "
                                    + procs[0].stderr.read()[-2000:])
@@ -183,7 +185,7 @@ def alone(bootstrap: str, topic: str, split) -> dict:
     return {"learned": summary["learned"], "examples_per_s": summary["learned"] / summary["data_seconds"]}
 
 
-def daemon_section(split, repeat: int, members_grid, every: int, log) -> dict:
+def daemon_section(split, repeat: int, members_grid, intervals, log) -> dict:
     import tempfile
 
     from connectors.compact import encode_messages
@@ -196,17 +198,19 @@ def daemon_section(split, repeat: int, members_grid, every: int, log) -> dict:
     y = np.tile(np.asarray(split.y_train, np.int64)[order], repeat)
     messages = list(encode_messages(X, y, rows_per_message=ROWS_PER_MESSAGE))
     ends = {p: len(range(p, len(messages), PARTITIONS)) for p in range(PARTITIONS)}
-    out = {"records": int(X.shape[0]), "copies": repeat, "partitions": PARTITIONS, "every": every, "by_daemons": {}}
+    out = {"records": int(X.shape[0]), "copies": repeat, "partitions": PARTITIONS, "runs": []}
     with local_broker() as bootstrap, tempfile.TemporaryDirectory() as workdir:
         create_topic(bootstrap, "stream", PARTITIONS)
         produce(bootstrap, "stream", messages, partitions=PARTITIONS)
         out["alone"] = alone(bootstrap, "stream", split)
         log(f"one daemon, no mixing: {out['alone']}")
-        for members in members_grid:
-            row = daemons(bootstrap, "stream", ends, members, every, split, pathlib.Path(workdir))
-            out["by_daemons"][str(members)] = row
-            log(f"{members} daemons: {row['seconds_to_all']:.1f} s to all, {row['steady_examples_per_s']:,.0f} ex/s steady, "
-                f"accuracy {row['accuracy']:.4f}, mixing share {row['mixing_share']}")
+        for every in intervals:
+            for members in members_grid:
+                row = daemons(bootstrap, "stream", ends, members, every, split, pathlib.Path(workdir))
+                out["runs"].append(row)
+                log(f"{members} daemons, --mix-every {every}: {row['seconds_to_all']:.1f} s to all, "
+                    f"{row['steady_examples_per_s']:,.0f} ex/s steady, accuracy {row['accuracy']:.4f}, "
+                    f"mixing share {row['mixing_share']}")
     return out
 
 
@@ -217,7 +221,7 @@ def main(argv=None) -> int:
     parser.add_argument("--only", choices=["mixing", "daemons"], action="append",
                         help="one section (repeatable; the other's results are kept from the existing file)")
     parser.add_argument("--repeat", type=int, default=3, help="daemons: copies of the MNIST training rows in the topic")
-    parser.add_argument("--mix-every", type=int, default=2000, help="daemons: --mix-every of each daemon")
+    parser.add_argument("--mix-every", default="2000,10000", help="daemons: the --mix-every values to run (comma-separated)")
     args = parser.parse_args(argv)
     sections = args.only or ["mixing", "daemons"]
     path = pathlib.Path(args.out) / "scaleout.json"
@@ -250,7 +254,7 @@ def main(argv=None) -> int:
         daemon_split = split if not args.quick else type(split)(split.name, split.X_train[:6000], split.y_train[:6000],
                                                                  split.X_test[:2000], split.y_test[:2000])
         results["daemons"] = daemon_section(daemon_split, 1 if args.quick else args.repeat, (1, 2) if args.quick else (1, 2, 3),
-                                            500 if args.quick else args.mix_every, log)
+                                            (500,) if args.quick else [int(e) for e in args.mix_every.split(",")], log)
     print(save_results(args.out, "scaleout", results, report, plot))
     return 0
 
@@ -263,19 +267,19 @@ def report(results: dict) -> str:
 
 
 def report_daemons(section: dict) -> list[str]:
-    rows = section["by_daemons"]
-    one = rows.get("1", {}).get("steady_examples_per_s")
     lines = ["", "## Daemons on a broker", "",
              f"{section['records']:,} records ({section['copies']} cop{'y' if section['copies'] == 1 else 'ies'} of the "
-             "MNIST training rows taken) on "
-             f"{section['partitions']} partitions; `--mix-every {section['every']}`; one daemon without mixing learns "
+             f"MNIST training rows) on {section['partitions']} partitions; one daemon without mixing learns "
              f"**{section['alone']['examples_per_s']:,.0f}** examples/s while records flow.", "",
-             "| daemons | seconds to all | steady examples/s | vs 1 daemon | test accuracy % | mixing share of time | "
-             "bytes per change | changes |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for members, row in rows.items():
+             "| `--mix-every` | daemons | seconds to all | steady examples/s | vs 1 mixing daemon | vs 1 daemon without mixing | "
+             "test accuracy % | mixing share of time | bytes per change | changes |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in section["runs"]:
+        one = next((r["steady_examples_per_s"] for r in section["runs"] if r["every"] == row["every"] and r["daemons"] == 1), None)
         ratio = f"{row['steady_examples_per_s'] / one:.2f}x" if one else "—"
         share = ", ".join(f"{100 * x:.1f} %" for x in row["mixing_share"])
-        lines.append(f"| {members} | {row['seconds_to_all']:.1f} | {row['steady_examples_per_s']:,.0f} | {ratio} | "
+        lines.append(f"| {row['every']:,} | {row['daemons']} | {row['seconds_to_all']:.1f} | {row['steady_examples_per_s']:,.0f} | "
+                     f"{ratio} | {row['steady_examples_per_s'] / section['alone']['examples_per_s']:.2f}x | "
                      f"{100 * row['accuracy']:.2f} | {share} | {row['bytes_per_change']:,.0f} | {row['changes']} |")
     return lines
 
@@ -300,8 +304,9 @@ def plot(results: dict, path) -> None:
     plt = pyplot()
 
     fig, (ax, flow) = plt.subplots(1, 2, figsize=(13, 4))
-    for members, row in results.get("daemons", {}).get("by_daemons", {}).items():
-        flow.plot([t for t, _ in row["curve"]], [c for _, c in row["curve"]], "-", label=f"{members} daemon(s)")
+    for row in results.get("daemons", {}).get("runs", []):
+        flow.plot([t for t, _ in row["curve"]], [c for _, c in row["curve"]], "-",
+                  label=f"{row['daemons']} daemon(s), --mix-every {row['every']:,}")
     flow.set_xlabel("seconds since the daemons started")
     flow.set_ylabel("records in the shared model")
     flow.set_title("daemons mixing through Kafka")

@@ -253,7 +253,9 @@ class KafkaSource:
     (:attr:`group_size`), starts a partition the group gives it where :meth:`set_starts` says,
     records the offsets it read of each partition since :meth:`take_ranges` last took them,
     sets :attr:`mix_due` (and cuts the batch) when a partition it has read records of is about
-    to be taken away or given anew, and :meth:`rewind` moves partitions back (or ahead)."""
+    to be taken away or given anew, and :meth:`rewind` moves partitions back (or ahead). Its
+    idle timeout ends the stream only once the group's coverage reaches every partition's end:
+    a member leaving earlier could leave records no member is left to learn."""
 
     kind = "kafka"
     #: polls return within ``poll_timeout_ms``: the runner sees a signal between batches
@@ -330,6 +332,14 @@ class KafkaSource:
         self._offsets.update(moved)
         self._polled = collections.deque(m for m in self._polled if isinstance(m, (Assigned, Revoked)) or m.partition not in moved)
 
+    def _left_to_learn(self) -> bool:
+        """Subscribed: whether some partition holds records past the group's coverage (the
+        starts :meth:`set_starts` was last given)."""
+        if not self.subscribe or self._consumer is None:
+            return False
+        ends = self._consumer.end_offsets(self._consumer.partitions())
+        return any(end > self._starts.get(p, 0) for p, end in ends.items())
+
     def _follow(self, marker) -> None:
         """Take a group change (:class:`~connectors.kafka_clients.Assigned` / ``Revoked``) into the position."""
         if isinstance(marker, Assigned):
@@ -389,7 +399,10 @@ class KafkaSource:
                 if watch.away():  # not idle: the idle clock starts again when the broker is back
                     last_message = time.monotonic()
                 elif self.idle_timeout is not None and time.monotonic() - last_message > self.idle_timeout:
-                    return
+                    if self._left_to_learn():  # the group's work is not done: a member that leaves now may leave records behind
+                        last_message = time.monotonic()
+                    else:
+                        return
                 yield empty_batch(self._position())
             if finishing:
                 return

@@ -309,6 +309,9 @@ class KafkaPythonClient:
         parts = [self._partition(p) for p in partitions]
         return {tp.partition: offset for tp, offset in self._call(lambda: self._consumer.end_offsets(parts)).items()}
 
+    def partitions(self) -> list[int]:
+        return self._call(lambda: sorted(self._consumer.partitions_for_topic(self.topic) or []))
+
     def commit(self, offsets: dict) -> None:
         from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata

@@ -578,8 +578,9 @@ def _train_options(p) -> None:
     p.add_argument("--mix-topic", metavar="TOPIC",
                    help="Kafka: learn one model with the other daemons of the source's consumer group, mixing the "
                         "models through TOPIC (one partition, made if missing; MCID learners)")
-    p.add_argument("--mix-every", type=int, default=2000, metavar="N",
-                   help="with --mix-topic: publish this daemon's change and mix every N learned examples (default: 2000)")
+    p.add_argument("--mix-every", type=int, default=10_000, metavar="N",
+                   help="with --mix-topic: publish this daemon's change and mix every N learned examples (default: 10000; "
+                        "sooner when partitions move or the topic is idle)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
 
