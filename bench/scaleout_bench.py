@@ -138,7 +138,7 @@ def daemons(bootstrap: str, topic: str, ends: dict, members: int, every: int, sp
                     covered += int(publication["change"]["examples"])
                     curve.append((time.perf_counter() - started, covered))
             next_offset = publications[-1][0] + 1 if publications else next_offset
-            time.sleep(0.1)
+            time.sleep(0.02)
     finally:
         reader.close()
     summaries = []
@@ -162,8 +162,9 @@ def daemons(bootstrap: str, topic: str, ends: dict, members: int, every: int, sp
         return next((t, c) for t, c in curve if c >= share * total)
 
     (t1, c1), (t2, c2) = when(0.25), when(0.75)
+    steady = (c2 - c1) / (t2 - t1) if t2 - t1 >= 0.5 else None  # a stream too short for a steady state: no figure
     return {"daemons": members, "every": every, "records": total, "seconds_to_all": curve[-1][0],
-            "steady_examples_per_s": (c2 - c1) / max(t2 - t1, 1e-9), "curve": curve, "accuracy_curve": scores,
+            "steady_examples_per_s": steady, "curve": curve, "accuracy_curve": scores,
             "accuracy": scores[-1][1],
             "learned_per_daemon": [s["learned"] for s in summaries],
             "mixing_share": [s["mixing"]["mix_seconds"] / s["elapsed_s"] for s in summaries],
@@ -276,12 +277,18 @@ def report_daemons(section: dict) -> list[str]:
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in section["runs"]:
         one = next((r["steady_examples_per_s"] for r in section["runs"] if r["every"] == row["every"] and r["daemons"] == 1), None)
-        ratio = f"{row['steady_examples_per_s'] / one:.2f}x" if one else "—"
+        steady = row["steady_examples_per_s"]
+        ratio = f"{steady / one:.2f}x" if one and steady else "—"
+        alone = f"{steady / section['alone']['examples_per_s']:.2f}x" if steady else "—"
         share = ", ".join(f"{100 * x:.1f} %" for x in row["mixing_share"])
-        lines.append(f"| {row['every']:,} | {row['daemons']} | {row['seconds_to_all']:.1f} | {row['steady_examples_per_s']:,.0f} | "
-                     f"{ratio} | {row['steady_examples_per_s'] / section['alone']['examples_per_s']:.2f}x | "
+        lines.append(f"| {row['every']:,} | {row['daemons']} | {row['seconds_to_all']:.1f} | "
+                     f"{_fmt(steady, ',.0f')} | {ratio} | {alone} | "
                      f"{100 * row['accuracy']:.2f} | {share} | {row['bytes_per_change']:,.0f} | {row['changes']} |")
     return lines
+
+
+def _fmt(value, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
 
 
 def report_mixing(results: dict) -> list[str]:
