@@ -210,7 +210,7 @@ def daemon_section(split, repeat: int, members_grid, intervals, log) -> dict:
                 row = daemons(bootstrap, "stream", ends, members, every, split, pathlib.Path(workdir))
                 out["runs"].append(row)
                 log(f"{members} daemons, --mix-every {every}: {row['seconds_to_all']:.1f} s to all, "
-                    f"{row['steady_examples_per_s']:,.0f} ex/s steady, accuracy {row['accuracy']:.4f}, "
+                    f"{_fmt(row['steady_examples_per_s'], ',.0f')} ex/s steady, accuracy {row['accuracy']:.4f}, "
                     f"mixing share {row['mixing_share']}")
     return out
 
