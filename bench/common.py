@@ -21,7 +21,8 @@ def machine() -> dict:
     root = pathlib.Path(__file__).resolve().parents[1]
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=root).stdout.strip()
     # uncommitted changes to the code (results and notes aside) mean the commit alone does not reproduce the figures
-    changed = subprocess.run(["git", "status", "--porcelain", "--", ".", ":!bench/results"], capture_output=True, text=True,
+    changed = subprocess.run(["git", "status", "--porcelain", "--", "streamlearn", "connectors", "bench", "setup.py",
+                              "pyproject.toml", ":!bench/results", ":!bench/README.md"], capture_output=True, text=True,
                              cwd=root).stdout.strip()
     cpu = next((line.split(":", 1)[1].strip() for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())

@@ -69,6 +69,20 @@ def test_kafka_daemon_example_end_to_end():
     assert accuracy > 0.6  # measured 0.68 after one pass; chance is ~0.04
 
 
+def test_scale_out_example_end_to_end():
+    from connectors.localbroker import BrokerUnavailable
+
+    namespace = runpy.run_path(str(ROOT / "examples" / "scale_out.py"))
+    try:
+        outcome = namespace["main"]([])
+    except BrokerUnavailable as error:
+        pytest.skip(str(error))
+    for daemon in outcome["daemons"]:  # every record once in the one shared model
+        assert daemon["examples"] == sum(daemon["by_member"].values()) == 15_000
+    assert len({d["accuracy"] for d in outcome["daemons"]}) == 1  # one model: the same predictions
+    assert outcome["daemons"][0]["accuracy"] > 0.6 and outcome["alone"] > 0.6  # one pass of letter: ~0.69
+
+
 def test_serve_live_example_end_to_end():
     outcome = runpy.run_path(str(ROOT / "examples" / "serve_live.py"))["main"]()
     assert outcome["predictions"] == 15_000 and outcome["unlabelled"] == 1_500 and outcome["learned"] == 13_500
