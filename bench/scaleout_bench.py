@@ -310,14 +310,19 @@ def report_mixing(results: dict) -> list[str]:
 def plot(results: dict, path) -> None:
     plt = pyplot()
 
-    fig, (ax, flow) = plt.subplots(1, 2, figsize=(13, 4))
+    fig, (ax, flow, learned) = plt.subplots(1, 3, figsize=(18, 4))
     for row in results.get("daemons", {}).get("runs", []):
-        flow.plot([t for t, _ in row["curve"]], [c for _, c in row["curve"]], "-",
-                  label=f"{row['daemons']} daemon(s), --mix-every {row['every']:,}")
+        label = f"{row['daemons']} daemon(s), --mix-every {row['every']:,}"
+        flow.plot([t for t, _ in row["curve"]], [c for _, c in row["curve"]], "-", label=label)
+        learned.plot([n for n, _ in row["accuracy_curve"]], [100 * a for _, a in row["accuracy_curve"]], "-o", label=label)
     flow.set_xlabel("seconds since the daemons started")
     flow.set_ylabel("records in the shared model")
     flow.set_title("daemons mixing through Kafka")
     flow.legend(fontsize=8)
+    learned.set_xlabel("records in the shared model")
+    learned.set_ylabel("test accuracy % of the shared model")
+    learned.set_title("accuracy against examples")
+    learned.legend(fontsize=8)
     for members, row in results.get("by_members", {}).items():
         intervals = [int(e) for e in row["average"]]
         for how, style in zip(FOLDS, ("-o", "-.s", "--x")):
