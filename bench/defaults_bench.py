@@ -3,7 +3,7 @@ learners' defaults, and how those defaults do against each data set's own tuned 
 Vowpal Wabbit's default ``--oaa``, one pass.
 
     python -m bench.defaults_bench            # about 10 minutes on 2 cores
-    python -m bench.defaults_bench --quick    # two data sets, a small grid: the test suite's smoke run
+    python -m bench.defaults_bench --quick    # two data sets cut to 3,000 rows, a small grid: the test suite's smoke run
 
 Writes ``bench/results/defaults.{json,md,png}``.
 
@@ -47,6 +47,7 @@ OLD_MCID_DEFAULT = {"lam": 1e-4, "average": False, "project": False}
 AVERAGES = {"last": {"average": False}, "average": {"average": True, "average_power": 0.0},
             "average^2": {"average": True, "average_power": 2.0}}
 SEED = 7
+QUICK_ROWS = 3000  # training rows per data set in the smoke run (--quick)
 
 
 def candidates(learner: str, quick: bool) -> list[dict]:
@@ -81,22 +82,28 @@ def choose(validation: dict, names: list) -> str:
     return min(regrets, key=lambda c: (np.mean(regrets[c]), max(regrets[c])))
 
 
-def cell(learner: str, name: str, grid: list) -> tuple:
+def dataset(name: str, rows: int | None = None):
+    """Data set ``name``, its training part cut to its first ``rows`` rows (``--quick``)."""
+    split = load(name)
+    return split.subsample(rows) if rows else split
+
+
+def cell(learner: str, name: str, grid: list, rows: int | None = None) -> tuple:
     """Every candidate of ``learner`` on data set ``name``: (validation, test) accuracies."""
     import streamlearn
 
     cls = getattr(streamlearn, learner)
-    split = load(name)
+    split = dataset(name, rows)
     val = split.validation()
     validation = {key(p): one_pass(cls, p, val.X_train, val.y_train, val.X_test, val.y_test) for p in grid}
     test = {key(p): one_pass(cls, p, split.X_train, split.y_train, split.X_test, split.y_test) for p in grid}
     return validation, test
 
 
-def auto_cell(learner: str, name: str, params: dict) -> float:
+def auto_cell(learner: str, name: str, params: dict, rows: int | None = None) -> float:
     import streamlearn
 
-    split = load(name)
+    split = dataset(name, rows)
     return one_pass(getattr(streamlearn, learner), params, split.X_train, split.y_train, split.X_test, split.y_test)
 
 
@@ -111,12 +118,13 @@ def main(argv=None) -> int:
     datasets = ["usps", "letter"] if args.quick else DATASETS
     learners = ["MulticlassSVM", "MulticlassPGS"] if args.quick else LEARNERS
     results = {"machine": machine(), "datasets": datasets, "learners": {}, "vw": {}}
+    rows = QUICK_ROWS if args.quick else None
     for name in datasets:
-        split = load(name)
+        split = dataset(name, rows)
         results["vw"][name] = vw_oaa(split.X_train, split.y_train, split.X_test, split.y_test)["accuracy"]
         print(f"{name}: vw --oaa {results['vw'][name]:.4f}", file=sys.stderr, flush=True)
     with ProcessPoolExecutor(args.jobs) as pool:
-        cells = {(learner, name): pool.submit(cell, learner, name, candidates(learner, args.quick)) for learner in learners for name in datasets}
+        cells = {(learner, name): pool.submit(cell, learner, name, candidates(learner, args.quick), rows) for learner in learners for name in datasets}
         validation, test = {learner: {} for learner in learners}, {learner: {} for learner in learners}
         for (learner, name), future in cells.items():
             validation[learner][name], test[learner][name] = future.result()
@@ -124,7 +132,7 @@ def main(argv=None) -> int:
         defaults = {learner: choose(validation[learner], datasets) for learner in learners}
         autos = {learner: key({**json.loads(defaults[learner]), "lam": "auto"}) for learner in learners
                  if "lam" in json.loads(defaults[learner])}
-        auto_runs = {(learner, name): pool.submit(auto_cell, learner, name, json.loads(autos[learner]))
+        auto_runs = {(learner, name): pool.submit(auto_cell, learner, name, json.loads(autos[learner]), rows)
                      for learner in autos for name in datasets}
         for (learner, name), future in auto_runs.items():
             test[learner][name][autos[learner]] = future.result()

@@ -131,13 +131,13 @@ def test_three_daemons_learn_one_model_every_record_once(tmp_path, broker, mnist
     split, messages = mnist
     topic, ends = mnist_topic
     cks = [tmp_path / f"d{i}" for i in range(3)]
-    _finish([_daemon(broker, topic, "three", ck, "--idle-timeout", "10") for ck in cks])
+    _finish([_daemon(broker, topic, "three", ck, "--idle-timeout", "3") for ck in cks])
     by_member = check_exactly_once(broker, "three-mix", ends, len(split.y_train))
     assert len(by_member) == 3  # each daemon brought its share in
     check_daemons(cks, split, ends, len(split.y_train), alone)
     # a daemon that joins later starts from the newest mixed model, not from zero
     late = tmp_path / "late"
-    _finish([_daemon(broker, topic, "three", late, "--idle-timeout", "4")])
+    _finish([_daemon(broker, topic, "three", late, "--idle-timeout", "2")])
     check_daemons([late], split, ends, len(split.y_train), alone)
 
 
@@ -152,13 +152,14 @@ def test_a_daemon_killed_for_good_and_one_killed_and_resumed_lose_and_double_not
     split, messages = mnist
     topic, ends = mnist_topic
     cks = [tmp_path / f"d{i}" for i in range(3)]
-    daemons = [_daemon(broker, topic, "killed", cks[0], "--idle-timeout", "20", env={"STREAMLEARN_CRASH_AT": "mix-published:2"}),
-               _daemon(broker, topic, "killed", cks[1], "--idle-timeout", "20", env={"STREAMLEARN_CRASH_AT": "mix-published:4"}),
-               _daemon(broker, topic, "killed", cks[2], "--idle-timeout", "20")]
+    # a daemon waits past its idle timeout while the group's coverage has not reached every partition's end
+    daemons = [_daemon(broker, topic, "killed", cks[0], "--idle-timeout", "3", env={"STREAMLEARN_CRASH_AT": "mix-published:2"}),
+               _daemon(broker, topic, "killed", cks[1], "--idle-timeout", "3", env={"STREAMLEARN_CRASH_AT": "mix-published:4"}),
+               _daemon(broker, topic, "killed", cks[2], "--idle-timeout", "3")]
     for victim in daemons[:2]:
         victim.wait(timeout=120)
         assert victim.returncode == -9, victim.stderr.read()[-2000:]
-    resumed = _daemon(broker, topic, "killed", cks[1], "--idle-timeout", "20", "--resume")
+    resumed = _daemon(broker, topic, "killed", cks[1], "--idle-timeout", "3", "--resume")
     _finish([daemons[2], resumed])
     check_exactly_once(broker, "killed-mix", ends, len(split.y_train))
     check_daemons(cks[1:], split, ends, len(split.y_train), alone)
@@ -207,7 +208,8 @@ def test_a_broker_restart_in_the_middle_loses_and_doubles_nothing(tmp_path, dura
     create_topic(durable.bootstrap, "mnist-restart", PARTITIONS)
     produce(durable.bootstrap, "mnist-restart", messages[:half], partitions=PARTITIONS)
     cks = [tmp_path / f"d{i}" for i in range(3)]
-    daemons = [_daemon(durable.bootstrap, "mnist-restart", "restart", ck, "--idle-timeout", "20") for ck in cks]
+    # the idle clock stops while the broker is away; the second half must arrive within the timeout after it is back
+    daemons = [_daemon(durable.bootstrap, "mnist-restart", "restart", ck, "--idle-timeout", "10") for ck in cks]
     deadline = time.monotonic() + 120
     while max(_group_examples(ck) for ck in cks) < half * ROWS_PER_MESSAGE:
         assert time.monotonic() < deadline and all(d.poll() is None for d in daemons), "the first half was not learned"
@@ -217,7 +219,9 @@ def test_a_broker_restart_in_the_middle_loses_and_doubles_nothing(tmp_path, dura
     durable.start()
     produce(durable.bootstrap, "mnist-restart", messages[half:], partitions=PARTITIONS)
     errors = _finish(daemons)
-    assert all("is unreachable; waiting for it" in err and "is back after" in err for err in errors), errors
+    for err in errors:  # each daemon reported the outage: its source's poll or its mixing topic's read saw it first
+        assert ("is unreachable; waiting for it" in err or "the mixing topic" in err and "retrying" in err) and (
+            "is back after" in err or "answers again after" in err), err
     check_exactly_once(durable.bootstrap, "restart-mix", _ends(len(messages)), len(split.y_train))
     # the rebalances around a restart (changes refused and learned again, small idle mixes) cost the
     # mixed model more than a quiet run: the 0.5-point target is not met reliably here (bench/README.md)
