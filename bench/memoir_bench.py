@@ -20,8 +20,8 @@ training call(s) only, data loading excluded, in this same run.
   each pass) and is scored on the test file.
 * **Peers** at their defaults or the settings the dataset README quotes: Vowpal Wabbit
   ``--oaa 10087 -b 28`` and ``--log_multi 10087`` one pass; napkinXC PLT (batch) and its online
-  PLT (``model="oplt"``); omikuji (batch label trees); MulticlassSVM (dense weights) one pass at
-  the chosen λ and averaging.
+  PLT (``model="oplt"``); omikuji (batch label trees); fastText (:data:`FASTTEXT`; feature ids as
+  words, values dropped); MulticlassSVM (dense weights) one pass at the chosen λ and averaging.
 * **Ablation** (002's table on our data), one pass: ℓ2 / ℓ1 × exact / graph / LSH, with the
   oracle's recall (share of rows whose most violating class the oracle's candidates contain,
   against an exact scan at the same model) sampled during training.
@@ -193,6 +193,32 @@ def run_omikuji(spec: dict) -> dict:
             "examples_per_s": X.shape[0] / seconds, "peak_rss_gb": peak_rss_gb(), "model_mb": size / 1e6}
 
 
+def run_fasttext(spec: dict) -> dict:
+    """fastText's supervised classifier on the same rows, each feature id a word (its value
+    dropped: fastText reads words), one thread; ``spec``: ``epoch`` and ``loss``."""
+    import fasttext
+
+    X, y, X_test, y_test = data("test")
+
+    def words(row) -> str:
+        return " ".join(f"f{j}" for j in row.indices)
+
+    with tempfile.TemporaryDirectory() as work:
+        path = os.path.join(work, "train.txt")
+        with open(path, "w") as f:
+            for i in range(X.shape[0]):
+                f.write(f"__label__{y[i]} {words(X[i])}\n")
+        t0 = time.perf_counter()
+        model = fasttext.train_supervised(input=path, epoch=spec["epoch"], loss=spec["loss"], thread=1, verbose=0)
+        seconds = time.perf_counter() - t0
+        labels, _ = model.predict([words(X_test[i]) for i in range(X_test.shape[0])], k=1)
+        model.save_model(os.path.join(work, "model.bin"))
+        size = os.path.getsize(os.path.join(work, "model.bin"))
+    predicted = np.array([int(found[0].removeprefix("__label__")) if found else -1 for found in labels])
+    return {"accuracy": float(np.mean(predicted == y_test)), "train_seconds": seconds,
+            "examples_per_s": spec["epoch"] * X.shape[0] / seconds, "peak_rss_gb": peak_rss_gb(), "model_mb": size / 1e6}
+
+
 # --------------------------------------------------------------------- scaling
 def synthetic_stream(n: int, n_classes: int, seed: int = 0, vocabulary: int = 200_000):
     """A text-like stream with many classes (CSR rows, class ids):
@@ -240,7 +266,11 @@ def run_scaling(spec: dict) -> dict:
             "classes_seen": len(model.classes), "weights": model.n_weights}
 
 
-RUNNERS = {"ours": run_ours, "vw": run_vw, "napkinxc": run_napkinxc, "omikuji": run_omikuji, "scaling": run_scaling}
+RUNNERS = {"ours": run_ours, "vw": run_vw, "napkinxc": run_napkinxc, "omikuji": run_omikuji, "fasttext": run_fasttext,
+           "scaling": run_scaling}
+#: fastText at its defaults (softmax, 5 epochs) and in its many-class setting (hierarchical softmax), one pass
+FASTTEXT = {"fastText (defaults: softmax, 5 epochs)": {"epoch": 5, "loss": "softmax"},
+            "fastText loss=hs, 1 epoch": {"epoch": 1, "loss": "hs"}}
 
 
 def one(spec: dict) -> dict:
@@ -264,10 +294,10 @@ def choose(log, grid=GRID, limit=None) -> tuple[dict, list]:
     return best["params"], rows
 
 
-def choose_graph(log, chosen: dict, limit=None) -> tuple[dict, list]:
-    """The fastest of :data:`GRAPH_GRID` within one standard error of the best validation accuracy."""
+def choose_graph(log, chosen: dict, limit=None, grid=GRAPH_GRID) -> tuple[dict, list]:
+    """The fastest of ``grid`` within one standard error of the best validation accuracy."""
     rows = []
-    for graph in GRAPH_GRID:
+    for graph in grid:
         params = {**chosen, "oracle": "graph", "seed": 0, "oracle_params": graph}
         rows.append({"oracle_params": graph, **one({"kind": "ours", "split": "validation", "params": params, "rows": limit})})
         log(f"graph validation {graph}: {rows[-1].get('accuracy')} at {rows[-1].get('examples_per_s')} examples/s")
@@ -282,7 +312,8 @@ def choose_graph(log, chosen: dict, limit=None) -> tuple[dict, list]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--one", help=argparse.SUPPRESS)
-    parser.add_argument("--only", choices=["wordnet", "ablation", "scaling"], action="append")
+    parser.add_argument("--only", choices=["wordnet", "ablation", "scaling", "fasttext"], action="append",
+                        help="one section (repeatable); fasttext: only the fastText rows of the WordNet table")
     parser.add_argument("--scaling-examples", type=int, default=60_000)
     parser.add_argument("--repeats", type=int, default=3, help="scaling runs per setting; the median is reported")
     parser.add_argument("--report-only", action="store_true", help="rewrite memoir.md and memoir.png from memoir.json")
@@ -330,12 +361,17 @@ def main(argv=None) -> int:
         table["napkinXC PLT (batch)"] = one({"kind": "napkinxc", "model": "plt"})
         table["napkinXC online PLT"] = one({"kind": "napkinxc", "model": "oplt"})
         table["omikuji (batch)"] = one({"kind": "omikuji"})
-    if "wordnet" in sections:
+    if "wordnet" in sections or "fasttext" in sections:
+        table = table if "wordnet" in sections else dict(results.get("wordnet", {}))
+        for name, settings in ({} if args.quick else FASTTEXT).items():
+            table[name] = one({"kind": "fasttext", **settings})
+    if "wordnet" in sections or "fasttext" in sections:
         for name, row in table.items():
             log(f"{name}: {row}")
         results["wordnet"] = table
     if "ablation" in sections:
-        results["graph_chosen"], results["graph_validation"] = choose_graph(log, chosen, limit)
+        results["graph_chosen"], results["graph_validation"] = choose_graph(log, chosen, limit,
+                                                                            GRAPH_GRID[-1:] if args.quick else GRAPH_GRID)
         ablation = {}
         for penalty, extra in (("l2", {}),) if args.quick else (("l2", {}), ("l1", {"lam": 1e-6, "average": False, "average_power": 0.0})):
             for oracle in ("exact", "lsh") if args.quick else ("exact", "graph", "lsh"):

@@ -254,7 +254,7 @@ def main(argv=None) -> int:
     if "daemons" in sections:
         daemon_split = split if not args.quick else type(split)(split.name, split.X_train[:6000], split.y_train[:6000],
                                                                  split.X_test[:2000], split.y_test[:2000])
-        results["daemons"] = daemon_section(daemon_split, 1 if args.quick else args.repeat, (1, 2) if args.quick else (1, 2, 3),
+        results["daemons"] = daemon_section(daemon_split, 1 if args.quick else args.repeat, (2,) if args.quick else (1, 2, 3),
                                             (500,) if args.quick else [int(e) for e in args.mix_every.split(",")], log)
     print(save_results(args.out, "scaleout", results, report, plot))
     return 0

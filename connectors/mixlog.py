@@ -38,7 +38,10 @@ class MixLog:
         from kafka import KafkaConsumer, KafkaProducer, TopicPartition
         from kafka.errors import KafkaError
 
+        from .kafka import BrokerWatch
+
         self.topic, self.bootstrap, self.log = topic, bootstrap, log or sys.stderr
+        self._watch = BrokerWatch(bootstrap, None)
         self.bytes_published = 0
         self.broker_timeout = None if broker_timeout is None or math.isinf(broker_timeout) else float(broker_timeout)
         self._partition = TopicPartition(topic, 0)
@@ -65,6 +68,8 @@ class MixLog:
         since, backoff = None, 0.5
         while True:
             try:
+                if not self._watch.reachable():  # a client call to a broker that is away may wait it out without a word
+                    raise TimeoutError("the broker is unreachable")
                 result = call()
             except (KafkaError, TimeoutError) as error:
                 now = time.monotonic()

@@ -9,7 +9,7 @@
 3. starts three daemons ``streamlearn train kafka://.../letters-6?group=trio --mix-topic trio-mix
    --mix-every 1000``: the group splits the partitions among them, and every 1,000 examples each
    publishes its model change to ``trio-mix`` and folds everyone's, so all three hold one model
-   (here they stop after 6 s without messages; real daemons run until SIGTERM);
+   (here they stop 2 s after the group has learned every record; real daemons run until SIGTERM);
 4. prints what each daemon's last checkpoint says (``streamlearn inspect --json``): the group's
    examples, each member's share, and the test accuracy of each daemon's model next to one
    daemon learning the whole topic alone.
@@ -32,7 +32,7 @@ PARTITIONS = 6
 
 def train(bootstrap: str, group: str, checkpoint_dir, *extra) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "streamlearn", "train", f"kafka://{bootstrap}/letters-6?group={group}",
-                             "--checkpoint-dir", str(checkpoint_dir), "--idle-timeout", "6", "--quiet", *extra],
+                             "--checkpoint-dir", str(checkpoint_dir), "--idle-timeout", "2", "--quiet", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

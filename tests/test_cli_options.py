@@ -175,7 +175,7 @@ def run_mixing(f):
     create_topic(broker, "mixed", 2)
     produce(broker, "mixed", [msgpack.packb(r) for r in records(400, seed=6)], partitions=2)
     daemons = [subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "train", f"kafka://{broker}/mixed?group=mixers",
-                                 "--mix-topic", "mixed-mix", "--mix-every", "50", "--idle-timeout", "6",
+                                 "--mix-topic", "mixed-mix", "--mix-every", "50", "--idle-timeout", "2",
                                  "--checkpoint-dir", str(f["dir"] / f"mix{i}"), "--quiet"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
     for daemon in daemons:

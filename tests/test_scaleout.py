@@ -209,7 +209,7 @@ def test_a_broker_restart_in_the_middle_loses_and_doubles_nothing(tmp_path, dura
     produce(durable.bootstrap, "mnist-restart", messages[:half], partitions=PARTITIONS)
     cks = [tmp_path / f"d{i}" for i in range(3)]
     # the idle clock stops while the broker is away; the second half must arrive within the timeout after it is back
-    daemons = [_daemon(durable.bootstrap, "mnist-restart", "restart", ck, "--idle-timeout", "10") for ck in cks]
+    daemons = [_daemon(durable.bootstrap, "mnist-restart", "restart", ck, "--idle-timeout", "5") for ck in cks]
     deadline = time.monotonic() + 120
     while max(_group_examples(ck) for ck in cks) < half * ROWS_PER_MESSAGE:
         assert time.monotonic() < deadline and all(d.poll() is None for d in daemons), "the first half was not learned"
