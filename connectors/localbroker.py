@@ -134,7 +134,9 @@ def produce(bootstrap: str, topic: str, values, partitions: int = 1) -> None:
     """Send message values (bytes) in order, the i-th to partition ``i % partitions``, and flush."""
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_request_size=16 << 20)
+    # batches of many messages: a broker on S3 storage takes each request as a write
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_request_size=16 << 20,
+                             batch_size=4 << 20)
     try:
         for i, value in enumerate(values):
             producer.send(topic, value, partition=i % partitions)

@@ -33,6 +33,7 @@ class MixLog:
     (:class:`streamlearn.mixing.Coverage`)."""
 
     MAX_BACKOFF_S = 5.0
+    ACK_WAIT_S = 5.0  # an acknowledgement this late is looked into (is the broker there?) and reported
 
     def __init__(self, bootstrap: str, topic: str, create: bool = False, broker_timeout: float | None = None, log=None):
         from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -91,7 +92,14 @@ class MixLog:
     def publish(self, publication: dict) -> int:
         """Send one publication and wait until the broker has it; its offset in the log."""
         value = pack(publication)
-        offset = self._through_outages(lambda: self._producer.send(self.topic, value).get(timeout=30).offset, "publish to")
+        sent: list = []
+
+        def acknowledged() -> int:  # waited for in slices, so that an outage meanwhile is seen and reported
+            if not sent or (sent[-1].is_done and sent[-1].failed()):
+                sent.append(self._producer.send(self.topic, value))
+            return sent[-1].get(timeout=self.ACK_WAIT_S).offset
+
+        offset = self._through_outages(acknowledged, "publish to")
         self.bytes_published += len(value)
         return offset
 
@@ -106,6 +114,8 @@ class MixLog:
         out: list = []
         deadline = time.monotonic() + timeout
         while start + len(out) < end:
+            if not self._watch.reachable():  # the consumer would wait for the broker without a word
+                raise TimeoutError("the broker is unreachable")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"read {len(out)} of {end - start} publications of {self.topic!r} in {timeout} s")
             for message in self._consumer.poll(timeout_ms=500).get(self._partition, []):
