@@ -49,7 +49,7 @@ import numpy as np
 from .files import SourceUnavailable
 from .compact import DecodedRows, decode_batch, is_compact
 from .records import Batch, BatchBuilder, DeadLetter, RecordError, check_record, empty_batch
-from .kafka_clients import CLIENTS, Assigned, CommitFailed, Revoked, make_client, unreachable
+from .kafka_clients import CLIENTS, MARKERS, Assigned, CommitFailed, make_client, unreachable
 from .walker import DictRecordWalker
 
 
@@ -330,7 +330,7 @@ class KafkaSource:
             return
         moved = self._consumer.rewind(wanted)
         self._offsets.update(moved)
-        self._polled = collections.deque(m for m in self._polled if isinstance(m, (Assigned, Revoked)) or m.partition not in moved)
+        self._polled = collections.deque(m for m in self._polled if isinstance(m, MARKERS) or m.partition not in moved)
 
     def _left_to_learn(self) -> bool:
         """Subscribed: whether some partition holds records past the group's coverage (the
@@ -420,7 +420,7 @@ class KafkaSource:
                 polled.extend(consumer.poll(wait, wanted))
                 if not polled:
                     break
-            if isinstance(polled[0], (Assigned, Revoked)):
+            if isinstance(polled[0], MARKERS):
                 touched = set(polled[0].offsets) if isinstance(polled[0], Assigned) else polled[0].partitions
                 if touched & set(self._round):  # what was read of them is published first
                     self.mix_due = True

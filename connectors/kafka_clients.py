@@ -46,6 +46,10 @@ class Revoked(NamedTuple):
     partitions: frozenset
 
 
+#: what a subscribed consumer's stream holds besides messages
+MARKERS = (Assigned, Revoked)
+
+
 def _size(message) -> int:
     """Bytes of a message's value (a marker: none), what the prefetch bound counts."""
     return len(getattr(message, "value", None) or b"")
@@ -206,7 +210,7 @@ class KafkaPythonClient:
         """Drop the prefetched messages of ``partitions`` and put ``marker`` (if any) in their
         place (on the poll thread)."""
         with self._ready:
-            kept = [m for m in self._fetched if isinstance(m, (Assigned, Revoked)) or m.partition not in partitions]
+            kept = [m for m in self._fetched if isinstance(m, MARKERS) or m.partition not in partitions]
             self._bytes = sum(_size(m) for m in kept)
             self._fetched.clear()
             self._fetched.extend(kept)
@@ -214,9 +218,9 @@ class KafkaPythonClient:
                 self._fetched.append(marker)
             self._ready.notify_all()
 
-    def rewind(self, offsets: dict) -> None:
+    def rewind(self, offsets: dict) -> dict:
         """Seek the given partitions that are still assigned to ``offsets`` and drop what was
-        prefetched of them (a subscribed consumer; the learner's thread)."""
+        prefetched of them (a subscribed consumer; the learner's thread); the partitions moved."""
         consumer = self._consumer
 
         def seek():
@@ -272,7 +276,7 @@ class KafkaPythonClient:
             if messages:
                 with self._ready:
                     self._fetched.extend(messages)
-                    self._bytes += sum(len(m.value or b"") for m in messages)
+                    self._bytes += sum(_size(m) for m in messages)
                     self._ready.notify_all()
 
     def _call(self, call):

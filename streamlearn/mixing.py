@@ -312,8 +312,7 @@ class GroupMixer:
             self.log_offset = publications[-1][0] + 1
         elif not force:
             return False
-        self.shared.write_into(model)
-        self.base = self.shared.copy()
+        self._become_shared(model)
         source.set_starts(self.coverage.covered)
         source.rewind(self.coverage.covered)
         return True
@@ -327,9 +326,13 @@ class GroupMixer:
         """Make ``model`` the shared model again, dropping what it learned since (a daemon
         stopping without a broker to publish to: its checkpoint's coverage has those records
         learned again)."""
+        self._become_shared(model)
+        self.learned_since = 0
+
+    def _become_shared(self, model) -> None:
+        """Write the shared model into ``model``, which takes it as its new base."""
         self.shared.write_into(model)
         self.base = self.shared.copy()
-        self.learned_since = 0
 
     def position(self, source) -> dict:
         """The input the shared model holds, as a source position (what a checkpoint commits)."""
