@@ -359,8 +359,10 @@ class ConfluentClient:
         self._kafka = confluent_kafka
         self.bootstrap, self.topic = bootstrap, topic
         self._commit_thread = None
-        self._consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                                                   "auto.offset.reset": "earliest", **self.DEFAULTS, **options})
+        self._config = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                        "auto.offset.reset": "earliest", **self.DEFAULTS, **options}
+        self._consumer = confluent_kafka.Consumer(self._config)
+        self._committer = None  # a handle of its own: a commit waiting on the consumer's would block its polls
 
     def _partitions(self) -> list[int]:
         try:
@@ -395,16 +397,20 @@ class ConfluentClient:
     def commit(self, offsets: dict) -> None:
         """A synchronous commit, given up after ``COMMIT_TIMEOUT_S`` (librdkafka's waits for a
         broker that went away to come back): it runs on a thread of its own, one at a time, so
-        a commit left waiting can never land after a newer one."""
+        a commit left waiting can never land after a newer one, and through a second librdkafka
+        handle, since a commit left waiting on the consumer's own handle keeps its polls from
+        returning (the source could then never see that the broker is gone)."""
         import threading
 
         if self._commit_thread is not None and self._commit_thread.is_alive():
             raise CommitFailed("the previous commit still waits for the broker")
+        if self._committer is None:
+            self._committer = self._kafka.Consumer(self._config)
         outcome: dict = {}
 
         def commit():
             try:
-                self._consumer.commit(offsets=[self._partition(p, o) for p, o in offsets.items()], asynchronous=False)
+                self._committer.commit(offsets=[self._partition(p, o) for p, o in offsets.items()], asynchronous=False)
             except self._kafka.KafkaException as error:
                 outcome["error"] = str(error)
 
@@ -422,6 +428,8 @@ class ConfluentClient:
 
     def close(self) -> None:
         self._consumer.close()
+        if self._committer is not None and not (self._commit_thread is not None and self._commit_thread.is_alive()):
+            self._committer.close()  # one still waiting for the broker is left to the process's exit
 
 
 def make_client(name: str, bootstrap: str, group: str, topic: str, options: dict):

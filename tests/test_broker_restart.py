@@ -100,3 +100,40 @@ def test_a_broker_away_past_the_timeout_ends_the_daemon_with_code_1_after_a_fina
     payload = CheckpointStore(tmp_path / "ck").load_latest()
     assert payload["runner"]["counters"]["learned"] == 2000 and payload["position"]["offsets"] == {"0": 100}
     assert_same_state(payload["learner"], train_reference_records(recs, lam=0.01).export_state())
+
+
+@pytest.mark.kafka
+def test_a_commit_left_waiting_on_a_broker_that_died_does_not_stop_the_polls(monkeypatch):
+    """A broker killed while it holds a commit unanswered: the commit is given up after its
+    timeout and the consumer's polls still return (a sync commit on the consumer's own
+    librdkafka handle kept them from ever returning, and the daemon hung)."""
+    import os
+    import signal
+    import threading
+
+    from connectors.kafka_clients import CommitFailed, ConfluentClient
+    from connectors.localbroker import LocalBroker, create_topic, produce
+
+    pytest.importorskip("confluent_kafka")
+    broker = LocalBroker()
+    broker.start()
+    try:
+        create_topic(broker.bootstrap, "held")
+        produce(broker.bootstrap, "held", _messages(records(200, seed=23)))
+        client = ConfluentClient(broker.bootstrap, "g", "held", {})
+        client.assign({0: 0})
+        deadline = time.monotonic() + 20
+        while not client.poll(200, 10):
+            assert time.monotonic() < deadline, "nothing polled from a topic holding 10 messages"
+        client.commit({0: 1})  # the committing handle knows the coordinator now
+        monkeypatch.setattr(ConfluentClient, "COMMIT_TIMEOUT_S", 1.0)
+        os.kill(broker.process.pid, signal.SIGSTOP)  # connections are still accepted; nothing is answered
+        with pytest.raises(CommitFailed, match="no answer within 1 s"):
+            client.commit({0: 5})
+    finally:
+        broker.stop(crash=True)
+    polled = threading.Thread(target=client.poll, args=(200, 10), daemon=True)
+    polled.start()
+    polled.join(10)
+    assert not polled.is_alive(), "a poll did not return within 10 s of the broker's death"
+    client.close()
