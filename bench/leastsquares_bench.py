@@ -15,7 +15,7 @@
 5. the peak resident memory of the process (it includes the 8,000-feature runs).
 
     python -m bench.leastsquares_bench [--blocks 1000,2000] [--features 240000]
-        [--only-stagewise | --only-time-to-error]
+        [--only table1|draw_spread|stagewise|time_to_error|text ...] [--quick]
 
 Decisions, each written down in the report: the paper leaves its preprocessing to its long
 version; we (a) give every linear model a constant feature (an intercept) and (b) compute the
@@ -66,6 +66,7 @@ RFF_FEATURES = {"rff4000": 4000, "rff8000": 8000}  # Table 1's random-feature ro
 BANDWIDTH_FEATURES = 2000  # random features of the fits that choose the bandwidth
 PROBE_FEATURES = 80_000  # features after which stagewise bandwidths are compared
 TEXT_CASE = {"datasets": ("news20", "sector"), "vocabulary": 10_000, "block": 2000}
+SECTIONS = ("table1", "draw_spread", "stagewise", "time_to_error", "text")  # a run's parts, each with its own provenance
 
 
 def quick() -> None:
@@ -510,7 +511,15 @@ def write_report(results: dict, out: pathlib.Path) -> None:
             if isinstance(v, dict):
                 lines.append(f"| {name} | {100 * v['accuracy']:.2f} | {v['seconds']:.1f} |")
         lines.append("")
-    lines += [f"Peak resident memory of the run: {results['peak_rss_gib']:.2f} GiB (the machine has 24 GiB).", ""]
+    provenance = results.get("provenance", {})
+    lines += ["## Provenance", "", "Sections were run at different times; each names the code and the command of its own run.", "",
+              "| section | commit | command | peak RSS of its run |", "|---|---|---|---:|"]
+    for section in SECTIONS:
+        run = provenance.get(section)
+        lines.append(f"| {section} | " + (f"{run['commit'][:10]}{' (uncommitted changes)' if run.get('uncommitted_changes') else ''} | "
+                                          f"`{run['command']}` | {run['peak_rss_gib']:.2f} GiB |" if run else
+                                          "not recorded: written before runs recorded their provenance | | |"))
+    lines.append("")
     (out / "leastsquares.md").write_text("\n".join(lines))
 
 
@@ -556,10 +565,9 @@ def main(argv=None) -> None:
     parser.add_argument("--features", type=int, default=STAGEWISE_FEATURES,
                         help="most features a stagewise fit adds (its stage count is chosen on validation)")
     parser.add_argument("--out", default=str(RESULTS))
-    parser.add_argument("--only-stagewise", action="store_true",
-                        help="re-run only the stagewise section and merge it into the existing leastsquares.json")
-    parser.add_argument("--only-time-to-error", action="store_true",
-                        help="re-run only the time-to-error comparison and merge it into the existing leastsquares.json")
+    parser.add_argument("--only", action="append", choices=SECTIONS, default=None,
+                        help="run only this section (repeatable; in the order given) and merge it into the existing "
+                             "leastsquares.json; each section keeps the provenance of its own run")
     parser.add_argument("--quick", action="store_true", help="a smoke run on 3,000 images with a few hundred features "
                                                              "(the test suite's)")
     args = parser.parse_args(argv)
@@ -574,30 +582,32 @@ def main(argv=None) -> None:
         split = Split(split.name, split.X_train[:3000], split.y_train[:3000], split.X_test[:1000], split.y_test[:1000])
     X, Xt = split.X_train.toarray(), split.X_test.toarray()
     y, yt = split.y_train, split.y_test
-    if args.only_stagewise or args.only_time_to_error:  # one section re-run into the existing results
-        results = json.loads((out / "leastsquares.json").read_text())
+    sections = args.only or list(SECTIONS)
+    results = json.loads((out / "leastsquares.json").read_text()) if args.only else {}
+    if "table1" in sections:
+        Z, Zt = pca(X, Xt)
+        s, validation = choose_bandwidth(Z, y)
+        print("bandwidth", s, validation, flush=True)
+        results.update({"bandwidth": s, "bandwidth_validation_errors": validation, "pca_dims": PCA_DIMS})
+    else:  # the other sections use the bandwidth Table 1's run chose
         Z, Zt = pca(X, Xt, results["pca_dims"])
-        if args.only_stagewise:
-            results["stagewise"] = stagewise_by_block(y, Z, yt, Zt, blocks, args.features)
-            results["stagewise"]["peak_rss_gib_of_its_run"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+        s = results["bandwidth"]
+    runs = {"table1": lambda: table1(X, y, Xt, yt, Z, Zt, s),
+            "draw_spread": lambda: draw_spread(y, yt, Z, Zt, s),
+            "stagewise": lambda: stagewise_by_block(y, Z, yt, Zt, blocks, args.features),
+            "time_to_error": lambda: time_to_error(y, yt, Z, Zt, s),
+            "text": lambda: [text_case(name, TEXT_CASE["vocabulary"], TEXT_CASE["block"]) for name in TEXT_CASE["datasets"]]}
+    for section in sections:
+        if section == "table1":
+            results["table1"], results["validation_choices"] = runs[section]()
         else:
-            results["time_to_error"] = time_to_error(y, yt, Z, Zt, results["bandwidth"])
+            results[section] = runs[section]()
+        # written after each section, so that a long run keeps what it finished
+        results["machine"] = machine()
+        results.setdefault("provenance", {})[section] = {
+            **results["machine"], "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+        results.pop("peak_rss_gib", None)  # a whole run's figure, from before sections kept their own
         (out / "leastsquares.json").write_text(json.dumps(results, indent=1))
-        write_report(results, out)
-        plot(results, out)
-        return
-    Z, Zt = pca(X, Xt)
-    s, validation = choose_bandwidth(Z, y)
-    print("bandwidth", s, validation, flush=True)
-    results = {"bandwidth": s, "bandwidth_validation_errors": validation, "pca_dims": PCA_DIMS}
-    results["table1"], results["validation_choices"] = table1(X, y, Xt, yt, Z, Zt, s)
-    results["draw_spread"] = draw_spread(y, yt, Z, Zt, s)
-    results["stagewise"] = stagewise_by_block(y, Z, yt, Zt, blocks, args.features)
-    results["time_to_error"] = time_to_error(y, yt, Z, Zt, s)
-    results["text"] = [text_case(name, TEXT_CASE["vocabulary"], TEXT_CASE["block"]) for name in TEXT_CASE["datasets"]]
-    results["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    results["machine"] = machine()
-    (out / "leastsquares.json").write_text(json.dumps(results, indent=1))
     write_report(results, out)
     plot(results, out)
     print((out / "leastsquares.md").read_text())
