@@ -66,17 +66,24 @@ def pytest_collection_modifyitems(config, items):
     """Marks: ``kafka`` for every test on the real broker, ``slow`` for the files above;
     ``pytest -m "not slow and not kafka"`` is the quick subset (under a minute).
 
-    When the JIT-only run of the quick subset is among the tests, it starts now, niced, in a
-    process of its own: it uses the core the rest of the suite leaves idle, and its test only
-    waits for what is left of it."""
+    When the whole suite runs, the JIT-only run of the quick subset and the benchmarks' smoke
+    runs start now, niced, in processes of their own: they use the core the rest of the suite
+    leaves idle, and their tests (the smoke runs' moved to the end) only wait for what is left."""
     for item in items:
         if "broker" in getattr(item, "fixturenames", ()) or "idle_timeout" in item.name:
             item.add_marker(pytest.mark.kafka)
         if item.path.name in SLOW_FILES or item.name == JIT_ALONE:
             item.add_marker(pytest.mark.slow)
+    whole_suite = not config.getoption("collectonly") and not config.getoption("markexpr") and not config.getoption("keyword")
     selected = [item for item in items if item.name == JIT_ALONE and not item.get_closest_marker("skip")]
-    if selected and not config.getoption("collectonly") and not config.getoption("markexpr") and not config.getoption("keyword"):
+    if selected and whole_suite:
         config.jit_alone_run = start_jit_alone_run()
+    smoke = [item for item in items if item.path.name == "test_benchmarks.py"]
+    if smoke and whole_suite and SHARED_DATASETS.is_dir():  # the smoke runs start now; their tests come last
+        from test_benchmarks import SmokeRuns
+
+        config.smoke_runs = SmokeRuns()
+        items[:] = [item for item in items if item not in smoke] + smoke
 
 
 def start_jit_alone_run():
