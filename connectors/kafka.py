@@ -353,6 +353,7 @@ class KafkaSource:
 
     def _connect(self):
         consumer = make_client(self.client, self.bootstrap, self.group, self.topic, self.consumer_options)
+        consumer.while_waiting = self._watch.away  # a call waiting for a broker that went away reports it
         if self.subscribe:
             consumer.subscribe(lambda p: self._starts.get(p))
             self._consumer = consumer

@@ -152,6 +152,7 @@ class KafkaPythonClient:
 
         self.bootstrap, self.topic = bootstrap, topic
         self._thread = None
+        self.while_waiting = None  # see _call
         self._assignor = group_sized_assignor()  # used only by subscribe(): assign() joins no group
         try:
             self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
@@ -279,16 +280,30 @@ class KafkaPythonClient:
                     self._bytes += sum(_size(m) for m in messages)
                     self._ready.notify_all()
 
-    def _call(self, call):
-        """Run ``call()`` on the poll thread (or here, before it started) and return its result."""
+    #: seconds between two calls of ``while_waiting`` while a call waits for the poll thread
+    WAITING_SLICE_S = 1.0
+
+    def _call(self, call, watched: bool = True):
+        """Run ``call()`` on the poll thread (or here, before it started) and return its result.
+
+        A call to a broker that went away can wait for minutes (kafka-python's request timeout):
+        while it waits, ``while_waiting()`` (set by the source: it reports the outage and raises
+        once ``--broker-timeout`` has passed) runs once a ``WAITING_SLICE_S``, unless ``watched``
+        is false (a call bounded by a timeout of its own)."""
         if self._thread is None or not self._thread.is_alive():
             return call()
         done: dict = {}
         with self._ready:
             self._commands.append((call, done))
             self._ready.notify_all()
-            while "finished" not in done:
-                self._ready.wait()
+        while True:
+            with self._ready:
+                if "finished" not in done:
+                    self._ready.wait(self.WAITING_SLICE_S)
+                if "finished" in done:
+                    break
+            if watched and self.while_waiting is not None:
+                self.while_waiting()
         if "error" in done:
             raise done["error"]
         return done["result"]
@@ -322,19 +337,24 @@ class KafkaPythonClient:
 
         committed = {self._partition(p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()}
         try:
-            self._call(lambda: self._consumer.commit(offsets=committed, timeout_ms=self.COMMIT_TIMEOUT_MS))
+            self._call(lambda: self._consumer.commit(offsets=committed, timeout_ms=self.COMMIT_TIMEOUT_MS), watched=False)
         except KafkaError as error:
             raise CommitFailed(str(error)) from None
 
     def committed(self, partition: int) -> int | None:
         return self._call(lambda: self._consumer.committed(self._partition(partition)))
 
+    #: seconds to wait at close for the poll thread, which may be inside a call to a broker that went away
+    CLOSE_TIMEOUT_S = 5.0
+
     def close(self) -> None:
         if self._thread is not None:
             with self._ready:
                 self._stop = True
                 self._ready.notify_all()
-            self._thread.join()
+            self._thread.join(self.CLOSE_TIMEOUT_S)
+            if self._thread.is_alive():  # still waiting for the broker: the consumer is its, left to the process's exit
+                return
             self._thread = None
         self._consumer.close(autocommit=False)
 

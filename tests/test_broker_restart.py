@@ -137,3 +137,34 @@ def test_a_commit_left_waiting_on_a_broker_that_died_does_not_stop_the_polls(mon
     polled.join(10)
     assert not polled.is_alive(), "a poll did not return within 10 s of the broker's death"
     client.close()
+
+
+@pytest.mark.kafka
+def test_a_call_waiting_for_a_broker_that_died_reports_the_outage_and_ends_at_the_timeout():
+    """kafka-python's requests to a broker that went away wait for minutes: the source's watch
+    runs while such a call waits, so the outage is reported and ``--broker-timeout`` holds."""
+    import io
+
+    from connectors.files import SourceUnavailable
+    from connectors.kafka import BrokerWatch
+    from connectors.kafka_clients import KafkaPythonClient
+    from connectors.localbroker import LocalBroker, create_topic, produce
+
+    broker = LocalBroker()
+    broker.start()
+    try:
+        create_topic(broker.bootstrap, "watched")
+        produce(broker.bootstrap, "watched", _messages(records(100, seed=24)))
+        client = KafkaPythonClient(broker.bootstrap, "g", "watched", {})
+        client.assign({0: 0})
+    finally:
+        broker.stop(crash=True)
+    log = io.StringIO()
+    client.while_waiting = BrokerWatch(broker.bootstrap, 2, log=log).away
+    started = time.monotonic()
+    with pytest.raises(SourceUnavailable, match="--broker-timeout 2"):
+        client.end_offsets([0])
+    assert time.monotonic() - started < 10
+    assert "is unreachable; waiting for it for up to 2 s" in log.getvalue()
+    client.CLOSE_TIMEOUT_S = 0.5  # its poll thread still waits inside the call
+    client.close()
