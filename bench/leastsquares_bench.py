@@ -15,7 +15,7 @@
 5. the peak resident memory of the process (it includes the 8,000-feature runs).
 
     python -m bench.leastsquares_bench [--blocks 1000,2000] [--features 240000]
-        [--only table1|draw_spread|stagewise|time_to_error|text ...] [--quick]
+        [--only table1|draw_spread|stagewise|time_to_error|text ...] [--quick] [--report-only]
 
 Decisions, each written down in the report: the paper leaves its preprocessing to its long
 version; we (a) give every linear model a constant feature (an intercept) and (b) compute the
@@ -570,12 +570,19 @@ def main(argv=None) -> None:
                              "leastsquares.json; each section keeps the provenance of its own run")
     parser.add_argument("--quick", action="store_true", help="a smoke run on 3,000 images with a few hundred features "
                                                              "(the test suite's)")
+    parser.add_argument("--report-only", action="store_true", help="rewrite leastsquares.md and leastsquares.png from "
+                                                                   "leastsquares.json (sections merged from runs in parallel)")
     args = parser.parse_args(argv)
+    out = pathlib.Path(args.out)
+    if args.report_only:
+        results = json.loads((out / "leastsquares.json").read_text())
+        write_report(results, out)
+        plot(results, out)
+        return
     if args.quick:
         quick()
         args.blocks, args.features = "100", 1000
     blocks = tuple(int(b) for b in args.blocks.split(","))
-    out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     split = load("mnist")
     if args.quick:

@@ -82,3 +82,21 @@ def test_the_benchmark_smoke_run_writes_its_results(module, smoke_runs):
 def test_every_benchmark_has_a_smoke_run():
     benchmarks = {p.stem for p in (ROOT / "bench").glob("*_bench.py")}
     assert benchmarks <= set(SMOKE_RUNS), f"benchmarks without a smoke run here: {benchmarks - set(SMOKE_RUNS)}"
+
+
+def test_leastsquares_sections_rerun_into_the_results_and_the_report_is_rewritten(smoke_runs, tmp_path):
+    """``--only SECTION`` merges one section's new run, with its own provenance, into the results;
+    ``--report-only`` rewrites the report from the results alone."""
+    result, out = smoke_runs["leastsquares_bench"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    shutil.copytree(out, tmp_path, dirs_exist_ok=True)
+    before = json.loads((tmp_path / "leastsquares.json").read_text())
+    (tmp_path / "leastsquares.md").unlink()
+    for arguments in (["--quick", "--only", "draw_spread"], ["--report-only"]):
+        run = subprocess.run([sys.executable, "-m", "bench.leastsquares_bench", *arguments, "--out", str(tmp_path)], cwd=ROOT,
+                             capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert run.returncode == 0, run.stderr[-3000:]
+    after = json.loads((tmp_path / "leastsquares.json").read_text())
+    assert after["provenance"]["draw_spread"]["command"].endswith("--only draw_spread --out " + str(tmp_path))
+    assert after["provenance"]["table1"] == before["provenance"]["table1"] and after["table1"] == before["table1"]
+    assert "| draw_spread |" in (tmp_path / "leastsquares.md").read_text()
