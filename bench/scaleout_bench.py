@@ -2,16 +2,17 @@
 
 **Mixing, in one process** (the model side, :mod:`streamlearn.mixing`): MNIST (the shipped split,
 pixels in [0, 1]), one pass in a seeded order, ``MulticlassSVM()`` at its defaults. ``N`` members
-take interleaved chunks of 500 rows (as a group's members take partitions). In synchronous rounds
-each member learns ``every`` rows of its share from the shared model, then every member's change
-is folded in member order, and all go on from the result. Reported, as test accuracy:
+take interleaved chunks of 500 rows (as a group's members take partitions) and mix as daemons do:
+a member learns ``every`` rows of its share from its base, publishes its change, folds every change
+published so far and goes on from the shared model. Two schedules: *in turn* (the members take
+turns) and *one late* (the last member starts once the others have learned their shares: a daemon
+slow to join, as seen on a loaded machine). Reported, as test accuracy:
 
 * *one learner*: the whole stream, one model;
-* *average*: the fold of :mod:`streamlearn.mixing` (each change, its step count included, at
-  weight 1/N: the average of the members' models);
-* *average, t summed*: the same, but the step counter ``t`` takes every member's steps in full
-  (the group's examples), and *sum*: the changes at weight 1 — the two alternatives the fold
-  was chosen against;
+* *share of examples*: the fold of :mod:`streamlearn.mixing` (a change at ``n / (n + c)``, ``c``
+  the examples folded since its base);
+* *1/N*: every change at ``1/N``, and *sum*: every change at weight 1 — the two alternatives the
+  fold was chosen against;
 * *unmixed*: N separate models, each on its share only (the mean of their accuracies).
 
 **Daemons on a broker** (``--only daemons``): the MNIST training rows ``--repeat`` times over (each
@@ -52,7 +53,9 @@ from bench.data import load
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 CHUNK = 500
 SEED = 7
-FOLDS = ("average", "average, t summed", "sum")
+#: the fold's weight for a change, by name: ``None`` is streamlearn's (its share of the examples learned beside it)
+FOLDS = {"share of examples": lambda members: None, "1/N": lambda members: 1 / members, "sum": lambda members: 1.0}
+SCHEDULES = ("in turn", "one late")
 
 
 def shares(n_rows: int, members: int) -> list[np.ndarray]:
@@ -61,31 +64,35 @@ def shares(n_rows: int, members: int) -> list[np.ndarray]:
     return [np.concatenate(chunks[i::members]) for i in range(members)]
 
 
-def fold(shared, change, members: int, how: str) -> None:
-    """Fold ``change`` into ``shared`` the way ``how`` (one of :data:`FOLDS`) says."""
-    shared.fold(change, members=1 if how == "sum" else members)
-    if how == "average, t summed":
-        shared.t += change["steps"] * (1 - 1 / members)
+def turns(parts: list, every: int, schedule: str) -> list[int]:
+    """The order in which members publish (one entry per change), by :data:`SCHEDULES`."""
+    rounds = max(-(-len(p) // every) for p in parts)
+    if schedule == "in turn":
+        return [i for _ in range(rounds) for i in range(len(parts))]
+    return [i for _ in range(rounds) for i in range(len(parts) - 1)] + [len(parts) - 1] * rounds
 
 
-def mixed(X, y, X_test, y_test, members: int, every: int, how: str) -> float:
-    """One pass of ``members`` members mixing every ``every`` rows of each share (test accuracy)."""
+def mixed(X, y, X_test, y_test, members: int, every: int, how: str, schedule: str) -> float:
+    """One pass of ``members`` members publishing every ``every`` rows of each share (test accuracy)."""
     from streamlearn import MulticlassSVM
     from streamlearn.mixing import MixState
 
     models = [MulticlassSVM() for _ in range(members)]
     shared = MixState.of(models[0])
-    parts = shares(X.shape[0], members)
-    for start in range(0, max(len(p) for p in parts), every):
-        base = shared.copy()
-        for model, part in zip(models, parts):
-            rows = part[start : start + every]
-            if len(rows):
-                model.learn_many(X[rows], y[rows])
-            fold(shared, base.change(model, examples=len(rows)), members, how)
-        for model in models:
-            shared.write_into(model)
-    return accuracy(models[0].predict_many(X_test), y_test)
+    bases = [shared.copy() for _ in models]
+    parts, done = shares(X.shape[0], members), [0] * members
+    for i in turns(parts, every, schedule):
+        rows = parts[i][done[i] : done[i] + every]
+        if not len(rows):
+            continue
+        done[i] += len(rows)
+        models[i].learn_many(X[rows], y[rows])
+        shared.fold(bases[i].change(models[i], examples=len(rows)), weight=FOLDS[how](members))
+        shared.write_into(models[i])
+        bases[i] = shared.copy()
+    final = MulticlassSVM()
+    shared.write_into(final)
+    return accuracy(final.predict_many(X_test), y_test)
 
 
 def unmixed(X, y, X_test, y_test, members: int) -> float:
@@ -150,7 +157,7 @@ def daemons(bootstrap: str, topic: str, ends: dict, members: int, every: int, sp
     shared, marks, scores = MixState.of(MulticlassSVM()), [total * k // 5 for k in range(1, 6)], []
     folded = 0
     for publication in accepted:  # the shared model as the group built it, scored every fifth of the stream
-        shared.fold(publication["change"], int(publication["members"]))
+        shared.fold(publication["change"])
         folded += int(publication["change"]["examples"])
         if marks and folded >= marks[0]:
             model = MulticlassSVM()
@@ -247,8 +254,9 @@ def main(argv=None) -> int:
         results.update({"rows": int(X.shape[0]), "one_learner": accuracy(one.predict_many(X_test), y_test), "by_members": {}})
         for members in members_grid:
             row = {"unmixed": unmixed(X, y, X_test, y_test, members)}
-            for how in FOLDS:
-                row[how] = {str(every): mixed(X, y, X_test, y_test, members, every, how) for every in intervals}
+            for schedule in SCHEDULES:
+                row[schedule] = {how: {str(every): mixed(X, y, X_test, y_test, members, every, how, schedule)
+                                       for every in intervals} for how in FOLDS}
             results["by_members"][str(members)] = row
             log(f"{members} members: {row}")
     if "daemons" in sections:
@@ -292,17 +300,19 @@ def _fmt(value, spec: str) -> str:
 
 
 def report_mixing(results: dict) -> list[str]:
-    intervals = list(next(iter(results["by_members"].values()))["average"])
+    intervals = list(next(iter(results["by_members"].values()))[SCHEDULES[0]]["1/N"])
     lines = ["# Scaling out", "", "## Mixing in one process", "",
              f"Commit {results['machine']['commit'][:10]}; `python -m bench.scaleout_bench` (protocol in its docstring). "
              f"MNIST, {results['rows']:,} training rows, one pass, `MulticlassSVM()`; test accuracy %. One learner on the "
              f"whole stream: **{100 * results['one_learner']:.2f}**.", "",
-             "| members | fold | " + " | ".join(f"change every {int(e):,} rows" for e in intervals) + " |",
-             "|---:|---|" + "---:|" * len(intervals)]
+             "| members | schedule | fold | " + " | ".join(f"change every {int(e):,} rows" for e in intervals) + " |",
+             "|---:|---|---|" + "---:|" * len(intervals)]
     for members, row in results["by_members"].items():
-        for how in FOLDS:
-            lines.append(f"| {members} | {how} | " + " | ".join(f"{100 * row[how][e]:.2f}" for e in intervals) + " |")
-        lines.append(f"| {members} | unmixed (mean of {members} models) | " + " | ".join(
+        for schedule in SCHEDULES:
+            for how in FOLDS:
+                lines.append(f"| {members} | {schedule} | {how} | "
+                             + " | ".join(f"{100 * row[schedule][how][e]:.2f}" for e in intervals) + " |")
+        lines.append(f"| {members} | | unmixed (mean of {members} models) | " + " | ".join(
             f"{100 * row['unmixed']:.2f}" for _ in intervals) + " |")
     return lines
 
@@ -324,9 +334,11 @@ def plot(results: dict, path) -> None:
     learned.set_title("accuracy against examples")
     learned.legend(fontsize=8)
     for members, row in results.get("by_members", {}).items():
-        intervals = [int(e) for e in row["average"]]
-        for how, style in zip(FOLDS, ("-o", "-.s", "--x")):
-            ax.plot(intervals, [100 * row[how][str(e)] for e in intervals], style, label=f"{members} members, {how}")
+        intervals = [int(e) for e in row[SCHEDULES[0]]["1/N"]]
+        for schedule in SCHEDULES:
+            for how, style in zip(FOLDS, ("-o", "-.s", "--x")):
+                ax.plot(intervals, [100 * row[schedule][how][str(e)] for e in intervals], style,
+                        label=f"{members} members, {schedule}, {how}")
         ax.axhline(100 * row["unmixed"], linestyle=":", color="grey")
     ax.axhline(100 * results["one_learner"], color="black", label="one learner")
     ax.set_xscale("log")

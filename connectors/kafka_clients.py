@@ -108,7 +108,7 @@ def group_sized_assignor():
     members the group has: the group's leader writes the count into each member's assignment,
     and the new class's ``group_size`` holds it after each rebalance (``None`` before the first).
     One class per consumer (``partition_assignment_strategy=[group_sized_assignor()]``): the
-    count is class state. Model mixing weighs each change by it (:class:`streamlearn.mixing.GroupMixer`)."""
+    count is class state. Each model change published for mixing records it (:mod:`connectors.mixlog`)."""
     from kafka.coordinator.assignors.abstract import ConsumerProtocolAssignment
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 

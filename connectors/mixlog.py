@@ -3,7 +3,7 @@ changes (:mod:`streamlearn.mixing`) and read everyone's, in one order — the to
 partition, so its order is the one every member folds in.
 
 A publication is a dict: ``member`` (a name), ``seq`` (the member's count of publications),
-``members`` (the group's size as the member saw it: the fold's ``N``), ``ranges`` (``{partition:
+``members`` (the group's size as the member saw it, for whoever reads the topic), ``ranges`` (``{partition:
 (start, end)}``, the input the change was learned from: :class:`streamlearn.mixing.Coverage`)
 and ``change`` (:meth:`streamlearn.mixing.MixState.change`), sent as msgpack with the checkpoints'
 encoding of arrays. ``streamlearn train ... --mix-topic TOPIC`` publishes and reads through it

@@ -7,24 +7,33 @@ since its base — and folds every member's changes, its own included, into the 
 (for a Kafka group: the order of the mixing topic), then learns on from the result. Every
 member that folds the same changes in the same order holds the same model.
 
-The fold, for a change of ``Δt`` steps published when the group had ``N`` members::
+The fold, for a change of ``n`` examples and ``Δt`` steps, at weight ``μ``::
 
-    W ← W + ΔW / N      S ← S + ΔS / N      Σc ← Σc + ΔΣc / N      t ← t + Δt / N
+    W ← W + μ ΔW      S ← S + μ ΔS      Σc ← Σc + μ ΔΣc      t ← t + μ Δt      examples ← examples + n
 
 * ``W``: the weights (MCID's ``scale · V``, materialised);
 * ``S`` and ``Σc``: the averaged iterate's running sum ``Σ_s c_s W_s`` and its normaliser
   ``Σ_s c_s`` (``c_s = s^average_power``), so the averaged model ``S / Σc`` is an average of
   the members' averaged models weighted like their sums;
-* ``t``: the step counter that sets ``η = 1/(λ t)``, averaged like the rest (kept fractional
+* ``t``: the step counter that sets ``η = 1/(λ t)``, folded like the rest (kept fractional
   here, rounded when written into a learner).
 
-When the ``N`` members each publish one change from the same base, the fold is the average
-of their models, step counters included: ``W = (1/N) Σ_i W_i``, ``t = (1/N) Σ_i t_i``
-(iterative parameter mixing; with every member contributing the same number of examples, that
-average is count-weighted). Every example's change enters the shared model exactly once, at
-weight ``1/N``. Summing ``t`` instead (the group's examples) shrinks the steps ``N`` times too
-fast for changes that are averaged, and adding the changes (weight 1) counts the base's decay
-and the members' early, large steps ``N`` times over: ``bench/results/scaleout.md``.
+The weight is the change's share of the examples it was learned *beside*::
+
+    μ = n / (n + c)
+
+where ``c`` is the examples of the changes folded into the shared model after this change's
+base was taken (the shared model's ``examples`` now minus its base's): changes that were learned
+at the same time from older models. A change whose base is the shared model as it stands
+(``c = 0``) is taken whole: a member learning alone, or the last member still reading, learns
+exactly as one learner. ``N`` members that publish ``n`` examples each in turn fold at ``1/N``
+each once the first round is in (each change follows the other ``N − 1`` members' latest): the
+count-weighted average of their models, their step counters included — iterative parameter
+mixing. This is the staleness-aware rule of asynchronous SGD (Zhang, Gupta, Lian & Liu 2016: the
+step divided by the staleness), with staleness counted in examples. Folding every change at
+``1/N`` instead learns a member's examples at ``1/N`` of their weight whenever the others have
+nothing to add (a member that starts late, or reads on alone at the end); adding the changes
+(weight 1) applies the members' shared corrections ``N`` times: ``bench/results/scaleout.md``.
 
 Which records a change holds is tracked by :class:`Coverage`: a change is folded only if it
 follows on from what the shared model already holds, so a record's change never enters twice
@@ -47,12 +56,12 @@ Changes are keyed by label and feature name, because members meet names in diffe
 >>> for name, label in (("w", "maybe"), ("z", "no"), ("w", "maybe")):   # other names, another order
 ...     b.learn_one({name: 1.0}, label)
 >>> changes = [shared.change(a, examples=3), shared.change(b, examples=3)]
->>> for change in changes:
-...     shared.fold(change, members=2)
+>>> [shared.fold(change) for change in changes]   # b learned beside a: half weight
+[1.0, 0.5]
 >>> for member in (a, b):
 ...     shared.write_into(member)
 >>> shared.examples, a.n_steps, [[m.predict_one({name: 1.0}) for name in "xzw"] for m in (a, b)]   # one model
-(6, 3, [['yes', 'no', 'maybe'], ['yes', 'no', 'maybe']])
+(6, 4, [['yes', 'no', 'maybe'], ['yes', 'no', 'maybe']])
 """
 
 from __future__ import annotations
@@ -119,8 +128,9 @@ class MixState:
         """What ``model`` learned since this state (its base), a plain dict that msgpack carries
         (:mod:`streamlearn.checkpoint`'s encoding): ``labels``, ``features`` (names), ``W`` and ``S``
         (``len(labels) × len(features)``, its weights minus this state's; ``S`` empty without an
-        averaged iterate), ``average_weight`` (the change of ``Σc``), ``steps`` (of ``t``) and
-        ``examples`` (how many it learned: counted by the caller, carried along)."""
+        averaged iterate), ``average_weight`` (the change of ``Σc``), ``steps`` (of ``t``),
+        ``examples`` (how many it learned: counted by the caller, carried along) and
+        ``base_examples`` (this state's examples: what the fold measures the change's staleness from)."""
         now = MixState.of(model)
         rows, cols = _positions(self.labels, now.labels), _positions(self.features, now.features)
         dW, dS = now.W.copy(), None if now.S is None else now.S.copy()
@@ -132,20 +142,26 @@ class MixState:
             dS[now_block] -= self.S[base_block]
         return {"labels": now.labels, "features": now.features, "W": dW, "S": dS if dS is not None else np.zeros((0, 0)),
                 "average_weight": now.average_weight - self.average_weight, "steps": now.t - self.t,
-                "examples": int(examples)}
+                "examples": int(examples), "base_examples": self.examples}
 
-    def fold(self, change: dict, members: int) -> None:
-        """Add one member's change, its steps included, at weight ``1/members``; its examples in full."""
-        if members < 1:
-            raise ValueError(f"members must be at least 1, got {members!r}")
+    def fold(self, change: dict, weight: float | None = None) -> float:
+        """Add one member's change, its steps included, at ``weight`` — by default its share
+        ``n / (n + c)`` of the examples learned beside it (see the module docstring) — and its
+        examples in full; the weight it took."""
+        if weight is None:
+            examples, beside = int(change["examples"]), max(0, self.examples - int(change["base_examples"]))
+            weight = examples / (examples + beside) if examples + beside else 1.0
+        if not 0.0 < weight <= 1.0:
+            raise ValueError(f"a change's weight must be in (0, 1], got {weight!r}")
         rows, cols = self._aligned(list(change["labels"]), list(change["features"]))
         block = np.ix_(rows, cols)
-        self.W[block] += np.asarray(change["W"], np.float64) / members
+        self.W[block] += weight * np.asarray(change["W"], np.float64)
         if self.S is not None:
-            self.S[block] += np.asarray(change["S"], np.float64) / members
-        self.average_weight += float(change["average_weight"]) / members
-        self.t += float(change["steps"]) / members
+            self.S[block] += weight * np.asarray(change["S"], np.float64)
+        self.average_weight += weight * float(change["average_weight"])
+        self.t += weight * float(change["steps"])
         self.examples += int(change["examples"])
+        return float(weight)
 
     def write_into(self, model) -> None:
         """Make ``model`` this state: its label and feature spaces, weights, averaged iterate
@@ -218,13 +234,13 @@ class Coverage:
 
 
 def fold_publications(state: MixState, coverage: Coverage, publications) -> list[bool]:
-    """Fold, in order, every publication (``ranges``, ``members``, ``change``: see
+    """Fold, in order, every publication (``ranges``, ``change``: see
     :mod:`connectors.mixlog`) that ``coverage`` accepts; which ones it accepted."""
     accepted = []
     for publication in publications:
         taken = coverage.accept(publication["ranges"])
         if taken:
-            state.fold(publication["change"], int(publication["members"]))
+            state.fold(publication["change"])
         accepted.append(taken)
     return accepted
 
@@ -246,8 +262,8 @@ class GroupMixer:
     checkpoint (:meth:`export` at a mix: the shared state, its coverage and how far the log is
     folded), folds the rest of the log and holds the newest mixed model. Exactly once, for the
     group: each input record lies in exactly one accepted change, whose effect enters the shared
-    model once (at weight ``1/N``); :attr:`by_member` counts the examples of the accepted changes
-    of each member, so their sum over the group is the number of records learned.
+    model once (at the change's weight ``μ``); :attr:`by_member` counts the examples of the
+    accepted changes of each member, so their sum over the group is the number of records learned.
     """
 
     def __init__(self, log, every: int, member: str, catch_up_seconds: float = 1.0):

@@ -1,6 +1,7 @@
 """Model mixing (streamlearn.mixing): the fold is the identity for one member, the average of
-the members' models for several from one base, keyed by names, and a mixed model learns on
-exactly as the model it was written from."""
+the members' models for several from one base at weight 1/N, each change weighted by its share of
+the examples learned beside it, keyed by names, and a mixed model learns on exactly as the model
+it was written from."""
 
 import copy
 
@@ -51,7 +52,7 @@ def test_one_member_mixing_changes_nothing_and_the_model_learns_on_as_before(cls
     base = MixState.of(model)
     model.learn_many(X[100:300], y[100:300])
     twin = copy.deepcopy(model)
-    base.fold(base.change(model, examples=200), members=1)
+    assert base.fold(base.change(model, examples=200)) == 1.0  # nothing learned beside it: taken whole
     base.write_into(model)
     for averaged in (False, True):
         np.testing.assert_allclose(model.weight_matrix(averaged), twin.weight_matrix(averaged), rtol=1e-12, atol=1e-12)
@@ -77,7 +78,7 @@ def test_changes_from_one_base_fold_into_the_average_of_the_members_models(membe
         models.append(model)
     shared = base.copy()
     for model in models:
-        shared.fold(base.change(model), members=members)
+        shared.fold(base.change(model), weight=1 / members)
     labels, features = shared.labels, shared.features
     for averaged, got in ((False, shared.W), (True, shared.S)):
         mean = sum(aligned(m, labels, features, averaged) for m in models) / members
@@ -102,7 +103,7 @@ def test_hashed_features_mix_by_column():
     b.learn_many(X[200:], y[200:])
     shared = base.copy()
     for model in (a, b):
-        shared.fold(base.change(model), members=2)
+        shared.fold(base.change(model), weight=0.5)
     assert shared.features == list(range(64))
     rows_b = [b.classes.index(label) for label in shared.labels]
     rows_a = [a.classes.index(label) for label in shared.labels]
@@ -117,8 +118,8 @@ def test_a_change_travels_through_msgpack():
     change = base.change(model, examples=200)
     travelled = unpack(pack(change))
     mixed, direct = base.copy(), base.copy()
-    mixed.fold(travelled, members=3)
-    direct.fold(change, members=3)
+    mixed.fold(travelled)
+    direct.fold(change)
     np.testing.assert_array_equal(mixed.W, direct.W)
     np.testing.assert_array_equal(mixed.S, direct.S)
     assert (mixed.t, mixed.examples, mixed.labels, mixed.features) == (direct.t, 200, direct.labels, direct.features)
@@ -136,10 +137,45 @@ def test_learners_that_cannot_mix_are_refused_with_the_reason(model, message):
         MixState.of(model)
 
 
-def test_members_must_be_positive():
+@pytest.mark.parametrize("weight", [0.0, -0.5, 1.5])
+def test_a_weight_outside_0_1_is_refused(weight):
     state = MixState.of(MulticlassSVM())
-    with pytest.raises(ValueError, match="members must be at least 1"):
-        state.fold(state.change(MulticlassSVM()), members=0)
+    with pytest.raises(ValueError, match="weight must be in"):
+        state.fold(state.change(MulticlassSVM()), weight=weight)
+
+
+def test_each_change_is_weighted_by_its_share_of_the_examples_learned_beside_it():
+    """Changes folded since a change's base were learned beside it: it takes n / (n + their
+    examples). Members publishing in turn settle at 1/N each after the first round; a member
+    left reading alone is taken whole, so it learns exactly as one learner would."""
+    X, y = dict_stream(2400, seed=6)
+    members = [MulticlassSVM(lam=1e-3) for _ in range(3)]
+    shared = MixState.of(members[0])
+    bases = [shared.copy() for _ in members]
+    weights, start = [], 0
+
+    def turn(i: int, n: int) -> float:
+        nonlocal start
+        members[i].learn_many(X[start : start + n], y[start : start + n])
+        start += n
+        weight = shared.fold(bases[i].change(members[i], examples=n))
+        shared.write_into(members[i])
+        bases[i] = shared.copy()
+        return weight
+
+    for _ in range(3):  # three rounds of three members taking turns, 200 examples each
+        weights.append([turn(i, 200) for i in range(3)])
+    assert weights[0] == pytest.approx([1, 1 / 2, 1 / 3]) and weights[1] == weights[2] == pytest.approx([1 / 3] * 3)
+    assert turn(1, 100) == pytest.approx(100 / (100 + 200))  # member 2 folded 200 since member 1's base
+    assert shared.examples == 1900
+    alone = MulticlassSVM(lam=1e-3)  # the last member reads on alone: each change whole, as one learner
+    shared.write_into(alone)
+    for _ in range(2):
+        assert turn(1, 200) == 1.0
+    alone.learn_many(X[1900:2300], y[1900:2300])
+    for averaged in (False, True):
+        np.testing.assert_allclose(aligned(members[1], alone.classes, alone._features.names, averaged),
+                                   aligned(alone, alone.classes, alone._features.names, averaged), rtol=1e-9, atol=1e-9)
 
 
 def test_coverage_tiles_each_partition_whatever_order_the_members_publish_in():
@@ -220,5 +256,5 @@ def test_members_folding_one_mixing_topic_hold_one_model(broker):
     assert states[0].examples == 300 and states[0].labels == states[1].labels
     direct = base.copy()
     for p in publications[:2]:
-        direct.fold(p["change"], members=2)
+        direct.fold(p["change"])
     np.testing.assert_array_equal(states[0].W, direct.W)  # the broker carried the changes bit for bit
