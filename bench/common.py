@@ -1,5 +1,5 @@
 """What the benchmarks share: provenance of a run, writing its results, Vowpal Wabbit's text
-format and command, accuracy. (Benchmarks import this, never each other.)"""
+format and command, accuracy, processes' CPU time. (Benchmarks import this, never each other.)"""
 
 from __future__ import annotations
 
@@ -38,6 +38,27 @@ def machine() -> dict:
     return {"commit": commit, "uncommitted_changes": bool(changed), "cpu": cpu, "cores": os.cpu_count(),
             "python": platform.python_version(), "versions": versions,
             "command": " ".join(["python -m", module, *sys.argv[1:]])}
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system, every thread) process ``pid`` has used; NaN once it is gone."""
+    try:
+        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def broker_pid(bootstrap: str) -> int | None:
+    """The process id of the Tansu broker listening on ``bootstrap`` (``None``: not found)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if f"tcp://{bootstrap}".encode() in cmdline and b"broker" in cmdline:
+            return int(pid)
+    return None
 
 
 def pyplot():

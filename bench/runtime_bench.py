@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-from bench.common import machine, pyplot
+from bench.common import broker_pid, cpu_seconds, machine, pyplot
 from bench.data import CACHE, load
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
@@ -146,16 +146,9 @@ def _wire_messages(X, y, wire: str) -> list:
 
 
 def _broker_cpu_seconds(bootstrap: str) -> float:
-    """CPU seconds (user + system) the Tansu process listening on ``bootstrap`` has used."""
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
-            if f"tcp://{bootstrap}".encode() in cmdline and b"broker" in cmdline:
-                fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except OSError:
-            continue
-    return float("nan")
+    """CPU seconds the Tansu process listening on ``bootstrap`` has used."""
+    pid = broker_pid(bootstrap)
+    return float("nan") if pid is None else cpu_seconds(pid)
 
 
 CLIENTS = ("kafka-python", "confluent")

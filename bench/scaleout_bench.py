@@ -15,24 +15,26 @@ slow to join, as seen on a loaded machine). Reported, as test accuracy:
   fold was chosen against;
 * *unmixed*: N separate models, each on its share only (the mean of their accuracies).
 
-**Daemons on a broker** (``--only daemons``): the MNIST training rows ``--repeat`` times over (each
+**Daemons on a broker** (``--only daemons``): the MNIST training rows ``--copies`` times over (each
 copy in the seeded order), as compact messages of 100 rows round robin over a 6-partition topic of
-a Tansu broker on loopback; then for each ``--mix-every`` given (2,000 and 10,000) 1, 2 and 3
-``streamlearn train --mix-topic ... --mix-every N`` daemons (``MulticlassSVM()``, no checkpoint directory) in a fresh consumer group each. The
+a Tansu broker on loopback; then, ``--repeats`` rounds, for each ``--mix-every`` given (2,000 and
+10,000) 1, 2 and 3 ``streamlearn train --mix-topic ... --mix-every N`` daemons (``MulticlassSVM()``,
+no checkpoint directory) in a fresh consumer group each, and one daemon without mixing. The
 benchmark reads the mixing topic as a member does and notes when each accepted change arrived:
 
 * *seconds to all*: from starting the daemons until the accepted changes cover every record
   (start-up and the group's first rebalance included);
-* *steady examples/s*: records covered between 25 % and 75 % of the stream, over that time;
+* *steady examples/s*: records covered between 25 % and 75 % of the stream, over that time, and
+  the cores the daemons, the broker and the reader kept busy meanwhile (CPU seconds per second);
 * *mixing share / bytes per change*: each daemon's time in mixing (publishing, reading, folding,
   writing the shared model) over its run, and the size of a published change;
 * test accuracy of the shared model as the changes are folded (every fifth of the stream), and
   one daemon without mixing on the same topic (its examples/s while records flowed) for reference.
 
 Two cores run the broker, the daemons and this reader here: the daemons' figures are this
-machine's, not a cluster's.
+machine's, not a cluster's; the cores busy say how much of the machine each setting used.
 
-    python -m bench.scaleout_bench            # both sections, about 10 minutes
+    python -m bench.scaleout_bench            # both sections, about 15 minutes
     python -m bench.scaleout_bench --quick    # the test suite's smoke run
 
 Writes ``bench/results/scaleout.{json,md,png}``.
@@ -42,12 +44,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
+import statistics
 import sys
 
 import numpy as np
 
-from bench.common import accuracy, machine, pyplot, save_results
+from bench.common import accuracy, broker_pid, cpu_seconds, machine, pyplot, save_results
 from bench.data import load
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
@@ -111,7 +115,7 @@ PARTITIONS = 6
 ROWS_PER_MESSAGE = 100
 
 
-def daemons(bootstrap: str, topic: str, ends: dict, members: int, every: int, split, workdir) -> dict:
+def daemons(bootstrap: str, topic: str, ends: dict, members: int, every: int, split, workdir, repeat: int = 0) -> dict:
     """Run ``members`` mixing daemons on ``topic`` and follow the mixing topic (see the module docstring)."""
     import json
     import subprocess
@@ -122,8 +126,9 @@ def daemons(bootstrap: str, topic: str, ends: dict, members: int, every: int, sp
     from streamlearn import MulticlassSVM
     from streamlearn.mixing import Coverage, MixState
 
-    group, total = f"mixing-{members}-{every}", sum(ends.values()) * ROWS_PER_MESSAGE
+    group, total = f"mixing-{members}-{every}-{repeat}", sum(ends.values()) * ROWS_PER_MESSAGE
     create_topic(bootstrap, f"{group}-mix", exist_ok=True)
+    broker = broker_pid(bootstrap)
     reader = MixLog(bootstrap, f"{group}-mix")
     started = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, "-m", "streamlearn", "train", f"kafka://{bootstrap}/{topic}?group={group}",
@@ -131,6 +136,12 @@ def daemons(bootstrap: str, topic: str, ends: dict, members: int, every: int, sp
                                "--dead-letter", str(workdir / f"{group}-{i}.jsonl")],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(members)]
     coverage, accepted, curve, next_offset, covered = Coverage(), [], [], 0, 0
+
+    def cpu() -> dict:  # CPU seconds so far of the daemons, the broker and this reader
+        return {"daemons": sum(cpu_seconds(proc.pid) for proc in procs), "broker": cpu_seconds(broker),
+                "reader": sum(os.times()[:2])}
+
+    marks = {}  # at a quarter and three quarters of the stream: the time and the CPU used
     try:
         while covered < total:
             if time.perf_counter() - started > 600:
@@ -144,6 +155,9 @@ def daemons(bootstrap: str, topic: str, ends: dict, members: int, every: int, sp
                     accepted.append(publication)
                     covered += int(publication["change"]["examples"])
                     curve.append((time.perf_counter() - started, covered))
+                    for share in (0.25, 0.75):
+                        if share not in marks and covered >= share * total:
+                            marks[share] = (curve[-1][0], cpu())
             next_offset = publications[-1][0] + 1 if publications else next_offset
             time.sleep(0.02)
     finally:
@@ -154,24 +168,26 @@ def daemons(bootstrap: str, topic: str, ends: dict, members: int, every: int, sp
         if proc.returncode != 0:
             raise RuntimeError(err[-2000:])
         summaries.append(json.loads(out.strip().splitlines()[-1]))
-    shared, marks, scores = MixState.of(MulticlassSVM()), [total * k // 5 for k in range(1, 6)], []
+    shared, fifths, scores = MixState.of(MulticlassSVM()), [total * k // 5 for k in range(1, 6)], []
     folded = 0
     for publication in accepted:  # the shared model as the group built it, scored every fifth of the stream
         shared.fold(publication["change"])
         folded += int(publication["change"]["examples"])
-        if marks and folded >= marks[0]:
+        if fifths and folded >= fifths[0]:
             model = MulticlassSVM()
             shared.write_into(model)
             scores.append((folded, accuracy(model.predict_many(split.X_test), split.y_test)))
-            marks = [m for m in marks if m > folded]
+            fifths = [m for m in fifths if m > folded]
 
     def when(share: float) -> tuple:
         return next((t, c) for t, c in curve if c >= share * total)
 
     (t1, c1), (t2, c2) = when(0.25), when(0.75)
     steady = (c2 - c1) / (t2 - t1) if t2 - t1 >= 0.5 else None  # a stream too short for a steady state: no figure
-    return {"daemons": members, "every": every, "records": total, "seconds_to_all": curve[-1][0],
-            "steady_examples_per_s": steady, "curve": curve, "accuracy_curve": scores,
+    (m1, cpu1), (m2, cpu2) = marks[0.25], marks[0.75]
+    cores_busy = {who: (cpu2[who] - cpu1[who]) / (m2 - m1) if m2 > m1 else None for who in cpu1}
+    return {"daemons": members, "every": every, "repeat": repeat, "records": total, "seconds_to_all": curve[-1][0],
+            "steady_examples_per_s": steady, "steady_cores_busy": cores_busy, "curve": curve, "accuracy_curve": scores,
             "accuracy": scores[-1][1],
             "learned_per_daemon": [s["learned"] for s in summaries],
             "mixing_share": [s["mixing"]["mix_seconds"] / s["elapsed_s"] for s in summaries],
@@ -180,12 +196,12 @@ def daemons(bootstrap: str, topic: str, ends: dict, members: int, every: int, sp
             "changes": len(accepted)}
 
 
-def alone(bootstrap: str, topic: str, split) -> dict:
+def alone(bootstrap: str, topic: str, group: str) -> dict:
     """One daemon without mixing on the whole topic: its examples/s while records flowed."""
     import json
     import subprocess
 
-    done = subprocess.run([sys.executable, "-m", "streamlearn", "train", f"kafka://{bootstrap}/{topic}?group=alone",
+    done = subprocess.run([sys.executable, "-m", "streamlearn", "train", f"kafka://{bootstrap}/{topic}?group={group}",
                            "--idle-timeout", "5", "--quiet", "--dead-letter", "/dev/null"], capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(done.stderr[-2000:])
@@ -193,7 +209,7 @@ def alone(bootstrap: str, topic: str, split) -> dict:
     return {"learned": summary["learned"], "examples_per_s": summary["learned"] / summary["data_seconds"]}
 
 
-def daemon_section(split, repeat: int, members_grid, intervals, log) -> dict:
+def daemon_section(split, copies: int, members_grid, intervals, repeats: int, log) -> dict:
     import tempfile
 
     from connectors.compact import encode_messages
@@ -202,23 +218,26 @@ def daemon_section(split, repeat: int, members_grid, intervals, log) -> dict:
     import scipy.sparse as sp
 
     order = np.random.default_rng(SEED).permutation(split.X_train.shape[0])
-    X = sp.vstack([sp.csr_matrix(split.X_train[order])] * repeat, format="csr")
-    y = np.tile(np.asarray(split.y_train, np.int64)[order], repeat)
+    X = sp.vstack([sp.csr_matrix(split.X_train[order])] * copies, format="csr")
+    y = np.tile(np.asarray(split.y_train, np.int64)[order], copies)
     messages = list(encode_messages(X, y, rows_per_message=ROWS_PER_MESSAGE))
     ends = {p: len(range(p, len(messages), PARTITIONS)) for p in range(PARTITIONS)}
-    out = {"records": int(X.shape[0]), "copies": repeat, "partitions": PARTITIONS, "runs": []}
+    out = {"records": int(X.shape[0]), "copies": copies, "partitions": PARTITIONS, "repeats": repeats, "runs": [],
+           "alone_runs": []}
     with local_broker() as bootstrap, tempfile.TemporaryDirectory() as workdir:
         create_topic(bootstrap, "stream", PARTITIONS)
         produce(bootstrap, "stream", messages, partitions=PARTITIONS)
-        out["alone"] = alone(bootstrap, "stream", split)
-        log(f"one daemon, no mixing: {out['alone']}")
-        for every in intervals:
-            for members in members_grid:
-                row = daemons(bootstrap, "stream", ends, members, every, split, pathlib.Path(workdir))
-                out["runs"].append(row)
-                log(f"{members} daemons, --mix-every {every}: {row['seconds_to_all']:.1f} s to all, "
-                    f"{_fmt(row['steady_examples_per_s'], ',.0f')} ex/s steady, accuracy {row['accuracy']:.4f}, "
-                    f"mixing share {row['mixing_share']}")
+        for repeat in range(repeats):  # rounds of every setting, so that a slow spell of the machine hits them alike
+            out["alone_runs"].append(alone(bootstrap, "stream", f"alone-{repeat}"))
+            log(f"one daemon, no mixing: {out['alone_runs'][-1]}")
+            for every in intervals:
+                for members in members_grid:
+                    row = daemons(bootstrap, "stream", ends, members, every, split, pathlib.Path(workdir), repeat)
+                    out["runs"].append(row)
+                    log(f"{members} daemons, --mix-every {every}: {row['seconds_to_all']:.1f} s to all, "
+                        f"{_fmt(row['steady_examples_per_s'], ',.0f')} ex/s steady, accuracy {row['accuracy']:.4f}, "
+                        f"cores busy {row['steady_cores_busy']}, mixing share {row['mixing_share']}")
+    out["alone"] = {"examples_per_s": statistics.median(r["examples_per_s"] for r in out["alone_runs"])}
     return out
 
 
@@ -228,7 +247,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(RESULTS), help="folder for scaleout.{json,md,png}")
     parser.add_argument("--only", choices=["mixing", "daemons"], action="append",
                         help="one section (repeatable; the other's results are kept from the existing file)")
-    parser.add_argument("--repeat", type=int, default=3, help="daemons: copies of the MNIST training rows in the topic")
+    parser.add_argument("--copies", type=int, default=10, help="daemons: copies of the MNIST training rows in the topic")
+    parser.add_argument("--repeats", type=int, default=3, help="daemons: runs of every setting (medians reported)")
     parser.add_argument("--mix-every", default="2000,10000", help="daemons: the --mix-every values to run (comma-separated)")
     args = parser.parse_args(argv)
     sections = args.only or ["mixing", "daemons"]
@@ -262,8 +282,9 @@ def main(argv=None) -> int:
     if "daemons" in sections:
         daemon_split = split if not args.quick else type(split)(split.name, split.X_train[:6000], split.y_train[:6000],
                                                                  split.X_test[:2000], split.y_test[:2000])
-        results["daemons"] = daemon_section(daemon_split, 1 if args.quick else args.repeat, (2,) if args.quick else (1, 2, 3),
-                                            (500,) if args.quick else [int(e) for e in args.mix_every.split(",")], log)
+        results["daemons"] = daemon_section(daemon_split, 1 if args.quick else args.copies, (2,) if args.quick else (1, 2, 3),
+                                            (500,) if args.quick else [int(e) for e in args.mix_every.split(",")],
+                                            1 if args.quick else args.repeats, log)
     print(save_results(args.out, "scaleout", results, report, plot))
     return 0
 
@@ -276,22 +297,42 @@ def report(results: dict) -> str:
 
 
 def report_daemons(section: dict) -> list[str]:
+    settings = sorted({(row["every"], row["daemons"]) for row in section["runs"]})
+
+    def median(every: int, daemons: int, value) -> float | None:
+        values = [value(row) for row in section["runs"] if (row["every"], row["daemons"]) == (every, daemons)]
+        values = [v for v in values if v is not None]
+        return statistics.median(values) if values else None
+
+    def rate(row):
+        return row["steady_examples_per_s"]
+
     lines = ["", "## Daemons on a broker", "",
              f"{section['records']:,} records ({section['copies']} cop{'y' if section['copies'] == 1 else 'ies'} of the "
-             f"MNIST training rows) on {section['partitions']} partitions; one daemon without mixing learns "
-             f"**{section['alone']['examples_per_s']:,.0f}** examples/s while records flow.", "",
-             "| `--mix-every` | daemons | seconds to all | steady examples/s | vs 1 mixing daemon | vs 1 daemon without mixing | "
-             "test accuracy % | mixing share of time | bytes per change | changes |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for row in section["runs"]:
-        one = next((r["steady_examples_per_s"] for r in section["runs"] if r["every"] == row["every"] and r["daemons"] == 1), None)
-        steady = row["steady_examples_per_s"]
-        ratio = f"{steady / one:.2f}x" if one and steady else "—"
-        alone = f"{steady / section['alone']['examples_per_s']:.2f}x" if steady else "—"
-        share = ", ".join(f"{100 * x:.1f} %" for x in row["mixing_share"])
-        lines.append(f"| {row['every']:,} | {row['daemons']} | {row['seconds_to_all']:.1f} | "
-                     f"{_fmt(steady, ',.0f')} | {ratio} | {alone} | "
-                     f"{100 * row['accuracy']:.2f} | {share} | {row['bytes_per_change']:,.0f} | {row['changes']} |")
+             f"MNIST training rows) on {section['partitions']} partitions; medians of {section.get('repeats', 1)} runs "
+             f"of each setting, in rounds (every run in `scaleout.json`). One daemon without mixing learns "
+             f"**{section['alone']['examples_per_s']:,.0f}** examples/s while records flow. *Cores busy*: CPU seconds "
+             "per second between a quarter and three quarters of the stream, of the daemons, the broker and the "
+             "benchmark's reader of the mixing topic (this machine has 2).", "",
+             "| `--mix-every` | daemons | seconds to all | steady examples/s (runs) | × 1 mixing daemon | "
+             "× 1 daemon without mixing | cores busy: daemons + broker + reader | test accuracy % | "
+             "mixing share of time | bytes per change | changes |",
+             "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
+    for every, daemons in settings:
+        steady, one = median(every, daemons, rate), median(every, 1, rate)
+        runs = ", ".join(_fmt(rate(r), ",.0f") for r in section["runs"] if (r["every"], r["daemons"]) == (every, daemons))
+        busy = {who: median(every, daemons, lambda r, who=who: (r.get("steady_cores_busy") or {}).get(who))
+                for who in ("daemons", "broker", "reader")}
+        busy_text = " + ".join(_fmt(busy[who], ".2f") for who in ("daemons", "broker", "reader"))
+        if all(v is not None for v in busy.values()):
+            busy_text += f" = {sum(busy.values()):.2f}"
+        share = median(every, daemons, lambda r: statistics.mean(r["mixing_share"]))
+        lines.append(f"| {every:,} | {daemons} | {median(every, daemons, lambda r: r['seconds_to_all']):.1f} | "
+                     f"{_fmt(steady, ',.0f')} ({runs}) | {_fmt(steady / one if steady and one else None, '.2f')} | "
+                     f"{_fmt(steady / section['alone']['examples_per_s'] if steady else None, '.2f')} | {busy_text} | "
+                     f"{100 * median(every, daemons, lambda r: r['accuracy']):.2f} | {100 * share:.1f} % | "
+                     f"{median(every, daemons, lambda r: r['bytes_per_change']):,.0f} | "
+                     f"{median(every, daemons, lambda r: r['changes']):.0f} |")
     return lines
 
 
@@ -322,6 +363,8 @@ def plot(results: dict, path) -> None:
 
     fig, (ax, flow, learned) = plt.subplots(1, 3, figsize=(18, 4))
     for row in results.get("daemons", {}).get("runs", []):
+        if row.get("repeat", 0):  # the first round of runs stands for the others
+            continue
         label = f"{row['daemons']} daemon(s), --mix-every {row['every']:,}"
         flow.plot([t for t, _ in row["curve"]], [c for _, c in row["curve"]], "-", label=label)
         learned.plot([n for n, _ in row["accuracy_curve"]], [100 * a for _, a in row["accuracy_curve"]], "-o", label=label)
