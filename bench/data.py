@@ -99,7 +99,23 @@ def _usps() -> Split:
     return Split("usps", X_tr, y_tr, X_te.astype(np.float64).tocsr(), y_te.astype(np.int64))
 
 
-LOADERS = {"news20": _news20, "sector": _sector, "mnist": _mnist, "letter": _letter, "usps": _usps}
+def wordnet_part(part: str) -> tuple[sp.csr_matrix, np.ndarray]:
+    """WordNet hypernyms (10,087 classes), ``part`` "train" or "test", in file order."""
+    from connectors.libsvm import read_libsvm
+
+    X, y = read_libsvm(DATASETS / f"wordnet-hypernym.{part}.bz2")
+    return X.astype(np.float64), np.asarray(y, np.int64)
+
+
+def _wordnet() -> Split:
+    (X_tr, y_tr), (X_te, y_te) = wordnet_part("train"), wordnet_part("test")
+    width = max(X_tr.shape[1], X_te.shape[1])
+    X_tr, X_te = (sp.csr_matrix(X, shape=(X.shape[0], width)) for X in (X_tr, X_te))
+    X_tr, y_tr = _shuffled(X_tr, y_tr)
+    return Split("wordnet", X_tr, y_tr, X_te, y_te)
+
+
+LOADERS = {"news20": _news20, "sector": _sector, "mnist": _mnist, "letter": _letter, "usps": _usps, "wordnet": _wordnet}
 
 
 def load(name: str) -> Split:

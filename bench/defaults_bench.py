@@ -2,16 +2,22 @@
 learners' defaults, and how those defaults do against each data set's own tuned configuration and
 Vowpal Wabbit's default ``--oaa``, one pass.
 
-    python -m bench.defaults_bench            # about 10 minutes on 2 cores
+    python -m bench.defaults_bench            # about 40 minutes on 2 cores
+    python -m bench.defaults_bench --learners ExtremeSVM   # one learner, merged into the existing results
     python -m bench.defaults_bench --quick    # two data sets cut to 3,000 rows, a small grid: the test suite's smoke run
 
 Writes ``bench/results/defaults.{json,md,png}``.
 
-**Protocol.** Data sets: every classification set of ``../shared/datasets`` that a dense-weight
-learner takes (news20, sector, MNIST, USPS, letter; WordNet's 10,087 classes belong to
-ExtremeSVM). Each is split as in :mod:`bench.data`; its *validation* split is the last 20 % of the
-shuffled training part. One pass in a seeded random order, batches of 1,000 rows. Candidates: λ ∈
-{1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3} (half decades) × averaging (none, plain, power 2) × projection (off, on). A candidate's
+**Protocol.** Data sets: every classification set of ``../shared/datasets`` that the learner
+takes — news20, sector, MNIST, USPS, letter for the dense-weight learners; those and WordNet's
+10,087 classes for ExtremeSVM; the dense ones (MNIST, USPS, letter) for GeneralizedLeastSquares,
+whose ``d × d`` statistics hold a few thousand features. Each is split as in :mod:`bench.data`;
+its *validation* split is the last 20 % of the shuffled training part. One pass in a seeded random
+order, batches of 1,000 rows, then ``flush()``. Candidates (:func:`candidates`): for the MCID
+learners λ ∈ {1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3} (half decades) × averaging (none, plain,
+power 2) × projection (off, on); for ExtremeSVM the same λ × averaging (none, power 2, power 3) ×
+step (Pegasos' 1/(λt), or 002's η₀/(1 + decay·t) at the values its WordNet validation chose); for
+GeneralizedLeastSquares link × ridge × mini-batch size. A candidate's
 *regret* on a data set is the best validation accuracy of any candidate there minus its own. The
 default is the candidate with the smallest mean regret over the data sets (ties: the smaller
 worst regret). Leave-one-data-set-out: for each data set, the same choice made without it — its
@@ -38,11 +44,17 @@ from bench.data import load
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 DATASETS = ["news20", "sector", "mnist", "usps", "letter"]
-#: the MCID learners (000), which share one set of parameters, and MulticlassPGS (003's dual averaging)
-LEARNERS = ["MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptron", "OneVsRestPegasos",
-            "OneVsRestLogisticRegression", "MulticlassPGS"]
+DENSE = ["mnist", "usps", "letter"]
+#: the MCID learners (000), which share one set of parameters and take lam="auto"
+MCID = ["MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptron", "OneVsRestPegasos",
+        "OneVsRestLogisticRegression"]
+#: every learner of the protocol and the data sets it is chosen on
+LEARNERS = {**{name: DATASETS for name in MCID}, "MulticlassPGS": DATASETS, "ExtremeSVM": DATASETS + ["wordnet"],
+            "GeneralizedLeastSquares": DENSE}
 #: each learner's configuration before this protocol (the *old default* column)
-OLD_DEFAULTS = {"MulticlassPGS": {"sigma": 1e-4, "iterate": "last"}}
+OLD_DEFAULTS = {"MulticlassPGS": {"sigma": 1e-4, "iterate": "last"},
+                "ExtremeSVM": {"lam": 1e-5, "average": True, "average_power": 3.0},
+                "GeneralizedLeastSquares": {"link": "softmax", "ridge": 1e-6, "batch_size": 32}}
 OLD_MCID_DEFAULT = {"lam": 1e-4, "average": False, "project": False}
 AVERAGES = {"last": {"average": False}, "average": {"average": True, "average_power": 0.0},
             "average^2": {"average": True, "average_power": 2.0}}
@@ -50,11 +62,26 @@ SEED = 7
 QUICK_ROWS = 3000  # training rows per data set in the smoke run (--quick)
 
 
+#: ExtremeSVM's step: Pegasos' 1/(λt), or 002's schedule (Table 4) at the values memoir_bench's WordNet validation chose
+STEPS = {"pegasos": {}, "002": {"eta0": 3.0, "eta_decay": 1e-4}}
+EXTREME_AVERAGES = {"last": {"average": False}, "average^2": {"average": True, "average_power": 2.0},
+                    "average^3": {"average": True, "average_power": 3.0}}
+
+
 def candidates(learner: str, quick: bool) -> list[dict]:
     if learner == "MulticlassPGS":  # σ of 003's Eq. 7, and its iterate (Fig. 1 line 9; "random" is a device of the proof)
         sigmas = (1e-5, 1e-4) if quick else (1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
         return [{"sigma": sigma, "iterate": iterate} for sigma in sigmas for iterate in ("last", "average")]
+    if learner == "GeneralizedLeastSquares":  # Alg. 1's link, the relative ridge on Σ̂, examples per step
+        if quick:
+            return [{"link": link, "ridge": 1e-6, "batch_size": 32} for link in ("softmax", "identity")]
+        return [{"link": link, "ridge": ridge, "batch_size": batch} for link in ("softmax", "identity")
+                for ridge in (1e-6, 1e-3, 1e-1) for batch in (32, 256)]
     lambdas = (1e-5, 1e-4) if quick else (1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3)
+    if learner == "ExtremeSVM":
+        steps = ("pegasos",) if quick else tuple(STEPS)
+        return [{"lam": lam, **average, **STEPS[step]} for lam in lambdas for average in EXTREME_AVERAGES.values()
+                for step in steps]
     return [{"lam": lam, **average, "project": project}
             for lam in lambdas for average in AVERAGES.values() for project in (False, True)]
 
@@ -65,6 +92,7 @@ def one_pass(cls, params: dict, X, y, X_test, y_test) -> float:
     X, y = X[order], y[order]
     for start in range(0, X.shape[0], 1000):
         model.learn_many(X[start : start + 1000], y[start : start + 1000])
+    model.flush()  # the rows still waiting for a full mini-batch
     return accuracy(model.predict_many(X_test), y_test)
 
 
@@ -111,58 +139,77 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--jobs", type=int, default=2, help="processes running (learner, data set) cells at once")
+    parser.add_argument("--learners", help="only these learners (comma-separated), merged into the existing results")
     parser.add_argument("--output", default=str(RESULTS), help="folder for defaults.{json,md,png}")
     args = parser.parse_args(argv)
     from concurrent.futures import ProcessPoolExecutor
 
-    datasets = ["usps", "letter"] if args.quick else DATASETS
-    learners = ["MulticlassSVM", "MulticlassPGS"] if args.quick else LEARNERS
-    results = {"machine": machine(), "datasets": datasets, "learners": {}, "vw": {}}
+    if args.quick:
+        learners = {name: ["usps", "letter"] for name in ("MulticlassSVM", "MulticlassPGS", "ExtremeSVM", "GeneralizedLeastSquares")}
+    else:
+        names = args.learners.split(",") if args.learners else list(LEARNERS)
+        unknown = set(names) - set(LEARNERS)
+        if unknown:
+            parser.error(f"unknown learners {sorted(unknown)}; the protocol's: {', '.join(LEARNERS)}")
+        learners = {name: LEARNERS[name] for name in names}
+    path = pathlib.Path(args.output) / "defaults.json"
+    results = json.loads(path.read_text()) if args.learners and path.exists() else {"learners": {}, "vw": {}}
+    results.setdefault("provenance", {})
+    for learner in results["learners"]:  # learners of an earlier run keep the provenance of that run
+        results["provenance"].setdefault(learner, results["machine"])
     rows = QUICK_ROWS if args.quick else None
-    for name in datasets:
+    for name in sorted({n for sets in learners.values() for n in sets} - set(results["vw"])):
         split = dataset(name, rows)
         results["vw"][name] = vw_oaa(split.X_train, split.y_train, split.X_test, split.y_test)["accuracy"]
         print(f"{name}: vw --oaa {results['vw'][name]:.4f}", file=sys.stderr, flush=True)
     with ProcessPoolExecutor(args.jobs) as pool:
-        cells = {(learner, name): pool.submit(cell, learner, name, candidates(learner, args.quick), rows) for learner in learners for name in datasets}
+        cells = {(learner, name): pool.submit(cell, learner, name, candidates(learner, args.quick), rows)
+                 for learner, sets in learners.items() for name in sets}
         validation, test = {learner: {} for learner in learners}, {learner: {} for learner in learners}
         for (learner, name), future in cells.items():
             validation[learner][name], test[learner][name] = future.result()
             print(f"{learner} {name}: done", file=sys.stderr, flush=True)
-        defaults = {learner: choose(validation[learner], datasets) for learner in learners}
-        autos = {learner: key({**json.loads(defaults[learner]), "lam": "auto"}) for learner in learners
-                 if "lam" in json.loads(defaults[learner])}
+        defaults = {learner: choose(validation[learner], sets) for learner, sets in learners.items()}
+        autos = {learner: key({**json.loads(defaults[learner]), "lam": "auto"}) for learner in learners if learner in MCID}
         auto_runs = {(learner, name): pool.submit(auto_cell, learner, name, json.loads(autos[learner]), rows)
-                     for learner in autos for name in datasets}
+                     for learner in autos for name in learners[learner]}
         for (learner, name), future in auto_runs.items():
             test[learner][name][autos[learner]] = future.result()
-    for learner in learners:
+    run = machine()
+    for learner, sets in learners.items():
         default, auto = defaults[learner], autos.get(learner)
-        rows = {}
-        for name in datasets:
-            held_out = choose(validation[learner], [n for n in datasets if n != name])
+        table = {}
+        for name in sets:
+            held_out = choose(validation[learner], [n for n in sets if n != name])
             tuned = max(validation[learner][name], key=validation[learner][name].get)
             scores = test[learner][name]
-            rows[name] = {"default": scores[default], "leave_one_out": scores[held_out], "leave_one_out_choice": held_out,
-                          "tuned": scores[tuned], "tuned_choice": tuned, "current_default": scores.get(key(
-                              OLD_DEFAULTS.get(learner, OLD_MCID_DEFAULT))), "auto": scores.get(auto)}
-        results["learners"][learner] = {"default": default, "rows": rows, "validation": validation[learner],
+            table[name] = {"default": scores[default], "leave_one_out": scores[held_out], "leave_one_out_choice": held_out,
+                           "tuned": scores[tuned], "tuned_choice": tuned, "current_default": scores.get(key(
+                               OLD_DEFAULTS.get(learner, OLD_MCID_DEFAULT))), "auto": scores.get(auto)}
+        results["learners"][learner] = {"default": default, "rows": table, "validation": validation[learner],
                                         "test": test[learner]}
+        results["provenance"][learner] = run
+    results["machine"] = run
     print(save_results(args.output, "defaults", results, report, plot))
     return 0
 
 
 def report(results: dict) -> str:
     lines = ["# Defaults chosen across data sets (one pass)", "",
-             f"Commit {results['machine']['commit'][:10]}; `python -m bench.defaults_bench` (protocol in its docstring). "
+             "`python -m bench.defaults_bench` (protocol in its docstring). "
              "Test accuracy %, one pass. *default*: the configuration with the smallest mean validation regret over "
              "every data set; *leave one out*: the same choice made without the row's data set; *tuned*: the row's own "
-             "best on validation; *old default*: λ = 1e-4, last iterate, no projection (MulticlassPGS: σ = 1e-4, last "
-             "iterate); *lam=\"auto\"* (MCID learners): the default's "
+             "best on validation; *old default*: the learner's configuration before this protocol (MCID: λ = 1e-4, last "
+             "iterate, no projection; MulticlassPGS: σ = 1e-4, last iterate; ExtremeSVM: λ = 1e-5, averaged with power 3, "
+             "Pegasos' step; GeneralizedLeastSquares: softmax link, ridge 1e-6, batches of 32); *lam=\"auto\"* (MCID "
+             "learners): the default's "
              "settings with the grid's four decades of λ learned at once and the best by progressive accuracy predicting "
              "(4x the compute; no validation split).", ""]
     for learner, block in results["learners"].items():
+        run = results.get("provenance", {}).get(learner, results["machine"])
         lines += [f"## {learner}: default `{block['default']}`", "",
+                  f"Commit {run['commit'][:10]}{' (uncommitted changes)' if run.get('uncommitted_changes') else ''}, "
+                  f"`{run['command']}`.", "",
                   "| data set | default | leave one out | tuned | old default | vw --oaa | default − tuned | default − vw "
                   "| lam=\"auto\" | auto − tuned | auto − vw |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -198,7 +245,8 @@ def plot(results: dict, path) -> None:
                 ("vw --oaa", [results["vw"][n] for n in names]))):
             ax.bar(x + 0.16 * offset - 0.32, 100 * np.array(values), 0.16, label=label)
         ax.set_xticks(x, names)
-        ax.set_ylim(50, 100)
+        lowest = min(min(block["rows"][n]["default"], results["vw"][n]) for n in names)
+        ax.set_ylim(max(0, 100 * lowest - 20), 100)
         ax.set_ylabel("test accuracy %, one pass")
         ax.set_title(learner)
         ax.legend(fontsize=8)

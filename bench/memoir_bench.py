@@ -49,8 +49,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from bench.common import machine, pyplot
+from bench.data import DATASETS, wordnet_part
 
-DATASETS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "datasets"
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 N_CLASSES = 10_087
 GRID = [{"lam": lam, "average": True, "average_power": power, "fallback": fallback}
@@ -69,24 +69,17 @@ def peak_rss_gb(children: bool = False) -> float:
     return usage.ru_maxrss / 1e6  # kilobytes on Linux
 
 
-def wordnet(part: str) -> tuple[sp.csr_matrix, np.ndarray]:
-    from connectors.libsvm import read_libsvm
-
-    X, y = read_libsvm(DATASETS / f"wordnet-hypernym.{part}.bz2")
-    return X.astype(np.float64), np.asarray(y, np.int64)
-
-
 def data(split: str, rows: int | None = None):
     """(X_train, y_train, X_test, y_test): ``"test"`` the files, ``"validation"`` the first 90 %
     of the training file against its last 10 %; ``rows``: only the first rows of each (``--quick``)."""
     if rows:
         X, y, X_test, y_test = data(split)
         return X[:rows], y[:rows], X_test[: rows // 4], y_test[: rows // 4]
-    X, y = wordnet("train")
+    X, y = wordnet_part("train")
     if split == "validation":
         cut = int(0.9 * X.shape[0])
         return X[:cut], y[:cut], X[cut:], y[cut:]
-    X_test, y_test = wordnet("test")
+    X_test, y_test = wordnet_part("test")
     width = max(X.shape[1], X_test.shape[1])
     return X, y, sp.csr_matrix(X_test, shape=(X_test.shape[0], width)) if X_test.shape[1] < width else X_test, y_test
 
