@@ -102,6 +102,21 @@ def test_a_broker_away_past_the_timeout_ends_the_daemon_with_code_1_after_a_fina
     assert_same_state(payload["learner"], train_reference_records(recs, lam=0.01).export_state())
 
 
+def _broker_holding(topic: str, recs: list):
+    """A broker of its own (to stop or kill) holding ``topic`` with ``recs``."""
+    from connectors.localbroker import LocalBroker, create_topic, produce
+
+    broker = LocalBroker()
+    broker.start()
+    try:
+        create_topic(broker.bootstrap, topic)
+        produce(broker.bootstrap, topic, _messages(recs))
+    except BaseException:
+        broker.stop(crash=True)
+        raise
+    return broker
+
+
 @pytest.mark.kafka
 def test_a_commit_left_waiting_on_a_broker_that_died_does_not_stop_the_polls(monkeypatch):
     """A broker killed while it holds a commit unanswered: the commit is given up after its
@@ -112,14 +127,10 @@ def test_a_commit_left_waiting_on_a_broker_that_died_does_not_stop_the_polls(mon
     import threading
 
     from connectors.kafka_clients import CommitFailed, ConfluentClient
-    from connectors.localbroker import LocalBroker, create_topic, produce
 
     pytest.importorskip("confluent_kafka")
-    broker = LocalBroker()
-    broker.start()
+    broker = _broker_holding("held", records(200, seed=23))
     try:
-        create_topic(broker.bootstrap, "held")
-        produce(broker.bootstrap, "held", _messages(records(200, seed=23)))
         client = ConfluentClient(broker.bootstrap, "g", "held", {})
         client.assign({0: 0})
         deadline = time.monotonic() + 20
@@ -148,13 +159,9 @@ def test_a_call_waiting_for_a_broker_that_died_reports_the_outage_and_ends_at_th
     from connectors.files import SourceUnavailable
     from connectors.kafka import BrokerWatch
     from connectors.kafka_clients import KafkaPythonClient
-    from connectors.localbroker import LocalBroker, create_topic, produce
 
-    broker = LocalBroker()
-    broker.start()
+    broker = _broker_holding("watched", records(100, seed=24))
     try:
-        create_topic(broker.bootstrap, "watched")
-        produce(broker.bootstrap, "watched", _messages(records(100, seed=24)))
         client = KafkaPythonClient(broker.bootstrap, "g", "watched", {})
         client.assign({0: 0})
     finally:
