@@ -22,7 +22,8 @@ GeneralizedLeastSquares link × ridge × mini-batch size. A candidate's
 default is the candidate with the smallest mean regret over the data sets (ties: the smaller
 worst regret). Leave-one-data-set-out: for each data set, the same choice made without it — its
 test accuracy is what a user gets on data the defaults were not chosen on. *Tuned* is each data
-set's own best candidate on validation. Test accuracies are reported, never used to choose.
+set's own best candidate on validation. Vowpal Wabbit runs ``--oaa K`` at its defaults, with ``-b 28`` on
+WordNet (10,087 classes in its default 2^18 weights collide: 1.03 %). Test accuracies are reported, never used to choose.
 
 The candidates are fixed λ values, each one model's cost. ``lam="auto"`` (the four decades of the
 grid learned at once, the best by progressive accuracy predicting) is measured beside them with the
@@ -59,6 +60,8 @@ OLD_MCID_DEFAULT = {"lam": 1e-4, "average": False, "project": False}
 AVERAGES = {"last": {"average": False}, "average": {"average": True, "average_power": 0.0},
             "average^2": {"average": True, "average_power": 2.0}}
 SEED = 7
+#: VW's defaults but for the hash table: --oaa 10087 in the default 2^18 weights collides (1.03 % on WordNet)
+VW_ARGS = {"wordnet": ("-b", "28")}
 QUICK_ROWS = 3000  # training rows per data set in the smoke run (--quick)
 
 
@@ -160,7 +163,7 @@ def main(argv=None) -> int:
     rows = QUICK_ROWS if args.quick else None
     for name in sorted({n for sets in learners.values() for n in sets} - set(results["vw"])):
         split = dataset(name, rows)
-        results["vw"][name] = vw_oaa(split.X_train, split.y_train, split.X_test, split.y_test)["accuracy"]
+        results["vw"][name] = vw_oaa(split.X_train, split.y_train, split.X_test, split.y_test, VW_ARGS.get(name, ()))["accuracy"]
         print(f"{name}: vw --oaa {results['vw'][name]:.4f}", file=sys.stderr, flush=True)
     with ProcessPoolExecutor(args.jobs) as pool:
         cells = {(learner, name): pool.submit(cell, learner, name, candidates(learner, args.quick), rows)
