@@ -56,7 +56,7 @@ LEARNERS = {**{name: DATASETS for name in MCID}, "MulticlassPGS": DATASETS, "Ext
             "GeneralizedLeastSquares": DENSE}
 #: each learner's configuration before this protocol (the *old default* column)
 OLD_DEFAULTS = {"MulticlassPGS": {"sigma": 1e-4, "iterate": "last"},
-                "ExtremeSVM": {"lam": 1e-5, "average": True, "average_power": 3.0},
+                "ExtremeSVM": {"lam": 1e-5, "average": True, "average_power": 3.0, "eta0": "pegasos"},
                 "GeneralizedLeastSquares": {"link": "softmax", "ridge": 1e-6, "batch_size": 32}}
 OLD_MCID_DEFAULT = {"lam": 1e-4, "average": False, "project": False}
 AVERAGES = {"last": {"average": False}, "average": {"average": True, "average_power": 0.0},
@@ -68,7 +68,7 @@ QUICK_ROWS = 3000  # training rows per data set in the smoke run (--quick)
 
 
 #: ExtremeSVM's step: Pegasos' 1/(λt), or 002's schedule (Table 4) at the values memoir_bench's WordNet validation chose
-STEPS = {"pegasos": {}, "002": {"eta0": 3.0, "eta_decay": 1e-4}}
+STEPS = {"pegasos": {"eta0": "pegasos"}, "002": {"eta0": 3.0, "eta_decay": 1e-4}}
 EXTREME_AVERAGES = {"last": {"average": False}, "average^2": {"average": True, "average_power": 2.0},
                     "average^3": {"average": True, "average_power": 3.0}}
 

@@ -53,7 +53,7 @@ from bench.data import DATASETS, wordnet_part
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 N_CLASSES = 10_087
-GRID = [{"lam": lam, "average": True, "average_power": power, "fallback": fallback}
+GRID = [{"lam": lam, "average": True, "average_power": power, "fallback": fallback, "eta0": "pegasos"}
         for lam in (3e-6, 1e-5, 3e-5) for power in (2.0, 3.0) for fallback in ("lowest", "random")]
 #: 002's step schedule η = eta0 / (1 + eta_decay t) in place of Pegasos' 1/(λt) (its Table 4)
 GRID += [{"lam": 1e-5, "average": True, "average_power": power, "fallback": "lowest", "eta0": eta0, "eta_decay": decay}
@@ -348,7 +348,7 @@ def main(argv=None) -> int:
         table["MulticlassSVM (dense), 1 pass"] = one({"kind": "ours", "split": "test", "learner": "MulticlassSVM",
                                                       "params": {"lam": chosen["lam"], "average": False}})
         table["ExtremeSVM exact, 1 pass, as MulticlassSVM"] = one(
-            {"kind": "ours", "split": "test", "params": {"lam": chosen["lam"], "average": False}})
+            {"kind": "ours", "split": "test", "params": {"lam": chosen["lam"], "average": False, "eta0": "pegasos"}})
         table["Vowpal Wabbit --oaa -b 28, 1 pass"] = one({"kind": "vw", "args": ["--oaa", str(N_CLASSES), "-b", "28"]})
         table["Vowpal Wabbit --log_multi, 1 pass"] = one({"kind": "vw", "args": ["--log_multi", str(N_CLASSES)]})
         table["napkinXC PLT (batch)"] = one({"kind": "napkinxc", "model": "plt"})
@@ -381,7 +381,7 @@ def main(argv=None) -> int:
             for oracle in ("exact", "lsh") if args.quick else ("exact", "graph", "lsh"):
                 for classes in (1_000, 10_000) if args.quick else (1_000, 10_000, 100_000):
                     params = {"lam": 1e-5, "average": True, "average_power": 3.0, "fallback": "random", "oracle": oracle,
-                              "seed": 0}
+                              "seed": 0, "eta0": "pegasos"}
                     row = one({"kind": "scaling", "n": 12_000 if args.quick else args.scaling_examples,
                                "classes": classes, "params": params})
                     runs.setdefault(f"{oracle} {classes}", []).append({"oracle": oracle, "classes": classes, **row})

@@ -217,7 +217,9 @@ class GeneralizedLeastSquares(_DenseLeastSquares):
     batch_size
         Examples per stream step (a step factors a ``d × d`` matrix: O(d³)).
     ridge
-        Relative ridge added to ``Σ̂`` before it is factored.
+        Relative ridge added to ``Σ̂`` before it is factored. The default, 1, is the defaults
+        protocol's winner for one pass over a stream (``bench/results/defaults.md``); 004's
+        parameter-free batch fit takes the least ridge that keeps ``Σ̂`` invertible (1e-6).
     max_features
         Most features the dense model takes.
     standardize
@@ -243,7 +245,7 @@ class GeneralizedLeastSquares(_DenseLeastSquares):
     'x'
     """
 
-    def __init__(self, link: str = "softmax", batch_size: int = 32, ridge: float = 1e-6, max_features: int = 4096,
+    def __init__(self, link: str = "softmax", batch_size: int = 32, ridge: float = 1.0, max_features: int = 4096,
                  seed: int | None = None, standardize: bool = False):
         self.link, self.batch_size, self.ridge, self.max_features, self.seed = link, batch_size, ridge, max_features, seed
         self.standardize = standardize

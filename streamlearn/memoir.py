@@ -5,10 +5,12 @@ Classification with Inexact Margin* (``../shared/papers/002_d116c1700f27e6e6.txt
 the most violating class ``r = argmax_{k≠y} ⟨w_k, x⟩`` comes from a maximum-inner-product
 oracle (:mod:`streamlearn.mips`) instead of a scan over all ``K`` rows:
 
-* ``penalty="l2"`` — 002 Alg. 1 (MEMOIR-ℓ2): ``W ← (1 − 1/t) W``, the sub-gradient step
-  ``η = 1/(λ t r)`` on the violated pairs, optionally the projection onto ``‖W‖ ≤ 1/√λ``;
-  the MCID step of :class:`~streamlearn.MulticlassSVM` (000 Alg. 3) exactly, with the exact
-  oracle;
+* ``penalty="l2"`` — 002 Alg. 1 (MEMOIR-ℓ2): ``W ← (1 − λη) W`` and the sub-gradient step
+  ``η`` on the violated pairs, optionally the projection onto ``‖W‖ ≤ 1/√λ``. By default ``η``
+  follows 002's schedule ``eta0 / (1 + eta_decay t)`` (its Table 4) at ``3 / (1 + 1e-4 t)``,
+  the configuration that won across six data sets (``bench/results/defaults.md``); with
+  ``eta0="pegasos"`` it is Pegasos' ``1/(λ t)``: the MCID step of
+  :class:`~streamlearn.MulticlassSVM` (000 Alg. 3) exactly, with the exact oracle;
 * ``penalty="l1"`` — 002 Alg. 2 (MEMOIR-ℓ1): truncated sub-gradient descent, step
   ``η_t = eta0 / (1 + eta_decay t)``, the rows the mini-batch touched soft-thresholded
   (Eq. 13): a sparse model;
@@ -191,7 +193,8 @@ class ExtremeSVM(StreamClassifier):
     Parameters
     ----------
     lam
-        λ of ``λ/2 ‖W‖²`` (l2) or ``λ/2 ‖W‖₁`` (l1).
+        λ of ``λ/2 ‖W‖²`` (l2) or ``λ/2 ‖W‖₁`` (l1). The default, 1e-6 with l2's default step,
+        is the defaults protocol's winner (``bench/results/defaults.md``).
     penalty
         ``"l2"`` (002 Alg. 1) or ``"l1"`` (Alg. 2: truncation, a sparse model).
     oracle
@@ -207,7 +210,9 @@ class ExtremeSVM(StreamClassifier):
         are re-ranked with the current weights).
     predict_exact
         Predict by an exact scan (002: "class prediction ... using exact MIPS computation",
-        cheap on sparse rows); ``False``: through the oracle's candidates, re-ranked.
+        cheap on sparse rows); ``False``: through the oracle's candidates, re-ranked. The index
+        holds the current iterate: with averaging and a step that does not decay to zero fast
+        (the default schedule), its candidates may miss the averaged model's best class.
     batch_size
         Examples per step (the mini-batch ``b`` of 002: every ``r`` of a batch at its
         starting weights).
@@ -215,14 +220,15 @@ class ExtremeSVM(StreamClassifier):
         l2: project onto ``‖W‖ ≤ 1/√λ`` after each step.
     average, average_power
         Predict with the (polynomially weighted) averaged iterate, as :class:`~streamlearn.MulticlassSVM`;
-        by default (``None``) l2 does, with power 3 (chosen on WordNet's validation split), and l1 does not.
+        by default (``None``) l2 does, with power 2 (the defaults protocol's winner), and l1 does not.
     fallback
         ``"lowest"`` or ``"random"``: the rule for classes no feature reaches (module docstring).
     balance
         Weigh each step by ``(N/K) / count(y)`` (running counts).
     eta0, eta_decay
-        The step ``eta0 / (1 + eta_decay t)`` of 002 (its Table 4: 0.1 and 0.02). ``eta0=None``:
-        0.1 for l1; for l2 the Pegasos step ``1/(λt)`` (MulticlassSVM's).
+        The step ``eta0 / (1 + eta_decay t)`` of 002. ``None``: for l1 0.1 and 0.02 (002's Table 4),
+        for l2 3 and 1e-4 (the defaults protocol's winner). ``eta0="pegasos"`` (l2): the Pegasos
+        step ``1/(λt)``, MulticlassSVM's. :attr:`step` is the step in use.
     oracle_params
         Keywords of the oracle's constructor: the graph's ``M``, ``ef_construction`` and ``ef``
         (:class:`~streamlearn.mips.GraphOracle`), LSH's ``n_bits``.
@@ -247,24 +253,32 @@ class ExtremeSVM(StreamClassifier):
     ('class 7', 300, True)
     """
 
-    def __init__(self, lam: float = 1e-5, penalty: str = "l2", oracle: str = "exact", n_candidates: int = 10,
+    def __init__(self, lam: float = 1e-6, penalty: str = "l2", oracle: str = "exact", n_candidates: int = 10,
                  sketch_dim: int = 1024, index_every: int = 256, predict_exact: bool = True, batch_size: int = 1,
                  project: bool = False, average: bool | None = None, average_power: float | None = None, fallback: str = "lowest",
-                 balance: bool = False, eta0: float | None = None,
-                 eta_decay: float = 0.02, oracle_params: dict | None = None, n_bits: int | None = None,
+                 balance: bool = False, eta0: float | str | None = None,
+                 eta_decay: float | None = None, oracle_params: dict | None = None, n_bits: int | None = None,
                  seed: int | None = None, standardize: bool = False):
         check_positive("lam", lam)
         for name, value in (("n_candidates", n_candidates), ("sketch_dim", sketch_dim), ("index_every", index_every)):
             check_positive(name, value, integer=True)
-        if eta0 is not None:
-            check_positive("eta0", eta0)
         if penalty not in ("l2", "l1"):
             raise InvalidParameterError(f"penalty must be 'l2' or 'l1', got {penalty!r}")
+        if eta0 == "pegasos":
+            if penalty != "l2":
+                raise InvalidParameterError("eta0='pegasos' is the step of penalty='l2'; l1 takes a number")
+        elif eta0 is not None:
+            check_positive("eta0", eta0)
+        first_step = DEFAULT_STEP["l2"][0] if eta0 is None else eta0
+        if penalty == "l2" and first_step != "pegasos" and lam * first_step >= 1:  # W ← (1 − λη) W would zero W
+            raise InvalidParameterError(f"lam * eta0 must be below 1 for the l2 step schedule, got {lam} * {first_step}: "
+                                        "give a smaller eta0, or eta0='pegasos' for the step 1/(λt)")
         if oracle not in ORACLES:
             raise InvalidParameterError(f"oracle must be one of {', '.join(ORACLES)}, got {oracle!r}")
         if fallback not in ("lowest", "random"):
             raise InvalidParameterError(f"fallback must be 'lowest' or 'random', got {fallback!r}")
-        if isinstance(eta_decay, bool) or not isinstance(eta_decay, (int, float)) or not 0 <= eta_decay < float("inf"):
+        if eta_decay is not None and (isinstance(eta_decay, bool) or not isinstance(eta_decay, (int, float))
+                                      or not 0 <= eta_decay < float("inf")):
             raise InvalidParameterError(f"eta_decay must be a number >= 0, got {eta_decay!r}")
         make_oracle(oracle, params=oracle_params)  # checks the keywords now, not at the first example
         if average and penalty == "l1":
@@ -305,9 +319,18 @@ class ExtremeSVM(StreamClassifier):
         self._avg_scores = np.zeros(0)
         self._touched = np.zeros(0, np.int64)
 
+    @property
+    def step(self) -> tuple:
+        """The step in use: ``("pegasos", None)`` or ``(eta0, eta_decay)`` of ``eta0 / (1 + eta_decay t)``."""
+        if self.eta0 == "pegasos":
+            return ("pegasos", None)
+        eta0, eta_decay = DEFAULT_STEP[self.penalty]
+        return (float(eta0 if self.eta0 is None else self.eta0), float(eta_decay if self.eta_decay is None else self.eta_decay))
+
     def _eta0(self) -> float:
-        """The kernel's ``eta0``: 0 selects the Pegasos step (l2 with ``eta0=None``)."""
-        return float(self.eta0) if self.eta0 is not None else (0.0 if self.penalty == "l2" else 0.1)
+        """The kernel's ``eta0``: 0 selects the Pegasos step."""
+        eta0, _ = self.step
+        return 0.0 if eta0 == "pegasos" else eta0
 
     @property
     def resumes_exactly(self) -> bool:
@@ -374,7 +397,7 @@ class ExtremeSVM(StreamClassifier):
                 data[group_indptr[0] : group_indptr[-1]], y[start:stop], weights[start:stop], self.batch_size,
                 self._n_learned, self._store.arrays(), self._store.counts, self._store.scalars, self._t,
                 float(self.lam), 0 if self.penalty == "l2" else 1, bool(self.project), self._eta0(),
-                float(self.eta_decay), self._averaged, self._average_power, candidates, exact,
+                self.step[1] or 0.0, self._averaged, self._average_power, candidates, exact,
                 self.fallback == "lowest", self._rng, self._scores, self._mark, self._stamp, self._touched,
                 self._changed[self._n_pending :], self._is_changed, self._sketches if not exact else _EMPTY_SKETCH,
                 xs[start:stop] if not exact else xs, RENORMALIZE_BELOW[self._averaged])
@@ -578,8 +601,9 @@ class ExtremeSVM(StreamClassifier):
             self._n_indexed = int(model["n_indexed"])
 
 
-#: the averaged iterate's power by default: chosen with λ = 1e-5 on WordNet's validation split
-#: (bench/results/memoir.md), the one extreme data set here
-DEFAULT_AVERAGE_POWER = 3.0
+#: the averaged iterate's power and each penalty's step (eta0, eta_decay) by default: l2's are the
+#: defaults protocol's winner across six data sets (bench/results/defaults.md), l1's 002's Table 4
+DEFAULT_AVERAGE_POWER = 2.0
+DEFAULT_STEP = {"l2": (3.0, 1e-4), "l1": (0.1, 0.02)}
 #: hashes per column in the count sketches
 _SKETCH_HASHES = 1

@@ -39,10 +39,11 @@ def dense(x: dict, d: int) -> np.ndarray:
     return out
 
 
-def reference_l2(X, y, d, lam, batch_size=1, project=False, average=False, average_power=0.0):
+def reference_l2(X, y, d, lam, batch_size=1, project=False, average=False, average_power=0.0, eta0=None, eta_decay=0.0):
     """002 Alg. 1 (= 000 Alg. 3 in MCID form) with dense W and an exact argmax: for each group,
     every r at W^(t-1) (ties to the lowest index, over the classes seen so far), then
-    W ← (1 − 1/t) W − 1/(λ t b) Σ (x on r, −x on y), the projection, the weighted average."""
+    W ← (1 − 1/t) W − 1/(λ t b) Σ (x on r, −x on y) — with ``eta0``, 002's schedule
+    η = eta0/(1 + eta_decay t): W ← (1 − λη) W − η/b Σ (...) — the projection, the weighted average."""
     K = max(y) + 1
     W, S, total, t, known = np.zeros((K, d)), np.zeros((K, d)), 0.0, 0, 0
     for start in range(0, len(y) - len(y) % batch_size, batch_size):
@@ -57,9 +58,14 @@ def reference_l2(X, y, d, lam, batch_size=1, project=False, average=False, avera
             if r >= 0 and 1.0 + scores[r] - W[y[i]] @ x > 0:
                 updates.append((r, y[i], x))
         t += 1
-        if t > 1:
-            W *= 1.0 - 1.0 / t
-        step = 1.0 / (lam * t * batch_size)
+        if eta0 is None:
+            if t > 1:
+                W *= 1.0 - 1.0 / t
+            step = 1.0 / (lam * t * batch_size)
+        else:
+            step = eta0 / (1.0 + eta_decay * t)
+            W *= 1.0 - lam * step
+            step /= batch_size
         for r, k, x in updates:
             W[r] -= step * x
             W[k] += step * x
@@ -114,7 +120,7 @@ def weights_of(model, d: int) -> np.ndarray:
 ])
 def test_l2_with_the_exact_oracle_is_the_dense_pegasos_reference_and_multiclass_svm(params):
     X, y = sparse_stream(900, 8, 30, seed=1)
-    model, mcid = ExtremeSVM(**params), streamlearn.MulticlassSVM(**params)
+    model, mcid = ExtremeSVM(**params, eta0="pegasos"), streamlearn.MulticlassSVM(**params)
     for x, k in zip(X, y):
         model.learn_one(x, k)
         mcid.learn_one(x, k)
@@ -123,6 +129,32 @@ def test_l2_with_the_exact_oracle_is_the_dense_pegasos_reference_and_multiclass_
     assert np.abs(got - reference).max() <= 1e-9 * max(1.0, np.abs(reference).max())
     assert np.abs(got - weights_of(mcid, 30)).max() <= 1e-9 * max(1.0, np.abs(reference).max())
     assert [model.predict_one(x) for x in X[-200:]] == [mcid.predict_one(x) for x in X[-200:]]
+
+
+@pytest.mark.parametrize("params", [
+    {}, {"lam": 1e-3, "eta0": 0.5, "eta_decay": 0.01, "batch_size": 3, "average": False},
+    {"lam": 1e-2, "eta0": 2.0, "eta_decay": 1e-3, "project": True, "average": True, "average_power": 3.0},
+])
+def test_l2_with_002s_step_schedule_is_the_dense_reference(params):
+    """The default step (002's schedule at 3 / (1 + 1e-4 t), λ = 1e-6, averaged with power 2)
+    and others against the dense reference, classes appearing mid-stream."""
+    X, y = sparse_stream(700, 8, 30, seed=6, appear_every=40)
+    model = ExtremeSVM(**params)
+    for x, k in zip(X, y):
+        model.learn_one(x, k)
+    eta0, eta_decay = model.step
+    settings = {"lam": model.lam, "batch_size": model.batch_size, "project": model.project, "average": model._averaged,
+                "average_power": model._average_power}
+    reference = reference_l2(X, y, 30, **settings, eta0=eta0, eta_decay=eta_decay)
+    assert np.abs(weights_of(model, 30) - reference).max() <= 1e-9 * max(1.0, np.abs(reference).max())
+
+
+def test_the_schedule_refuses_a_first_step_that_would_zero_the_weights():
+    with pytest.raises(ValueError, match="lam \\* eta0 must be below 1"):
+        ExtremeSVM(lam=0.5)
+    assert ExtremeSVM(lam=0.5, eta0="pegasos").step == ("pegasos", None)
+    with pytest.raises(ValueError, match="eta0='pegasos' is the step of penalty='l2'"):
+        ExtremeSVM(penalty="l1", eta0="pegasos")
 
 
 @pytest.mark.parametrize("batch_size", [1, 4])
@@ -219,10 +251,11 @@ def test_an_approximate_oracle_finds_violators_and_learns(oracle, least_recall, 
     over sketches finds most, and learns almost what the exact scan does; SimpleLSH (skewed row
     norms squeeze most codes together) finds fewer, above chance (bench/results/memoir.md)."""
     X, y = topic_stream(6000, 200, seed=7)
-    model = ExtremeSVM(lam=1e-3, oracle=oracle, sketch_dim=256, index_every=32, seed=1, predict_exact=False)
+    # Pegasos' decaying step: the index's current iterate stays near the averaged one the predictions use
+    model = ExtremeSVM(lam=1e-3, oracle=oracle, sketch_dim=256, index_every=32, seed=1, predict_exact=False, eta0="pegasos")
     model.learn_many(X[:5000], y[:5000])
     assert model.violator_recall(X[5000:], y[5000:]) > least_recall
-    exact = ExtremeSVM(lam=1e-3)
+    exact = ExtremeSVM(lam=1e-3, eta0="pegasos")
     exact.learn_many(X[:5000], y[:5000])
     truth = np.array(y[5000:], dtype=object)
     exact_accuracy = np.mean(exact.predict_many(X[5000:]) == truth)
@@ -298,9 +331,9 @@ def test_many_classes_take_the_sparse_scan_and_still_equal_the_reference():
     """With 300 classes and rows whose columns reach few of them, the exact scan lists the
     classes it reaches instead of scoring every class: the same weights either way."""
     X, y = sparse_stream(1500, 300, 2000, seed=12, appear_every=4)
-    model = ExtremeSVM(lam=1e-3, average=True, average_power=2.0)
+    model = ExtremeSVM(lam=1e-3, average=True, average_power=2.0, eta0="pegasos")
     model.learn_many(X, y)
-    reference = reference_l2(X, y, 2000, 1e-3, average=True, average_power=2.0)  # (the learner's default power is 3)
+    reference = reference_l2(X, y, 2000, 1e-3, average=True, average_power=2.0)
     got = weights_of(model, 2000)
     assert np.abs(got - reference).max() <= 1e-9 * max(1.0, np.abs(reference).max())
     rows = model._features.encode_many(X[-200:], grow=False)
