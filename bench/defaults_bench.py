@@ -17,8 +17,8 @@ order, batches of 1,000 rows, then ``flush()``. Candidates (:func:`candidates`):
 learners λ ∈ {1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3} (half decades) × averaging (none, plain,
 power 2) × projection (off, on); for ExtremeSVM the same λ × averaging (none, power 2, power 3) ×
 step (Pegasos' 1/(λt), or 002's η₀/(1 + decay·t) at the values its WordNet validation chose); for
-GeneralizedLeastSquares the softmax link × ridge {1e-3, 0.1, 0.3, 1} × mini-batch size {32, 64, 128,
-256}, the identity link × ridge {1e-6, 1e-3, 0.1} (its fit does not depend on the batch), and the
+GeneralizedLeastSquares the softmax link × ridge {1e-3, 0.1, 0.3, 1, 3, 10} × mini-batch size {32, 64,
+128, 256}, the identity link × ridge {1e-6, 1e-3, 0.1} (its fit does not depend on the batch), and the
 old default. A candidate's
 *regret* on a data set is the best validation accuracy of any candidate there minus its own. The
 default is the candidate with the smallest mean regret over the data sets (ties: the smaller
@@ -81,7 +81,7 @@ def candidates(learner: str, quick: bool) -> list[dict]:
         if quick:
             return [{"link": link, "ridge": 1e-6, "batch_size": 32} for link in ("softmax", "identity")]
         # the identity link's fit does not depend on the batch size; the old default is a candidate
-        return ([{"link": "softmax", "ridge": ridge, "batch_size": batch} for ridge in (1e-3, 1e-1, 3e-1, 1.0)
+        return ([{"link": "softmax", "ridge": ridge, "batch_size": batch} for ridge in (1e-3, 1e-1, 3e-1, 1.0, 3.0, 10.0)
                  for batch in (32, 64, 128, 256)] + [OLD_DEFAULTS["GeneralizedLeastSquares"]]
                 + [{"link": "identity", "ridge": ridge, "batch_size": 32} for ridge in (1e-6, 1e-3, 1e-1)])
     lambdas = (1e-5, 1e-4) if quick else (1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3)
