@@ -34,12 +34,8 @@ def test_every_member_learns_the_group_size_and_the_partitions_are_split(broker)
     def shared_then_alone(states):
         return any(size == 2 for _, size in states) and states[-1] == ((0, 1, 2, 3), 1)
 
-    first_shared: list = []
-
-    def shared(states):  # held for a while, so that the other member has seen its share too
-        if states and states[-1][1] == 2 and not first_shared:
-            first_shared.append(time.monotonic())
-        return bool(first_shared) and time.monotonic() - first_shared[0] > 2.0
+    def shared(states):  # held until the other member has seen its share too (a fixed 2 s was not always enough)
+        return bool(states) and states[-1][1] == 2 and any(size == 2 for _, size in seen.get("staying", []))
 
     staying = threading.Thread(target=member, args=("staying", 30.0, shared_then_alone))
     leaving = threading.Thread(target=member, args=("leaving", 15.0, shared))
