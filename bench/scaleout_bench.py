@@ -141,7 +141,7 @@ def daemons(bootstrap: str, topic: str, ends: dict, members: int, every: int, sp
         return {"daemons": sum(cpu_seconds(proc.pid) for proc in procs), "broker": cpu_seconds(broker),
                 "reader": sum(os.times()[:2])}
 
-    marks = {}  # at a quarter and three quarters of the stream: the time and the CPU used
+    marks = {}  # at a quarter and three quarters of the stream: the time, the records covered and the CPU used
     try:
         while covered < total:
             if time.perf_counter() - started > 600:
@@ -157,7 +157,7 @@ def daemons(bootstrap: str, topic: str, ends: dict, members: int, every: int, sp
                     curve.append((time.perf_counter() - started, covered))
                     for share in (0.25, 0.75):
                         if share not in marks and covered >= share * total:
-                            marks[share] = (curve[-1][0], cpu())
+                            marks[share] = (*curve[-1], cpu())
             next_offset = publications[-1][0] + 1 if publications else next_offset
             time.sleep(0.02)
     finally:
@@ -179,13 +179,9 @@ def daemons(bootstrap: str, topic: str, ends: dict, members: int, every: int, sp
             scores.append((folded, accuracy(model.predict_many(split.X_test), split.y_test)))
             fifths = [m for m in fifths if m > folded]
 
-    def when(share: float) -> tuple:
-        return next((t, c) for t, c in curve if c >= share * total)
-
-    (t1, c1), (t2, c2) = when(0.25), when(0.75)
+    (t1, c1, cpu1), (t2, c2, cpu2) = marks[0.25], marks[0.75]
     steady = (c2 - c1) / (t2 - t1) if t2 - t1 >= 0.5 else None  # a stream too short for a steady state: no figure
-    (m1, cpu1), (m2, cpu2) = marks[0.25], marks[0.75]
-    cores_busy = {who: (cpu2[who] - cpu1[who]) / (m2 - m1) if m2 > m1 else None for who in cpu1}
+    cores_busy = {who: (cpu2[who] - cpu1[who]) / (t2 - t1) if t2 > t1 else None for who in cpu1}
     return {"daemons": members, "every": every, "repeat": repeat, "records": total, "seconds_to_all": curve[-1][0],
             "steady_examples_per_s": steady, "steady_cores_busy": cores_busy, "curve": curve, "accuracy_curve": scores,
             "accuracy": scores[-1][1],
