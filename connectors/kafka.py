@@ -334,11 +334,12 @@ class KafkaSource:
 
     def _left_to_learn(self) -> bool:
         """Subscribed: whether some partition holds records past the group's coverage (the
-        starts :meth:`set_starts` was last given)."""
+        starts :meth:`set_starts` was last given), or its end could not be learned."""
         if not self.subscribe or self._consumer is None:
             return False
-        ends = self._consumer.end_offsets(self._consumer.partitions())
-        return any(end > self._starts.get(p, 0) for p, end in ends.items())
+        partitions = self._consumer.partitions()
+        ends = self._consumer.end_offsets(partitions)
+        return len(ends) < len(partitions) or any(end > self._starts.get(p, 0) for p, end in ends.items())
 
     def _follow(self, marker) -> None:
         """Take a group change (:class:`~connectors.kafka_clients.Assigned` / ``Revoked``) into the position."""
@@ -362,6 +363,9 @@ class KafkaSource:
             self._offsets = consumer.assign(self._offsets)  # the starting offsets, resolved: the first position
             if self.until_end:
                 self._end = consumer.end_offsets(self._offsets)
+                if len(self._end) < len(self._offsets):  # reading less than the whole topic would go unnoticed
+                    raise SourceUnavailable(f"{self.bootstrap} did not say where {self.topic}'s partitions "
+                                            f"{sorted(set(self._offsets) - set(self._end))} end")
         except BaseException:
             consumer.close()
             raise
@@ -378,17 +382,13 @@ class KafkaSource:
         """Batches of whole messages holding at least ``batch_records`` records (fewer when the
         topic has no more for now, or after ``poll_timeout_ms`` of gathering): cut by count, not
         by what one fetch happened to bring, so a replay after a restart cuts the same batches.
-
-        With ``until_end``, once the offsets reach the ends found at connection, one more
-        gathering takes what the broker hands over at once, then the stream ends: Tansu reports
-        a partition's end as the start of its last record batch plus one, short of its true end."""
+        With ``until_end`` the stream ends once the offsets reach the ends found at connection."""
         consumer = self._consumer or self._connect()
         yield empty_batch(self._position())
         watch = self._watch
         last_message = time.monotonic()
         per_message = None  # records per message, observed, to poll about as many messages as a batch needs
-        finishing = False
-        while True:
+        while not self._at_end():
             builder, per_message = self._gather(consumer, per_message)
             if len(builder):
                 watch.heard()
@@ -396,7 +396,7 @@ class KafkaSource:
                 batch = builder.build()
                 batch.position = self._position()
                 yield batch
-            elif not finishing:
+            else:
                 if watch.away():  # not idle: the idle clock starts again when the broker is back
                     last_message = time.monotonic()
                 elif self.idle_timeout is not None and time.monotonic() - last_message > self.idle_timeout:
@@ -405,9 +405,6 @@ class KafkaSource:
                     else:
                         return
                 yield empty_batch(self._position())
-            if finishing:
-                return
-            finishing = self._at_end()
 
     def _gather(self, consumer, per_message):
         """The next batch's messages, decoded into a :class:`_MessageDecoder` (see :meth:`__iter__`),

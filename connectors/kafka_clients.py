@@ -129,6 +129,13 @@ def group_sized_assignor():
     return GroupSizedAssignor
 
 
+#: how long ``end_offsets`` waits for the fetch answers that tell where partitions end. Not
+#: ListOffsets: Tansu answers it with the start of a partition's last record batch plus one,
+#: short of the end when a batch holds several records (an idle group member would stop while
+#: the group still learns; a hold-out read "to its end" would miss records)
+PROBE_TIMEOUT_S = 5.0
+
+
 class KafkaPythonClient:
     """kafka-python's ``KafkaConsumer``, polled on a thread of its own once assigned.
 
@@ -152,6 +159,7 @@ class KafkaPythonClient:
 
         self.bootstrap, self.topic = bootstrap, topic
         self._thread = None
+        self._probe = None  # a consumer of no group, made by end_offsets
         self.while_waiting = None  # see _call
         self._assignor = group_sized_assignor()  # used only by subscribe(): assign() joins no group
         try:
@@ -324,12 +332,30 @@ class KafkaPythonClient:
         return taken
 
     # -------------------------------------------------------------------------
-    def end_offsets(self, partitions) -> dict:
-        parts = [self._partition(p) for p in partitions]
-        return {tp.partition: offset for tp, offset in self._call(lambda: self._consumer.end_offsets(parts)).items()}
-
     def partitions(self) -> list[int]:
         return self._call(lambda: sorted(self._consumer.partitions_for_topic(self.topic) or []))
+
+    def end_offsets(self, partitions) -> dict:
+        """Each partition's end (high watermark) as a fetch answers it (see :data:`PROBE_TIMEOUT_S`),
+        by a consumer of its own that joins no group; a partition not answered in time is left out."""
+        from kafka import KafkaConsumer
+        from kafka.errors import KafkaError
+
+        try:
+            if self._probe is None:  # small fetches: only the answers' watermarks are wanted
+                self._probe = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                                            max_partition_fetch_bytes=1, fetch_max_bytes=1)
+            probe = self._probe
+            parts = [self._partition(p) for p in partitions]
+            probe.assign(parts)
+            for tp, reported in probe.end_offsets(parts).items():
+                probe.seek(tp, max(0, reported - 1))
+            deadline = time.monotonic() + PROBE_TIMEOUT_S
+            while any(probe.highwater(tp) is None for tp in parts) and time.monotonic() < deadline:
+                probe.poll(timeout_ms=100, max_records=1)
+            return {tp.partition: probe.highwater(tp) for tp in parts if probe.highwater(tp) is not None}
+        except KafkaError:  # the broker went away meanwhile: nothing is known
+            return {}
 
     def commit(self, offsets: dict) -> None:
         from kafka.errors import KafkaError
@@ -356,6 +382,8 @@ class KafkaPythonClient:
             if self._thread.is_alive():  # still waiting for the broker: the consumer is its, left to the process's exit
                 return
             self._thread = None
+        if self._probe is not None:
+            self._probe.close()
         self._consumer.close(autocommit=False)
 
 
@@ -383,6 +411,7 @@ class ConfluentClient:
                         "auto.offset.reset": "earliest", **self.DEFAULTS, **options}
         self._consumer = confluent_kafka.Consumer(self._config)
         self._committer = None  # a handle of its own: a commit waiting on the consumer's would block its polls
+        self._probe = None  # a handle of its own for end_offsets, which assigns it
 
     def _partitions(self) -> list[int]:
         try:
@@ -403,7 +432,21 @@ class ConfluentClient:
         return self._kafka.TopicPartition(self.topic, p) if offset is None else self._kafka.TopicPartition(self.topic, p, offset)
 
     def end_offsets(self, partitions) -> dict:
-        return {p: self._consumer.get_watermark_offsets(self._partition(p), timeout=10)[1] for p in partitions}
+        """Each partition's end as a fetch answers it (see :data:`PROBE_TIMEOUT_S`), by a
+        handle of its own; a partition not answered in time is left out."""
+        if self._probe is None:  # small fetches: only the answers' watermarks are wanted
+            self._probe = self._kafka.Consumer({**self._config, "max.partition.fetch.bytes": 1})
+        probe = self._probe
+        try:
+            reported = {p: probe.get_watermark_offsets(self._partition(p), timeout=10)[1] for p in partitions}
+            probe.assign([self._partition(p, max(0, end - 1)) for p, end in reported.items()])
+            deadline, ends = time.monotonic() + PROBE_TIMEOUT_S, {}
+            while len(ends) < len(reported) and time.monotonic() < deadline:
+                probe.consume(1, 0.1)
+                ends = {p: high for p in reported if (high := probe.get_watermark_offsets(self._partition(p), cached=True)[1]) >= 0}
+            return ends
+        except self._kafka.KafkaException:  # the broker went away meanwhile: nothing is known
+            return {}
 
     def poll(self, timeout_ms: int, max_records: int) -> list:
         messages = []
@@ -448,6 +491,8 @@ class ConfluentClient:
 
     def close(self) -> None:
         self._consumer.close()
+        if self._probe is not None:
+            self._probe.close()
         if self._committer is not None and not (self._commit_thread is not None and self._commit_thread.is_alive()):
             self._committer.close()  # one still waiting for the broker is left to the process's exit
 

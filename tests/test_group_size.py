@@ -48,3 +48,26 @@ def test_every_member_learns_the_group_size_and_the_partitions_are_split(broker)
     assert set(both[-1][0]).isdisjoint(seen["leaving"][-1][0])
     assert set(both[-1][0]) | set(seen["leaving"][-1][0]) == {0, 1, 2, 3}
     assert seen["staying"][-1] == ((0, 1, 2, 3), 1), seen  # alone after the other left
+
+
+def test_a_member_sees_records_past_the_group_coverage_even_where_list_offsets_falls_short(broker):
+    """A member idle past its timeout stops only once the group's coverage reaches every
+    partition's end. Tansu answers ListOffsets with the start of a partition's last record batch
+    plus one: here, one batch of 40 records per partition, it says 1. The ends come from fetches."""
+    from connectors.kafka import KafkaSource
+    from connectors.localbroker import produce
+
+    create_topic(broker, "group-ends", partitions=2)
+    produce(broker, "group-ends", [b"1,a:1" for _ in range(80)], partitions=2)  # one producer batch per partition
+    source = KafkaSource(broker, "group-ends", group="group-ends", subscribe=True, value_format="csv")
+    try:
+        batches = iter(source)
+        next(batches)  # connects and joins
+        client = source._consumer
+        assert client.end_offsets([0, 1]) == {0: 40, 1: 40}
+        source.set_starts({0: 40, 1: 39})
+        assert source._left_to_learn()  # partition 1 holds one record past the coverage
+        source.set_starts({0: 40, 1: 40})
+        assert not source._left_to_learn()
+    finally:
+        source.close()

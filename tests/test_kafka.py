@@ -92,6 +92,23 @@ def test_predictions_to_a_topic_and_offsets_committed(tmp_path, broker, client):
     assert evaluated["n"] == 300 and time.monotonic() - start < 60
 
 
+@pytest.mark.parametrize("client", KAFKA_CLIENTS)
+def test_a_topic_read_to_its_end_yields_every_record_however_the_producer_batched_them(broker, client):
+    """Tansu answers ListOffsets with the start of a partition's last record batch plus one
+    (here far short of 10,000): the end is taken from fetch answers instead."""
+    from connectors.localbroker import create_topic, produce
+
+    topic = f"to-the-end-{client}"
+    create_topic(broker, topic, partitions=2)
+    produce(broker, topic, [msgpack.packb(r) for r in records(20_000, seed=5)], partitions=2)
+    source = KafkaSource(broker, topic, "reader", client=client, until_end=True, batch_records=100)
+    try:
+        learned = sum(len(batch) for batch in source)
+    finally:
+        source.close()
+    assert learned == 20_000 and source._offsets == {0: 10_000, 1: 10_000}
+
+
 def test_kafka_uri():
     assert parse_kafka_uri("kafka://h:1,h2:2/topic?group=g") == {"bootstrap": "h:1,h2:2", "topic": "topic", "group": "g",
                                                               "client": "kafka-python", "options": {"group": "g"}}
