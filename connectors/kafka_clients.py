@@ -130,10 +130,20 @@ def group_sized_assignor():
 
 
 #: how long ``end_offsets`` waits for the fetch answers that tell where partitions end. Not
-#: ListOffsets: Tansu answers it with the start of a partition's last record batch plus one,
-#: short of the end when a batch holds several records (an idle group member would stop while
-#: the group still learns; a hold-out read "to its end" would miss records)
+#: ListOffsets: Tansu answers it with the start of a partition's last record batch plus one, or
+#: (keeping its log in S3) an older end still (an idle group member would stop while the group
+#: still learns; a hold-out read "to its end" would miss records; a mixing topic would be read short)
 PROBE_TIMEOUT_S = 5.0
+
+
+def assign_afresh(consumer, starts: dict) -> None:
+    """Assign a kafka-python consumer of no group the partitions of ``starts`` (``TopicPartition``
+    → offset) from scratch, so that its ``highwater(tp)`` is unknown until a fetch answered after
+    this call tells where the partition ends (see :data:`PROBE_TIMEOUT_S`)."""
+    consumer.unsubscribe()
+    consumer.assign(list(starts))
+    for tp, offset in starts.items():
+        consumer.seek(tp, offset)
 
 
 class KafkaPythonClient:
@@ -342,18 +352,18 @@ class KafkaPythonClient:
         from kafka.errors import KafkaError
 
         try:
-            if self._probe is None:  # small fetches: only the answers' watermarks are wanted
+            if self._probe is None:  # small fetches answered at once: only the answers' watermarks are wanted
                 self._probe = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-                                            max_partition_fetch_bytes=1, fetch_max_bytes=1)
+                                            max_partition_fetch_bytes=1, fetch_max_bytes=1, fetch_max_wait_ms=10)
             probe = self._probe
             parts = [self._partition(p) for p in partitions]
-            probe.assign(parts)
-            for tp, reported in probe.end_offsets(parts).items():
-                probe.seek(tp, max(0, reported - 1))
+            listed = probe.end_offsets(parts)
+            assign_afresh(probe, {tp: max(0, end - 1) for tp, end in listed.items()})  # any offset up to the end will do
             deadline = time.monotonic() + PROBE_TIMEOUT_S
             while any(probe.highwater(tp) is None for tp in parts) and time.monotonic() < deadline:
-                probe.poll(timeout_ms=100, max_records=1)
-            return {tp.partition: probe.highwater(tp) for tp in parts if probe.highwater(tp) is not None}
+                probe.poll(timeout_ms=10, max_records=1)
+            # each answer may fall short of the end: the larger one
+            return {tp.partition: max(listed[tp], probe.highwater(tp)) for tp in parts if probe.highwater(tp) is not None}
         except KafkaError:  # the broker went away meanwhile: nothing is known
             return {}
 
@@ -438,12 +448,13 @@ class ConfluentClient:
             self._probe = self._kafka.Consumer({**self._config, "max.partition.fetch.bytes": 1})
         probe = self._probe
         try:
-            reported = {p: probe.get_watermark_offsets(self._partition(p), timeout=10)[1] for p in partitions}
-            probe.assign([self._partition(p, max(0, end - 1)) for p, end in reported.items()])
+            listed = {p: probe.get_watermark_offsets(self._partition(p), timeout=10)[1] for p in partitions}
+            probe.assign([self._partition(p, max(0, end - 1)) for p, end in listed.items()])
             deadline, ends = time.monotonic() + PROBE_TIMEOUT_S, {}
-            while len(ends) < len(reported) and time.monotonic() < deadline:
-                probe.consume(1, 0.1)
-                ends = {p: high for p in reported if (high := probe.get_watermark_offsets(self._partition(p), cached=True)[1]) >= 0}
+            while len(ends) < len(listed) and time.monotonic() < deadline:
+                probe.consume(1, 0.01)
+                ends = {p: max(end, fetched) for p, end in listed.items()
+                        if (fetched := probe.get_watermark_offsets(self._partition(p), cached=True)[1]) >= 0}
             return ends
         except self._kafka.KafkaException:  # the broker went away meanwhile: nothing is known
             return {}

@@ -19,7 +19,7 @@ import time
 from streamlearn.checkpoint import pack, unpack
 
 from .files import SourceUnavailable
-from .kafka_clients import create_topic, unreachable
+from .kafka_clients import assign_afresh, create_topic, unreachable
 
 
 class MixLog:
@@ -49,7 +49,8 @@ class MixLog:
         try:
             # a change holds a model's worth of weights: far past kafka-python's 1 MB default
             self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=256 << 20)
-            self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+            # a read ends at a fetch's answer: one at the log's end is answered at once, not after 500 ms
+            self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=10,
                                            max_partition_fetch_bytes=256 << 20, fetch_max_bytes=256 << 20)
         except KafkaError as error:
             raise unreachable(bootstrap, error) from None
@@ -109,16 +110,19 @@ class MixLog:
         return self._through_outages(lambda: self._read(start, timeout), "read")
 
     def _read(self, start: int, timeout: float) -> list[tuple[int, dict]]:
-        end = self._consumer.end_offsets([self._partition])[self._partition]
-        self._consumer.seek(self._partition, start)
+        consumer, partition = self._consumer, self._partition
+        listed = consumer.end_offsets([partition])[partition]
+        assign_afresh(consumer, {partition: start})
         out: list = []
         deadline = time.monotonic() + timeout
-        while start + len(out) < end:
+        # each answer may fall short of the end (see connectors.kafka_clients.PROBE_TIMEOUT_S): the larger one is read to
+        while (fetched := consumer.highwater(partition)) is None or start + len(out) < max(listed, fetched):
             if not self._watch.reachable():  # the consumer would wait for the broker without a word
                 raise TimeoutError("the broker is unreachable")
             if time.monotonic() > deadline:
-                raise TimeoutError(f"read {len(out)} of {end - start} publications of {self.topic!r} in {timeout} s")
-            for message in self._consumer.poll(timeout_ms=500).get(self._partition, []):
+                raise TimeoutError(f"read {len(out)} publications of {self.topic!r} from {start} in {timeout} s, "
+                                   f"short of its end {max(listed, fetched or 0)}")
+            for message in consumer.poll(timeout_ms=10).get(partition, []):
                 if message.offset >= start + len(out):
                     out.append((message.offset, unpack(message.value)))
         return out

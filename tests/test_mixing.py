@@ -4,6 +4,7 @@ the examples learned beside it, keyed by names, and a mixed model learns on exac
 it was written from."""
 
 import copy
+import time
 
 import numpy as np
 import pytest
@@ -258,3 +259,27 @@ def test_members_folding_one_mixing_topic_hold_one_model(broker):
     for p in publications[:2]:
         direct.fold(p["change"])
     np.testing.assert_array_equal(states[0].W, direct.W)  # the broker carried the changes bit for bit
+
+
+@pytest.mark.kafka
+def test_a_member_reads_the_mixing_topic_to_its_end_from_any_offset(durable):
+    """Tansu keeping its log in S3 answers ListOffsets with an old end (1 here, whatever was
+    published since): a member reading on from where it had folded read nothing new, learned on
+    from an old base and its changes entered at a small weight. Reads go to the end a fetch
+    answers; what was just published may show a moment later, so each read is retried briefly."""
+    from connectors.localbroker import create_topic
+    from connectors.mixlog import MixLog
+
+    create_topic(durable.bootstrap, "mix-read-on")
+    writer, reader = MixLog(durable.bootstrap, "mix-read-on"), MixLog(durable.bootstrap, "mix-read-on")
+    try:
+        for seq in range(6):
+            writer.publish({"member": "a", "seq": seq})
+        for start in range(6):
+            deadline = time.monotonic() + 10
+            while (read := reader.read(start)) != [(o, {"member": "a", "seq": o}) for o in range(start, 6)]:
+                assert time.monotonic() < deadline, (start, read)
+                time.sleep(0.2)
+    finally:
+        writer.close()
+        reader.close()
