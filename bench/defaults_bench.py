@@ -10,7 +10,7 @@ Writes ``bench/results/defaults.{json,md,png}``.
 
 **Protocol.** Data sets: every classification set of ``../shared/datasets`` that the learner
 takes — news20, sector, MNIST, USPS, letter for the dense-weight learners; those and WordNet's
-10,087 classes for ExtremeSVM; the dense ones (MNIST, USPS, letter) for GeneralizedLeastSquares,
+10,087 classes for ExtremeSVM; the dense ones (MNIST, USPS, letter) for the least-squares learners,
 whose ``d × d`` statistics hold a few thousand features. Each is split as in :mod:`bench.data`;
 its *validation* split is the last 20 % of the shuffled training part. One pass in a seeded random
 order, batches of 1,000 rows, then ``flush()``. Candidates (:func:`candidates`): for the MCID
@@ -19,7 +19,9 @@ power 2) × projection (off, on); for ExtremeSVM the same λ × averaging (none,
 step (Pegasos' 1/(λt), or 002's η₀/(1 + decay·t) at the values its WordNet validation chose); for
 GeneralizedLeastSquares the softmax link × ridge {1e-3, 0.1, 0.3, 1, 3, 10} × mini-batch size {32, 64,
 128, 256}, the identity link × ridge {1e-6, 1e-3, 0.1} (its fit does not depend on the batch), and the
-old default. A candidate's
+old default; for CalibratedLeastSquares ridge {1e-6, 1e-3, 0.1, 1, 10} × stages {2, 5, 10}; for
+StagewiseRegression ridge {1e-6, 1e-3, 0.1, 1} × (stages, block size) {(10, 1000), (5, 200), (10, 100)}
+(both refit their default window of 10,000 examples every 1,000). A candidate's
 *regret* on a data set is the best validation accuracy of any candidate there minus its own. The
 default is the candidate with the smallest mean regret over the data sets (ties: the smaller
 worst regret). Leave-one-data-set-out: for each data set, the same choice made without it — its
@@ -53,11 +55,13 @@ MCID = ["MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptron",
         "OneVsRestLogisticRegression"]
 #: every learner of the protocol and the data sets it is chosen on
 LEARNERS = {**{name: DATASETS for name in MCID}, "MulticlassPGS": DATASETS, "ExtremeSVM": DATASETS + ["wordnet"],
-            "GeneralizedLeastSquares": DENSE}
+            "GeneralizedLeastSquares": DENSE, "CalibratedLeastSquares": DENSE, "StagewiseRegression": DENSE}
 #: each learner's configuration before this protocol (the *old default* column)
 OLD_DEFAULTS = {"MulticlassPGS": {"sigma": 1e-4, "iterate": "last"},
                 "ExtremeSVM": {"lam": 1e-5, "average": True, "average_power": 3.0, "eta0": "pegasos"},
-                "GeneralizedLeastSquares": {"link": "softmax", "ridge": 1e-6, "batch_size": 32}}
+                "GeneralizedLeastSquares": {"link": "softmax", "ridge": 1e-6, "batch_size": 32},
+                "CalibratedLeastSquares": {"ridge": 1e-6, "stages": 5},
+                "StagewiseRegression": {"ridge": 1e-6, "stages": 10, "block_size": 1000}}
 OLD_MCID_DEFAULT = {"lam": 1e-4, "average": False, "project": False}
 AVERAGES = {"last": {"average": False}, "average": {"average": True, "average_power": 0.0},
             "average^2": {"average": True, "average_power": 2.0}}
@@ -84,6 +88,11 @@ def candidates(learner: str, quick: bool) -> list[dict]:
         return ([{"link": "softmax", "ridge": ridge, "batch_size": batch} for ridge in (1e-3, 1e-1, 3e-1, 1.0, 3.0, 10.0)
                  for batch in (32, 64, 128, 256)] + [OLD_DEFAULTS["GeneralizedLeastSquares"]]
                 + [{"link": "identity", "ridge": ridge, "batch_size": 32} for ridge in (1e-6, 1e-3, 1e-1)])
+    if learner == "CalibratedLeastSquares":  # Alg. 2's stages and the relative ridge, refitting its default window
+        return [{"ridge": ridge, "stages": stages} for ridge in (1e-6, 1e-3, 0.1, 1.0, 10.0) for stages in (2, 5, 10)]
+    if learner == "StagewiseRegression":  # Alg. 3 on its default generator (features sampled by frequency)
+        return [{"ridge": ridge, "stages": stages, "block_size": block} for ridge in (1e-6, 1e-3, 0.1, 1.0)
+                for stages, block in ((10, 1000), (5, 200), (10, 100))]
     lambdas = (1e-5, 1e-4) if quick else (1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3)
     if learner == "ExtremeSVM":
         steps = ("pegasos",) if quick else tuple(STEPS)
@@ -208,7 +217,8 @@ def report(results: dict) -> str:
              "every data set; *leave one out*: the same choice made without the row's data set; *tuned*: the row's own "
              "best on validation; *old default*: the learner's configuration before this protocol (MCID: λ = 1e-4, last "
              "iterate, no projection; MulticlassPGS: σ = 1e-4, last iterate; ExtremeSVM: λ = 1e-5, averaged with power 3, "
-             "Pegasos' step; GeneralizedLeastSquares: softmax link, ridge 1e-6, batches of 32); *lam=\"auto\"* (MCID "
+             "Pegasos' step; GeneralizedLeastSquares: softmax link, ridge 1e-6, batches of 32; CalibratedLeastSquares: ridge "
+             "1e-6, 5 stages; StagewiseRegression: ridge 1e-6, 10 stages of 1,000 features); *lam=\"auto\"* (MCID "
              "learners): the default's "
              "settings with the grid's four decades of λ learned at once and the best by progressive accuracy predicting "
              "(4x the compute; no validation split).", ""]
