@@ -260,6 +260,12 @@ def main(argv=None) -> int:
         X, y, X_test, y_test = X[:6000], y[:6000], X_test[:2000], y_test[:2000]
     members_grid, intervals = ((2,), (500, 2000)) if args.quick else ((2, 3), (500, 2000, 10_000))
     results = {**previous, "machine": machine(), "data": "mnist"}
+    provenance = results.setdefault("provenance", {})
+    for section in ("mixing", "daemons"):  # each section keeps the run that made it
+        if section in sections:
+            provenance[section] = results["machine"]
+        elif previous:
+            provenance.setdefault(section, previous["machine"])
 
     def log(text):
         print(text, file=sys.stderr, flush=True)
@@ -304,7 +310,7 @@ def report_daemons(section: dict) -> list[str]:
         return row["steady_examples_per_s"]
 
     lines = ["", "## Daemons on a broker", "",
-             f"{section['records']:,} records ({section['copies']} cop{'y' if section['copies'] == 1 else 'ies'} of the "
+             f"Commit {_made_by(results, 'daemons')}. {section['records']:,} records ({section['copies']} cop{'y' if section['copies'] == 1 else 'ies'} of the "
              f"MNIST training rows) on {section['partitions']} partitions; medians of {section.get('repeats', 1)} runs "
              f"of each setting, in rounds (every run in `scaleout.json`). One daemon without mixing learns "
              f"**{section['alone']['examples_per_s']:,.0f}** examples/s while records flow. *Cores busy*: CPU seconds "
@@ -332,6 +338,12 @@ def report_daemons(section: dict) -> list[str]:
     return lines
 
 
+def _made_by(results: dict, section: str) -> str:
+    """The commit (and command) of the run that made ``section``."""
+    run = results.get("provenance", {}).get(section, results["machine"])
+    return f"{run['commit'][:10]}{' (uncommitted changes)' if run.get('uncommitted_changes') else ''}, `{run['command']}`"
+
+
 def _fmt(value, spec: str) -> str:
     return "—" if value is None else format(value, spec)
 
@@ -339,7 +351,7 @@ def _fmt(value, spec: str) -> str:
 def report_mixing(results: dict) -> list[str]:
     intervals = list(next(iter(results["by_members"].values()))[SCHEDULES[0]]["1/N"])
     lines = ["# Scaling out", "", "## Mixing in one process", "",
-             f"Commit {results['machine']['commit'][:10]}; `python -m bench.scaleout_bench` (protocol in its docstring). "
+             f"Commit {_made_by(results, 'mixing')} (protocol in the benchmark's docstring). "
              f"MNIST, {results['rows']:,} training rows, one pass, `MulticlassSVM()`; test accuracy %. One learner on the "
              f"whole stream: **{100 * results['one_learner']:.2f}**.", "",
              "| members | schedule | fold | " + " | ".join(f"change every {int(e):,} rows" for e in intervals) + " |",
