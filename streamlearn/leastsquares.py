@@ -395,7 +395,8 @@ class CalibratedLeastSquares(_WindowRefit):
         The stream keeps the last ``window`` examples and refits on them every
         ``refit_every`` examples.
     ridge, max_features, seed, standardize
-        As :class:`GeneralizedLeastSquares`.
+        As :class:`GeneralizedLeastSquares`. The defaults, 10 stages on a ridge of 1e-3, are the
+        defaults protocol's winner over one pass (``bench/results/defaults.md``).
     powers
         The calibration basis ``G``'s elementwise powers.
 
@@ -415,7 +416,7 @@ class CalibratedLeastSquares(_WindowRefit):
     'x'
     """
 
-    def __init__(self, stages: int = 5, window: int = 10_000, refit_every: int = 1000, ridge: float = 1e-6,
+    def __init__(self, stages: int = 10, window: int = 10_000, refit_every: int = 1000, ridge: float = 1e-3,
                  max_features: int = 4096, powers: tuple = (1, 2, 3), seed: int | None = None, standardize: bool = False):
         self.stages, self.window, self.refit_every, self.standardize = stages, window, refit_every, standardize
         self.ridge, self.max_features, self.powers, self.seed = ridge, max_features, tuple(powers), seed
@@ -667,7 +668,9 @@ class StagewiseRegression(_WindowRefit):
         :class:`FeatureSampler` or your own function (it must be deterministic in ``stage``:
         prediction calls it again).
     block_size, stages
-        Features per stage (the paper: about 1000) and the number of stages.
+        Features per stage (the paper: about 1000) and the number of stages. The defaults, 5
+        stages of 200 features on a ridge of 0.1, are the defaults protocol's winner over one
+        pass with the default generator (``bench/results/defaults.md``).
     inner, inner_iterations
         The fit of a block (see above).
     window, refit_every, ridge, max_features, standardize
@@ -696,8 +699,8 @@ class StagewiseRegression(_WindowRefit):
     (4, True)
     """
 
-    def __init__(self, generator=None, block_size: int = 1000, stages: int = 10, inner: str = "linear",
-                 inner_iterations: int = 50, window: int = 10_000, refit_every: int = 1000, ridge: float = 1e-6,
+    def __init__(self, generator=None, block_size: int = 200, stages: int = 5, inner: str = "linear",
+                 inner_iterations: int = 50, window: int = 10_000, refit_every: int = 1000, ridge: float = 0.1,
                  max_features: int = 4096, seed: int | None = None, standardize: bool = False):
         self.generator = generator if generator is not None else FeatureSampler()
         self.standardize = standardize

@@ -255,7 +255,7 @@ def test_the_defaults_are_the_cross_data_set_winner():
     results = json.loads((pathlib.Path(__file__).resolve().parents[1] / "bench/results/defaults.json").read_text())
     assert set(results["learners"]) == {"MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptron",
                                         "OneVsRestPegasos", "OneVsRestLogisticRegression", "MulticlassPGS", "ExtremeSVM",
-                                        "GeneralizedLeastSquares"}
+                                        "GeneralizedLeastSquares", "CalibratedLeastSquares", "StagewiseRegression"}
     for name, block in results["learners"].items():
         model, chosen = getattr(streamlearn, name)(), json.loads(block["default"])
         if name == "ExtremeSVM":  # its step: Pegasos' (the grid's key without eta0, or "pegasos") or 002's schedule
