@@ -294,11 +294,12 @@ def main(argv=None) -> int:
 def report(results: dict) -> str:
     lines = report_mixing(results) if "by_members" in results else []
     if "daemons" in results:
-        lines += report_daemons(results["daemons"])
+        lines += report_daemons(results)
     return "\n".join(lines) + "\n"
 
 
-def report_daemons(section: dict) -> list[str]:
+def report_daemons(results: dict) -> list[str]:
+    section = results["daemons"]
     settings = sorted({(row["every"], row["daemons"]) for row in section["runs"]})
 
     def median(every: int, daemons: int, value) -> float | None:
