@@ -146,6 +146,14 @@ def assign_afresh(consumer, starts: dict) -> None:
         consumer.seek(tp, offset)
 
 
+def end_now(consumer, tp, listed: int) -> int | None:
+    """Where ``tp`` ends as the broker has told since :func:`assign_afresh`: the larger of
+    ListOffsets' answer ``listed`` and a fetch's high watermark, since either may fall short;
+    ``None`` before a fetch answered."""
+    fetched = consumer.highwater(tp)
+    return None if fetched is None else max(listed, fetched)
+
+
 class KafkaPythonClient:
     """kafka-python's ``KafkaConsumer``, polled on a thread of its own once assigned.
 
@@ -360,10 +368,10 @@ class KafkaPythonClient:
             listed = probe.end_offsets(parts)
             assign_afresh(probe, {tp: max(0, end - 1) for tp, end in listed.items()})  # any offset up to the end will do
             deadline = time.monotonic() + PROBE_TIMEOUT_S
-            while any(probe.highwater(tp) is None for tp in parts) and time.monotonic() < deadline:
+            while any(end_now(probe, tp, listed[tp]) is None for tp in parts) and time.monotonic() < deadline:
                 probe.poll(timeout_ms=10, max_records=1)
-            # each answer may fall short of the end: the larger one
-            return {tp.partition: max(listed[tp], probe.highwater(tp)) for tp in parts if probe.highwater(tp) is not None}
+            ends = {tp.partition: end_now(probe, tp, listed[tp]) for tp in parts}
+            return {p: end for p, end in ends.items() if end is not None}
         except KafkaError:  # the broker went away meanwhile: nothing is known
             return {}
 

@@ -19,7 +19,7 @@ import time
 from streamlearn.checkpoint import pack, unpack
 
 from .files import SourceUnavailable
-from .kafka_clients import assign_afresh, create_topic, unreachable
+from .kafka_clients import assign_afresh, create_topic, end_now, unreachable
 
 
 class MixLog:
@@ -115,13 +115,12 @@ class MixLog:
         assign_afresh(consumer, {partition: start})
         out: list = []
         deadline = time.monotonic() + timeout
-        # each answer may fall short of the end (see connectors.kafka_clients.PROBE_TIMEOUT_S): the larger one is read to
-        while (fetched := consumer.highwater(partition)) is None or start + len(out) < max(listed, fetched):
+        while (end := end_now(consumer, partition, listed)) is None or start + len(out) < end:
             if not self._watch.reachable():  # the consumer would wait for the broker without a word
                 raise TimeoutError("the broker is unreachable")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"read {len(out)} publications of {self.topic!r} from {start} in {timeout} s, "
-                                   f"short of its end {max(listed, fetched or 0)}")
+                                   f"short of its end {end if end is not None else listed}")
             for message in consumer.poll(timeout_ms=10).get(partition, []):
                 if message.offset >= start + len(out):
                     out.append((message.offset, unpack(message.value)))
