@@ -628,16 +628,17 @@ class StdinSource(_ReadAhead):
 def _sniffed(read, ready):
     """The format of a stream from its first bytes (read until a few lines are there, the
     stream ends, or it pauses), and ``read`` / ``ready`` that hand those bytes over first."""
-    head = b""
+    head, ended = b"", False
     while len(head) < SNIFF_BYTES and head.count(b"\n") < 20:
         if head and ready is not None and not ready(GATHER_SECONDS):
             break
         data = read(SNIFF_BYTES - len(head))
         if not data:
+            ended = True
             break
         head += data
     try:
-        fmt = sniff_format(head, "stdin") or "libsvm"  # nothing at all: no record in any format
+        fmt = sniff_format(head, "stdin", whole=ended) or "libsvm"  # nothing at all: no record in any format
     except UnknownFormat as error:
         raise SourceError(str(error)) from None
     rest = [head]

@@ -70,12 +70,16 @@ class UnknownFormat(ValueError):
     """A stream whose first bytes fit none of the formats."""
 
 
-def sniff_format(head: bytes, what: str = "the stream") -> str | None:
+def sniff_format(head: bytes, what: str = "the stream", whole: bool | None = None) -> str | None:
     """The format of a stream from its first bytes (:data:`SNIFF_BYTES` are enough); ``None``
-    for an empty one. Raises :class:`UnknownFormat` naming what it saw.
+    for an empty one. Raises :class:`UnknownFormat` naming what it saw. ``whole`` says ``head``
+    is the entire stream (default: it is shorter than :data:`SNIFF_BYTES`); if not, its last
+    line may be cut short and is not judged.
 
     >>> [sniff_format(b) for b in (b"1 3:0.5 7:1\\n", b'{"x": {"a": 1}, "y": 2}\\n', b"a;b;label\\n1;2;x\\n", b"")]
     ['libsvm', 'jsonl', 'csv', None]
+    >>> sniff_format(b"0 1:1\\n1 2:1\\n2 3", whole=False)  # a read that stopped inside a line
+    'libsvm'
     """
     if head.startswith(b"\xef\xbb\xbf"):
         head = head[3:]
@@ -85,7 +89,10 @@ def sniff_format(head: bytes, what: str = "the stream") -> str | None:
         return "msgpack"
     if b"\0" in head[:4096]:
         raise UnknownFormat(f"{what} holds binary data that is not a msgpack record stream: give --format if it is one")
-    lines = [line for line in head.split(b"\n")[:-1 if len(head) == SNIFF_BYTES else None][:50] if line.strip()]
+    pieces = head.split(b"\n")
+    if not (len(head) < SNIFF_BYTES if whole is None else whole) and len(pieces) > 1:
+        pieces.pop()  # a line the read cut short
+    lines = [line for line in pieces[:50] if line.strip()]
     if not lines:
         lines = [head]
     if lines[0].lstrip().startswith(b"{"):

@@ -424,6 +424,14 @@ def test_stdin_batches_are_cut_by_count_whatever_sizes_the_reads_bring(monkeypat
     assert sizes == [64] * 15 + [40]
 
 
+@pytest.mark.parametrize("size", [5, 13, 64])
+def test_stdin_format_is_told_whatever_line_the_first_reads_end_in(size):
+    """The format is sniffed from the first reads, whose last line a pipe may cut anywhere:
+    "0 1:" is no LIBSVM line, and it made stdin fail to start, by chance of the read sizes."""
+    text = b"".join(f"{i % 3} {i % 7 + 1}:1\n".encode() for i in range(100))
+    assert sum(len(b) for b in StdinSource(stream=Trickle(text, size), batch_records=64)) == 100
+
+
 def test_stdin_source_checks_the_replayed_prefix():
     text = b"1 1:1\n2 2:1\n1 1:2\n"
     batches = list(StdinSource(stream=Trickle(text, 6), batch_records=1))
