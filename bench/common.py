@@ -14,6 +14,10 @@ import time
 import numpy as np
 
 
+#: environment variables that cap the threads of BLAS and numba
+THREAD_LIMITS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
 def machine() -> dict:
     """Where and from what a result comes: the commit, the CPU, the library versions, the command."""
     import importlib.metadata as metadata
@@ -35,9 +39,11 @@ def machine() -> dict:
             versions[package] = None
     script = pathlib.Path(sys.argv[0]).resolve()
     module = ".".join(script.relative_to(root).with_suffix("").parts) if script.is_relative_to(root) else sys.argv[0]
+    # thread limits change the timings: they are part of the command that reproduces them
+    limits = [f"{name}={os.environ[name]}" for name in THREAD_LIMITS if name in os.environ]
     return {"commit": commit, "uncommitted_changes": bool(changed), "cpu": cpu, "cores": os.cpu_count(),
             "python": platform.python_version(), "versions": versions,
-            "command": " ".join(["python -m", module, *sys.argv[1:]])}
+            "command": " ".join([*limits, "python -m", module, *sys.argv[1:]])}
 
 
 def cpu_seconds(pid: int) -> float:
