@@ -100,3 +100,14 @@ def test_leastsquares_sections_rerun_into_the_results_and_the_report_is_rewritte
     assert after["provenance"]["draw_spread"]["command"].endswith("--only draw_spread --out " + str(tmp_path))
     assert after["provenance"]["table1"] == before["provenance"]["table1"] and after["table1"] == before["table1"]
     assert "| draw_spread |" in (tmp_path / "leastsquares.md").read_text()
+
+
+def test_the_recorded_command_carries_the_thread_limits_that_shaped_the_timings(monkeypatch):
+    from bench.common import THREAD_LIMITS, machine
+
+    for name in THREAD_LIMITS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sys, "argv", [str(ROOT / "bench" / "leastsquares_bench.py"), "--only", "text"])
+    assert machine()["command"] == "python -m bench.leastsquares_bench --only text"
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    assert machine()["command"] == "OPENBLAS_NUM_THREADS=1 python -m bench.leastsquares_bench --only text"
