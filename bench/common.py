@@ -18,16 +18,30 @@ import numpy as np
 THREAD_LIMITS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
 
 
-def machine() -> dict:
-    """Where and from what a result comes: the commit, the CPU, the library versions, the command."""
-    import importlib.metadata as metadata
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-    root = pathlib.Path(__file__).resolve().parents[1]
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=root).stdout.strip()
-    # uncommitted changes to the code (results and notes aside) mean the commit alone does not reproduce the figures
+
+def code_state() -> tuple[str, bool]:
+    """The checkout's commit, and whether its code (results and notes aside) has uncommitted
+    changes: then the commit alone does not reproduce the figures."""
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     changed = subprocess.run(["git", "status", "--porcelain", "--", "streamlearn", "connectors", "bench", "setup.py",
                               "pyproject.toml", ":!bench/results", ":!bench/README.md"], capture_output=True, text=True,
-                             cwd=root).stdout.strip()
+                             cwd=ROOT).stdout.strip()
+    return commit, bool(changed)
+
+
+#: the code a benchmark process runs is the checkout as it was when it started: a commit made
+#: while a long run goes on must not be recorded as the run's
+CODE_AT_START = code_state()
+
+
+def machine() -> dict:
+    """Where and from what a result comes: the commit (at the process's start), the CPU, the
+    library versions, the command."""
+    import importlib.metadata as metadata
+
+    commit, changed = CODE_AT_START
     cpu = next((line.split(":", 1)[1].strip() for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
     versions = {}
@@ -38,10 +52,10 @@ def machine() -> dict:
         except metadata.PackageNotFoundError:
             versions[package] = None
     script = pathlib.Path(sys.argv[0]).resolve()
-    module = ".".join(script.relative_to(root).with_suffix("").parts) if script.is_relative_to(root) else sys.argv[0]
+    module = ".".join(script.relative_to(ROOT).with_suffix("").parts) if script.is_relative_to(ROOT) else sys.argv[0]
     # thread limits change the timings: they are part of the command that reproduces them
     limits = [f"{name}={os.environ[name]}" for name in THREAD_LIMITS if name in os.environ]
-    return {"commit": commit, "uncommitted_changes": bool(changed), "cpu": cpu, "cores": os.cpu_count(),
+    return {"commit": commit, "uncommitted_changes": changed, "cpu": cpu, "cores": os.cpu_count(),
             "python": platform.python_version(), "versions": versions,
             "command": " ".join([*limits, "python -m", module, *sys.argv[1:]])}
 

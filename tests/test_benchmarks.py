@@ -111,3 +111,16 @@ def test_the_recorded_command_carries_the_thread_limits_that_shaped_the_timings(
     assert machine()["command"] == "python -m bench.leastsquares_bench --only text"
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
     assert machine()["command"] == "OPENBLAS_NUM_THREADS=1 python -m bench.leastsquares_bench --only text"
+
+
+def test_the_recorded_commit_is_the_one_the_run_started_from(monkeypatch):
+    """A long run records its provenance when a section ends: a commit made meanwhile is not the
+    code it ran, so the checkout is read once, when the process starts."""
+    import bench.common
+
+    def no_git(*args, **kwargs):
+        raise AssertionError("machine() read the checkout again")
+
+    monkeypatch.setattr(bench.common, "CODE_AT_START", ("f" * 40, False))
+    monkeypatch.setattr(bench.common.subprocess, "run", no_git)
+    assert bench.common.machine()["commit"] == "f" * 40
