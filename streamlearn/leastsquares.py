@@ -314,10 +314,12 @@ class GeneralizedLeastSquares(_DenseLeastSquares):
             self.history_ = []
             return self
         W = np.zeros((d, K))
-        self.history_ = [log_loss(X @ W, y_idx)]
+        scores = X @ W  # one product per iteration: the scores of the log-loss are the next step's
+        self.history_ = [log_loss(scores, y_idx)]
         for iteration in range(1, max_iter + 1):
-            W -= solve(X.T @ (softmax_rows(X @ W) - Y) / self._n)
-            self.history_.append(log_loss(X @ W, y_idx))
+            W -= solve(X.T @ (softmax_rows(scores) - Y) / self._n)
+            scores = X @ W
+            self.history_.append(log_loss(scores, y_idx))
             if callback is not None:
                 self._W[:d, :K] = W
                 callback(iteration, self)
