@@ -124,3 +124,15 @@ def test_the_recorded_commit_is_the_one_the_run_started_from(monkeypatch):
     monkeypatch.setattr(bench.common, "CODE_AT_START", ("f" * 40, False))
     monkeypatch.setattr(bench.common.subprocess, "run", no_git)
     assert bench.common.machine()["commit"] == "f" * 40
+
+
+def test_the_least_squares_benchmark_names_every_ridge_it_fits_with():
+    """The paper's experiments fix their ridge: a fit left at the learner's default changed meaning
+    when the defaults protocol moved that default (1e-6 to 1 or 0.1)."""
+    import ast
+
+    tree = ast.parse((ROOT / "bench" / "leastsquares_bench.py").read_text())
+    learners = {"GeneralizedLeastSquares", "CalibratedLeastSquares", "StagewiseRegression"}
+    fits = [call for call in ast.walk(tree) if isinstance(call, ast.Call) and getattr(call.func, "id", None) in learners]
+    assert len(fits) >= 8
+    assert all("ridge" in {k.arg for k in call.keywords} for call in fits), [ast.unparse(c) for c in fits]
