@@ -478,7 +478,7 @@ class FileSource(_ReadAhead):
         named = guess_format(path)
         head = _head(path) if named in (None, "csv") else b""
         try:
-            fmt = named or sniff_format(head, f"file {path!r}") or "libsvm"  # an empty file: no record in any format
+            fmt = named or sniff_format(head, f"file {path!r}", whole=len(head) < SNIFF_BYTES) or "libsvm"  # empty: no record
         except UnknownFormat as error:
             raise SourceError(str(error)) from None
         if fmt == "csv" and head.strip():

@@ -70,11 +70,10 @@ class UnknownFormat(ValueError):
     """A stream whose first bytes fit none of the formats."""
 
 
-def sniff_format(head: bytes, what: str = "the stream", whole: bool | None = None) -> str | None:
+def sniff_format(head: bytes, what: str = "the stream", whole: bool = True) -> str | None:
     """The format of a stream from its first bytes (:data:`SNIFF_BYTES` are enough); ``None``
-    for an empty one. Raises :class:`UnknownFormat` naming what it saw. ``whole`` says ``head``
-    is the entire stream (default: it is shorter than :data:`SNIFF_BYTES`); if not, its last
-    line may be cut short and is not judged.
+    for an empty one. Raises :class:`UnknownFormat` naming what it saw. ``whole=False`` says
+    ``head`` is only the stream's start: its last line may be cut short and is not judged.
 
     >>> [sniff_format(b) for b in (b"1 3:0.5 7:1\\n", b'{"x": {"a": 1}, "y": 2}\\n', b"a;b;label\\n1;2;x\\n", b"")]
     ['libsvm', 'jsonl', 'csv', None]
@@ -90,7 +89,7 @@ def sniff_format(head: bytes, what: str = "the stream", whole: bool | None = Non
     if b"\0" in head[:4096]:
         raise UnknownFormat(f"{what} holds binary data that is not a msgpack record stream: give --format if it is one")
     pieces = head.split(b"\n")
-    if not (len(head) < SNIFF_BYTES if whole is None else whole) and len(pieces) > 1:
+    if not whole and len(pieces) > 1:
         pieces.pop()  # a line the read cut short
     lines = [line for line in pieces[:50] if line.strip()]
     if not lines:
