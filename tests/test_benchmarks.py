@@ -136,3 +136,31 @@ def test_the_least_squares_benchmark_names_every_ridge_it_fits_with():
     fits = [call for call in ast.walk(tree) if isinstance(call, ast.Call) and getattr(call.func, "id", None) in learners]
     assert len(fits) >= 8
     assert all("ridge" in {k.arg for k in call.keywords} for call in fits), [ast.unparse(c) for c in fits]
+
+
+def _recorded(node, key: str):
+    """Every value under ``key`` anywhere in a results file's JSON."""
+    if isinstance(node, dict):
+        for name, value in node.items():
+            if name == key:
+                yield value
+            yield from _recorded(value, key)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _recorded(value, key)
+
+
+def test_every_committed_result_names_a_command_that_runs_from_the_checkout():
+    """A results file's command is how a reader reproduces its figures: a module of ``bench/``
+    run from the repository root (it once recorded the file's absolute path with dots)."""
+    import re
+
+    commands = [(path.name, command) for path in sorted((ROOT / "bench" / "results").glob("*.json"))
+                for command in _recorded(json.loads(path.read_text()), "command")]
+    assert len(commands) >= 10
+    runnable = re.compile(r"(?:[A-Z_]+=\d+ )*python -m bench\.(\w+)(?: |$)")
+    for name, command in commands:
+        if command.startswith("not recorded: "):
+            continue
+        match = runnable.match(command)
+        assert match and (ROOT / "bench" / f"{match.group(1)}.py").is_file(), (name, command)
