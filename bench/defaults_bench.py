@@ -17,9 +17,10 @@ order, batches of 1,000 rows, then ``flush()``. Candidates (:func:`candidates`):
 learners λ ∈ {1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3} (half decades) × averaging (none, plain,
 power 2) × projection (off, on); for ExtremeSVM the same λ × averaging (none, power 2, power 3) ×
 step (Pegasos' 1/(λt), or 002's η₀/(1 + decay·t) at the values its WordNet validation chose); for
-GeneralizedLeastSquares the softmax link × ridge {1e-3, 0.1, 0.3, 1, 3, 10} × mini-batch size {32, 64,
-128, 256}, the identity link × ridge {1e-6, 1e-3, 0.1} (its fit does not depend on the batch), and the
-old default; for CalibratedLeastSquares ridge {1e-6, 1e-3, 0.1, 1, 10} × stages {2, 5, 10}; for
+GeneralizedLeastSquares the softmax link × ridge {1e-3, 0.1, 0.3, 1, 3, 10} (relative to the mean
+diagonal of Σ̂) or trace ridge {1e-3, 3e-3, 1e-2, 3e-2, 0.1} (relative to its trace, growing with the
+dimension) × mini-batch size {32, 64, 128, 256}, the identity link × ridge {1e-6, 1e-3, 0.1} (its fit does
+not depend on the batch), and the old default; for CalibratedLeastSquares ridge {1e-6, 1e-3, 0.1, 1, 10} × stages {2, 5, 10}; for
 StagewiseRegression ridge {1e-6, 1e-3, 0.1, 1} × (stages, block size) {(10, 1000), (5, 200), (10, 100)}
 (both refit their default window of 10,000 examples every 1,000). A candidate's
 *regret* on a data set is the best validation accuracy of any candidate there minus its own. The
@@ -38,6 +39,7 @@ reported as an option, not offered to the choice.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import pathlib
 import sys
@@ -66,6 +68,7 @@ OLD_MCID_DEFAULT = {"lam": 1e-4, "average": False, "project": False}
 AVERAGES = {"last": {"average": False}, "average": {"average": True, "average_power": 0.0},
             "average^2": {"average": True, "average_power": 2.0}}
 SEED = 7
+BATCHES = (32, 64, 128, 256)  # GeneralizedLeastSquares' examples per step
 #: VW's defaults but for the hash table: --oaa 10087 in the default 2^18 weights collides (1.03 % on WordNet)
 VW_ARGS = {"wordnet": ("-b", "28")}
 QUICK_ROWS = 3000  # training rows per data set in the smoke run (--quick)
@@ -81,12 +84,15 @@ def candidates(learner: str, quick: bool) -> list[dict]:
     if learner == "MulticlassPGS":  # σ of 003's Eq. 7, and its iterate (Fig. 1 line 9; "random" is a device of the proof)
         sigmas = (1e-5, 1e-4) if quick else (1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
         return [{"sigma": sigma, "iterate": iterate} for sigma in sigmas for iterate in ("last", "average")]
-    if learner == "GeneralizedLeastSquares":  # Alg. 1's link, the relative ridge on Σ̂, examples per step
+    if learner == "GeneralizedLeastSquares":  # Alg. 1's link, the ridge on Σ̂ (relative, or to its trace), examples per step
         if quick:
-            return [{"link": link, "ridge": 1e-6, "batch_size": 32} for link in ("softmax", "identity")]
+            return ([{"link": link, "ridge": 1e-6, "batch_size": 32} for link in ("softmax", "identity")]
+                    + [{"link": "softmax", "trace_ridge": 1e-2, "batch_size": 32}])
         # the identity link's fit does not depend on the batch size; the old default is a candidate
         return ([{"link": "softmax", "ridge": ridge, "batch_size": batch} for ridge in (1e-3, 1e-1, 3e-1, 1.0, 3.0, 10.0)
-                 for batch in (32, 64, 128, 256)] + [OLD_DEFAULTS["GeneralizedLeastSquares"]]
+                 for batch in BATCHES] + [OLD_DEFAULTS["GeneralizedLeastSquares"]]
+                + [{"link": "softmax", "trace_ridge": trace_ridge, "batch_size": batch}
+                   for trace_ridge in (1e-3, 3e-3, 1e-2, 3e-2, 1e-1) for batch in BATCHES]
                 + [{"link": "identity", "ridge": ridge, "batch_size": 32} for ridge in (1e-6, 1e-3, 1e-1)])
     if learner == "CalibratedLeastSquares":  # Alg. 2's stages and the relative ridge, refitting its default window
         return [{"ridge": ridge, "stages": stages} for ridge in (1e-6, 1e-3, 0.1, 1.0, 10.0) for stages in (2, 5, 10)]
@@ -126,22 +132,23 @@ def choose(validation: dict, names: list) -> str:
     return min(regrets, key=lambda c: (np.mean(regrets[c]), max(regrets[c])))
 
 
+@functools.lru_cache(maxsize=None)  # each worker process loads a data set once for all its candidates
 def dataset(name: str, rows: int | None = None):
     """Data set ``name``, its training part cut to its first ``rows`` rows (``--quick``)."""
     split = load(name)
     return split.subsample(rows) if rows else split
 
 
-def cell(learner: str, name: str, grid: list, rows: int | None = None) -> tuple:
-    """Every candidate of ``learner`` on data set ``name``: (validation, test) accuracies."""
+def cell(learner: str, name: str, params: dict, rows: int | None = None) -> tuple[float, float]:
+    """One candidate of ``learner`` on data set ``name``: its (validation, test) accuracies. One
+    task per candidate, so that a large data set's grid spreads over every worker."""
     import streamlearn
 
     cls = getattr(streamlearn, learner)
     split = dataset(name, rows)
     val = split.validation()
-    validation = {key(p): one_pass(cls, p, val.X_train, val.y_train, val.X_test, val.y_test) for p in grid}
-    test = {key(p): one_pass(cls, p, split.X_train, split.y_train, split.X_test, split.y_test) for p in grid}
-    return validation, test
+    return (one_pass(cls, params, val.X_train, val.y_train, val.X_test, val.y_test),
+            one_pass(cls, params, split.X_train, split.y_train, split.X_test, split.y_test))
 
 
 def auto_cell(learner: str, name: str, params: dict, rows: int | None = None) -> float:
@@ -179,12 +186,14 @@ def main(argv=None) -> int:
         results["vw"][name] = vw_oaa(split.X_train, split.y_train, split.X_test, split.y_test, VW_ARGS.get(name, ()))["accuracy"]
         print(f"{name}: vw --oaa {results['vw'][name]:.4f}", file=sys.stderr, flush=True)
     with ProcessPoolExecutor(args.jobs) as pool:
-        cells = {(learner, name): pool.submit(cell, learner, name, candidates(learner, args.quick), rows)
-                 for learner, sets in learners.items() for name in sets}
-        validation, test = {learner: {} for learner in learners}, {learner: {} for learner in learners}
-        for (learner, name), future in cells.items():
-            validation[learner][name], test[learner][name] = future.result()
-            print(f"{learner} {name}: done", file=sys.stderr, flush=True)
+        cells = {(learner, name, key(params)): pool.submit(cell, learner, name, params, rows)
+                 for learner, sets in learners.items() for name in sets for params in candidates(learner, args.quick)}
+        validation = {learner: {name: {} for name in sets} for learner, sets in learners.items()}
+        test = {learner: {name: {} for name in sets} for learner, sets in learners.items()}
+        for (learner, name, candidate), future in cells.items():
+            validation[learner][name][candidate], test[learner][name][candidate] = future.result()
+            if len(validation[learner][name]) == len(candidates(learner, args.quick)):
+                print(f"{learner} {name}: done", file=sys.stderr, flush=True)
         defaults = {learner: choose(validation[learner], sets) for learner, sets in learners.items()}
         autos = {learner: key({**json.loads(defaults[learner]), "lam": "auto"}) for learner in learners if learner in MCID}
         auto_runs = {(learner, name): pool.submit(auto_cell, learner, name, json.loads(autos[learner]), rows)

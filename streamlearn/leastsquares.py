@@ -23,8 +23,9 @@ it on a buffered window or a whole data set when the stream can be revisited; us
 stream mode when it cannot.
 
 **Ridge.** ``Σ̂`` is singular whenever a feature is constant zero or features are collinear
-(raw MNIST pixels are both), so it is factored as ``Σ̂ + ridge·I`` (Cholesky, ``ridge``
-default 1e-6 times the mean diagonal of ``Σ̂``, and at least 1e-12).
+(raw MNIST pixels are both), so it is factored as ``Σ̂ + r·I`` (Cholesky): ``r`` is ``ridge``
+times the mean diagonal of ``Σ̂`` (at least 1e-12), or for :class:`GeneralizedLeastSquares` by
+default ``trace_ridge`` times its trace, a ridge that grows with the dimension.
 
 **Multi-label.** The paper notes that y may live on the hypercube; river's classifier API
 gives one hashable label per example, so a label *set* would be a single class here. The
@@ -95,6 +96,10 @@ def one_hot(y: np.ndarray, n_classes: int) -> np.ndarray:
     return out
 
 
+#: GeneralizedLeastSquares' ridge as a fraction of ``tr(Σ̂) = E‖x‖²``: the defaults protocol's winner
+DEFAULT_TRACE_RIDGE = 0.01
+
+
 def _ridged(second_moment: np.ndarray, ridge: float) -> np.ndarray:
     d = second_moment.shape[0]
     scale = float(np.trace(second_moment)) / max(d, 1) * ridge  # relative to the features' own scale
@@ -131,7 +136,8 @@ class _DenseLeastSquares(StreamClassifier):
     """Dense feature space, running second moment, class growth."""
 
     def _check_common(self) -> None:
-        check_positive("ridge", self.ridge)
+        if self.ridge is not None:
+            check_positive("ridge", self.ridge)
         check_positive("max_features", self.max_features, integer=True)
 
     def _init_model(self) -> None:
@@ -162,11 +168,6 @@ class _DenseLeastSquares(StreamClassifier):
 
     def _reserve_columns(self) -> None:
         self._grow(self._width(), len(self._labels))
-
-    def _solver(self, second_moment: np.ndarray) -> RidgeSolver:
-        """A :class:`RidgeSolver` with the features in their canonical (name-key) order."""
-        d = second_moment.shape[0]
-        return RidgeSolver(second_moment, self.ridge, np.argsort(self._features._sort_keys(np.arange(d)), kind="stable"))
 
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:
         self._reserve_columns()
@@ -217,9 +218,16 @@ class GeneralizedLeastSquares(_DenseLeastSquares):
     batch_size
         Examples per stream step (a step factors a ``d × d`` matrix: O(d³)).
     ridge
-        Relative ridge added to ``Σ̂`` before it is factored. The default, 1, is the defaults
-        protocol's winner for one pass over a stream (``bench/results/defaults.md``); 004's
-        parameter-free batch fit takes the least ridge that keeps ``Σ̂`` invertible (1e-6).
+        A ridge relative to the mean diagonal of ``Σ̂`` (``Σ̂ + ridge · tr(Σ̂)/d · I``), the same
+        at every dimension; 004's parameter-free batch fit takes the least that keeps ``Σ̂``
+        invertible, 1e-6. By default (``None``) ``trace_ridge`` sets the ridge instead; give
+        one of the two, not both.
+    trace_ridge
+        Without ``ridge``, ``Σ̂`` is factored as ``Σ̂ + trace_ridge · tr(Σ̂) · I``: a ridge of
+        ``trace_ridge · E‖x‖²``, which grows with the number of features, so that a stream step
+        (Eq. 6) is never longer than a gradient step of ``1 / (trace_ridge · E‖x‖²)`` whatever
+        the dimension. The default, 0.01, is the defaults protocol's winner for one pass over a
+        stream (``bench/results/defaults.md``).
     max_features
         Most features the dense model takes.
     standardize
@@ -245,19 +253,31 @@ class GeneralizedLeastSquares(_DenseLeastSquares):
     'x'
     """
 
-    def __init__(self, link: str = "softmax", batch_size: int = 32, ridge: float = 1.0, max_features: int = 4096,
-                 seed: int | None = None, standardize: bool = False):
+    def __init__(self, link: str = "softmax", batch_size: int = 32, ridge: float | None = None,
+                 trace_ridge: float = DEFAULT_TRACE_RIDGE, max_features: int = 4096, seed: int | None = None, standardize: bool = False):
         self.link, self.batch_size, self.ridge, self.max_features, self.seed = link, batch_size, ridge, max_features, seed
-        self.standardize = standardize
+        self.trace_ridge, self.standardize = trace_ridge, standardize
         if link not in ("softmax", "identity"):
             raise InvalidParameterError(f"link must be 'softmax' or 'identity', got {link!r}")
+        check_positive("trace_ridge", trace_ridge)
+        if ridge is not None and trace_ridge != DEFAULT_TRACE_RIDGE:
+            raise InvalidParameterError(f"give ridge or trace_ridge, not both (got ridge={ridge!r}, trace_ridge={trace_ridge!r})")
         self._check_common()
         self._reset()
 
     @classmethod
     def _unit_test_params(cls):
         yield {}
-        yield {"link": "identity", "batch_size": 5, "standardize": True}
+        yield {"link": "identity", "batch_size": 5, "standardize": True, "ridge": 1e-3}
+
+    def _solver(self, second_moment: np.ndarray) -> RidgeSolver:
+        """A :class:`RidgeSolver` with the features in their canonical (name-key) order."""
+        d = second_moment.shape[0]
+        return RidgeSolver(second_moment, self._relative_ridge(d), np.argsort(self._features._sort_keys(np.arange(d)), kind="stable"))
+
+    def _relative_ridge(self, d: int) -> float:
+        """The ridge relative to the mean diagonal of a ``d × d`` ``Σ̂`` (:class:`RidgeSolver`)."""
+        return self.trace_ridge * d if self.ridge is None else self.ridge  # trace_ridge · tr(Σ̂) = (trace_ridge · d) · tr(Σ̂)/d
 
     def _init_model(self) -> None:
         super()._init_model()

@@ -122,6 +122,36 @@ def test_staged_fit_callback_sees_each_prefix_of_stages(make):
         np.testing.assert_allclose(scores, make(t).fit(X, y).decision_function_many(X), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("params, ridge_of", [
+    ({}, lambda S: 0.01 * np.trace(S)),
+    ({"trace_ridge": 0.3}, lambda S: 0.3 * np.trace(S)),
+    ({"ridge": 0.5}, lambda S: 0.5 * np.trace(S) / len(S)),
+], ids=["default-trace-ridge", "trace-ridge", "relative-ridge"])
+def test_a_softmax_stream_step_is_eq_6_with_its_ridge(params, ridge_of):
+    """Each stream step is Eq. 6 of 004 on the running Σ̂ plus the ridge: ``trace_ridge ·
+    tr(Σ̂)`` by default, or ``ridge`` times the mean diagonal. NumPy reference of the steps."""
+    X, y = blobs(n=60, d=5, seed=9)
+    model = GeneralizedLeastSquares(batch_size=20, **params)
+    model.learn_many(X, y)
+    K, XtX, W = 3, np.zeros((5, 5)), np.zeros((5, 3))
+    for start in range(0, 60, 20):
+        Xb, Y = X[start : start + 20], np.eye(K)[y[start : start + 20]]
+        XtX += Xb.T @ Xb
+        S = XtX / (start + 20)
+        scores = Xb @ W
+        P = np.exp(scores - scores.max(axis=1, keepdims=True))
+        P /= P.sum(axis=1, keepdims=True)
+        W -= np.linalg.solve(S + ridge_of(S) * np.eye(5), Xb.T @ (P - Y) / 20)
+    np.testing.assert_allclose(weights(model, 5), W, rtol=1e-10, atol=1e-12)
+
+
+def test_a_ridge_and_a_trace_ridge_together_are_refused():
+    with pytest.raises(InvalidParameterError, match="ridge or trace_ridge, not both"):
+        GeneralizedLeastSquares(ridge=1.0, trace_ridge=0.1)
+    with pytest.raises(ValueError, match="trace_ridge"):
+        GeneralizedLeastSquares(trace_ridge=0.0)
+
+
 def test_softmax_stream_learns():
     X, y = blobs(n=3000, seed=3, noise=1.0)
     model = GeneralizedLeastSquares(batch_size=50)
