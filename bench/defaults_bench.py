@@ -20,7 +20,8 @@ step (Pegasos' 1/(λt), or 002's η₀/(1 + decay·t) at the values its WordNet 
 GeneralizedLeastSquares the softmax link × ridge {1e-3, 0.1, 0.3, 1, 3, 10} (relative to the mean
 diagonal of Σ̂) or trace ridge {1e-3, 3e-3, 1e-2, 3e-2, 0.1} (relative to its trace, growing with the
 dimension) × mini-batch size {32, 64, 128, 256}, the identity link × ridge {1e-6, 1e-3, 0.1} (its fit does
-not depend on the batch), and the old default; for CalibratedLeastSquares ridge {1e-6, 1e-3, 0.1, 1, 10} × stages {2, 5, 10}; for
+not depend on the batch), and the old default; for CalibratedLeastSquares ridge {1e-6, 1e-3, 0.1, 1, 10} ×
+stages {2, 5, 10} and trace ridge {1e-5, 3e-5, 1e-4, 3e-4, 1e-3} × stages {5, 10}; for
 StagewiseRegression ridge {1e-6, 1e-3, 0.1, 1} × (stages, block size) {(10, 1000), (5, 200), (10, 100)}
 (both refit their default window of 10,000 examples every 1,000). A candidate's
 *regret* on a data set is the best validation accuracy of any candidate there minus its own. The
@@ -94,8 +95,10 @@ def candidates(learner: str, quick: bool) -> list[dict]:
                 + [{"link": "softmax", "trace_ridge": trace_ridge, "batch_size": batch}
                    for trace_ridge in (1e-3, 3e-3, 1e-2, 3e-2, 1e-1) for batch in BATCHES]
                 + [{"link": "identity", "ridge": ridge, "batch_size": 32} for ridge in (1e-6, 1e-3, 1e-1)])
-    if learner == "CalibratedLeastSquares":  # Alg. 2's stages and the relative ridge, refitting its default window
-        return [{"ridge": ridge, "stages": stages} for ridge in (1e-6, 1e-3, 0.1, 1.0, 10.0) for stages in (2, 5, 10)]
+    if learner == "CalibratedLeastSquares":  # Alg. 2's stages and the ridge (relative, or to the trace), refitting its window
+        return ([{"ridge": ridge, "stages": stages} for ridge in (1e-6, 1e-3, 0.1, 1.0, 10.0) for stages in (2, 5, 10)]
+                + [{"ridge": None, "trace_ridge": trace_ridge, "stages": stages}
+                   for trace_ridge in (1e-5, 3e-5, 1e-4, 3e-4, 1e-3) for stages in (5, 10)])
     if learner == "StagewiseRegression":  # Alg. 3 on its default generator (features sampled by frequency)
         return [{"ridge": ridge, "stages": stages, "block_size": block} for ridge in (1e-6, 1e-3, 0.1, 1.0)
                 for stages, block in ((10, 1000), (5, 200), (10, 100))]

@@ -135,10 +135,24 @@ class RidgeSolver:
 class _DenseLeastSquares(StreamClassifier):
     """Dense feature space, running second moment, class growth."""
 
+    #: the trace ridge the learner's signature defaults to (None: it defaults to a relative ridge)
+    _default_trace_ridge: float | None = None
+
     def _check_common(self) -> None:
+        if self.ridge is None and self.trace_ridge is None:
+            raise InvalidParameterError("give ridge (relative to the mean diagonal of Σ̂) or trace_ridge (relative to its trace)")
         if self.ridge is not None:
             check_positive("ridge", self.ridge)
+            if self.trace_ridge not in (None, self._default_trace_ridge):
+                raise InvalidParameterError(f"give ridge or trace_ridge, not both (got ridge={self.ridge!r}, trace_ridge="
+                                            f"{self.trace_ridge!r}; ridge=None to use trace_ridge)")
+        if self.trace_ridge is not None:
+            check_positive("trace_ridge", self.trace_ridge)
         check_positive("max_features", self.max_features, integer=True)
+
+    def _relative_ridge(self, d: int) -> float:
+        """The ridge relative to the mean diagonal of a ``d × d`` ``Σ̂`` (:class:`RidgeSolver`)."""
+        return self.trace_ridge * d if self.ridge is None else self.ridge  # trace_ridge · tr(Σ̂) = (trace_ridge · d) · tr(Σ̂)/d
 
     def _init_model(self) -> None:
         self._n = 0
@@ -259,11 +273,10 @@ class GeneralizedLeastSquares(_DenseLeastSquares):
         self.trace_ridge, self.standardize = trace_ridge, standardize
         if link not in ("softmax", "identity"):
             raise InvalidParameterError(f"link must be 'softmax' or 'identity', got {link!r}")
-        check_positive("trace_ridge", trace_ridge)
-        if ridge is not None and trace_ridge != DEFAULT_TRACE_RIDGE:
-            raise InvalidParameterError(f"give ridge or trace_ridge, not both (got ridge={ridge!r}, trace_ridge={trace_ridge!r})")
         self._check_common()
         self._reset()
+
+    _default_trace_ridge = DEFAULT_TRACE_RIDGE
 
     @classmethod
     def _unit_test_params(cls):
@@ -274,10 +287,6 @@ class GeneralizedLeastSquares(_DenseLeastSquares):
         """A :class:`RidgeSolver` with the features in their canonical (name-key) order."""
         d = second_moment.shape[0]
         return RidgeSolver(second_moment, self._relative_ridge(d), np.argsort(self._features._sort_keys(np.arange(d)), kind="stable"))
-
-    def _relative_ridge(self, d: int) -> float:
-        """The ridge relative to the mean diagonal of a ``d × d`` ``Σ̂`` (:class:`RidgeSolver`)."""
-        return self.trace_ridge * d if self.ridge is None else self.ridge  # trace_ridge · tr(Σ̂) = (trace_ridge · d) · tr(Σ̂)/d
 
     def _init_model(self) -> None:
         super()._init_model()
@@ -416,9 +425,10 @@ class CalibratedLeastSquares(_WindowRefit):
     window, refit_every
         The stream keeps the last ``window`` examples and refits on them every
         ``refit_every`` examples.
-    ridge, max_features, seed, standardize
-        As :class:`GeneralizedLeastSquares`. The defaults, 10 stages on a ridge of 1e-3, are the
-        defaults protocol's winner over one pass (``bench/results/defaults.md``).
+    ridge, trace_ridge, max_features, seed, standardize
+        As :class:`GeneralizedLeastSquares` (``ridge=None`` to use ``trace_ridge``). The
+        defaults, 10 stages on a ridge of 1e-3, are the defaults protocol's winner over one pass
+        (``bench/results/defaults.md``).
     powers
         The calibration basis ``G``'s elementwise powers.
 
@@ -438,10 +448,11 @@ class CalibratedLeastSquares(_WindowRefit):
     'x'
     """
 
-    def __init__(self, stages: int = 10, window: int = 10_000, refit_every: int = 1000, ridge: float = 1e-3,
-                 max_features: int = 4096, powers: tuple = (1, 2, 3), seed: int | None = None, standardize: bool = False):
+    def __init__(self, stages: int = 10, window: int = 10_000, refit_every: int = 1000, ridge: float | None = 1e-3,
+                 trace_ridge: float | None = None, max_features: int = 4096, powers: tuple = (1, 2, 3),
+                 seed: int | None = None, standardize: bool = False):
         self.stages, self.window, self.refit_every, self.standardize = stages, window, refit_every, standardize
-        self.ridge, self.max_features, self.powers, self.seed = ridge, max_features, tuple(powers), seed
+        self.ridge, self.trace_ridge, self.max_features, self.powers, self.seed = ridge, trace_ridge, max_features, tuple(powers), seed
         check_positive("stages", stages, integer=True)
         self._check_window()
         if not self.powers or any(not isinstance(p, int) or p < 1 for p in self.powers):
@@ -483,13 +494,13 @@ class CalibratedLeastSquares(_WindowRefit):
         n = len(y)
         columns = self._canonical_columns(X.shape[1])
         X = take_columns(X, columns)
-        solver = RidgeSolver(X.T @ X / n, self.ridge)
+        solver = RidgeSolver(X.T @ X / n, self._relative_ridge(X.shape[1]))
         Y_hat = np.zeros((n, K))
         self._chain, self.history_ = [], []
         for _ in range(self.stages):
             W = solver.solve(X.T @ (Y - Y_hat) / n)  # Eq. 10
             U = calibration_basis(Y_hat + X @ W, self.powers)
-            W_cal = RidgeSolver(U.T @ U / n, self.ridge).solve(U.T @ Y / n)  # Eq. 11
+            W_cal = RidgeSolver(U.T @ U / n, self._relative_ridge(U.shape[1])).solve(U.T @ Y / n)  # Eq. 11
             Y_hat = project_simplex(U @ W_cal)
             # C order, as a restored checkpoint has it: BLAS rounds F- and C-ordered operands differently
             self._chain.append((columns, np.ascontiguousarray(W), np.ascontiguousarray(W_cal)))
@@ -695,7 +706,7 @@ class StagewiseRegression(_WindowRefit):
         pass with the default generator (``bench/results/defaults.md``).
     inner, inner_iterations
         The fit of a block (see above).
-    window, refit_every, ridge, max_features, standardize
+    window, refit_every, ridge, trace_ridge, max_features, standardize
         As :class:`CalibratedLeastSquares` (the stream refits on a window).
 
     Attributes
@@ -722,10 +733,10 @@ class StagewiseRegression(_WindowRefit):
     """
 
     def __init__(self, generator=None, block_size: int = 200, stages: int = 5, inner: str = "linear",
-                 inner_iterations: int = 50, window: int = 10_000, refit_every: int = 1000, ridge: float = 0.1,
-                 max_features: int = 4096, seed: int | None = None, standardize: bool = False):
+                 inner_iterations: int = 50, window: int = 10_000, refit_every: int = 1000, ridge: float | None = 0.1,
+                 trace_ridge: float | None = None, max_features: int = 4096, seed: int | None = None, standardize: bool = False):
         self.generator = generator if generator is not None else FeatureSampler()
-        self.standardize = standardize
+        self.standardize, self.trace_ridge = standardize, trace_ridge
         self.block_size, self.stages, self.inner, self.inner_iterations = block_size, stages, inner, inner_iterations
         self.window, self.refit_every, self.ridge, self.max_features, self.seed = window, refit_every, ridge, max_features, seed
         if not callable(self.generator):
@@ -769,7 +780,7 @@ class StagewiseRegression(_WindowRefit):
         self._stages, self.history_ = [], []
         for stage in range(self.stages):
             Z = self.generator(X, self.block_size, stage)
-            solver = RidgeSolver(Z.T @ Z / n, self.ridge)
+            solver = RidgeSolver(Z.T @ Z / n, self._relative_ridge(Z.shape[1]))
             if self.inner == "linear":
                 W = solver.solve(Z.T @ (Y - scores) / n)  # least squares on the residual
             else:

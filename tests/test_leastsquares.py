@@ -145,11 +145,38 @@ def test_a_softmax_stream_step_is_eq_6_with_its_ridge(params, ridge_of):
     np.testing.assert_allclose(weights(model, 5), W, rtol=1e-10, atol=1e-12)
 
 
-def test_a_ridge_and_a_trace_ridge_together_are_refused():
+@pytest.mark.parametrize("cls", [GeneralizedLeastSquares, CalibratedLeastSquares, StagewiseRegression])
+def test_a_ridge_and_a_trace_ridge_together_are_refused(cls):
     with pytest.raises(InvalidParameterError, match="ridge or trace_ridge, not both"):
-        GeneralizedLeastSquares(ridge=1.0, trace_ridge=0.1)
+        cls(ridge=1.0, trace_ridge=0.1)
+    with pytest.raises(InvalidParameterError, match="give ridge .* or trace_ridge"):
+        cls(ridge=None, trace_ridge=None)
     with pytest.raises(ValueError, match="trace_ridge"):
-        GeneralizedLeastSquares(trace_ridge=0.0)
+        cls(ridge=None, trace_ridge=0.0)
+
+
+def test_calibrated_least_squares_with_a_trace_ridge_is_alg_2_with_that_ridge_on_both_fits():
+    """One stage of Alg. 2 (Eq. 10, then Eq. 11 and the simplex projection) with
+    ``Σ̂ + trace_ridge · tr(Σ̂) · I`` in both solves. NumPy reference."""
+    X, y = blobs(n=200, d=5, seed=2)
+    model = CalibratedLeastSquares(stages=1, ridge=None, trace_ridge=0.05).fit(X, y)
+    Y = np.eye(3)[y]
+
+    def ridged_solve(A, B):
+        S = A.T @ A / len(A)
+        return np.linalg.solve(S + 0.05 * np.trace(S) * np.eye(len(S)), A.T @ B / len(A))
+
+    tilde = X @ ridged_solve(X, Y)
+    U = np.hstack([tilde, tilde**2, tilde**3])
+    np.testing.assert_allclose(model.decision_function_many(X), project_simplex(U @ ridged_solve(U, Y)), rtol=1e-9, atol=1e-12)
+
+
+def test_stagewise_with_a_trace_ridge_is_ridge_regression_with_that_ridge():
+    X, y = blobs(n=300, d=6)
+    model = StagewiseRegression(FeatureSampler(), block_size=6, stages=1, ridge=None, trace_ridge=0.1).fit(X, y)
+    S = X.T @ X / 300
+    W = np.linalg.solve(S + 0.1 * np.trace(S) * np.eye(6), X.T @ np.eye(3)[y] / 300)
+    np.testing.assert_allclose(model.decision_function_many(X), X @ W, rtol=1e-9, atol=1e-12)
 
 
 def test_softmax_stream_learns():
