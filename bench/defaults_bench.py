@@ -189,13 +189,14 @@ def main(argv=None) -> int:
         results["vw"][name] = vw_oaa(split.X_train, split.y_train, split.X_test, split.y_test, VW_ARGS.get(name, ()))["accuracy"]
         print(f"{name}: vw --oaa {results['vw'][name]:.4f}", file=sys.stderr, flush=True)
     with ProcessPoolExecutor(args.jobs) as pool:
+        grids = {learner: candidates(learner, args.quick) for learner in learners}
         cells = {(learner, name, key(params)): pool.submit(cell, learner, name, params, rows)
-                 for learner, sets in learners.items() for name in sets for params in candidates(learner, args.quick)}
+                 for learner, sets in learners.items() for name in sets for params in grids[learner]}
         validation = {learner: {name: {} for name in sets} for learner, sets in learners.items()}
         test = {learner: {name: {} for name in sets} for learner, sets in learners.items()}
         for (learner, name, candidate), future in cells.items():
             validation[learner][name][candidate], test[learner][name][candidate] = future.result()
-            if len(validation[learner][name]) == len(candidates(learner, args.quick)):
+            if len(validation[learner][name]) == len(grids[learner]):
                 print(f"{learner} {name}: done", file=sys.stderr, flush=True)
         defaults = {learner: choose(validation[learner], sets) for learner, sets in learners.items()}
         autos = {learner: key({**json.loads(defaults[learner]), "lam": "auto"}) for learner in learners if learner in MCID}

@@ -147,9 +147,11 @@ class _DenseLeastSquares(StreamClassifier):
             check_positive("trace_ridge", self.trace_ridge)
         check_positive("max_features", self.max_features, integer=True)
 
-    def _relative_ridge(self, d: int) -> float:
-        """The ridge relative to the mean diagonal of a ``d × d`` ``Σ̂`` (:class:`RidgeSolver`)."""
-        return self.trace_ridge * d if self.ridge is None else self.ridge  # trace_ridge · tr(Σ̂) = (trace_ridge · d) · tr(Σ̂)/d
+    def _ridge_solver(self, second_moment: np.ndarray, order: np.ndarray | None = None) -> RidgeSolver:
+        """A :class:`RidgeSolver` of ``second_moment`` with this learner's ridge or trace ridge."""
+        d = second_moment.shape[0]
+        relative = self.trace_ridge * d if self.ridge is None else self.ridge  # trace_ridge · tr(Σ̂) = (trace_ridge · d) · tr(Σ̂)/d
+        return RidgeSolver(second_moment, relative, order)
 
     def _init_model(self) -> None:
         self._n = 0
@@ -283,7 +285,7 @@ class GeneralizedLeastSquares(_DenseLeastSquares):
     def _solver(self, second_moment: np.ndarray) -> RidgeSolver:
         """A :class:`RidgeSolver` with the features in their canonical (name-key) order."""
         d = second_moment.shape[0]
-        return RidgeSolver(second_moment, self._relative_ridge(d), np.argsort(self._features._sort_keys(np.arange(d)), kind="stable"))
+        return self._ridge_solver(second_moment, np.argsort(self._features._sort_keys(np.arange(d)), kind="stable"))
 
     def _init_model(self) -> None:
         super()._init_model()
@@ -493,13 +495,13 @@ class CalibratedLeastSquares(_WindowRefit):
         n = len(y)
         columns = self._canonical_columns(X.shape[1])
         X = take_columns(X, columns)
-        solver = RidgeSolver(X.T @ X / n, self._relative_ridge(X.shape[1]))
+        solver = self._ridge_solver(X.T @ X / n)
         Y_hat = np.zeros((n, K))
         self._chain, self.history_ = [], []
         for _ in range(self.stages):
             W = solver.solve(X.T @ (Y - Y_hat) / n)  # Eq. 10
             U = calibration_basis(Y_hat + X @ W, self.powers)
-            W_cal = RidgeSolver(U.T @ U / n, self._relative_ridge(U.shape[1])).solve(U.T @ Y / n)  # Eq. 11
+            W_cal = self._ridge_solver(U.T @ U / n).solve(U.T @ Y / n)  # Eq. 11
             Y_hat = project_simplex(U @ W_cal)
             # C order, as a restored checkpoint has it: BLAS rounds F- and C-ordered operands differently
             self._chain.append((columns, np.ascontiguousarray(W), np.ascontiguousarray(W_cal)))
@@ -779,7 +781,7 @@ class StagewiseRegression(_WindowRefit):
         self._stages, self.history_ = [], []
         for stage in range(self.stages):
             Z = self.generator(X, self.block_size, stage)
-            solver = RidgeSolver(Z.T @ Z / n, self._relative_ridge(Z.shape[1]))
+            solver = self._ridge_solver(Z.T @ Z / n)
             if self.inner == "linear":
                 W = solver.solve(Z.T @ (Y - scores) / n)  # least squares on the residual
             else:
