@@ -22,9 +22,10 @@ from .sinks import JsonLinesSink, NullSink
 
 def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_records: int = 1000,
                 passes: int = 1, label_column=None, idle_timeout: float | None = None, until_end: bool = False,
-                broker_timeout: float | None = None, subscribe: bool = False):
+                broker_timeout: float | None = None, subscribe: bool = False, no_header: bool = False):
     """A source for one URI (``-``, ``kafka://...``) or for one or more paths/globs
-    (``idle_timeout``, ``until_end``, ``broker_timeout`` and ``subscribe``: see :class:`~connectors.kafka.KafkaSource`).
+    (``idle_timeout``, ``until_end``, ``broker_timeout`` and ``subscribe``: see :class:`~connectors.kafka.KafkaSource`;
+    ``label_column``: a CSV column or a flat record's field; ``no_header``: CSV files without a header line).
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "d.jsonl")
@@ -36,7 +37,7 @@ def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_recor
     uris = [uris] if isinstance(uris, str) else list(uris)
     fmt = normalize_format(fmt) if fmt else None
     if len(uris) == 1 and uris[0] == "-":
-        return StdinSource(fmt, labelled, batch_records, label_column)
+        return StdinSource(fmt, labelled, batch_records, label_column, no_header=no_header)
     if len(uris) == 1 and uris[0].startswith("kafka://"):
         from .kafka import KafkaSource, parse_kafka_uri
 
@@ -51,7 +52,7 @@ def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_recor
         raise SourceError("only a Kafka source joins a consumer group (model mixing)")
     if any(u == "-" or u.startswith("kafka://") for u in uris):
         raise SourceError("stdin and Kafka sources cannot be combined with other sources")
-    return FileSource(uris, fmt, labelled, batch_records, passes, label_column)
+    return FileSource(uris, fmt, labelled, batch_records, passes, label_column, no_header)
 
 
 def open_sink(uri: str | None):

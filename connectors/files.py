@@ -386,6 +386,9 @@ def expand_paths(patterns) -> list[str]:
         if not matches:
             raise SourceError(f"no file matches {pattern!r}")
         for path in matches:
+            if os.path.isdir(path):
+                raise SourceError(f"{path!r} is a directory: give its files ({os.path.join(path, '*')!r} in quotes, "
+                                  "or their paths)")
             if not os.path.isfile(path):
                 raise SourceError(f"no such file: {path!r}")
         paths.extend(matches)
@@ -414,7 +417,7 @@ class _ReadAhead:
     def _make_decoder(self, fmt: str):
         """The decoder of a format (one per format: a decoder's state is per file anyway)."""
         if fmt not in self._decoders:
-            decoder = self._decoders[fmt] = make_decoder(fmt, self.labelled, self.label_column)
+            decoder = self._decoders[fmt] = make_decoder(fmt, self.labelled, self.label_column, self.no_header)
             decoder.with_hashes = self._with_hashes
         return self._decoders[fmt]
 
@@ -453,9 +456,9 @@ class FileSource(_ReadAhead):
     blocks_on_input = True  # read in a background thread: waiting on its queue is interruptible too
 
     def __init__(self, paths, fmt: str | None = None, labelled: bool = True, batch_records: int = 1000,
-                 passes: int = 1, label_column=None):
+                 passes: int = 1, label_column=None, no_header: bool = False):
         self.paths = expand_paths(paths)
-        self.labelled, self.label_column = labelled, label_column
+        self.labelled, self.label_column, self.no_header = labelled, label_column, no_header
         self._decoders: dict = {}
         self.formats = [fmt or self._format_of(path) for path in self.paths]
         self.format = self.formats[0] if len(set(self.formats)) == 1 else "mixed"
@@ -484,7 +487,7 @@ class FileSource(_ReadAhead):
         if fmt == "csv" and head.strip():
             first = head.removeprefix(UTF8_BOM).split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", "replace")
             try:
-                make_decoder("csv", self.labelled, self.label_column).set_header_line(first)
+                make_decoder("csv", self.labelled, self.label_column, self.no_header).set_header_line(first)
             except ValueError as error:
                 raise SourceError(f"file {path!r}: {error}") from None
         return fmt
@@ -571,9 +574,9 @@ class StdinSource(_ReadAhead):
     blocks_on_input = True
 
     def __init__(self, fmt: str | None = None, labelled: bool = True, batch_records: int = 1000, label_column=None,
-                 stream=None):
+                 stream=None, no_header: bool = False):
         self.format = fmt  # None: sniffed from the stream's first bytes (sniff_format)
-        self.labelled, self.label_column = labelled, label_column
+        self.labelled, self.label_column, self.no_header = labelled, label_column, no_header
         self._decoders: dict = {}
         self.batch_records = int(batch_records)
         if self.batch_records < 1:  # 0 read the whole stream as one batch
@@ -582,6 +585,7 @@ class StdinSource(_ReadAhead):
         self.name = "stdin"
         self._cursor = _Cursor()
         self._decoder_state: dict = {}
+        self.compression = None  # "gzip", "bz2" or "xz" once the stream's first bytes showed one
 
     def _read(self):
         """``read(n)``, and ``ready(seconds)`` when the stream is a file descriptor that can be
@@ -612,6 +616,7 @@ class StdinSource(_ReadAhead):
 
     def _batches(self):
         (read, ready), cursor = self._read(), _Cursor(self._cursor.offset, self._cursor.line, self._cursor.crc)
+        read, ready, self.compression = decompressed(read, ready)
         if self.format is None:
             read, ready, self.format = _sniffed(read, ready)
         decoder = self._make_decoder(self.format)
@@ -623,6 +628,50 @@ class StdinSource(_ReadAhead):
             batch.position = {"kind": self.kind, "offset": cursor.offset, "line": cursor.line, "crc": cursor.crc,
                               "decoder": decoder.export()}
             yield batch
+
+
+#: the magic bytes that start a compressed stream, and the module that opens it
+COMPRESSION_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "lzma"))
+
+
+class _Prepended:
+    """A file-like ``read(n)`` over bytes already read from a stream, then the stream itself
+    (what the decompressors of :func:`decompressed` read from)."""
+
+    def __init__(self, head: bytes, read):
+        self._head, self._read = head, read
+
+    def read(self, n: int = -1) -> bytes:
+        if self._head:
+            size = len(self._head) if n is None or n < 0 else n
+            piece, self._head = self._head[:size], self._head[size:]
+            return piece
+        if n is None or n < 0:
+            return b"".join(iter(lambda: self._read(CHUNK_BYTES), b""))
+        return self._read(n)
+
+
+def decompressed(read, ready):
+    """``read`` / ``ready`` of a stream, decompressed when its first bytes are gzip's, bzip2's
+    or xz's magic (as files are by their names), and the compression's name (``None``: plain).
+    Offsets then count decompressed bytes; a compressed stream is read as it comes, without
+    the pause detection of ``ready`` (the decompressor holds bytes the descriptor no longer shows)."""
+    head = b""
+    while len(head) < 6:
+        data = read(6 - len(head))
+        if not data:
+            break
+        head += data
+        if not any(magic.startswith(head[: len(magic)]) for magic, _ in COMPRESSION_MAGIC):
+            break
+    module = next((name for magic, name in COMPRESSION_MAGIC if head.startswith(magic)), None)
+    raw = _Prepended(head, read)
+    if module is None:
+        return raw.read, (None if ready is None else lambda seconds: bool(raw._head) or ready(seconds)), None
+    import importlib
+
+    opened = importlib.import_module(module).open(raw, "rb")
+    return _TolerantReader(opened), None, {"lzma": "xz"}.get(module, module)
 
 
 def _sniffed(read, ready):

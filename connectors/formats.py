@@ -3,10 +3,14 @@
 * ``libsvm`` (also ``svmlight``, ``svm``): ``label idx:value ...``, parsed in bulk by the
   compiled parser of :mod:`connectors.libsvm`; the batch's ``X`` is a CSR matrix whose
   column ``idx`` is feature ``idx``.
-* ``jsonl``: one ``{"x": {name: value, ...}, "y": label}`` object per line.
+* ``jsonl``: one object per line, nested ``{"x": {name: value, ...}, "y": label}`` or flat
+  ``{"species": "setosa", "petal_length": 1.4, ...}`` (the label field named by the label
+  column, else ``y``, ``label``, ``class`` or ``target``; every other field a feature).
 * ``csv``: a header line of column names, then one record per line, separated by ``,``,
   ``;``, tabs or ``|``; the label column is chosen by name or index (default: a column named
   ``y``, ``label``, ``class`` or ``target``; none is an error). An empty cell is an absent feature.
+  A file without a header (``no_header``, or a first line whose cells are numbers but for the
+  label column) names its columns by index, 0, 1, ...
 * ``msgpack``: a stream of msgpack maps ``{"x": {...}, "y": ...}`` (not line based), or of
   compact batches of records as CSR arrays (:mod:`connectors.compact`), or both.
 
@@ -29,7 +33,7 @@ import numpy as np
 
 from .libsvm import parse_libsvm_bytes
 from .compact import decode_batch, is_compact
-from .records import Batch, BatchBuilder, DeadLetter, RecordError, check_features, check_label, check_record, labels_out, record_hash
+from .records import Batch, BatchBuilder, DeadLetter, RecordError, check_features, canonical_label, check_label, check_record, labels_out, record_hash
 
 FORMATS = ("libsvm", "csv", "jsonl", "msgpack")
 _SUFFIXES = {
@@ -71,13 +75,15 @@ class UnknownFormat(ValueError):
 
 
 def sniff_format(head: bytes, what: str = "the stream", whole: bool = True) -> str | None:
-    """The format of a stream from its first bytes (:data:`SNIFF_BYTES` are enough); ``None``
-    for an empty one. Raises :class:`UnknownFormat` naming what it saw. ``whole=False`` says
+    """The format of a stream from its first bytes (:data:`SNIFF_BYTES` are enough): the one
+    most of its first 50 lines fit; ``None`` for an empty one. Raises :class:`UnknownFormat` naming what it saw. ``whole=False`` says
     ``head`` is only the stream's start: its last line may be cut short and is not judged.
 
     >>> [sniff_format(b) for b in (b"1 3:0.5 7:1\\n", b'{"x": {"a": 1}, "y": 2}\\n', b"a;b;label\\n1;2;x\\n", b"")]
     ['libsvm', 'jsonl', 'csv', None]
     >>> sniff_format(b"0 1:1\\n1 2:1\\n2 3", whole=False)  # a read that stopped inside a line
+    'libsvm'
+    >>> sniff_format(b"0 1:1\\n1 2:1 3\\n2 3:1\\n")  # a bad line among good ones: told by the majority
     'libsvm'
     """
     if head.startswith(b"\xef\xbb\xbf"):
@@ -91,18 +97,19 @@ def sniff_format(head: bytes, what: str = "the stream", whole: bool = True) -> s
     pieces = head.split(b"\n")
     if not whole and len(pieces) > 1:
         pieces.pop()  # a line the read cut short
-    lines = [line for line in pieces[:50] if line.strip()]
-    if not lines:
-        lines = [head]
-    if lines[0].lstrip().startswith(b"{"):
+    lines = [line.rstrip(b"\r") for line in pieces[:50] if line.strip()] or [head]
+    # each line votes: a bad record among the sniffed lines is a dead letter later, not a refusal now
+    majority = (len(lines) + 1) // 2  # at least half
+    if sum(line.lstrip().startswith(b"{") for line in lines) >= majority:
         return "jsonl"
-    if all(_LIBSVM_LINE.match(line.rstrip(b"\r")) for line in lines) and any(_HAS_PAIR.search(line) for line in lines):
+    if sum(bool(_LIBSVM_LINE.match(line)) for line in lines) >= majority and any(_HAS_PAIR.search(line) for line in lines):
         return "libsvm"
     header = lines[0].decode("utf-8", "replace")
     if any(d in header for d in CSV_DELIMITERS) and len(lines) > 1:
         return "csv"
-    raise UnknownFormat(f"cannot tell the format of {what} from its first line ({lines[0][:60]!r}): "
-                        "give --format (libsvm, csv, jsonl or msgpack)")
+    shown = "; ".join(repr(line[:60]) for line in lines[:3]) + ("; ..." if len(lines) > 3 else "")
+    raise UnknownFormat(f"cannot tell the format of {what}: most of its first {len(lines)} lines fit no format "
+                        f"({shown}): give --format (libsvm, csv, jsonl or msgpack)")
 
 
 def csv_delimiter(header: str) -> str:
@@ -115,6 +122,14 @@ def csv_delimiter(header: str) -> str:
     counts = {d: header.count(d) for d in CSV_DELIMITERS}
     best = max(counts, key=counts.get)
     return best if counts[best] else ","
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
 
 
 def _line_position(origin: str, line: int, offset: int) -> dict:
@@ -164,7 +179,9 @@ class LibsvmDecoder(LineDecoder):
         def locate(i):
             return _line_position(origin, first_line + int(lines[i]) + 1, offset + int(starts[lines[i]]))
 
-        labels = chunk.label_array if chunk.label_array is not None else chunk.labels
+        labels = chunk.label_array
+        if labels is None:  # "1.0" is the class of "1": canonical numbers (the parser gives integers only)
+            labels = labels_out([canonical_label(v) if isinstance(v, str) else v for v in chunk.labels])
         return Batch(chunk.X, labels, chunk.hashes, locate, dead)
 
 
@@ -198,12 +215,19 @@ class _DictLineDecoder(LineDecoder):
 
 
 class JsonLinesDecoder(_DictLineDecoder):
+    """JSON lines, nested or flat records (see :func:`~connectors.records.check_record`; a flat
+    record's label is the field ``label_column``, else a conventionally named one)."""
+
+    def __init__(self, labelled: bool = True, label_column=None):
+        super().__init__(labelled)
+        self.label_column = label_column
+
     def _record(self, line):
         try:
             obj = json.loads(line)
         except (ValueError, UnicodeDecodeError, RecursionError) as error:  # RecursionError: nested too deeply
             raise RecordError("malformed", f"not JSON: {error}") from None
-        return check_record(obj, self.labelled)
+        return check_record(obj, self.labelled, self.label_column)
 
 
 class CsvDecoder(_DictLineDecoder):
@@ -216,9 +240,9 @@ class CsvDecoder(_DictLineDecoder):
     any case) when none is given — a labelled stream without one is refused with a message
     (taking the first column had made every record of ``wine.csv`` a dead letter)."""
 
-    def __init__(self, labelled: bool = True, label_column=None):
+    def __init__(self, labelled: bool = True, label_column=None, no_header: bool = False):
         super().__init__(labelled)
-        self.label_column = label_column
+        self.label_column, self.no_header = label_column, bool(no_header)
         self.header: list | None = None
         self.delimiter = ","
         self._label_at = None
@@ -234,13 +258,27 @@ class CsvDecoder(_DictLineDecoder):
             self.delimiter = state.get("delimiter", ",")
             self._set_header(state["header"])
 
-    def set_header_line(self, text: str) -> None:
-        """Take a header line (delimiter found from it, see :func:`csv_delimiter`); raises a
-        ``ValueError`` when the label column cannot be found."""
+    def set_header_line(self, text: str) -> bool:
+        """Take a file's first line as its header (delimiter found from it, see :func:`csv_delimiter`);
+        ``False`` when it is a record, the columns then named by index (see :meth:`is_data`).
+        Raises a ``ValueError`` when the label column cannot be found."""
         import csv
 
         self.delimiter = csv_delimiter(text)
-        self._set_header(next(csv.reader([text], delimiter=self.delimiter)))
+        cells = next(csv.reader([text], delimiter=self.delimiter), [])
+        if self.is_data(cells):
+            self._set_header(list(range(len(cells))))
+            return False
+        self._set_header(cells)
+        return True
+
+    def is_data(self, cells: list) -> bool:
+        """Whether a file's first line is a record rather than a header: ``no_header``, or every
+        cell a number but the label column's (a header of numbers names no column)."""
+        if self.no_header:
+            return True
+        label_at = int(self.label_column) if str(self.label_column).isdigit() else None
+        return bool(cells) and all(_is_number(cell) for j, cell in enumerate(cells) if j != label_at)
 
     def _set_header(self, names: list) -> None:
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -249,10 +287,12 @@ class CsvDecoder(_DictLineDecoder):
         self.header = list(names)
         column = self.label_column
         if column is None:
-            column = next((n for n in names if n.strip().lower() in LABEL_COLUMNS), None)
+            column = next((n for n in names if str(n).strip().lower() in LABEL_COLUMNS), None)
             if column is None and self.labelled:  # taking the first column silently made every record bad
+                if names and all(isinstance(n, int) for n in names):
+                    raise ValueError(f"the CSV has no header line ({len(names)} columns): give --label-column INDEX")
                 raise ValueError(f"the CSV header {names} has no label column (one named {', '.join(LABEL_COLUMNS)}): "
-                                 "give --label-column NAME or INDEX")
+                                 "give --label-column NAME or INDEX (or --no-header if the first line is a record)")
         if isinstance(column, str) and column.isdigit():
             column = int(column)
         if isinstance(column, int):
@@ -268,8 +308,7 @@ class CsvDecoder(_DictLineDecoder):
 
     def _skip(self, number, text):
         if self.header is None:
-            self.set_header_line(text.decode("utf-8", "replace"))
-            return True
+            return self.set_header_line(text.decode("utf-8", "replace"))
         return False
 
     def _record(self, line):
@@ -292,23 +331,10 @@ class CsvDecoder(_DictLineDecoder):
         x = check_features(x)
         label = cells[self._label_at].strip() if self._label_at is not None else None
         if label is not None:
-            label = _int_or_text(label)
+            label = canonical_label(label)
         if self.labelled or label:
             label = check_label(label if label != "" else None)
         return x, label
-
-
-def _int_or_text(text: str):
-    """A CSV label: ``3``, ``-1``, ``+1`` (one sign, ASCII digits) as an int, as in LIBSVM
-    files; any other text as it is (``+-5``, ``²``, or digits past Python's int-parsing
-    limit of 4,300, where ``int()`` would raise)."""
-    digits = text[1:] if text[:1] in ("+", "-") else text
-    if digits.isascii() and digits.isdigit():
-        try:
-            return int(text)
-        except ValueError:
-            pass
-    return text
 
 
 class MsgpackDecoder:
@@ -319,8 +345,8 @@ class MsgpackDecoder:
     line_based = False
     with_hashes = True
 
-    def __init__(self, labelled: bool = True):
-        self.labelled = labelled
+    def __init__(self, labelled: bool = True, label_column=None):
+        self.labelled, self.label_column = labelled, label_column
         self.broken = False
 
     def new_file(self):
@@ -363,7 +389,7 @@ class MsgpackDecoder:
                 if is_compact(obj):
                     rows = decode_batch(obj, self.labelled, self.with_hashes)
                 else:
-                    x, label = check_record(obj, self.labelled)
+                    x, label = check_record(obj, self.labelled, self.label_column)
             except RecordError as error:
                 dead.append(DeadLetter(place, error.reason, error.message, raw))
             else:
@@ -379,13 +405,13 @@ class MsgpackDecoder:
         return builder.build(), consumed, n
 
 
-def make_decoder(fmt: str, labelled: bool = True, label_column=None):
-    """A decoder for a format name (see :data:`FORMATS`)."""
+def make_decoder(fmt: str, labelled: bool = True, label_column=None, no_header: bool = False):
+    """A decoder for a format name (see :data:`FORMATS`); ``no_header``: CSV files have no header line."""
     fmt = normalize_format(fmt)
     if fmt == "libsvm":
         return LibsvmDecoder(labelled)
     if fmt == "jsonl":
-        return JsonLinesDecoder(labelled)
+        return JsonLinesDecoder(labelled, label_column)
     if fmt == "csv":
-        return CsvDecoder(labelled, label_column)
-    return MsgpackDecoder(labelled)
+        return CsvDecoder(labelled, label_column, no_header)
+    return MsgpackDecoder(labelled, label_column)

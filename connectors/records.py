@@ -19,6 +19,7 @@ connectors.records.RecordError: non-finite: value of feature 'a' is nan
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -111,9 +112,39 @@ def _is_missing(y) -> bool:
     return y is None or (isinstance(y, str) and not y.strip()) or (isinstance(y, float) and math.isnan(y))
 
 
+_NUMBER_TEXT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d{1,3})?")
+
+
+def canonical_label(text: str):
+    """A label read from text in its canonical form: a number written any way (``1``, ``+1``,
+    ``1.0``, ``1e0``) is one label, an int when integral (as LIBSVM's ``+1/-1`` are), else a
+    float; any other text stays as it is (``spam``, ``nan``, ``1_000``, digits past Python's
+    int-parsing limit).
+
+    >>> [canonical_label(t) for t in ("1", "+1", "1.0", "-1.00", "1e2", "2.5", "spam", "nan", "007")]
+    [1, 1, 1, -1, 100, 2.5, 'spam', 'nan', 7]
+    """
+    text = text.strip()
+    if len(text) > MAX_LABEL_LENGTH or not _NUMBER_TEXT.fullmatch(text):
+        return text
+    if text.lstrip("+-").isdigit():
+        return int(text)
+    value = float(text)
+    if not math.isfinite(value):
+        return text
+    if value.is_integer():
+        from decimal import Decimal
+
+        return int(Decimal(text))  # exact, where int(value) would round past 2**53
+    return value
+
+
 def check_label(y):
     """A label as stored (ints, strings, bools, finite floats; at most ``MAX_LABEL_LENGTH``
-    characters or digits); raises :class:`RecordError`."""
+    characters or digits; an integral float is the int it equals, so that ``1.0`` and ``1``
+    from JSON or msgpack are one class); raises :class:`RecordError`."""
+    if type(y) is float and y.is_integer() and abs(y) < 2**63:
+        y = int(y)
     if _is_missing(y):
         raise RecordError("missing-label", "the record has no label")
     if (isinstance(y, str) and len(y) > MAX_LABEL_LENGTH) or (type(y) is int and y.bit_length() > _MAX_LABEL_BITS):
@@ -150,17 +181,48 @@ def check_features(x) -> dict:
     return x
 
 
-def check_record(obj, labelled: bool) -> tuple[dict, object]:
-    """Validate a decoded record ``{"x": {...}, "y": label}``; return ``(x, y)``.
+#: the fields a flat record's label is looked for in, when no label field is named (any case)
+LABEL_FIELDS = ("y", "label", "class", "target")
 
-    ``y`` may be absent (``None`` is returned) when the source is not ``labelled``."""
-    if not isinstance(obj, dict) or "x" not in obj:
-        raise RecordError("malformed", 'a record is a mapping {"x": {feature: value, ...}, "y": label}')
-    x = check_features(obj["x"])
-    y = obj.get("y")
+
+def check_record(obj, labelled: bool, label_field=None) -> tuple[dict, object]:
+    """Validate a decoded record; return ``(x, y)``. A record is nested, ``{"x": {...}, "y": label}``,
+    or flat, ``{"species": "setosa", "petal_length": 1.4, ...}``: its label is the field
+    ``label_field``, else the first of :data:`LABEL_FIELDS` it has, and every other field is a feature.
+
+    ``y`` may be absent (``None`` is returned) when the source is not ``labelled``.
+
+    >>> check_record({"species": "setosa", "pl": 1.4, "pw": 0.2}, True, "species")
+    ({'pl': 1.4, 'pw': 0.2}, 'setosa')
+    >>> check_record({"pl": 1.4, "Label": 2.0}, True)
+    ({'pl': 1.4}, 2)
+    """
+    if not isinstance(obj, dict):
+        raise RecordError("malformed", 'a record is a mapping: {"x": {feature: value, ...}, "y": label} or flat '
+                                       '{feature: value, ..., "label": label}')
+    if isinstance(obj.get("x"), dict) and (label_field is None or label_field not in obj):
+        x, y = check_features(obj["x"]), obj.get("y")
+    else:
+        x, y = _flat_record(obj, labelled, label_field)
     if labelled or not _is_missing(y):
         y = check_label(y)
     return x, y
+
+
+def _flat_record(obj: dict, labelled: bool, label_field) -> tuple[dict, object]:
+    """The features and label of a flat record (see :func:`check_record`)."""
+    if label_field is None:
+        label_field = next((key for key in obj if isinstance(key, str) and key.strip().lower() in LABEL_FIELDS), None)
+    elif label_field not in obj and isinstance(label_field, str) and label_field.isdigit():
+        label_field = int(label_field)  # msgpack maps may have integer keys
+    if label_field is None or label_field not in obj:
+        if labelled:
+            named = f"field {label_field!r}" if label_field is not None else f"field named {', '.join(LABEL_FIELDS)}"
+            raise RecordError("missing-label", f"the record has no label {named} (give --label-column NAME for a flat "
+                                               'record, or send {"x": {...}, "y": label})')
+        return check_features(obj), None
+    y = obj[label_field]
+    return check_features({k: v for k, v in obj.items() if k != label_field}), y
 
 
 class BatchBuilder:

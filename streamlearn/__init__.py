@@ -13,7 +13,8 @@ Every learner is a ``river.base.MiniBatchClassifier`` (``learn_one`` / ``learn_m
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the command's start-up pays for every import
 
 __version__ = "0.1.0"
 

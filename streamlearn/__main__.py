@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     import sys
 
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in ("train", "predict", "evaluate", "inspect", "plot", "serve"):  # the CLI's commands
+    if argv and argv[0] in ("train", "predict", "evaluate", "inspect", "plot", "serve", "learners"):  # the CLI's commands
         from .cli import main as cli_main
 
         return cli_main(argv)

@@ -404,6 +404,25 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         """Make the model able to score every column of the feature space (a family whose
         ``_raw_scores`` cannot take columns it has not learned yet overrides this)."""
 
+    def feature_mass(self, X) -> tuple[float, float]:
+        """``(known, total)``: the sum of the absolute feature values of batch ``X`` on features
+        the model has weights for, and over all of them (how much of ``X`` the model can see).
+
+        >>> from streamlearn import MulticlassSVM
+        >>> model = MulticlassSVM()
+        >>> model.learn_one({"a": 1.0}, "x")
+        >>> model.feature_mass([{"a": -2.0, "new": 1.0}])
+        (2.0, 3.0)
+        """
+        rows = self._features.encode_many(X, grow=False)
+        known = float(np.abs(rows.data[rows.indptr[0] : rows.indptr[-1]]).sum())
+        if isinstance(X, list):
+            total = float(sum(abs(v) for x in X for v in x.values()))
+        else:
+            values = X.data if hasattr(X, "data") and not isinstance(X, np.ndarray) else np.asarray(X)
+            total = float(np.abs(np.asarray(values, np.float64)).sum())
+        return known, total
+
     def class_indices(self, y) -> np.ndarray:
         """Column of each label in :meth:`decision_function_many` (``-1`` for a label the
         model has not seen)."""

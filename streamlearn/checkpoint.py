@@ -32,6 +32,8 @@ array([0., 1., 2.])
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
 import pathlib
@@ -148,6 +150,14 @@ def snapshot(obj):
     return obj
 
 
+def _remove(path: pathlib.Path) -> None:
+    """Remove a checkpoint file; what is not one (a directory of that name) is left alone."""
+    try:
+        path.unlink(missing_ok=True)
+    except (IsADirectoryError, PermissionError):
+        pass
+
+
 class BackgroundWriter:
     """Saves checkpoints of a :class:`CheckpointStore` on one thread, one at a time.
 
@@ -194,12 +204,16 @@ class CheckpointStore:
 
     def paths(self) -> list[pathlib.Path]:
         """Checkpoint files, oldest first."""
+        return [path for path in self._named() if path.is_file()]
+
+    def _named(self) -> list[pathlib.Path]:
+        """Everything named like a checkpoint, files or not, oldest first."""
         if not self.directory.is_dir():
             return []
         return sorted(self.directory.glob("ckpt-*.slc"))
 
     def _next_sequence(self) -> int:
-        paths = self.paths()
+        paths = self._named()  # past a directory of a checkpoint's name too: the new file cannot replace it
         return int(paths[-1].stem.split("-")[1]) + 1 if paths else 1
 
     def save(self, payload: dict) -> pathlib.Path:
@@ -215,10 +229,10 @@ class CheckpointStore:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
-        except OSError as error:  # a full disk, a quota: no partial file left behind, one clear message
-            tmp.unlink(missing_ok=True)
-            raise CheckpointError(f"cannot write a checkpoint in {self.directory}: {error}; the previous checkpoint "
-                                  "is intact: free space and restart with --resume") from None
+        except OSError as error:  # a full disk, a quota, no permission: no partial file left behind, one clear message
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise CheckpointError(f"cannot write a checkpoint in {self.directory}: {error}; {self._advice(error)}") from None
         failpoints.reached("checkpoint-write")
         os.replace(tmp, path)
         fd = os.open(self.directory, os.O_RDONLY)
@@ -227,15 +241,24 @@ class CheckpointStore:
         finally:
             os.close(fd)
         for old in self.paths()[: -self.keep]:
-            old.unlink(missing_ok=True)
+            _remove(old)
         for stale in self.directory.glob(".ckpt-*.slc.tmp"):  # left by a crash in the middle of a write
             stale.unlink(missing_ok=True)
         return path
 
+    def _advice(self, error: OSError) -> str:
+        """What to do about a failed write, by its cause."""
+        previous = "the previous checkpoint is intact: " if self.paths() else "no checkpoint was written: "
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return previous + "free space" + (", then restart with --resume" if self.paths() else " and start again")
+        if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return previous + "make the directory writable, or choose another --checkpoint-dir"
+        return previous + "see the error"
+
     def clear(self) -> None:
         """Remove every checkpoint of the directory (``streamlearn train --overwrite``)."""
         for path in self.paths():
-            path.unlink()
+            _remove(path)
 
     def load(self, path) -> dict:
         path = pathlib.Path(path)
@@ -246,10 +269,16 @@ class CheckpointStore:
 
         Corrupt ones are skipped with a warning; if every one is corrupt, raises."""
         paths = self.paths()
+        for odd in sorted(set(self._named()) - set(paths)):
+            warnings.warn(f"{odd} is not a checkpoint file; skipped", stacklevel=2)
         problems = []
         for path in reversed(paths):
             try:
                 payload = self.load(path)
+            except OSError as error:  # a directory or an unreadable file where a checkpoint should be
+                warnings.warn(f"{path} is not a readable checkpoint ({error.strerror or error}); skipped", stacklevel=2)
+                problems.append(f"{path}: {error.strerror or error}")
+                continue
             except CorruptCheckpoint as error:
                 warnings.warn(f"{error}; falling back to an older checkpoint", stacklevel=2)
                 problems.append(str(error))

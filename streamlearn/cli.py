@@ -9,6 +9,7 @@ Examples::
     streamlearn predict new.svm --checkpoint ckpt --output predictions.jsonl
     streamlearn evaluate test.svm --checkpoint ckpt
     streamlearn inspect ckpt --json
+    streamlearn learners MulticlassSVM        # its parameters, their types and defaults
     streamlearn plot ckpt/metrics.jsonl -o curves.png
     streamlearn serve --checkpoint-dir ckpt --port 8080
 
@@ -21,7 +22,6 @@ first records are mostly bad); 4 nothing was learned (no valid record).
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import sys
@@ -44,33 +44,24 @@ class ConfigError(ValueError):
     """Bad command-line configuration: printed as one line, exit code 1."""
 
 
-def parse_param(text: str) -> tuple[str, object]:
-    """``KEY=VALUE`` → (key, value); the value is a Python literal when it parses as one
-    (``1e-4``, ``True``, ``None``, ``8``), else the string."""
-    key, sep, raw = text.partition("=")
-    if not sep or not key.strip():
-        raise ConfigError(f"--param expects KEY=VALUE, got {text!r}")
-    try:
-        value = ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
-        value = raw
-    return key.strip(), value
+class UsageError(ConfigError):
+    """A command line that misses what it needs (exit code 2, as argparse's own usage errors)."""
 
 
 def build_learner(name: str, params: list[str]):
-    """A learner from its class name and ``KEY=VALUE`` parameters (clear errors); only
-    that learner's module is imported."""
+    """A learner from its class name and ``KEY=VALUE`` parameters, each parsed by the
+    parameter's declared type (:mod:`streamlearn.params`; clear errors); only that learner's
+    module is imported."""
     import streamlearn
+
+    from .params import parse_params
 
     if name not in streamlearn.LEARNER_NAMES:
         raise ConfigError(f"unknown learner {name!r}; choose one of: {', '.join(sorted(streamlearn.LEARNER_NAMES))}")
-    kwargs = dict(parse_param(p) for p in params or [])
     cls = getattr(streamlearn, name)
     try:
-        return cls(**kwargs)
-    except TypeError as error:
-        raise ConfigError(f"{name}: {error}") from None
-    except StreamlearnError as error:
+        return cls(**parse_params(cls, params))
+    except (TypeError, StreamlearnError, ValueError) as error:
         raise ConfigError(f"{name}: {error}") from None
 
 
@@ -89,9 +80,24 @@ def _cadence(args) -> tuple:
 def _source(args, labelled: bool, passes: int = 1, until_end: bool = False):
     import connectors
 
-    return connectors.open_source(args.source, args.format, labelled, args.batch_records, passes, args.label_column,
-                                  getattr(args, "idle_timeout", None), until_end, getattr(args, "broker_timeout", None),
-                                  subscribe=bool(getattr(args, "mix_topic", None)))
+    return connectors.open_source(bundled_paths(args.source), args.format, labelled, args.batch_records, passes,
+                                  args.label_column, getattr(args, "idle_timeout", None), until_end,
+                                  getattr(args, "broker_timeout", None), subscribe=bool(getattr(args, "mix_topic", None)),
+                                  no_header=args.no_header)
+
+
+def bundled_paths(sources: list[str]) -> list[str]:
+    """Sources with the name of a bundled data set (``letter``, ``letter.t``: see
+    :mod:`streamlearn.datasets`) that is not a file here replaced by the bundled file's path."""
+    from .datasets import BUNDLED
+
+    out = []
+    for source in sources:
+        if source in BUNDLED and not os.path.exists(source):
+            print(f"streamlearn: {source!r} is the bundled data set {BUNDLED[source]}", file=sys.stderr)
+            source = str(BUNDLED[source])
+        out.append(source)
+    return out
 
 
 def _holdout(args):
@@ -104,16 +110,19 @@ def _holdout(args):
         return float(args.holdout)
     except ValueError:
         pass
-    uri = args.holdout
-    connectors.open_source(uri, args.format, True)  # fail now if it cannot be opened
+    uri = bundled_paths([args.holdout])[0]
+    # read as the training source is: the same format, label column and header
+    reading = dict(fmt=args.format, label_column=args.label_column, no_header=args.no_header)
+    connectors.open_source(uri, labelled=True, **reading)  # fail now if it cannot be opened
     # a topic is read up to where it ends when the evaluation starts (the idle timeout is a safety net)
-    return lambda: connectors.open_source(uri, args.format, True, args.batch_records, idle_timeout=2.0, until_end=True)
+    return lambda: connectors.open_source(uri, labelled=True, batch_records=args.batch_records, idle_timeout=2.0,
+                                          until_end=True, **reading)
 
 
 def _check_train_options(args) -> None:
     """Options that contradict each other or the source: one clear line before anything starts."""
     if not args.source:
-        raise ConfigError("train needs a source: a file, a glob, - for stdin, or kafka://HOST:PORT/TOPIC?group=NAME "
+        raise UsageError("train needs a source: a file, a glob, - for stdin, or kafka://HOST:PORT/TOPIC?group=NAME "
                           "(on the command line or as `source` in --config)")
     if args.resume and args.overwrite:
         raise ConfigError("--resume continues the model of --checkpoint-dir and --overwrite replaces it: choose one")
@@ -129,6 +138,15 @@ def _check_train_options(args) -> None:
                           "kafka://HOST:PORT/TOPIC?group=NAME")
     if args.mix_every < 1:
         raise ConfigError(f"--mix-every must be a positive number of examples, got {args.mix_every}")
+    for option, value, what in (("--checkpoint-every", args.checkpoint_every, "number of examples"),
+                                ("--checkpoint-interval", args.checkpoint_interval, "number of seconds"),
+                                ("--batch-records", args.batch_records, "number of records"),
+                                ("--passes", args.passes, "number of passes"), ("--keep", args.keep, "number of checkpoints"),
+                                ("--max-classes", args.max_classes, "number of classes")):
+        if value is not None and not value > 0:
+            raise ConfigError(f"{option} must be a positive {what}, got {value:g}")
+    if args.max_errors is not None and args.max_errors < 0:
+        raise ConfigError(f"--max-errors must be 0 or more, got {args.max_errors}")
     streamed = args.source[0] == "-" or args.source[0].startswith("kafka://")
     if args.passes != 1 and streamed:
         raise ConfigError(f"--passes {args.passes}: stdin and Kafka are read once; save the stream to a file for several passes")
@@ -145,10 +163,23 @@ def _prepare_checkpoint_dir(args) -> None:
     existing = store.paths()
     if args.resume or not existing:
         return
+    if not args.overwrite and _learned_nothing(store):  # a failed start (wrong format, label column...) holds no model
+        print(f"streamlearn: replacing the checkpoints of {args.checkpoint_dir}: the job that wrote them learned nothing",
+              file=sys.stderr)
+        args.overwrite = True
     if not args.overwrite:
         raise ConfigError(f"{args.checkpoint_dir} already holds checkpoints of a model ({existing[-1].name}): "
                           "--resume continues it, --overwrite replaces it, or choose another --checkpoint-dir")
     store.clear()
+
+
+def _learned_nothing(store) -> bool:
+    """Whether the newest checkpoint of a directory holds a model that learned no example."""
+    try:
+        payload = store.load_latest()
+    except ValueError:  # every checkpoint damaged: not ours to judge, --overwrite decides
+        return False
+    return payload is not None and not payload["runner"]["counters"].get("learned") and "mixing" not in payload
 
 
 def _initial_model(args):
@@ -256,16 +287,31 @@ def _likely_cause(args, runner, reasons: dict) -> str:
     if looks and fmt and looks != fmt and not top.startswith("refused"):
         return f"the records look like {looks} but were read as {fmt}: give --format {looks}"
     if top.startswith("refused-bad-label"):
-        return f"the learner {args.learner} refuses these labels (a binary learner takes 2 classes): choose a multi-class learner"
+        wanted = getattr(runner.model, "classes_", None)
+        if wanted is not None:  # a binary learner: its two classes are a parameter
+            example = _dead_label(runner.first_dead_record)
+            return (f"{type(runner.model).__name__} learns the two classes {tuple(wanted)!r} (negative, positive), and "
+                    f"these records' labels are others{f' (such as {example!r})' if example is not None else ''}: give "
+                    "--param classes=NEGATIVE,POSITIVE with the data's two labels, or choose a multi-class learner")
+        return f"the learner {type(runner.model).__name__} refuses these labels (see the dead letters' messages)"
     if top.startswith("refused"):
         return "the learner refuses these records (see the dead letters' messages)"
     if top in ("missing-label", "bad-label", "label-too-long"):
-        return "the labels are missing or unusable: check --label-column (CSV) or the records' \"y\""
+        return ("the labels are missing or unusable: check --label-column (a CSV column, or a flat JSON record's label "
+                "field) or the records' \"y\"")
     if top == "non-numeric":
         return "a column or feature holds text: if it is the label, name it with --label-column"
     if top in ("malformed", "undecodable"):
         return f"the data may not be {fmt or 'in the format expected'}: give --format (libsvm, csv, jsonl, msgpack)"
     return "see the dead letters' messages"
+
+
+def _dead_label(record: bytes | None):
+    """The label of a refused record (its dead letter holds it as ``{"x": ..., "y": label}``)."""
+    try:
+        return json.loads(record)["y"]
+    except (TypeError, ValueError, KeyError):
+        return None
 
 
 def _looks_like(record: bytes | None) -> str | None:
@@ -285,10 +331,19 @@ def _train_outcome(args, runner, code: int, dead_path: str) -> int:
     counters = runner.counters
     if not args.checkpoint_dir:
         print("streamlearn: the model was not saved (no --checkpoint-dir)", file=sys.stderr)
+    if runner.stop_signal is not None:
+        import signal
+
+        where = (f"the model is saved in {args.checkpoint_dir}: the same command with --resume continues"
+                 if args.checkpoint_dir else "the model was not saved")
+        print(f"streamlearn: stopped by {signal.Signals(runner.stop_signal).name} after {counters['learned']:,} examples "
+              f"learned, before the source's end; {where}", file=sys.stderr)
     if counters["dead_letters"]:
         appended = "" if args.dead_letter is None and args.checkpoint_dir else " (appended)"
         print(f"streamlearn: {counters['dead_letters']:,} bad records ({_reasons(runner.dead_reasons)}) -> "
               f"{dead_path}{appended}", file=sys.stderr)
+        if code == 0 and runner.dead_reasons.get("refused-bad-label"):  # valid records the learner would not take
+            print(f"streamlearn: {_likely_cause(args, runner, {'refused-bad-label': 1})}", file=sys.stderr)
     if code == EXIT_ERROR:  # the source went away for good
         saved = f"; the model is saved in {args.checkpoint_dir}: --resume goes on from there" if args.checkpoint_dir else ""
         print(f"streamlearn: {runner.stop_error}; stopping{saved}", file=sys.stderr)
@@ -316,6 +371,28 @@ def _load(directory):
     return streamlearn.learner_from_state(payload["learner"]), payload
 
 
+def _read_as_trained(args, payload: dict) -> None:
+    """``predict`` / ``evaluate`` read data as the checkpoint's job read its own (label column,
+    header; the format for stdin) unless the command line says otherwise."""
+    reading = payload.get("runner", {}).get("reading") or {}
+    if args.label_column is None and reading.get("label_column") is not None:
+        args.label_column = reading["label_column"]
+    args.no_header = args.no_header or bool(reading.get("no_header"))
+    if args.format is None and args.source == ["-"] and reading.get("format") in ("libsvm", "csv", "jsonl", "msgpack"):
+        args.format = reading["format"]
+
+
+def _coverage_outcome(coverage, model) -> int:
+    """The warnings of a prediction run's coverage on stderr; exit code 1 when no label was known."""
+    for warning in coverage.warnings():
+        print(f"streamlearn: warning: {warning}", file=sys.stderr)
+    error = coverage.no_label_known(model)
+    if error:
+        print(f"streamlearn: error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    return 0
+
+
 def cmd_predict(args) -> int:
     import connectors
 
@@ -323,18 +400,21 @@ def cmd_predict(args) -> int:
 
     from .runner import FeatureCoverage
 
-    model, _ = _load(args.checkpoint)
-    sink = connectors.open_sink(args.output or "-")
-    n = 0
-    coverage = FeatureCoverage()
+    model, payload = _load(args.checkpoint)
+    _read_as_trained(args, payload)
     source = _source(args, labelled=False)
+    sink = connectors.open_sink(args.output or "-")
+    n, bad = 0, {}
+    coverage = FeatureCoverage()
     try:
         for batch in source:
             for dead in batch.dead:
-                print(f"streamlearn: skipped bad record at {dead.position}: {dead.reason}: {dead.message}", file=sys.stderr)
+                bad[dead.reason] = bad.get(dead.reason, 0) + 1
+                if sum(bad.values()) <= 10:
+                    print(f"streamlearn: skipped bad record at {dead.position}: {dead.reason}: {dead.message}", file=sys.stderr)
             if not len(batch):
                 continue
-            coverage.add(model, batch.X)
+            coverage.add(model, batch.X, batch.y)
             if args.proba:
                 proba = model.predict_proba_many(batch.X).to_dict(orient="records")
             predicted = model.predict_many(batch.X)
@@ -347,22 +427,30 @@ def cmd_predict(args) -> int:
     finally:
         source.close()
         sink.close()
-    print(f"streamlearn: {n:,} predictions ({coverage.unknown_share:.1%} of the feature values unknown to the model)",
-          file=sys.stderr)
-    if coverage.warning():
-        print(f"streamlearn: warning: {coverage.warning()}", file=sys.stderr)
-    return 0
+    skipped = f"; {sum(bad.values()):,} bad records skipped ({_reasons(bad)})" if bad else ""
+    print(f"streamlearn: {n:,} predictions ({coverage.unknown_share:.1%} of the feature mass unknown to the model)"
+          f"{skipped}", file=sys.stderr)
+    if not n:
+        print("streamlearn: nothing was predicted" + (": every record was bad (check --format, --label-column and "
+                                                      "--no-header)" if bad else ": the source held no records"), file=sys.stderr)
+        return EXIT_NOTHING_LEARNED
+    return _coverage_outcome(coverage, model)
 
 
 def cmd_evaluate(args) -> int:
     from .runner import FeatureCoverage, evaluate_source
 
-    model, _ = _load(args.checkpoint)
+    model, payload = _load(args.checkpoint)
+    _read_as_trained(args, payload)
     coverage = FeatureCoverage()
-    print(json.dumps(evaluate_source(model, _source(args, labelled=True, until_end=True), coverage)))  # a topic: to its end now
-    if coverage.warning():
-        print(f"streamlearn: warning: {coverage.warning()}", file=sys.stderr)
-    return 0
+    result = evaluate_source(model, _source(args, labelled=True, until_end=True), coverage)  # a topic: to its end now
+    print(json.dumps(result))
+    if not result["n"]:
+        print("streamlearn: nothing was evaluated" + (f": all {result['bad_records']:,} records were bad (check --format, "
+                                                      "--label-column and --no-header)" if result["bad_records"] else
+                                                      ": the source held no records"), file=sys.stderr)
+        return EXIT_NOTHING_LEARNED
+    return _coverage_outcome(coverage, model)
 
 
 def cmd_inspect(args) -> int:
@@ -486,6 +574,22 @@ def cmd_serve(args) -> int:
     return 0
 
 
+def cmd_learners(args) -> int:
+    """Each learner the command trains, or the named ones, with its parameters' types and defaults."""
+    import streamlearn
+
+    from .params import describe
+
+    names = args.names or list(streamlearn.LEARNER_NAMES)
+    unknown = [n for n in names if n not in streamlearn.LEARNER_NAMES]
+    if unknown:
+        raise ConfigError(f"unknown learner {unknown[0]!r}; choose one of: {', '.join(streamlearn.LEARNER_NAMES)}")
+    print("\n\n".join(describe(getattr(streamlearn, name)) for name in names))
+    print("\ntrain takes them as --param NAME=VALUE: a bool as true/false (yes/no, on/off, 1/0), none as none, "
+          "a tuple as a,b")
+    return 0
+
+
 def cmd_plot(args) -> int:
     from .plotting import plot_metrics
 
@@ -498,7 +602,10 @@ def _add_source_options(p, required: bool = True) -> None:
     p.add_argument("source", nargs="+" if required else "*",
                    help="file path(s) or glob(s), - for stdin, or kafka://HOST:PORT/TOPIC?group=NAME[&client=confluent]")
     p.add_argument("--format", help="libsvm, csv, jsonl or msgpack (default: guessed from the file name; libsvm for stdin)")
-    p.add_argument("--label-column", help="CSV: the label column's name or 0-based index")
+    p.add_argument("--label-column", help="CSV: the label column's name or 0-based index; JSON lines and msgpack: a flat "
+                                          "record's label field (default: one named y, label, class or target)")
+    p.add_argument("--no-header", action="store_true", help="CSV: the files have no header line (columns are named "
+                                                            "0, 1, ...; found without it when the first line is numbers)")
     p.add_argument("--batch-records", type=int, default=1000, help="records per batch (default: 1000): the unit of reading, learning and checkpoint positions")
 
 
@@ -537,7 +644,9 @@ def _train_options(p) -> None:
     p.add_argument("--config", help="a TOML file whose keys stand in for these options (source too; [param] table for --param)")
     p.add_argument("--learner", default=LEARNER_DEFAULT, metavar="NAME",
                    help=f"the learner: {', '.join(LEARNER_NAMES)} (default: {LEARNER_DEFAULT})")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="learner parameter, repeatable (e.g. lam=1e-4)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="learner parameter, repeatable (e.g. lam=1e-4, average=false), read by its type: "
+                        "`streamlearn learners NAME` lists them")
     p.add_argument("--standardize", action="store_true", help="scale every feature online to zero mean and unit variance, "
                                                               "learned and checkpointed with the model: for dense, unscaled "
                                                               "features (the learner's standardize=True)")
@@ -622,6 +731,11 @@ def _serve_options(p) -> None:
     p.set_defaults(func=cmd_serve)
 
 
+def _learners_options(p) -> None:
+    p.add_argument("names", nargs="*", metavar="LEARNER", help="the learners to describe (default: all)")
+    p.set_defaults(func=cmd_learners)
+
+
 def _plot_options(p) -> None:
     p.add_argument("metrics_file")
     p.add_argument("-o", "--output", required=True, help="PNG file to write")
@@ -651,6 +765,7 @@ COMMANDS = {
     "inspect": ("what the newest checkpoint of a directory holds", _inspect_options),
     "plot": ("learning curves from a metrics log, as PNG", _plot_options),
     "serve": ("answer predictions over HTTP from the newest checkpoint of a directory, reloading new ones", _serve_options),
+    "learners": ("the learners train takes, each parameter with its type and default", _learners_options),
 }
 
 
@@ -719,10 +834,13 @@ def _blas_threads_for(args) -> None:
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 
-def main(argv=None) -> int:
+def main(argv=None, caught: dict | None = None) -> int:
+    """Run one command; ``caught``: the handlers :func:`streamlearn.stopping.catch` replaced, when
+    the caller already catches stops (the ``streamlearn`` entry point, :mod:`streamlearn.console`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     # train notes SIGTERM/SIGINT from here on: a stop while it starts is a final checkpoint, not death
-    caught = stopping.catch() if next((a for a in argv if not a.startswith("-")), None) == "train" else None
+    if caught is None and next((a for a in argv if not a.startswith("-")), None) == "train":
+        caught = stopping.catch()
     previous_format, warnings.formatwarning = warnings.formatwarning, _one_line_warning  # what happened, not where
     parser = make_parser(argv)
     try:
@@ -732,6 +850,9 @@ def main(argv=None) -> int:
         return args.func(args)
     except BrokenPipeError:
         return 0
+    except UsageError as error:
+        print(f"streamlearn: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     except (ValueError, OSError) as error:  # ConfigError, SourceError, CheckpointError, a bad format or URI; a missing
         print(f"streamlearn: error: {error}", file=sys.stderr)  # file, a full disk, a directory we may not write to
         return 1

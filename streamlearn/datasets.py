@@ -1,7 +1,9 @@
 """The data set bundled with streamlearn, as a river-style stream of ``(x, y)`` pairs.
 
 ``letter``: UCI Letter Recognition as LIBSVM distributes it (16 features scaled to [-1, 1],
-26 classes): 15,000 training rows and 5,000 test rows, in ``streamlearn/data``.
+26 classes): 15,000 training rows and 5,000 test rows, in ``streamlearn/data``. The
+``streamlearn`` command reads them as ``letter.scale`` and ``letter.scale.t`` (also ``letter``
+and ``letter.t``) when no file of that name is where it runs.
 
 >>> x, y = next(iter(letter()))
 >>> sorted(x)[:3], y
@@ -24,6 +26,11 @@ def path(split: str = "train") -> pathlib.Path:
     if split not in FILES:
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     return DATA / FILES[split]
+
+
+#: the names the ``streamlearn`` command takes for the bundled files when no such file is where it runs
+BUNDLED = {"letter": DATA / FILES["train"], "letter.scale": DATA / FILES["train"],
+           "letter.t": DATA / FILES["test"], "letter.scale.t": DATA / FILES["test"]}
 
 
 def letter(split: str = "train") -> Iterator[tuple[dict, int]]:

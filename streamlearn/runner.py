@@ -99,40 +99,81 @@ def score_batch(model: StreamClassifier, X, y, learn: bool = False, return_proba
 
 
 class FeatureCoverage:
-    """How many of a stream's non-zero feature values belong to features a model knows: a
-    model asked about data that shares few features with what it learned (a CSV against a
-    model of LIBSVM columns) answers one class at uniform probability, without an error."""
+    """How much of a stream a model knows: the share of its feature mass (the sum of absolute
+    feature values) on features the model has weights for, and the share of its labels that are
+    classes of the model. A model asked about data that shares few features with what it learned
+    (a CSV against a model of LIBSVM columns, 1-based indices against 0-based ones), or whose
+    labels are spelled otherwise, answers without an error: these shares make it visible.
 
-    #: above this share of unknown values, :meth:`warning` says so
-    WARN_ABOVE = 0.5
+    >>> from streamlearn import MulticlassSVM
+    >>> model = MulticlassSVM()
+    >>> model.learn_one({"a": 1.0}, "x")
+    >>> coverage = FeatureCoverage()
+    >>> coverage.add(model, [{"a": 3.0, "b": 1.0}], ["x"])
+    >>> round(coverage.unknown_share, 2), coverage.unknown_label_share
+    (0.25, 0.0)
+    >>> coverage.warnings()
+    ['25% of the feature mass is on features the model has never seen and counts for nothing in its predictions: is this the kind of data it learned, with the same feature names (and the same first index)?']
+    """
+
+    #: above this share of unknown feature mass, :meth:`warnings` says so
+    WARN_ABOVE = 0.1
+    #: above this share of labels that are no class of the model, :meth:`warnings` says so
+    WARN_LABELS_ABOVE = 0.5
 
     def __init__(self):
-        self.known = self.total = 0
+        self.known = self.total = 0.0
+        self.labels = self.known_labels = 0
+        self.unknown_examples: list = []  # a few labels the model does not know, for the message
 
-    def add(self, model, X) -> None:
-        rows = model._features.encode_many(X, grow=False)
-        self.known += int(np.count_nonzero(rows.data[rows.indptr[0] : rows.indptr[-1]]))
-        if isinstance(X, list):
-            self.total += sum(1 for x in X for v in x.values() if v != 0)
-        else:
-            self.total += int(np.count_nonzero(X.data if hasattr(X, "data") and not isinstance(X, np.ndarray) else X))
+    def add(self, model, X, y=None) -> None:
+        """Count a batch's features (and its labels, when given: ``None`` entries are skipped)."""
+        known, total = model.feature_mass(X)
+        self.known += known
+        self.total += total
+        if y is not None:
+            labels = [label for label in (y.tolist() if hasattr(y, "tolist") else y) if label is not None]
+            if labels:
+                found = model.class_indices(labels) >= 0
+                self.labels += len(labels)
+                self.known_labels += int(found.sum())
+                for i in np.flatnonzero(~found)[: 3 - len(self.unknown_examples)].tolist():
+                    self.unknown_examples.append(labels[i])
 
     @property
     def unknown_share(self) -> float:
-        return 1.0 - self.known / self.total if self.total else 0.0
+        return max(0.0, 1.0 - self.known / self.total) if self.total else 0.0
 
-    def warning(self) -> str | None:
-        if self.unknown_share <= self.WARN_ABOVE:
+    @property
+    def unknown_label_share(self) -> float:
+        return 1.0 - self.known_labels / self.labels if self.labels else 0.0
+
+    def no_label_known(self, model) -> str | None:
+        """The error when labels were counted and none is a class of the model."""
+        if not self.labels or self.known_labels:
             return None
-        return (f"{self.unknown_share:.0%} of the feature values are of features the model has never seen and count "
-                "for nothing in its predictions: is this the kind of data it learned, with the same feature names?")
+        return (f"none of the {self.labels:,} labels is a class of the model (labels such as "
+                f"{', '.join(map(repr, self.unknown_examples))}; its classes: {', '.join(map(repr, model.classes[:10]))}"
+                f"{', ...' if len(model.classes) > 10 else ''}): is the label column the one it learned?")
+
+    def warnings(self) -> list[str]:
+        out = []
+        if self.unknown_share > self.WARN_ABOVE:
+            out.append(f"{self.unknown_share:.0%} of the feature mass is on features the model has never seen and counts "
+                       "for nothing in its predictions: is this the kind of data it learned, with the same feature names "
+                       "(and the same first index)?")
+        if self.unknown_label_share > self.WARN_LABELS_ABOVE and self.known_labels:
+            out.append(f"{self.unknown_label_share:.0%} of the labels are no class of the model (such as "
+                       f"{', '.join(map(repr, self.unknown_examples))})")
+        return out
 
 
 def evaluate_source(model: StreamClassifier, source, coverage: FeatureCoverage | None = None) -> dict:
     """Score every labelled record of a source (nothing is learned), then close the source
     (a hold-out topic opens a consumer at every checkpoint: left open, they piled up). The
     metrics' summary, with ``bad_records``: the records of the source that are not valid,
-    and ``unknown_features``: the share of feature values the model has no weight for."""
+    ``unknown_features``: the share of the feature mass the model has no weight for, and
+    ``unknown_labels``: the share of labels that are no class of the model."""
     metrics, bad = ClassificationMetrics(), 0
     coverage = coverage if coverage is not None else FeatureCoverage()
     try:
@@ -141,10 +182,11 @@ def evaluate_source(model: StreamClassifier, source, coverage: FeatureCoverage |
             if len(batch):
                 predicted, p_true = score_batch(model, batch.X, batch.y)
                 metrics.update(batch.y, predicted, p_true)
-                coverage.add(model, batch.X)
+                coverage.add(model, batch.X, batch.y)
     finally:
         source.close()
-    return {**metrics.summary(), "bad_records": bad, "unknown_features": round(coverage.unknown_share, 6)}
+    return {**metrics.summary(), "bad_records": bad, "unknown_features": round(coverage.unknown_share, 6),
+            "unknown_labels": round(coverage.unknown_label_share, 6)}
 
 
 class Runner:
@@ -192,9 +234,13 @@ class Runner:
     model_lock
         A lock held while a batch is processed (``streamlearn train --serve`` shares it with the
         service, which predicts under it).
-    log
-        Where progress lines go (``None``: stderr); a tqdm bar is used on a terminal.
+    log, progress
+        Where progress goes (``None``: stderr): ``progress=True`` a tqdm bar, ``None`` a bar on a
+        terminal and else a JSON line every 10 s, ``False`` nothing (``streamlearn train --quiet``).
     """
+
+    #: seconds between the progress lines written when no bar is shown
+    PROGRESS_EVERY = 10.0
 
     def __init__(self, model: StreamClassifier, source, *, checkpoint_dir=None, checkpoint_every: int = 10_000,
                  checkpoint_interval: float | None = 60.0, keep: int = 3, holdout=None, metrics_sink=None,
@@ -236,12 +282,14 @@ class Runner:
         self.check_start = check_start
         self.dead_reasons: dict[str, int] = {}
         self.stopped_by_signal = False
+        self.stop_signal: int | None = None  # the first SIGTERM / SIGINT that stopped the run
         self.first_dead_record: bytes | None = None  # of this run: what the command's hint looks at
         self.stop_error = None
         self._last_holdout = None  # a hold-out source's last evaluation
         self._final_holdout = None
         self.log = log or sys.stderr
         self.progress = self.log.isatty() if progress is None and hasattr(self.log, "isatty") else bool(progress)
+        self.quiet = progress is False
         self.counters = {"seen": 0, "learned": 0, "held_out": 0, "unlabelled": 0, "dead_letters": 0, "batches": 0,
                          "checkpoints": 0}
         self.prequential = ClassificationMetrics()
@@ -293,6 +341,7 @@ class Runner:
             "position": self.position,
             "runner": {
                 "source": self.source.name,
+                "reading": source_reading(self.source),
                 "counters": dict(self.counters),
                 "dead_reasons": dict(self.dead_reasons),
                 "prequential": self.prequential.export(),
@@ -363,6 +412,7 @@ class Runner:
     # -------------------------------------------------------------------- loop
     def _handle_signal(self, signum, frame):
         self._stop_requested = True
+        self.stop_signal = self.stop_signal or signum
         if self._waiting:
             raise _Stop()
 
@@ -517,6 +567,7 @@ class Runner:
         self._checkpoint_time = time.monotonic()
         handlers = {s: signal.signal(s, self._handle_signal) for s in stopping.SIGNALS}
         self._stop_requested = self._stop_requested or stopping.requested()  # a signal while the command started
+        self.stop_signal = self.stop_signal or stopping.first()
         self._judging_start = self.check_start and self.counters["seen"] + self.counters["dead_letters"] == 0
         self._changed = False
         self._source_ended = False
@@ -606,7 +657,9 @@ class Runner:
         return True
 
     def _progress_bar(self):
-        """A callable updating a tqdm bar (terminal) or printing a line every 10 s."""
+        """A callable updating a tqdm bar (terminal), printing a line every 10 s, or (quiet) doing nothing."""
+        if self.quiet:
+            return lambda batch: None
         if self.progress:
             from tqdm import tqdm
 
@@ -625,7 +678,7 @@ class Runner:
         last = [time.monotonic()]
 
         def log_line(batch):
-            if batch is None or time.monotonic() - last[0] < 10:
+            if batch is None or time.monotonic() - last[0] < self.PROGRESS_EVERY:
                 return
             last[0] = time.monotonic()
             summary = self.prequential.summary()
@@ -684,6 +737,13 @@ class Runner:
                 "checkpoint_write_seconds": self._writer.seconds if self._writer is not None else 0.0,
                 "checkpoint": self.last_checkpoint_path,
                 **({} if self.mixer is None else {"mixing": self.mixer.summary()})}
+
+
+def source_reading(source) -> dict:
+    """How a source reads its records (format, label column, header), kept in checkpoints so that
+    ``streamlearn predict`` and ``evaluate`` read other data of the same kind the same way."""
+    return {"format": getattr(source, "format", None), "label_column": getattr(source, "label_column", None),
+            "no_header": bool(getattr(source, "no_header", False))}
 
 
 def _unlabelled(y) -> np.ndarray:

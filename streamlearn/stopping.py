@@ -25,13 +25,19 @@ def _note(signum, frame) -> None:
 
 def catch() -> dict:
     """Note SIGTERM/SIGINT instead of dying; returns the previous handlers for :func:`release`."""
-    _requests.clear()
     return {s: signal.signal(s, _note) for s in SIGNALS}
 
 
 def release(previous: dict) -> None:
+    """Put the previous handlers back and forget the stops noted."""
     for s, handler in previous.items():
         signal.signal(s, handler)
+    _requests.clear()
+
+
+def first() -> int | None:
+    """The first signal noted since :func:`catch` (``None``: none)."""
+    return _requests[0] if _requests else None
 
 
 def requested() -> bool:

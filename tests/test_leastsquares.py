@@ -149,8 +149,11 @@ def test_a_softmax_stream_step_is_eq_6_with_its_ridge(params, ridge_of):
 def test_a_ridge_and_a_trace_ridge_together_are_refused(cls):
     with pytest.raises(InvalidParameterError, match="ridge or trace_ridge, not both"):
         cls(ridge=1.0, trace_ridge=0.1)
-    with pytest.raises(InvalidParameterError, match="give ridge .* or trace_ridge"):
-        cls(ridge=None, trace_ridge=None)
+    if cls is StagewiseRegression:  # it has no ridge of its own to fall back on
+        with pytest.raises(InvalidParameterError, match="give ridge .* or trace_ridge"):
+            cls(ridge=None, trace_ridge=None)
+    else:  # neither: the stream's default trace ridge (and fit's parameter-free ridge)
+        assert cls(ridge=None, trace_ridge=None).stream_ridge == {"trace_ridge": cls._default_trace_ridge}
     with pytest.raises(ValueError, match="trace_ridge"):
         cls(ridge=None, trace_ridge=0.0)
 

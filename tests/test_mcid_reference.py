@@ -260,6 +260,10 @@ def test_the_defaults_are_the_cross_data_set_winner():
         model, chosen = getattr(streamlearn, name)(), json.loads(block["default"])
         if name == "ExtremeSVM":  # its step: Pegasos' (the grid's key without eta0, or "pegasos") or 002's schedule
             assert model.step == (chosen.pop("eta0", "pegasos"), chosen.pop("eta_decay", None)), name
+        if hasattr(model, "stream_ridge"):  # least squares: the stream's ridge (fit keeps 004's parameter-free one)
+            ridge = {k: v for k, v in chosen.items() if k in ("ridge", "trace_ridge") and v is not None}
+            assert model.stream_ridge == ridge, name
+            chosen = {k: v for k, v in chosen.items() if k not in ("ridge", "trace_ridge")}
         for parameter, value in chosen.items():
             attribute = {"lam": "selected_lam" if hasattr(model, "selected_lam") else "lam",
                          "average_power": "_average_power", "average": "_averaged" if name == "ExtremeSVM" else "average"

@@ -209,13 +209,13 @@ def test_train_passes_and_toml_config(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--learner", "Nope"], "unknown learner 'Nope'; choose one of"),
     (["--param", "lam=-1"], "lam must be a positive finite number"),
-    (["--param", "colour=1"], "unexpected keyword argument 'colour'"),
+    (["--param", "colour=1"], "MulticlassSVM has no parameter 'colour'"),
     (["--param", "lam"], "--param expects KEY=VALUE"),
     (["--format", "parquet"], "unknown format 'parquet'"),
     (["--resume"], "--resume needs --checkpoint-dir"),
-    (["--max-errors", "-1"], "max_errors must be 0 or more"),  # -1 stopped the stream after its first batch
-    (["--checkpoint-interval", "-3"], "checkpoint_interval must be a positive number of seconds"),
-    (["--batch-records", "0"], "batch_records and passes must be positive"),
+    (["--max-errors", "-1"], "--max-errors must be 0 or more"),  # -1 stopped the stream after its first batch
+    (["--checkpoint-interval", "-3"], "--checkpoint-interval must be a positive number of seconds"),
+    (["--batch-records", "0"], "--batch-records must be a positive number of records"),
 ])
 def test_bad_configuration_fails_with_one_line(tmp_path, args, message):
     path = tmp_path / "d.svm"
