@@ -4,6 +4,7 @@ Vowpal Wabbit's default ``--oaa``, one pass.
 
     python -m bench.defaults_bench            # about 40 minutes on 2 cores
     python -m bench.defaults_bench --learners ExtremeSVM   # one learner, merged into the existing results
+    python -m bench.defaults_bench --learners GeneralizedLeastSquares --datasets usps-rff   # its new data sets only
     python -m bench.defaults_bench --quick    # two data sets cut to 3,000 rows, a small grid: the test suite's smoke run
 
 Writes ``bench/results/defaults.{json,md,png}``.
@@ -23,7 +24,11 @@ dimension) × mini-batch size {32, 64, 128, 256}, the identity link × ridge {1e
 not depend on the batch), and the old default; for CalibratedLeastSquares ridge {1e-6, 1e-3, 0.1, 1, 10} ×
 stages {2, 5, 10} and trace ridge {1e-5, 3e-5, 1e-4, 3e-4, 1e-3} × stages {5, 10}; for
 StagewiseRegression ridge {1e-6, 1e-3, 0.1, 1} × (stages, block size) {(10, 1000), (5, 200), (10, 100)}
-(both refit their default window of 10,000 examples every 1,000). A candidate's
+(both refit their default window of 10,000 examples every 1,000). GeneralizedLeastSquares and
+CalibratedLeastSquares are chosen on random-feature inputs too (usps-rff, letter-rff: Table 1's
+construction, :mod:`bench.data`), and their batch ``fit`` apart from their stream (``NAME.fit``: the
+whole training part fitted once, other parameters at their defaults) over ridge {1e-6 (004's
+parameter-free setting), 1e-4, 1e-2} or trace ridge {1e-4, 1e-3, 1e-2}. A candidate's
 *regret* on a data set is the best validation accuracy of any candidate there minus its own. The
 default is the candidate with the smallest mean regret over the data sets (ties: the smaller
 worst regret). Leave-one-data-set-out: for each data set, the same choice made without it — its
@@ -53,18 +58,25 @@ from bench.data import load
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 DATASETS = ["news20", "sector", "mnist", "usps", "letter"]
 DENSE = ["mnist", "usps", "letter"]
+RANDOM_FEATURES = ["usps-rff", "letter-rff"]  # Table 1's random-feature inputs (bench.data)
+#: the batch fit of a least-squares learner, chosen apart from its stream: ``NAME.fit`` in the results
+FIT = ".fit"
 #: the MCID learners (000), which share one set of parameters and take lam="auto"
 MCID = ["MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptron", "OneVsRestPegasos",
         "OneVsRestLogisticRegression"]
 #: every learner of the protocol and the data sets it is chosen on
 LEARNERS = {**{name: DATASETS for name in MCID}, "MulticlassPGS": DATASETS, "ExtremeSVM": DATASETS + ["wordnet"],
-            "GeneralizedLeastSquares": DENSE, "CalibratedLeastSquares": DENSE, "StagewiseRegression": DENSE}
+            "GeneralizedLeastSquares": DENSE + RANDOM_FEATURES, "CalibratedLeastSquares": DENSE + RANDOM_FEATURES,
+            "StagewiseRegression": DENSE,
+            "GeneralizedLeastSquares" + FIT: DENSE + RANDOM_FEATURES, "CalibratedLeastSquares" + FIT: DENSE + RANDOM_FEATURES}
 #: each learner's configuration before this protocol (the *old default* column)
 OLD_DEFAULTS = {"MulticlassPGS": {"sigma": 1e-4, "iterate": "last"},
                 "ExtremeSVM": {"lam": 1e-5, "average": True, "average_power": 3.0, "eta0": "pegasos"},
                 "GeneralizedLeastSquares": {"link": "softmax", "ridge": 1e-6, "batch_size": 32},
                 "CalibratedLeastSquares": {"ridge": 1e-6, "stages": 5},
-                "StagewiseRegression": {"ridge": 1e-6, "stages": 10, "block_size": 1000}}
+                "StagewiseRegression": {"ridge": 1e-6, "stages": 10, "block_size": 1000},
+                # fit() took the stream's trace ridge until it had a default of its own
+                "GeneralizedLeastSquares" + FIT: {"trace_ridge": 1e-2}, "CalibratedLeastSquares" + FIT: {"trace_ridge": 1e-4}}
 OLD_MCID_DEFAULT = {"lam": 1e-4, "average": False, "project": False}
 AVERAGES = {"last": {"average": False}, "average": {"average": True, "average_power": 0.0},
             "average^2": {"average": True, "average_power": 2.0}}
@@ -82,6 +94,10 @@ EXTREME_AVERAGES = {"last": {"average": False}, "average^2": {"average": True, "
 
 
 def candidates(learner: str, quick: bool) -> list[dict]:
+    if learner.endswith(FIT):  # the batch fit's ridge: 004's parameter-free 1e-6, larger relative ridges, trace ridges
+        if quick:
+            return [{"ridge": 1e-6}, {"trace_ridge": 1e-2}]
+        return [{"ridge": ridge} for ridge in (1e-6, 1e-4, 1e-2)] + [{"trace_ridge": t} for t in (1e-4, 1e-3, 1e-2)]
     if learner == "MulticlassPGS":  # σ of 003's Eq. 7, and its iterate (Fig. 1 line 9; "random" is a device of the proof)
         sigmas = (1e-5, 1e-4) if quick else (1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
         return [{"sigma": sigma, "iterate": iterate} for sigma in sigmas for iterate in ("last", "average")]
@@ -121,6 +137,11 @@ def one_pass(cls, params: dict, X, y, X_test, y_test) -> float:
     return accuracy(model.predict_many(X_test), y_test)
 
 
+def batch_fit(cls, params: dict, X, y, X_test, y_test) -> float:
+    """The learner's ``fit`` on the whole training part (its other parameters at their defaults)."""
+    return accuracy(cls(**params).fit(X, y).predict_many(X_test), y_test)
+
+
 def key(params: dict) -> str:
     return json.dumps(params, sort_keys=True)
 
@@ -147,11 +168,12 @@ def cell(learner: str, name: str, params: dict, rows: int | None = None) -> tupl
     task per candidate, so that a large data set's grid spreads over every worker."""
     import streamlearn
 
-    cls = getattr(streamlearn, learner)
+    cls = getattr(streamlearn, learner.removesuffix(FIT))
+    run = batch_fit if learner.endswith(FIT) else one_pass
     split = dataset(name, rows)
     val = split.validation()
-    return (one_pass(cls, params, val.X_train, val.y_train, val.X_test, val.y_test),
-            one_pass(cls, params, split.X_train, split.y_train, split.X_test, split.y_test))
+    return (run(cls, params, val.X_train, val.y_train, val.X_test, val.y_test),
+            run(cls, params, split.X_train, split.y_train, split.X_test, split.y_test))
 
 
 def auto_cell(learner: str, name: str, params: dict, rows: int | None = None) -> float:
@@ -166,12 +188,17 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--jobs", type=int, default=2, help="processes running (learner, data set) cells at once")
     parser.add_argument("--learners", help="only these learners (comma-separated), merged into the existing results")
+    parser.add_argument("--datasets", help="with --learners: only these of their data sets (comma-separated), merged "
+                                           "into their existing scores before the choice is made again")
     parser.add_argument("--output", default=str(RESULTS), help="folder for defaults.{json,md,png}")
     args = parser.parse_args(argv)
     from concurrent.futures import ProcessPoolExecutor
 
+    if args.datasets and not args.learners:
+        parser.error("--datasets goes with --learners")
     if args.quick:
         learners = {name: ["usps", "letter"] for name in ("MulticlassSVM", "MulticlassPGS", "ExtremeSVM", "GeneralizedLeastSquares")}
+        learners["GeneralizedLeastSquares" + FIT] = ["usps", "usps-rff"]
     else:
         names = args.learners.split(",") if args.learners else list(LEARNERS)
         unknown = set(names) - set(LEARNERS)
@@ -184,16 +211,28 @@ def main(argv=None) -> int:
     for learner in results["learners"]:  # learners of an earlier run keep the provenance of that run
         results["provenance"].setdefault(learner, results["machine"])
     rows = QUICK_ROWS if args.quick else None
-    for name in sorted({n for sets in learners.values() for n in sets} - set(results["vw"])):
+    computed = learners  # the (learner, data set) cells this run computes; the others' scores come from the results
+    if args.datasets:
+        wanted = args.datasets.split(",")
+        computed = {learner: [n for n in sets if n in wanted] for learner, sets in learners.items()}
+        missing = [n for n in wanted if not any(n in sets for sets in learners.values())]
+        if missing:
+            parser.error(f"--datasets {missing} are none of these learners' data sets")
+    for name in sorted({n for sets in computed.values() for n in sets} - set(results["vw"])):
         split = dataset(name, rows)
         results["vw"][name] = vw_oaa(split.X_train, split.y_train, split.X_test, split.y_test, VW_ARGS.get(name, ()))["accuracy"]
         print(f"{name}: vw --oaa {results['vw'][name]:.4f}", file=sys.stderr, flush=True)
     with ProcessPoolExecutor(args.jobs) as pool:
         grids = {learner: candidates(learner, args.quick) for learner in learners}
         cells = {(learner, name, key(params)): pool.submit(cell, learner, name, params, rows)
-                 for learner, sets in learners.items() for name in sets for params in grids[learner]}
-        validation = {learner: {name: {} for name in sets} for learner, sets in learners.items()}
-        test = {learner: {name: {} for name in sets} for learner, sets in learners.items()}
+                 for learner, sets in computed.items() for name in sets for params in grids[learner]}
+        validation = {learner: {name: dict(results["learners"].get(learner, {}).get("validation", {}).get(name, {}))
+                                for name in sets if name not in computed[learner]} for learner, sets in learners.items()}
+        test = {learner: {name: dict(results["learners"].get(learner, {}).get("test", {}).get(name, {}))
+                          for name in sets if name not in computed[learner]} for learner, sets in learners.items()}
+        for learner, sets in computed.items():
+            for name in sets:
+                validation[learner][name], test[learner][name] = {}, {}
         for (learner, name, candidate), future in cells.items():
             validation[learner][name][candidate], test[learner][name][candidate] = future.result()
             if len(validation[learner][name]) == len(grids[learner]):
@@ -201,7 +240,7 @@ def main(argv=None) -> int:
         defaults = {learner: choose(validation[learner], sets) for learner, sets in learners.items()}
         autos = {learner: key({**json.loads(defaults[learner]), "lam": "auto"}) for learner in learners if learner in MCID}
         auto_runs = {(learner, name): pool.submit(auto_cell, learner, name, json.loads(autos[learner]), rows)
-                     for learner in autos for name in learners[learner]}
+                     for learner in autos for name in computed[learner]}
         for (learner, name), future in auto_runs.items():
             test[learner][name][autos[learner]] = future.result()
     run = machine()
@@ -217,7 +256,12 @@ def main(argv=None) -> int:
                                OLD_DEFAULTS.get(learner, OLD_MCID_DEFAULT))), "auto": scores.get(auto)}
         results["learners"][learner] = {"default": default, "rows": table, "validation": validation[learner],
                                         "test": test[learner]}
-        results["provenance"][learner] = run
+        if args.datasets:  # the scores of the other data sets were made by the run recorded before
+            run_here = {**run, "datasets": computed[learner]}
+            results["provenance"][learner] = {**results["provenance"].get(learner, {}), "merged": [
+                *results["provenance"].get(learner, {}).get("merged", []), run_here]}
+        else:
+            results["provenance"][learner] = run
     results["machine"] = run
     print(save_results(args.output, "defaults", results, report, plot))
     return 0
@@ -231,15 +275,19 @@ def report(results: dict) -> str:
              "best on validation; *old default*: the learner's configuration before this protocol (MCID: λ = 1e-4, last "
              "iterate, no projection; MulticlassPGS: σ = 1e-4, last iterate; ExtremeSVM: λ = 1e-5, averaged with power 3, "
              "Pegasos' step; GeneralizedLeastSquares: softmax link, ridge 1e-6, batches of 32; CalibratedLeastSquares: ridge "
-             "1e-6, 5 stages; StagewiseRegression: ridge 1e-6, 10 stages of 1,000 features); *lam=\"auto\"* (MCID "
+             "1e-6, 5 stages; StagewiseRegression: ridge 1e-6, 10 stages of 1,000 features; the `.fit` rows, a least-squares "
+             "learner's batch `fit` with its other parameters at their defaults: the stream's trace ridge, which fit "
+             "took before it had a default of its own); *lam=\"auto\"* (MCID "
              "learners): the default's "
              "settings with the grid's four decades of λ learned at once and the best by progressive accuracy predicting "
              "(4x the compute; no validation split).", ""]
     for learner, block in results["learners"].items():
         run = results.get("provenance", {}).get(learner, results["machine"])
+        merged = "".join(f" Data sets {', '.join(part['datasets'])} added at commit {part['commit'][:10]}, `{part['command']}`."
+                         for part in run.get("merged", []))
         lines += [f"## {learner}: default `{block['default']}`", "",
                   f"Commit {run['commit'][:10]}{' (uncommitted changes)' if run.get('uncommitted_changes') else ''}, "
-                  f"`{run['command']}`.", "",
+                  f"`{run['command']}`.{merged}", "",
                   "| data set | default | leave one out | tuned | old default | vw --oaa | default − tuned | default − vw "
                   "| lam=\"auto\" | auto − tuned | auto − vw |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
