@@ -3,7 +3,8 @@
 ``letter``: UCI Letter Recognition as LIBSVM distributes it (16 features scaled to [-1, 1],
 26 classes): 15,000 training rows and 5,000 test rows, in ``streamlearn/data``. The
 ``streamlearn`` command reads them as ``letter.scale`` and ``letter.scale.t`` (also ``letter``
-and ``letter.t``) when no file of that name is where it runs.
+and ``letter.t``) when no file of that name is where it runs; ``python -m streamlearn.datasets
+letter.scale`` writes one to stdout.
 
 >>> x, y = next(iter(letter()))
 >>> sorted(x)[:3], y
@@ -42,3 +43,22 @@ def letter(split: str = "train") -> Iterator[tuple[dict, int]]:
     for i, label in enumerate(y):
         row = X[i]
         yield dict(zip(row.indices.tolist(), row.data.tolist())), label
+
+
+def main(argv=None) -> int:
+    """``python -m streamlearn.datasets NAME``: a bundled file's text on stdout (for pipes)."""
+    import bz2
+    import sys
+
+    names = sys.argv[1:] if argv is None else argv
+    if len(names) != 1 or names[0] not in BUNDLED:
+        print(f"usage: python -m streamlearn.datasets {{{','.join(BUNDLED)}}}", file=sys.stderr)
+        return 2
+    with bz2.open(BUNDLED[names[0]]) as f:
+        while chunk := f.read(1 << 20):
+            sys.stdout.buffer.write(chunk)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

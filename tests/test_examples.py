@@ -13,6 +13,7 @@ import sys
 import pytest
 
 import streamlearn
+from conftest import PATIENCE
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -93,7 +94,7 @@ def test_serve_live_example_end_to_end():
 def test_the_default_job_runs_every_learner_it_offers(learner):
     """``python -m streamlearn --learner X`` offered ten learners; five crashed on ``lam``."""
     result = subprocess.run([sys.executable, "-m", "streamlearn", "--learner", learner, "--passes", "1"],
-                            capture_output=True, text=True, timeout=600)
+                            capture_output=True, text=True, timeout=PATIENCE)
     assert result.returncode == 0, result.stderr
     accuracy = float(result.stdout.strip().splitlines()[-1].split("held-out accuracy ")[1].rstrip("%"))
     assert accuracy > 30.0, result.stdout
@@ -123,17 +124,14 @@ def test_the_readme_python_blocks_run_as_written():
 
 
 def test_the_readme_command_lines_run(tmp_path):
-    """Each line of the command-line block, in a folder holding the bundled letter files."""
-    import bz2
-
-    from streamlearn.datasets import path
-
-    for split, name in (("train", "letter.scale"), ("test", "letter.scale.t")):
-        (tmp_path / name).write_bytes(bz2.decompress(path(split).read_bytes()))
+    """Each line of the command-line block, as a newcomer runs it: in an empty folder, where
+    ``letter.scale`` and ``letter.scale.t`` name the bundled files."""
     (_, block), = [b for b in _readme_blocks("bash") if "--checkpoint-dir model " in b[1]]
     for command in block.strip().splitlines():
-        command = command.split("  #")[0].strip().replace("streamlearn ", f"{sys.executable} -m streamlearn.cli ")
-        result = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        command = command.split("  #")[0].strip().replace("python -m", f"{sys.executable} -m")
+        command = command.replace("| streamlearn ", f"| {sys.executable} -m streamlearn.cli ")
+        command = re.sub(r"^streamlearn ", f"{sys.executable} -m streamlearn.cli ", command)
+        result = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=PATIENCE)
         assert result.returncode == 0, f"{command}\n{result.stderr}"
     assert (tmp_path / "predictions.jsonl").read_text().count("\n") == 5000
 
