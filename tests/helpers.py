@@ -11,6 +11,7 @@ import numpy as np
 
 import streamlearn
 from connectors.libsvm import parse_libsvm_bytes
+from conftest import PATIENCE
 
 PYTHON = sys.executable
 #: the Kafka consumer clients every broker test runs with (connectors.kafka_clients)
@@ -76,7 +77,7 @@ def assert_same_state(a, b, path="state") -> None:
         assert a == b, f"{path}: {a!r} != {b!r}"
 
 
-def cli(*args, input=None, check=True, timeout=120, **kwargs) -> subprocess.CompletedProcess:
+def cli(*args, input=None, check=True, timeout=PATIENCE, **kwargs) -> subprocess.CompletedProcess:
     """Run ``python -m streamlearn.cli ARGS`` and return the completed process."""
     result = subprocess.run([PYTHON, "-m", "streamlearn.cli", *map(str, args)], input=input, capture_output=True,
                             timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"}, **kwargs)

@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -32,7 +33,7 @@ SMOKE_RUNS = {
 
 
 class SmokeRuns:
-    """Every smoke run, one after the other, niced, on a thread of its own: started with the
+    """Every smoke run, one after the other, slightly niced, on a thread of its own: started with the
     session when the whole suite runs (tests/conftest.py moves this file's tests to its end), it
     uses the core the rest of the suite leaves idle. :meth:`wait` gives ``{module: (completed
     process, output folder)}``."""
@@ -45,12 +46,23 @@ class SmokeRuns:
         self._runs = {module: self._pool.submit(self._run, module) for module in sorted(SMOKE_RUNS)}
 
     def _run(self, module):
+        """One smoke run, limited in CPU time (``conftest.limit_cpu``); a run still going after
+        :data:`conftest.PATIENCE` is stopped with what it started and fails alone."""
+        from conftest import BACKGROUND_NICE, PATIENCE, limit_cpu
+
         arguments, _ = SMOKE_RUNS[module]
         out = self.folder / module
         out.mkdir()
-        result = subprocess.run(["nice", "-n", "10", sys.executable, "-m", f"bench.{module}", *arguments, str(out)], cwd=ROOT,
-                                capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        return result, out
+        command = ["nice", "-n", str(BACKGROUND_NICE), sys.executable, "-m", f"bench.{module}", *arguments, str(out)]
+        process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=limit_cpu())
+        try:
+            stdout, stderr = process.communicate(timeout=PATIENCE)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+            stderr += f"\nstopped after {PATIENCE} s"
+        return subprocess.CompletedProcess(command, process.returncode, stdout, stderr), out
 
     def wait(self) -> dict:
         return {module: run.result() for module, run in self._runs.items()}

@@ -17,6 +17,7 @@ import pytest
 from connectors.kafka import encode_value
 from streamlearn.checkpoint import CheckpointStore
 from helpers import KAFKA_CLIENTS, PYTHON, assert_same_state, records, train_reference_records
+from conftest import PATIENCE
 
 
 def _messages(recs: list, per_message: int = 20) -> list[bytes]:
@@ -28,7 +29,7 @@ def _learned(directory) -> int:
     return payload["runner"]["counters"]["learned"] if payload else 0
 
 
-def _wait_until_learned(directory, n: int, process, timeout: float = 60) -> None:
+def _wait_until_learned(directory, n: int, process, timeout: float = PATIENCE) -> None:
     deadline = time.monotonic() + timeout
     while _learned(directory) < n:
         assert process.poll() is None, process.communicate()
@@ -66,7 +67,7 @@ def test_a_broker_restart_mid_stream_loses_nothing_and_learns_nothing_twice(tmp_
     time.sleep(6)  # longer than the idle timeout: its clock does not run while the broker is away
     durable.start()
     produce(durable.bootstrap, topic, _messages(recs[1500:]))
-    out, err = daemon.communicate(timeout=120)
+    out, err = daemon.communicate(timeout=PATIENCE)
     assert daemon.returncode == 0, err
     assert "is unreachable; waiting for it for up to 300 s" in err and "is back after" in err
     assert json.loads(out.splitlines()[-1])["learned"] == 3000
@@ -85,7 +86,7 @@ def test_a_broker_away_past_the_timeout_ends_the_daemon_with_code_1_after_a_fina
     daemon = _learning_the_first_half(durable, topic, recs, client, tmp_path / "ck", "--broker-timeout", "3")
     durable.stop(crash=True)
     try:
-        out, err = daemon.communicate(timeout=60)
+        out, err = daemon.communicate(timeout=PATIENCE)
     finally:
         durable.start()
     assert daemon.returncode == 1, err
@@ -95,7 +96,7 @@ def test_a_broker_away_past_the_timeout_ends_the_daemon_with_code_1_after_a_fina
     assert payload["runner"]["counters"]["learned"] == 1000 and payload["position"]["offsets"] == {"0": 50}
     produce(durable.bootstrap, topic, _messages(recs[1000:]))
     resumed = _daemon(durable.bootstrap, topic, client, tmp_path / "ck", "--resume", "--idle-timeout", "3")
-    out, err = resumed.communicate(timeout=120)
+    out, err = resumed.communicate(timeout=PATIENCE)
     assert resumed.returncode == 0, err
     payload = CheckpointStore(tmp_path / "ck").load_latest()
     assert payload["runner"]["counters"]["learned"] == 2000 and payload["position"]["offsets"] == {"0": 100}

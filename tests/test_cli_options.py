@@ -11,6 +11,7 @@ import pytest
 from streamlearn.checkpoint import CheckpointStore
 from streamlearn.cli import COMMANDS, make_parser
 from helpers import cli, libsvm_lines
+from conftest import PATIENCE
 
 
 @pytest.fixture
@@ -179,7 +180,7 @@ def run_mixing(f):
                                  "--checkpoint-dir", str(f["dir"] / f"mix{i}"), "--quiet"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
     for daemon in daemons:
-        _, err = daemon.communicate(timeout=120)
+        _, err = daemon.communicate(timeout=PATIENCE)
         assert daemon.returncode == 0, err
     for i in range(2):
         mixing = json.loads(cli("inspect", f["dir"] / f"mix{i}", "--json").stdout)["mixing"]
@@ -207,7 +208,7 @@ def run_broker_timeout(f):
         time.sleep(3)
     finally:
         broker.stop(crash=True)
-    _, err = daemon.communicate(timeout=60)
+    _, err = daemon.communicate(timeout=PATIENCE)
     assert daemon.returncode == 1 and "(--broker-timeout 1); stopping; the model is saved in" in err, err
     assert CheckpointStore(f["dir"] / "bt").load_latest() is not None
 

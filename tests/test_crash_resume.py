@@ -25,6 +25,7 @@ import pytest
 from connectors.kafka import KafkaSource, encode_value
 from streamlearn.checkpoint import CheckpointStore
 from helpers import PYTHON, assert_same_state, libsvm_lines, records
+from conftest import PATIENCE
 
 #: what varies between two runs of the same job: the clock
 TIME_FIELDS = ("time", "elapsed_s", "examples_per_s")
@@ -68,7 +69,7 @@ def _start(args, stdin_data: bytes | None, env: dict | None = None) -> subproces
     return process
 
 
-def _finish(process: subprocess.Popen, timeout: float = 180) -> tuple[bytes, bytes]:
+def _finish(process: subprocess.Popen, timeout: float = PATIENCE) -> tuple[bytes, bytes]:
     if getattr(process, "feeder", None) is not None:
         process.feeder.join(timeout)  # communicate() would close stdin before the feeder is done
         process.stdin = None
@@ -100,7 +101,7 @@ def run_campaign(args, ck, plan, rng, stdin_data=None, after_kill=None) -> list[
             time.sleep(how)
         elif kind == "timed":
             target = _lines(ck / "metrics.jsonl") + how
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + PATIENCE
             while process.poll() is None and _lines(ck / "metrics.jsonl") < target and time.monotonic() < deadline:
                 time.sleep(0.005)
             time.sleep(rng.uniform(0, 0.01))

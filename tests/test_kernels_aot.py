@@ -104,10 +104,10 @@ def test_the_quick_suite_passes_on_the_jit_alone(request):
     """numba's pycc may leave numba: the JIT path (``STREAMLEARN_JIT=1``) must stay first class.
     The quick subset runs with every kernel JIT-compiled, in a process of its own (started with
     the session when the whole suite runs: tests/conftest.py)."""
-    from conftest import start_jit_alone_run
+    from conftest import PATIENCE, start_jit_alone_run
 
     process = getattr(request.config, "jit_alone_run", None) or start_jit_alone_run()
-    returncode = process.wait(timeout=900)
+    returncode = process.wait(timeout=PATIENCE)  # the run's own limit is on its CPU time (conftest.limit_cpu)
     output = pathlib.Path(process.output_path).read_text()
     os.unlink(process.output_path)
     assert returncode == 0, output[-5000:]

@@ -14,6 +14,7 @@ import pytest
 from connectors.kafka import encode_value
 from streamlearn.checkpoint import CheckpointStore
 from helpers import PYTHON, assert_same_state, cli, libsvm_lines, records, train_reference, train_reference_records
+from conftest import PATIENCE
 
 
 def _stream(n: int = 600, seed: int = 3):
@@ -109,14 +110,14 @@ def test_predictions_to_a_topic_are_at_least_once_with_the_input_position_as_the
             "--predictions", f"kafka://{broker}/{out}", "--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", "500",
             "--batch-records", "100", "--idle-timeout", "3", "--quiet", "--resume"]
     first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + PATIENCE
     while (payload := CheckpointStore(tmp_path / "ck").load_latest() if (tmp_path / "ck").exists() else None) is None or \
             payload["runner"]["counters"]["seen"] < 1000:
         assert time.monotonic() < deadline and first.poll() is None
         time.sleep(0.01)
     first.kill()
     first.communicate()
-    finished = subprocess.run(args, capture_output=True, timeout=120)
+    finished = subprocess.run(args, capture_output=True, timeout=PATIENCE)
     assert finished.returncode == 0, finished.stderr.decode()
     lines = _read(broker, out)
     by_position = {}

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from helpers import PYTHON
+from conftest import PATIENCE
 
 PARTITIONS = 6
 ROWS_PER_MESSAGE = 100
@@ -116,7 +117,7 @@ def check_daemons(cks: list, split, ends: dict, n_records: int, alone: float) ->
         assert abs(_accuracy(ck, split) - alone) <= 0.005, (_accuracy(ck, split), alone)
 
 
-def _finish(daemons: list, timeout: float = 240) -> list[str]:
+def _finish(daemons: list, timeout: float = PATIENCE) -> list[str]:
     """Wait for every daemon to end well; their stderr."""
     errors = []
     for daemon in daemons:
@@ -157,7 +158,7 @@ def test_a_daemon_killed_for_good_and_one_killed_and_resumed_lose_and_double_not
                _daemon(broker, topic, "killed", cks[1], "--idle-timeout", "3", env={"STREAMLEARN_CRASH_AT": "mix-published:4"}),
                _daemon(broker, topic, "killed", cks[2], "--idle-timeout", "3")]
     for victim in daemons[:2]:
-        victim.wait(timeout=120)
+        victim.wait(timeout=PATIENCE)
         assert victim.returncode == -9, victim.stderr.read()[-2000:]
     resumed = _daemon(broker, topic, "killed", cks[1], "--idle-timeout", "3", "--resume")
     _finish([daemons[2], resumed])
@@ -210,7 +211,7 @@ def test_a_broker_restart_in_the_middle_loses_and_doubles_nothing(tmp_path, dura
     cks = [tmp_path / f"d{i}" for i in range(3)]
     # the idle clock stops while the broker is away; the second half must arrive within the timeout after it is back
     daemons = [_daemon(durable.bootstrap, "mnist-restart", "restart", ck, "--idle-timeout", "12") for ck in cks]
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + PATIENCE
     while max(_group_examples(ck) for ck in cks) < half * ROWS_PER_MESSAGE:
         assert time.monotonic() < deadline and all(d.poll() is None for d in daemons), "the first half was not learned"
         time.sleep(0.5)
