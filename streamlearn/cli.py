@@ -476,6 +476,7 @@ def cmd_inspect(args) -> int:
         "features": (2 ** features["n_bits"]) if features["n_bits"] else len(features["names"]),
         "pending_examples": len(state["pending"]["y"]),
         "source": payload["runner"]["source"],
+        "reading": payload["runner"].get("reading"),
         "position": payload["position"],
         "counters": payload["runner"]["counters"],
         "prequential": ClassificationMetrics.restore(payload["runner"]["prequential"]).summary(),
@@ -504,7 +505,8 @@ def _inspect_text(info: dict) -> str:
         f"learner      {info['learner']}({params})",
         f"classes      {info['classes']:,}: {', '.join(map(str, info['first_classes']))}{' ...' if info['classes'] > 20 else ''}",
         f"features     {info['features']:,}; pending examples {info['pending_examples']}",
-        f"source       {info['source']}",
+        f"source       {info['source']}" + (f" (read as {', '.join(f'{k} {v!r}' for k, v in info['reading'].items())})"
+                                             if info.get("reading") else ""),
         f"position     {json.dumps(info['position'], default=str)}",
         f"counters     {counters}",
         f"prequential  {prequential}",

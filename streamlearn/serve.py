@@ -105,6 +105,10 @@ class ModelHolder:
                     continue
                 except FileNotFoundError:  # dropped by the trainer's --keep while we looked
                     continue
+                except OSError as error:  # unreadable: skipped as a damaged one is
+                    self.skipped.add(str(path))
+                    print(f"streamlearn serve: skipped {path.name}: {error.strerror or error}", file=self.log, flush=True)
+                    continue
                 payload["path"] = str(path)
                 self.current = LoadedModel(payload)  # one assignment: requests in flight keep the model they took
                 self.reloads += 1

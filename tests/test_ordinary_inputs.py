@@ -359,6 +359,17 @@ def test_a_directory_named_like_a_checkpoint_is_skipped(tmp_path, capsys):
     assert code == 0 and summary(out)["learned"] == 300  # resumed at the end: nothing learned twice
 
 
+def test_serve_skips_a_directory_named_like_a_checkpoint(tmp_path, capsys):
+    from streamlearn.serve import ModelHolder
+
+    path = tmp_path / "d.svm"
+    path.write_text("\n".join(libsvm_lines(100, seed=9)) + "\n")
+    run(capsys, "train", path, "--checkpoint-dir", tmp_path / "ck", "--quiet")
+    (tmp_path / "ck" / "ckpt-000000000050.slc").mkdir()
+    holder = ModelHolder(tmp_path / "ck", log=io.StringIO())
+    assert holder.refresh() and holder.current.counters["learned"] == 100
+
+
 # 17. the README's commands run where its files are not
 def test_the_bundled_data_set_is_found_by_its_file_name(capsys):
     code, out, err = run(capsys, "train", "letter.scale.t", "--quiet")
