@@ -273,6 +273,23 @@ def run_evaluate(f):
     assert json.loads(table.stdout)["n"] == 60
 
 
+@covers("train:--no-header", "predict:--no-header", "evaluate:--no-header")
+def run_no_header(f):
+    headerless = f["dir"] / "headerless.csv"
+    headerless.write_text("".join(f"{i % 3},{(i * 7) % 5},{'xy'[i % 2]}\n" for i in range(60)))  # 'x' not a number
+    model = f["dir"] / "noheader"
+    summary = _summary(cli("train", headerless, "--no-header", "--label-column", "2", "--checkpoint-dir", model, "--quiet"))
+    assert summary["learned"] == 60
+    assert cli("predict", headerless, "--checkpoint", model, "--no-header", "--label-column", "2").stdout.decode().count("\n") == 60
+    assert json.loads(cli("evaluate", headerless, "--checkpoint", model, "--no-header", "--label-column", "2").stdout)["n"] == 60
+
+
+@covers("learners:names")
+def run_learners(f):
+    text = cli("learners", "PrimalGradientSolver", "MulticlassPGS").stdout.decode()
+    assert text.startswith("PrimalGradientSolver: ") and "\nMulticlassPGS: " in text and "    classes: tuple" in text
+
+
 @covers("inspect:directory", "inspect:--json")
 def run_inspect(f):
     assert json.loads(cli("inspect", f["model"], "--json").stdout)["counters"]["learned"] == 600
