@@ -152,7 +152,7 @@ def test_a_binary_learner_on_ten_classes_stops_early_naming_the_learner(tmp_path
     result = cli("train", digits / "train.svm", "--learner", "PrimalGradientSolver", "--quiet", check=False)
     assert result.returncode == 3
     last = _err(result).strip().splitlines()[-1]
-    assert "of the first" in last and "PrimalGradientSolver" in last and "binary learner" in last
+    assert "of the first" in last and "PrimalGradientSolver" in last and "learns the two classes" in last
     assert _summary(result)["seen"] < 1400  # stopped after its first batch, not at the end
 
 
@@ -205,9 +205,9 @@ def test_predict_reads_unlabelled_libsvm_and_warns_on_unknown_features(tmp_path,
     unlabelled = tmp_path / "u.svm"
     unlabelled.write_text("".join(line.split(" ", 1)[1] + "\n" for line in (digits / "test.svm").read_text().splitlines()))
     result = cli("predict", unlabelled, "--checkpoint", ck)
-    assert result.stdout.decode().count("\n") == 397 and "397 predictions (0.0% of the feature values unknown" in _err(result)
+    assert result.stdout.decode().count("\n") == 397 and "397 predictions (0.0% of the feature mass unknown" in _err(result)
     foreign = cli("predict", digits / "digits.csv", "--checkpoint", ck)
-    assert "warning: 100% of the feature values are of features the model has never seen" in _err(foreign)
+    assert "warning: 100% of the feature mass is on features the model has never seen" in _err(foreign)
     evaluated = cli("evaluate", digits / "digits.csv", "--checkpoint", ck)
     assert json.loads(evaluated.stdout)["unknown_features"] == 1.0 and "warning: 100%" in _err(evaluated)
 
@@ -285,7 +285,7 @@ def test_the_source_can_be_set_in_the_config_file(tmp_path):
     empty = tmp_path / "none.toml"
     empty.write_text("quiet = true\n")
     missing = cli("train", "--config", empty, check=False)
-    assert missing.returncode == 1 and "train needs a source" in _err(missing)
+    assert missing.returncode == 2 and "train needs a source" in _err(missing)
 
 
 def test_a_too_long_label_is_a_dead_letter_with_its_reason(tmp_path):

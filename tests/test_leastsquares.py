@@ -123,13 +123,13 @@ def test_staged_fit_callback_sees_each_prefix_of_stages(make):
 
 
 @pytest.mark.parametrize("params, ridge_of", [
-    ({}, lambda S: 0.01 * np.trace(S)),
+    ({}, lambda S: 1e-3 * np.trace(S) / len(S)),
     ({"trace_ridge": 0.3}, lambda S: 0.3 * np.trace(S)),
     ({"ridge": 0.5}, lambda S: 0.5 * np.trace(S) / len(S)),
-], ids=["default-trace-ridge", "trace-ridge", "relative-ridge"])
+], ids=["default-ridge", "trace-ridge", "relative-ridge"])
 def test_a_softmax_stream_step_is_eq_6_with_its_ridge(params, ridge_of):
     """Each stream step is Eq. 6 of 004 on the running Σ̂ plus the ridge: ``trace_ridge ·
-    tr(Σ̂)`` by default, or ``ridge`` times the mean diagonal. NumPy reference of the steps."""
+    tr(Σ̂)``, or ``ridge`` times the mean diagonal (1e-3 by default). NumPy reference of the steps."""
     X, y = blobs(n=60, d=5, seed=9)
     model = GeneralizedLeastSquares(batch_size=20, **params)
     model.learn_many(X, y)
@@ -153,7 +153,7 @@ def test_a_ridge_and_a_trace_ridge_together_are_refused(cls):
         with pytest.raises(InvalidParameterError, match="give ridge .* or trace_ridge"):
             cls(ridge=None, trace_ridge=None)
     else:  # neither: the stream's default trace ridge (and fit's parameter-free ridge)
-        assert cls(ridge=None, trace_ridge=None).stream_ridge == {"trace_ridge": cls._default_trace_ridge}
+        assert cls(ridge=None, trace_ridge=None).stream_ridge == cls._default_stream_ridge
     with pytest.raises(ValueError, match="trace_ridge"):
         cls(ridge=None, trace_ridge=0.0)
 

@@ -317,17 +317,17 @@ def test_train_with_a_hash_holdout_reads_ahead_with_record_hashes(tmp_path):
 
 
 def test_a_finite_stream_learns_its_last_partial_mini_batch(tmp_path):
-    """GeneralizedLeastSquares takes steps of 32: a file of 100 records left 4 pending, never
+    """GeneralizedLeastSquares takes steps of 128: a file of 300 records left 44 pending, never
     learned. The runner flushes them at the end of a file; ``flush()`` does it in the library."""
     path = tmp_path / "d.svm"
-    path.write_text("\n".join(libsvm_lines(100, seed=9)) + "\n")
+    path.write_text("\n".join(libsvm_lines(300, seed=9)) + "\n")
     ck = tmp_path / "ck"
     cli("train", path, "--learner", "GeneralizedLeastSquares", "--checkpoint-dir", ck, "--quiet")
     state = CheckpointStore(ck).load_latest()["learner"]
-    assert state["pending"]["y"] == [] and state["model"]["n"] == 100
+    assert state["pending"]["y"] == [] and state["model"]["n"] == 300
     model = streamlearn.GeneralizedLeastSquares()
     model.learn_many(parse_libsvm_bytes(path.read_bytes()).X, parse_libsvm_bytes(path.read_bytes()).labels)
-    assert model.n_pending == 4
+    assert model.n_pending == 300 % model.batch_size == 44
     model.flush()
     assert model.n_pending == 0
     assert_same_state(model.export_state(), state)
