@@ -137,8 +137,11 @@ class FeatureCoverage:
                 found = model.class_indices(labels) >= 0
                 self.labels += len(labels)
                 self.known_labels += int(found.sum())
-                for i in np.flatnonzero(~found)[: 3 - len(self.unknown_examples)].tolist():
-                    self.unknown_examples.append(labels[i])
+                for i in np.flatnonzero(~found).tolist():
+                    if len(self.unknown_examples) == 3:
+                        break
+                    if labels[i] not in self.unknown_examples:
+                        self.unknown_examples.append(labels[i])
 
     @property
     def unknown_share(self) -> float:

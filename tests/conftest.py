@@ -25,18 +25,23 @@ def _run_in_a_scratch_directory(tmp_path_factory, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def _no_process_outlives_its_test(monkeypatch):
-    """Every process a test starts (``subprocess.Popen``, ``run``) and leaves running, because it
-    failed or timed out before it could stop it, is killed when the test ends: a failed test
-    leaves no daemon behind to load the rest of the suite. Fixtures of wider scope (a broker)
-    start their processes before this one patches ``Popen``."""
+    """Every Python process a test starts (a ``streamlearn`` command, a daemon, a benchmark) and
+    leaves running, because it failed or timed out before it could stop it, is killed when the
+    test ends: a failed test leaves no daemon behind to load the rest of the suite. A broker is
+    not one: a test that restarts the session's broker hands it back running, and one that starts
+    a broker of its own stops it itself."""
     import subprocess
+    import sys
 
     started = []
     real_init = subprocess.Popen.__init__
+    ours = {sys.executable, str(pathlib.Path(sys.executable).with_name("streamlearn"))}
 
     def init(self, *args, **kwargs):
         real_init(self, *args, **kwargs)
-        started.append(self)
+        command = self.args if isinstance(self.args, (list, tuple)) else [self.args]
+        if any(name in str(part) for part in command for name in ours):
+            started.append(self)
 
     monkeypatch.setattr(subprocess.Popen, "__init__", init)
     yield
