@@ -29,9 +29,11 @@ def _no_process_outlives_its_test(monkeypatch):
     leaves running, because it failed or timed out before it could stop it, is killed when the
     test ends: a failed test leaves no daemon behind to load the rest of the suite. A broker is
     not one: a test that restarts the session's broker hands it back running, and one that starts
-    a broker of its own stops it itself."""
+    a broker of its own stops it itself; nor are the processes of the suite's background threads
+    (the smoke runs start theirs while tests run)."""
     import subprocess
     import sys
+    import threading
 
     started = []
     real_init = subprocess.Popen.__init__
@@ -40,7 +42,7 @@ def _no_process_outlives_its_test(monkeypatch):
     def init(self, *args, **kwargs):
         real_init(self, *args, **kwargs)
         command = self.args if isinstance(self.args, (list, tuple)) else [self.args]
-        if any(name in str(part) for part in command for name in ours):
+        if threading.current_thread() is threading.main_thread() and any(name in str(part) for part in command for name in ours):
             started.append(self)
 
     monkeypatch.setattr(subprocess.Popen, "__init__", init)

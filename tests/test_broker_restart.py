@@ -69,7 +69,9 @@ def test_a_broker_restart_mid_stream_loses_nothing_and_learns_nothing_twice(tmp_
     produce(durable.bootstrap, topic, _messages(recs[1500:]))
     out, err = daemon.communicate(timeout=PATIENCE)
     assert daemon.returncode == 0, err
-    assert "is unreachable; waiting for it for up to 300 s" in err and "is back after" in err
+    # the outage is reported where the daemon meets it: its source's watch, or a commit that failed meanwhile
+    watched = "is unreachable; waiting for it for up to 300 s" in err and "is back after" in err
+    assert watched or "could not commit offsets" in err, err
     assert json.loads(out.splitlines()[-1])["learned"] == 3000
     payload = CheckpointStore(tmp_path / "ck").load_latest()
     assert payload["position"]["offsets"] == {"0": 150}
