@@ -156,6 +156,5 @@ def start_jit_alone_run():
     return process
 
 
-#: the background runs yield a little to the tests in front (at nice 10 a busy machine's other work
-#: left them 7 % of a core, and their fixed limits ran out)
+#: the background runs yield a little to the tests in front, not so much that a busy machine starves them
 BACKGROUND_NICE = 3
