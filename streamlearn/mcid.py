@@ -44,6 +44,10 @@ Options, both off by default:
   defaults (``average=True``, ``q = 2``, no projection, and each learner's λ:
   :attr:`~_MCIDLearner.default_lam`) are the configuration with the smallest validation regret
   across five data sets, one pass (``bench/results/defaults.md``).
+* ``adapt=True`` (the default) — watch the prequential mistakes with a Page-Hinkley test and,
+  when the error rises, restart the step schedule and the average from the current weights, so
+  that a model follows a changing stream however long it has run (:mod:`streamlearn.adaptation`).
+  On a stream that does not change nothing fires and the steps are the paper's.
 * ``lam="auto"`` — learn one model per λ in :data:`AUTO_LAMBDAS` on the same stream and
   predict with the one whose progressive (test-then-train) accuracy is highest, each example
   weighted by the square of its step so that the early steps, where a large λ always looks
@@ -57,6 +61,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .adaptation import CHECK_EVERY, RESTART_EXAMPLES, ChangeWatch, mistakes_of
 from .base import StreamClassifier, average_power_of, check_positive, hide_unknown_classes
 from .errors import InvalidParameterError
 from .batches import SparseRows
@@ -99,7 +104,10 @@ class _MCIDLearner(StreamClassifier):
         n_bits: int | None = None,
         seed: int | None = None,
         standardize: bool = False,
+        adapt: bool = True,
     ):
+        if not isinstance(adapt, bool):
+            raise InvalidParameterError(f"adapt must be True or False, got {adapt!r}")
         self._lambdas = lambda_candidates(self.default_lam if lam is None else lam)
         self._average_power = average_power_of(average, average_power, DEFAULT_AVERAGE_POWER)
         self.lam = lam
@@ -110,6 +118,7 @@ class _MCIDLearner(StreamClassifier):
         self.n_bits = n_bits
         self.seed = seed
         self.standardize = standardize
+        self.adapt = adapt
         self._reset()
 
     @classmethod
@@ -118,6 +127,7 @@ class _MCIDLearner(StreamClassifier):
         yield {"lam": 1e-2, "batch_size": 4, "project": True, "average": True}
         yield {"lam": 1e-2, "average": True, "average_power": 2.0, "standardize": True}
         yield {"lam": "auto", "batch_size": 2}
+        yield {"adapt": False}
 
     def _init_model(self) -> None:
         self._candidates = [ScaledWeights(self.average) for _ in self._lambdas]
@@ -126,6 +136,7 @@ class _MCIDLearner(StreamClassifier):
         self._t = 0
         self._average_weight = 0.0  # sum over the steps so far of t**average_power
         self._n_learned_classes = 0  # classes that existed at the last step
+        self._watch = ChangeWatch() if self.adapt else None
 
     @property
     def _weights(self) -> ScaledWeights:
@@ -153,7 +164,49 @@ class _MCIDLearner(StreamClassifier):
 
     _scores_while_learning = True
 
+    @property
+    def n_changes(self) -> int:
+        """Rises of the prequential error detected so far (0 with ``adapt=False``): each restarts
+        the step schedule and the average once ``t`` is past ``RESTART_EXAMPLES`` (see
+        :mod:`streamlearn.adaptation`)."""
+        return 0 if self._watch is None else self._watch.changes
+
     def _learn_groups(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None = None) -> None:
+        watch = self._watch
+        if watch is None:
+            return self._learn_span(rows, y, scores)
+        if scores is None:
+            scores = np.full((rows.n_rows, len(self._labels)), -np.inf)
+        # cut at the steps where a change may be acted on, so learn_many equals the learn_one loop
+        group = self.batch_size
+        n_groups = rows.n_rows // group
+        first = 0
+        while first < n_groups:
+            last = min(n_groups, first + CHECK_EVERY - watch.steps % CHECK_EVERY)
+            lo, hi = first * group, last * group
+            n_before = self._n_learned_classes
+            self._learn_span(SparseRows(rows.indptr[lo : hi + 1], rows.indices, rows.data), y[lo:hi], scores[lo:hi])
+            watch.observe(mistakes_of(scores[lo:hi], y[lo:hi], n_before))
+            watch.steps += last - first
+            if watch.steps % CHECK_EVERY == 0 and watch.take_change():
+                self._restart()
+            first = last
+
+    def _restart(self) -> None:
+        """After a detected change: the step counter restarts at most at RESTART_EXAMPLES'
+        worth of steps, and every average at the current iterate, with the weight those steps
+        would have given it (:mod:`streamlearn.adaptation`). With ``lam="auto"`` the candidates'
+        merits shrink as their steps do (they weigh rows by the step squared)."""
+        t = min(self._t, -(-RESTART_EXAMPLES // self.batch_size))
+        if t == self._t:
+            return
+        weight = float(np.sum(np.arange(1, t + 1, dtype=np.float64) ** self._average_power))
+        for store in self._candidates:
+            store.restart_average(weight)
+        self._merit *= (t / self._t) ** 2
+        self._t, self._average_weight = t, weight
+
+    def _learn_span(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None) -> None:
         if len(self._candidates) == 1:
             self._t, self._n_learned_classes, self._average_weight = self._step(
                 self._weights, self._lambdas[0], rows, y, _NO_SCORES if scores is None else scores)
@@ -220,6 +273,8 @@ class _MCIDLearner(StreamClassifier):
             model["other_candidates"] = [store.export() for store in self._candidates[1:]]
             model["merit"] = self._merit.copy()
             model["leader"] = self._leader
+        if self._watch is not None:
+            model["watch"] = self._watch.export()
         return model
 
     def _restore_model(self, model: dict) -> None:
@@ -233,6 +288,8 @@ class _MCIDLearner(StreamClassifier):
         if len(arrays) > 1:
             self._merit = np.asarray(model["merit"], np.float64).copy()
             self._leader = int(model["leader"])
+        if self._watch is not None and "watch" in model:  # absent: a state saved before adapt existed
+            self._watch = ChangeWatch.restore(model["watch"])
 
 
 def lambda_candidates(lam) -> tuple:
@@ -276,6 +333,10 @@ class MulticlassSVM(_MCIDLearner):
     standardize
         Scale every feature online to zero mean and unit variance, with statistics learned
         and checkpointed with the model (:mod:`streamlearn.scaling`): for dense, unscaled features.
+    adapt
+        Follow a stream that changes (default): a Page-Hinkley test on the prequential mistakes
+        restarts the step schedule and the average when the error rises
+        (:mod:`streamlearn.adaptation`); ``False``: the papers' solver exactly, for a stationary stream.
 
     Attributes
     ----------
@@ -285,6 +346,8 @@ class MulticlassSVM(_MCIDLearner):
         Steps taken; examples waiting for a full mini-batch (:meth:`flush` learns them).
     weight_matrix()
         The dense ``(K, d)`` weights predictions use.
+    n_changes
+        Changes of the stream detected so far (see ``adapt``).
     selected_lam
         The λ of the model that predicts (``lam``, its default, or the leader with ``lam="auto"``).
     default_lam

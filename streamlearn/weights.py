@@ -89,6 +89,15 @@ class ScaledWeights:
         d, k = self.n_features, self.n_classes
         return ((self.U[:d, :k] + self.A[:k] * self.V[:d, :k]) / total_weight).T.copy()
 
+    def restart_average(self, total_weight: float) -> None:
+        """Make the averaged iterate the current one, as if it had been the iterate for steps
+        totalling ``total_weight`` (``U`` ← 0, ``A`` ← ``total_weight · scale``): see
+        :mod:`streamlearn.adaptation`."""
+        if self.averaged:
+            d, k = self.n_features, self.n_classes
+            self.U[:d, :k] = 0.0
+            self.A[:k] = total_weight * self.scale[:k]
+
     def export(self) -> dict:
         """Plain arrays trimmed to the used size, for checkpoints."""
         d, k = self.n_features, self.n_classes

@@ -1,0 +1,139 @@
+"""Following a stream that changes: a watch on the prequential mistakes, and when to restart.
+
+The papers' learners assume a stationary stream. With Pegasos' step ``1/(λt)`` and the shrink
+``(1 − 1/t)``, ``W_t = −(1/(λt)) Σ_{s≤t} g_s`` (000, Eq. 14): every example ever learned keeps
+an equal, permanent vote, and the ``t^q``-weighted average gives the old iterates most of the
+weight until ``t`` is well past the change. A model that has learned ``T`` examples needs a
+number of new ones that grows with ``T`` to follow a change.
+
+:class:`ChangeWatch` runs the Page-Hinkley test (Page 1954; Hinkley 1971) of
+``river.drift.PageHinkley`` with mode ``"up"`` (only a *rise* of the error is a change — a falling
+learning curve is not; :class:`PageHinkleyUp` says why it is written out here) on each example's 0/1 prequential mistake: whether the model, as it stood
+when the example arrived, predicted it wrongly. When the test fires, the learner restarts its
+step schedule (:meth:`~streamlearn.mcid._MCIDLearner` restarts ``t`` at most at
+``RESTART_EXAMPLES / batch_size``) and its average (the averaged iterate becomes the current
+iterate): the weights are kept, so what was learned is not thrown away, but the old model now
+weighs as much as ``RESTART_EXAMPLES`` examples instead of all of them, whatever the stream's
+age. On a stationary stream the test does not fire (its mean error falls), and the learner is
+the papers' exactly.
+
+Decisions take effect only at a step that is a multiple of :data:`CHECK_EVERY`: ``learn_many``
+then cuts its rows at those steps, and so equals the ``learn_one`` loop bit for bit.
+
+>>> import numpy as np
+>>> watch = ChangeWatch()
+>>> watch.observe(np.zeros(500, bool))          # 500 right predictions
+>>> watch.observe(np.ones(100, bool))           # then every one wrong
+>>> watch.change_seen
+True
+>>> watch.take_change(), watch.change_seen
+(True, False)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import hide_unknown_classes
+
+#: the Page-Hinkley test's threshold on the cumulated rise of the mistake rate (examples' worth of
+#: extra mistakes), the rise it tolerates, and no fading of that sum (river's default 0.9999 makes
+#: the sum of a stationary error rate wander by tens, so its test fires every few ten thousand
+#: examples): chosen on simulated error rates of 5–40 %, where it never fired in 900k examples
+THRESHOLD, DELTA, ALPHA = 50.0, 0.02, 1.0
+#: how many examples' worth of steps the model keeps after a restart
+RESTART_EXAMPLES = 1000
+#: a detected change is acted on at the next step that is a multiple of this
+CHECK_EVERY = 32
+
+
+class PageHinkleyUp:
+    """River's ``PageHinkley(mode="up")`` (river 0.26, ``river/drift/page_hinkley.py``), written
+    out: importing ``river.drift`` loads its data sets and scikit-learn, seconds of start-up for
+    every ``streamlearn`` command, and its state has no public export. Same arithmetic, same
+    order; ``tests/test_adaptation.py`` checks it fires where river's does, example for example."""
+
+    def __init__(self, threshold: float = THRESHOLD, delta: float = DELTA, alpha: float = ALPHA,
+                 min_instances: int = 30):
+        self.threshold, self.delta, self.alpha, self.min_instances = threshold, delta, alpha, min_instances
+        self.drift_detected = False
+        self._clear()
+
+    def _clear(self) -> None:
+        self.n, self.mean = 0.0, 0.0
+        self.sum_increase, self.min_increase = 0.0, float("inf")
+
+    def update(self, x: float) -> None:
+        if self.drift_detected:
+            self._clear()
+        self.n += 1.0
+        self.mean += (x - self.mean) / self.n  # river.stats.Mean's update
+        self.sum_increase = self.alpha * self.sum_increase + (x - self.mean) - self.delta
+        if self.sum_increase < self.min_increase:
+            self.min_increase = self.sum_increase
+        self.drift_detected = self.n >= self.min_instances and self.sum_increase - self.min_increase > self.threshold
+
+    STATE = ("n", "mean", "sum_increase", "min_increase", "drift_detected")
+
+
+class ChangeWatch:
+    """Page-Hinkley on 0/1 prequential mistakes (see the module docstring); checkpointable.
+
+    Attributes
+    ----------
+    changes
+        Changes taken so far (:meth:`take_change` calls that found one).
+    steps
+        Steps observed so far (never restarted: the grid of :data:`CHECK_EVERY` runs on it).
+    """
+
+    def __init__(self):
+        self.detector = PageHinkleyUp()
+        self.change_seen = False
+        self.changes = 0
+        self.steps = 0
+
+    def observe(self, mistakes: np.ndarray) -> None:
+        """Feed the mistakes (booleans) of consecutive examples, in stream order."""
+        detector = self.detector
+        for mistake in mistakes.tolist():
+            detector.update(1.0 if mistake else 0.0)
+            if detector.drift_detected:
+                self.change_seen = True
+
+    def take_change(self) -> bool:
+        """Whether a change was seen since the last call that returned True (and count it)."""
+        if not self.change_seen:
+            return False
+        self.change_seen = False
+        self.changes += 1
+        return True
+
+    def export(self) -> dict:
+        return {"detector": {name: getattr(self.detector, name) for name in PageHinkleyUp.STATE},
+                "change_seen": self.change_seen, "changes": self.changes, "steps": self.steps}
+
+    @classmethod
+    def restore(cls, state: dict) -> "ChangeWatch":
+        watch = cls()
+        for name in PageHinkleyUp.STATE:
+            value = state["detector"][name]
+            setattr(watch.detector, name, bool(value) if name == "drift_detected" else float(value))
+        watch.change_seen, watch.changes, watch.steps = bool(state["change_seen"]), int(state["changes"]), int(state["steps"])
+        return watch
+
+
+def mistakes_of(scores: np.ndarray, targets: np.ndarray, n_before: int) -> np.ndarray:
+    """Each row's 0/1 mistake from its test-then-train scores (classes unknown at the row's turn,
+    see :func:`~streamlearn.base.hide_unknown_classes`, cannot be predicted).
+
+    >>> mistakes_of(np.array([[0.0, 0.0], [2.0, 1.0], [0.0, 3.0]]), np.array([0, 1, 1]), 0).tolist()
+    [True, True, False]
+    """
+    if len(targets) == 1:  # learn_one's road: no arrays built
+        known, target = scores[0, :n_before], int(targets[0])
+        return np.array([target >= n_before or int(known.argmax()) != target])
+    masked = scores.copy()
+    hide_unknown_classes(masked, n_before, targets)
+    unknown = ~(masked[np.arange(len(targets)), targets] > -np.inf)  # a class first seen is always missed
+    return (masked.argmax(axis=1) != targets) | unknown

@@ -1,0 +1,125 @@
+"""Following a changing stream (streamlearn/adaptation.py): the Page-Hinkley watch is river's
+test, a restart keeps the weights and forgets the schedule, learn_many equals the learn_one loop
+and a restored learner goes on exactly, with restarts in the stream."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from streamlearn import MulticlassLogisticRegression, MulticlassSVM, OneVsRestPegasos
+from streamlearn.adaptation import CHECK_EVERY, RESTART_EXAMPLES, ChangeWatch, PageHinkleyUp
+
+
+def _flipped(n=6000, flip=4000, d=8, seed=0):
+    """Two well separated classes whose labels swap at ``flip`` (an abrupt change)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(np.int64)
+    y[flip:] = 1 - y[flip:]
+    return X, y
+
+
+def _prequential_hits(model, X, y, chunk=1):
+    hits = np.zeros(len(y), bool)
+    for start in range(0, len(y), chunk):
+        scores = model.score_and_learn(X[start : start + chunk], y[start : start + chunk])
+        hits[start : start + chunk] = scores.argmax(axis=1) == model.class_indices(y[start : start + chunk])
+    return hits
+
+
+@pytest.mark.parametrize("alpha", [1.0, 1 - 1e-4])
+def test_the_written_out_page_hinkley_fires_where_rivers_does(alpha):
+    from river.drift import PageHinkley
+
+    rng = np.random.default_rng(3)
+    rates = np.repeat([0.1, 0.45, 0.05, 0.3, 0.6], 2000)
+    x = (rng.random(len(rates)) < rates).astype(float)
+    ours, theirs = PageHinkleyUp(threshold=20, delta=0.005, alpha=alpha), PageHinkley(mode="up", threshold=20, delta=0.005, alpha=alpha)
+    fired = []
+    for v in x:
+        ours.update(v)
+        theirs.update(v)
+        assert ours.drift_detected == theirs.drift_detected
+        fired.append(ours.drift_detected)
+    assert sum(fired) >= 3  # the rises at 2000, 6000 and 8000 at least
+
+
+def test_the_watch_stays_quiet_on_a_steady_error_rate():
+    rng = np.random.default_rng(4)
+    watch = ChangeWatch()
+    watch.observe(rng.random(200_000) < 0.3)
+    assert not watch.change_seen
+
+
+@pytest.mark.parametrize("cls", [MulticlassSVM, MulticlassLogisticRegression, OneVsRestPegasos])
+def test_an_adapting_learner_follows_a_flip_that_the_papers_solver_does_not(cls):
+    X, y = _flipped()
+    adapting, fixed = cls(), cls(adapt=False)
+    hits, hits_fixed = _prequential_hits(adapting, X, y), _prequential_hits(fixed, X, y)
+    assert adapting.n_changes >= 1 and fixed.n_changes == 0
+    assert hits[3000:4000].mean() > 0.95 and hits_fixed[3000:4000].mean() > 0.95
+    assert hits[5000:].mean() > 0.9, hits[5000:].mean()  # recovered within 1000 examples of the flip
+    assert hits_fixed[5000:].mean() < 0.5, hits_fixed[5000:].mean()  # still predicts the old concept
+
+
+def test_a_stationary_stream_is_learned_as_without_adapt():
+    X, y = _flipped(n=4000, flip=4000)
+    adapting, fixed = MulticlassSVM(), MulticlassSVM(adapt=False)
+    adapting.learn_many(X, y)
+    fixed.learn_many(X, y)
+    assert adapting.n_changes == 0
+    np.testing.assert_array_equal(adapting.weight_matrix(), fixed.weight_matrix())
+
+
+def test_a_restart_keeps_the_weights_and_restarts_the_schedule_and_the_average():
+    X, y = _flipped()
+    model = MulticlassSVM()
+    learned = 0
+    while model.n_changes == 0:
+        before = model.weight_matrix(averaged=False)
+        model.learn_one(dict(enumerate(X[learned])), y[learned])
+        learned += 1
+    assert 4000 <= learned <= 4000 + 1000 and learned % CHECK_EVERY == 0
+    assert model.n_steps == RESTART_EXAMPLES
+    # the average is now the iterate, and the iterate is the one the last step gave
+    np.testing.assert_allclose(model.weight_matrix(averaged=True), model.weight_matrix(averaged=False), rtol=1e-12, atol=1e-12)
+    assert np.abs(model.weight_matrix(averaged=False) - before).max() > 0  # it did learn the last example
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_learn_many_equals_the_learn_one_loop_with_restarts(batch_size):
+    X, y = _flipped(n=5000, flip=2500)
+    rows = [dict(enumerate(x)) for x in X]
+    one, many = MulticlassLogisticRegression(batch_size=batch_size), MulticlassLogisticRegression(batch_size=batch_size)
+    for x, c in zip(rows, y):
+        one.learn_one(x, c)
+    for start in range(0, len(rows), 777):
+        many.learn_many(rows[start : start + 777], y[start : start + 777])
+    assert one.n_changes >= 1 and one.n_changes == many.n_changes and one.n_steps == many.n_steps
+    np.testing.assert_array_equal(one.weight_matrix(), many.weight_matrix())
+
+
+def test_a_restored_learner_goes_on_exactly_through_a_restart():
+    """Cut where the change is seen but the restart waits for the next check step."""
+    X, y = _flipped()
+    whole, first = MulticlassSVM(), MulticlassSVM()
+    whole.learn_many(X, y)
+    first.learn_many(X[:4000], y[:4000])
+    cut = 4000
+    while not first.export_state()["model"]["watch"]["change_seen"]:
+        first.learn_many(X[cut : cut + 1], y[cut : cut + 1])
+        cut += 1
+    assert cut % CHECK_EVERY != 0 and first.n_changes == 0
+    resumed = MulticlassSVM.from_state(first.export_state())
+    resumed.learn_many(X[cut:], y[cut:])
+    assert whole.n_changes >= 1 and resumed.n_changes == whole.n_changes
+    np.testing.assert_array_equal(resumed.weight_matrix(), whole.weight_matrix())
+    assert resumed.export_state()["model"]["watch"] == whole.export_state()["model"]["watch"]
+
+
+def test_adapt_must_be_a_boolean():
+    from streamlearn import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match="adapt must be True or False"):
+        MulticlassSVM(adapt="yes")
