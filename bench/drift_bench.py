@@ -1,0 +1,234 @@
+"""Learning a stream that changes: streamlearn's defaults beside river's on river's synthetic streams.
+
+    python -m bench.drift_bench [--jobs 2] [--streams sine,hyperplane,...] [--long]
+
+Prequential (test-then-train, every example), each learner behind river's
+``preprocessing.StandardScaler()`` as river's examples do, every learner with **no parameter**.
+Streams (``STREAMS``): abrupt changes — SEA, Hyperplane, Sine flip, RandomRBF 5-class,
+LED → LEDDrift — made by concatenating two of river's generators at the change; a gradual one
+(Agrawal, ``ConceptDriftStream`` of width 10k); continuous drift (RandomRBFDrift, Hyperplane
+with ``mag_change``); ``--long``: a Sine stream flipped at 10⁴, 10⁵ and 10⁶; and river's bundled
+real sets (the three it ships: Phishing, ImageSegments, Bananas) as stationary controls.
+
+Per learner and stream: overall accuracy; for each change, the accuracy over the 5,000 examples
+before and after it and the **recovery** — examples from the change until the trailing
+1,000-example accuracy is back within 2 points of the 5,000 before (``None``: not within the
+stream; counted as the rest of the stream in medians); CPU examples/s of predict + learn (scaler
+included). Writes ``bench/results/drift.{json,md,png}``; the PNG is the trailing 1,000-example
+accuracy around each change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+from .common import machine, pyplot, save_results
+
+RESULTS_NAME = "drift"
+WINDOW, TRAIL, WITHIN = 5000, 1000, 0.02
+
+
+class Abrupt:
+    """``first`` for ``position`` examples, then ``then``."""
+
+    def __init__(self, first, then, position: int):
+        self.first, self.then, self.position = first, then, position
+
+    def __iter__(self):
+        yield from itertools.islice(self.first, self.position)
+        yield from self.then
+
+
+def _sine(function: int, seed: int):
+    from river.datasets import synth
+
+    return synth.Sine(classification_function=function, seed=seed)
+
+
+def _stream(name: str):
+    """``(examples, change positions, kind)`` of a named stream."""
+    from river import datasets
+    from river.datasets import synth
+
+    if name == "sea":
+        return Abrupt(synth.SEA(variant=0, seed=1), synth.SEA(variant=2, seed=2), 20_000), 40_000, [20_000], "abrupt"
+    if name == "hyperplane":
+        return Abrupt(synth.Hyperplane(seed=1, n_features=10), synth.Hyperplane(seed=2, n_features=10), 20_000), 40_000, [20_000], "abrupt"
+    if name == "sine":
+        return Abrupt(_sine(0, 1), _sine(1, 2), 20_000), 40_000, [20_000], "abrupt"
+    if name == "rbf5":
+        return (Abrupt(synth.RandomRBF(seed_model=1, seed_sample=1, n_classes=5, n_features=10),
+                       synth.RandomRBF(seed_model=2, seed_sample=2, n_classes=5, n_features=10), 20_000), 40_000, [20_000], "abrupt")
+    if name == "led":
+        return Abrupt(synth.LED(seed=1, noise_percentage=0.1), synth.LEDDrift(seed=2, noise_percentage=0.1, n_drift_features=7), 20_000), 40_000, [20_000], "abrupt"
+    if name == "agrawal":
+        return (synth.ConceptDriftStream(synth.Agrawal(classification_function=0, seed=1), synth.Agrawal(classification_function=2, seed=2),
+                                         position=20_000, width=10_000, seed=3), 40_000, [20_000], "gradual")
+    if name == "rbf-drift":
+        return synth.RandomRBFDrift(seed_model=1, seed_sample=1, n_classes=5, n_features=10, change_speed=0.001), 40_000, [], "continuous"
+    if name == "hyperplane-drift":
+        return synth.Hyperplane(seed=1, n_features=10, n_drift_features=5, mag_change=0.001), 40_000, [], "continuous"
+    if name == "long":
+        stream = Abrupt(Abrupt(Abrupt(_sine(0, 1), _sine(1, 2), 10_000), _sine(0, 3), 100_000), _sine(1, 4), 1_000_000)
+        return stream, 1_040_000, [10_000, 100_000, 1_000_000], "long"
+    real = {"phishing": datasets.Phishing, "image-segments": datasets.ImageSegments, "bananas": datasets.Bananas}
+    data = real[name]()
+    return data, data.n_samples, [], "stationary"
+
+
+ABRUPT = ["sea", "hyperplane", "sine", "rbf5", "led"]
+STREAMS = [*ABRUPT, "agrawal", "rbf-drift", "hyperplane-drift", "phishing", "image-segments", "bananas"]
+#: peers too slow for every stream run on these
+TREES_ON = {*ABRUPT, "agrawal", "phishing", "image-segments", "bananas"}
+
+
+def _learners(stream: str) -> dict:
+    from river import forest, linear_model, multiclass, tree
+
+    import streamlearn
+
+    learners = {
+        "MulticlassLogisticRegression()": streamlearn.MulticlassLogisticRegression,
+        "MulticlassSVM()": streamlearn.MulticlassSVM,
+        "MulticlassLogisticRegression(adapt=False)": lambda: streamlearn.MulticlassLogisticRegression(adapt=False),
+        "river SoftmaxRegression()": linear_model.SoftmaxRegression,
+        "river OneVsRest(LogisticRegression())": lambda: multiclass.OneVsRestClassifier(linear_model.LogisticRegression()),
+    }
+    if stream in TREES_ON:
+        learners["river HoeffdingAdaptiveTree"] = tree.HoeffdingAdaptiveTreeClassifier
+        learners["river ARF"] = lambda: forest.ARFClassifier(seed=1)
+    return learners
+
+
+def prequential(stream: str, learner: str) -> dict:
+    """One learner over one stream: every example's hit, and the CPU time."""
+    from river import preprocessing
+
+    examples, n, changes, kind = _stream(stream)
+    model, scaler = _learners(stream)[learner](), preprocessing.StandardScaler()
+    hits = np.zeros(n, bool)
+    started = time.process_time()
+    for i, (x, y) in enumerate(itertools.islice(examples, n)):
+        scaler.learn_one(x)
+        z = scaler.transform_one(x)
+        hits[i] = model.predict_one(z) == y
+        model.learn_one(z, y)
+    cpu = time.process_time() - started
+    return {"stream": stream, "learner": learner, "kind": kind, "n": n, "changes": changes, "hits": hits,
+            "cpu_s": cpu, "n_changes": getattr(model, "n_changes", None)}
+
+
+def trailing(hits: np.ndarray) -> np.ndarray:
+    """``out[e]``: the accuracy over the ``TRAIL`` examples ending before ``e + TRAIL``."""
+    return np.convolve(hits.astype(float), np.ones(TRAIL) / TRAIL, "valid")
+
+
+def around(hits: np.ndarray, change: int, n: int) -> dict:
+    """Accuracy before and after a change, and the recovery (see the module docstring)."""
+    before = float(hits[max(0, change - WINDOW) : change].mean())
+    after = float(hits[change : change + WINDOW].mean())
+    trail = trailing(hits)
+    back = np.nonzero(trail[change:] >= before - WITHIN)[0]
+    recovery = int(back[0] + TRAIL) if len(back) else None
+    return {"position": change, "before": before, "after": after, "recovery": recovery,
+            "recovery_or_rest": recovery if recovery is not None else n - change}
+
+
+def summarize(run: dict) -> dict:
+    hits = run["hits"]
+    return {"stream": run["stream"], "learner": run["learner"], "kind": run["kind"], "n": run["n"],
+            "accuracy": float(hits.mean()), "examples_per_s": run["n"] / run["cpu_s"], "detected": run["n_changes"],
+            "changes": [around(hits, c, run["n"]) for c in run["changes"]],
+            "curve": {str(c): trailing(hits)[max(0, c - 2 * WINDOW) : c + 3 * WINDOW : 100].round(4).tolist() for c in run["changes"]}}
+
+
+def _one(task):
+    return summarize(prequential(*task))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--streams", default=",".join(STREAMS))
+    parser.add_argument("--long", action="store_true", help="also the Sine stream flipped at 1e4, 1e5 and 1e6")
+    args = parser.parse_args(argv)
+    streams = args.streams.split(",") + (["long"] if args.long else [])
+    tasks = [(s, learner) for s in streams for learner in _learners(s)
+             if not (s == "long" and ("ARF" in learner or "Hoeffding" in learner))]
+    cells = []
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for cell in pool.map(_one, tasks):
+            print(f"{cell['stream']:18s} {cell['learner']:42s} acc {cell['accuracy']:.4f} "
+                  f"recovery {[c['recovery'] for c in cell['changes']]} {cell['examples_per_s']:.0f}/s", flush=True)
+            cells.append(cell)
+    results = {"machine": machine(), "window": WINDOW, "trail": TRAIL, "within": WITHIN, "cells": cells}
+    print(save_results(__import__("pathlib").Path(__file__).parent / "results", RESULTS_NAME, results, report, plot))
+    return 0
+
+
+def _by_learner(cells: list) -> dict:
+    out: dict = {}
+    for cell in cells:
+        out.setdefault(cell["learner"], []).append(cell)
+    return out
+
+
+def report(results: dict) -> str:
+    cells = results["cells"]
+    m = results["machine"]
+    lines = [f"# Learning a changing stream (bench/drift_bench.py)\n",
+             f"`{m['command']}` at `{m['commit'][:10]}`{' (uncommitted changes)' if m['uncommitted_changes'] else ''}, "
+             f"{m['cpu']}, river {m['versions']['river']}. Prequential, every learner with no parameter behind "
+             "river's `StandardScaler()`. Recovery: examples from the change until the trailing "
+             f"{results['trail']:,}-example accuracy is back within {results['within'] * 100:g} points of the "
+             f"{results['window']:,} before it (— : never, counted as the rest of the stream in the median).\n",
+             "## Summary\n",
+             "| learner | median recovery (abrupt) | mean accuracy, drifting streams | mean accuracy, stationary | examples/s (median) |",
+             "|---|---:|---:|---:|---:|"]
+    drifting = [s for s in {c["stream"] for c in cells if c["kind"] in ("abrupt", "gradual", "continuous")}]
+    for learner, mine in _by_learner(cells).items():
+        recoveries = [ch["recovery_or_rest"] for c in mine if c["kind"] == "abrupt" for ch in c["changes"]]
+        drift_acc = [c["accuracy"] for c in mine if c["stream"] in drifting]
+        still = [c["accuracy"] for c in mine if c["kind"] == "stationary"]
+        covers = "" if len(drift_acc) == len(drifting) else f" ({len(drift_acc)} of {len(drifting)} streams)"
+        lines.append(f"| {learner} | {statistics.median(recoveries) if recoveries else '–':,} | "
+                     f"{np.mean(drift_acc):.4f}{covers} | {np.mean(still) if still else float('nan'):.4f} | "
+                     f"{statistics.median(c['examples_per_s'] for c in mine):,.0f} |")
+    lines += ["", "## Every stream\n", "| stream | learner | accuracy | before → after (recovery) per change | detected |",
+              "|---|---|---:|---|---:|"]
+    for cell in cells:
+        changes = "; ".join(f"{c['before']:.3f} → {c['after']:.3f} ({c['recovery'] if c['recovery'] is not None else '—'})"
+                            for c in cell["changes"]) or "–"
+        lines.append(f"| {cell['stream']} | {cell['learner']} | {cell['accuracy']:.4f} | {changes} | "
+                     f"{'' if cell['detected'] is None else cell['detected']} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict, path) -> None:
+    plt = pyplot()
+    panels = sorted({(c["stream"], pos) for c in results["cells"] for pos in c["curve"]}, key=lambda p: (p[0], int(p[1])))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.6 * len(panels)), squeeze=False)
+    for ax, (stream, pos) in zip(axes[:, 0], panels):
+        for cell in results["cells"]:
+            if cell["stream"] == stream and pos in cell["curve"]:
+                curve = cell["curve"][pos]
+                start = max(0, int(pos) - 2 * WINDOW)
+                x = [start + results["trail"] + 100 * i - int(pos) for i in range(len(curve))]
+                ax.plot(x, curve, label=cell["learner"], lw=1)
+        ax.axvline(0, color="k", lw=0.5)
+        ax.set_title(f"{stream}: change at {int(pos):,}", fontsize=9)
+        ax.set_ylabel("trailing accuracy", fontsize=8)
+    axes[0, 0].legend(fontsize=6, loc="lower left")
+    axes[-1, 0].set_xlabel("examples since the change")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
