@@ -257,6 +257,12 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         """Labels seen so far, in class-index order."""
         return list(self._labels.labels)
 
+    @property
+    def n_changes(self) -> int:
+        """Changes of the stream detected so far (always 0 for a learner that does not watch
+        for them; the MCID learners do with ``adapt=True``: :mod:`streamlearn.adaptation`)."""
+        return 0
+
 
     # ------------------------------------------------------------- family hooks
     def _init_model(self) -> None:

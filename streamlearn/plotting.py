@@ -33,7 +33,7 @@ def read_metrics(path) -> list[dict]:
 
 def plot_metrics(path, output) -> None:
     """Accuracy, macro-F1 and log-loss (prequential, and hold-out when present) against
-    the number of examples learned."""
+    the number of examples learned; a dotted line marks each change the learner detected."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -41,6 +41,8 @@ def plot_metrics(path, output) -> None:
 
     rows = read_metrics(path)
     x = [r["learned"] for r in rows]
+    # where the learner detected a change: the first line whose count of changes is higher
+    changes = [r["learned"] for before, r in zip(rows, rows[1:]) if r.get("changes", 0) > before.get("changes", 0)]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     for ax, key, title in zip(axes, ("accuracy", "macro_f1", "log_loss"), ("accuracy", "macro-F1", "log-loss")):
         for part, style in (("prequential", "-"), ("holdout", "--")):
@@ -48,7 +50,9 @@ def plot_metrics(path, output) -> None:
             points = [(a, b) for a, b in zip(x, values) if b is not None]
             if points:
                 ax.plot(*zip(*points), style, marker=".", label=part)
-        ax.set_xlabel("examples learned")
+        for at in changes:
+            ax.axvline(at, color="tab:red", lw=0.8, ls=":")
+        ax.set_xlabel("examples learned" + (" (dotted: a change detected)" if changes else ""))
         ax.set_title(title)
         ax.grid(alpha=0.3)
         if ax.lines:

@@ -294,7 +294,7 @@ class Runner:
         self.progress = self.log.isatty() if progress is None and hasattr(self.log, "isatty") else bool(progress)
         self.quiet = progress is False
         self.counters = {"seen": 0, "learned": 0, "held_out": 0, "unlabelled": 0, "dead_letters": 0, "batches": 0,
-                         "checkpoints": 0}
+                         "checkpoints": 0, "changes": 0}
         self.prequential = ClassificationMetrics()
         self.holdout_metrics = ClassificationMetrics()
         self.position = None
@@ -455,6 +455,7 @@ class Runner:
                     train, rows = train.take(accepted), rows[accepted]
                 self.prequential.update(train.y, predicted, p_true)
                 self.counters["learned"] += len(train)
+                self.counters["changes"] = self.model.n_changes
                 self._note(lines, train, rows, predicted, p_true, *proba)
             if lines:
                 for i in sorted(lines):

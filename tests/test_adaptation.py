@@ -123,3 +123,43 @@ def test_adapt_must_be_a_boolean():
 
     with pytest.raises(InvalidParameterError, match="adapt must be True or False"):
         MulticlassSVM(adapt="yes")
+
+
+@pytest.mark.slow
+def test_a_detected_change_is_counted_in_the_metrics_log_inspect_metrics_and_plot(tmp_path):
+    """Issue 41, item 3: the runner's counters carry the learner's changes into the metrics log,
+    the checkpoint (``inspect``), the service's ``/metrics`` and a marker on ``plot``'s curve."""
+    import json
+
+    from prometheus_client import generate_latest
+
+    from helpers import cli
+    from streamlearn.serve import ModelHolder, make_metrics
+
+    X, y = _flipped()
+    stream = tmp_path / "flipped.jsonl"
+    stream.write_text("".join(json.dumps({"x": {f"f{j}": v for j, v in enumerate(x.tolist())}, "y": int(c)}) + "\n"
+                              for x, c in zip(X, y)))
+    ck = tmp_path / "ck"
+    cli("train", stream, "--checkpoint-dir", ck, "--checkpoint-every", "500", "--quiet")
+    lines = [json.loads(line) for line in (ck / "metrics.jsonl").read_text().splitlines()]
+    before_the_flip = [line["changes"] for line in lines if line["learned"] <= 4000]
+    assert len(before_the_flip) >= 2 and set(before_the_flip) == {0}
+    assert lines[-1]["changes"] >= 1
+    info = json.loads(cli("inspect", ck, "--json").stdout)
+    assert info["counters"]["changes"] == lines[-1]["changes"]
+    text = generate_latest(make_metrics(ModelHolder(ck))[0]).decode()
+    assert f"streamlearn_changes_detected {float(lines[-1]['changes'])}" in text
+    from streamlearn.plotting import plot_metrics
+
+    import matplotlib.pyplot as plt
+
+    drawn = []
+    real_axvline = plt.Axes.axvline
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plt.Axes, "axvline", lambda ax, x, **kw: drawn.append(x) or real_axvline(ax, x, **kw))
+        plot_metrics(ck / "metrics.jsonl", tmp_path / "curve.png")
+    first_change = next(line["learned"] for line in lines if line["changes"])
+    assert drawn[:1] == [first_change] and (tmp_path / "curve.png").stat().st_size > 0
+    cli("plot", ck / "metrics.jsonl", "-o", tmp_path / "cli.png")
+    assert (tmp_path / "cli.png").stat().st_size > 0
