@@ -197,7 +197,8 @@ def _group_examples(ck) -> int:
 
 
 #: seconds past which a group that has had the whole topic for its work is taken as stalled, not slow
-STALLED_AFTER = 300
+#: (a healthy group learns each half in well under a minute on a loaded 2-core machine)
+STALLED_AFTER = 120
 
 
 @pytest.mark.kafka
