@@ -1,6 +1,7 @@
 """Learning a stream that changes: streamlearn's defaults beside river's on river's synthetic streams.
 
     python -m bench.drift_bench [--jobs 2] [--streams sine,hyperplane,...] [--long]
+    python -m bench.drift_bench --benchmark-sets [--jobs 2]
 
 Prequential (test-then-train, every example), each learner behind river's
 ``preprocessing.StandardScaler()`` as river's examples do, every learner with **no parameter**.
@@ -16,6 +17,11 @@ before and after it and the **recovery** — examples from the change until the 
 stream; counted as the rest of the stream in medians); CPU examples/s of predict + learn (scaler
 included). Writes ``bench/results/drift.{json,md,png}``; the PNG is the trailing 1,000-example
 accuracy around each change.
+
+``--benchmark-sets``: what adapting costs where nothing changes — one pass over each stationary
+benchmark set (news20, sector, MNIST, USPS, letter; ``bench.defaults_bench.one_pass``: shuffled,
+``learn_many`` in blocks of 1,000), test accuracy of each MCID default with ``adapt`` on and off,
+and the changes it detected. Writes ``bench/results/drift-stationary.{json,md,png}``.
 """
 
 from __future__ import annotations
@@ -152,12 +158,77 @@ def _one(task):
     return summarize(prequential(*task))
 
 
+BENCHMARK_SETS = ["news20", "sector", "mnist", "usps", "letter"]
+ADAPTING = ["MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptron", "OneVsRestPegasos",
+            "OneVsRestLogisticRegression"]
+
+
+def stationary_cell(task) -> dict:
+    """One pass of one MCID default over a benchmark set, adapting and not."""
+    from .data import load
+    from .defaults_bench import one_pass
+
+    import streamlearn
+
+    name, learner = task
+    split = load(name)
+    out = {"set": name, "learner": learner}
+    for adapt in (True, False):
+        model_class = getattr(streamlearn, learner)
+        models = []
+
+        def make(**params):
+            models.append(model_class(**params))
+            return models[-1]
+
+        out["adapt" if adapt else "fixed"] = one_pass(make, {"adapt": adapt}, split.X_train, split.y_train, split.X_test, split.y_test)
+        if adapt:
+            out["detected"] = models[-1].n_changes
+    return out
+
+
+def stationary_report(results: dict) -> str:
+    m = results["machine"]
+    lines = ["# Adapting where nothing changes (bench/drift_bench.py --benchmark-sets)\n",
+             f"`{m['command']}` at `{m['commit'][:10]}`{' (uncommitted changes)' if m['uncommitted_changes'] else ''}. "
+             "One pass (shuffled, `learn_many` in blocks of 1,000), test accuracy, each learner's defaults with "
+             "`adapt=True` (the default) and `adapt=False` (the papers' solver).\n",
+             "| set | learner | adapt=True | adapt=False | difference (points) | changes detected |", "|---|---|---:|---:|---:|---:|"]
+    for c in results["cells"]:
+        lines.append(f"| {c['set']} | {c['learner']} | {c['adapt']:.4f} | {c['fixed']:.4f} | "
+                     f"{100 * (c['adapt'] - c['fixed']):+.2f} | {c['detected']} |")
+    worst = min(100 * (c["adapt"] - c["fixed"]) for c in results["cells"])
+    lines.append(f"\nLargest loss from adapting: {-min(worst, 0):.2f} points.")
+    return "\n".join(lines) + "\n"
+
+
+def stationary_plot(results: dict, path) -> None:
+    plt = pyplot()
+    cells = results["cells"]
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    labels = [f"{c['set']}\n{c['learner'].replace('Multiclass', 'MC').replace('OneVsRest', 'OvR')}" for c in cells]
+    ax.bar(range(len(cells)), [100 * (c["adapt"] - c["fixed"]) for c in cells])
+    ax.set_xticks(range(len(cells)), labels, rotation=90, fontsize=6)
+    ax.set_ylabel("adapt=True − adapt=False (points)")
+    ax.axhline(0, color="k", lw=0.5)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--benchmark-sets", action="store_true", help="adapt on and off on the stationary benchmark sets")
     parser.add_argument("--streams", default=",".join(STREAMS))
     parser.add_argument("--long", action="store_true", help="also the Sine stream flipped at 1e4, 1e5 and 1e6")
     args = parser.parse_args(argv)
+    results_dir = __import__("pathlib").Path(__file__).parent / "results"
+    if args.benchmark_sets:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            cells = list(pool.map(stationary_cell, [(s, learner) for s in BENCHMARK_SETS for learner in ADAPTING]))
+        results = {"machine": machine(), "cells": cells}
+        print(save_results(results_dir, RESULTS_NAME + "-stationary", results, stationary_report, stationary_plot))
+        return 0
     streams = args.streams.split(",") + (["long"] if args.long else [])
     tasks = [(s, learner) for s in streams for learner in _learners(s)
              if not (s == "long" and ("ARF" in learner or "Hoeffding" in learner))]
@@ -168,7 +239,7 @@ def main(argv=None) -> int:
                   f"recovery {[c['recovery'] for c in cell['changes']]} {cell['examples_per_s']:.0f}/s", flush=True)
             cells.append(cell)
     results = {"machine": machine(), "window": WINDOW, "trail": TRAIL, "within": WITHIN, "cells": cells}
-    print(save_results(__import__("pathlib").Path(__file__).parent / "results", RESULTS_NAME, results, report, plot))
+    print(save_results(results_dir, RESULTS_NAME, results, report, plot))
     return 0
 
 
