@@ -24,6 +24,7 @@ A family implements ``_init_model``, ``_learn_groups`` (complete groups only),
 from __future__ import annotations
 
 import copy
+import inspect
 import sys
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,23 @@ if TYPE_CHECKING:
     import pandas
 
 STATE_FORMAT = 1
+#: the reserved feature name of the intercept: with ``fit_intercept=True`` every row the model
+#: sees carries this feature at value 1, after scaling (see :meth:`StreamClassifier._model_rows`)
+INTERCEPT_NAME = "\x00intercept"
+
+
+def with_constant_column(rows: SparseRows, column: int) -> SparseRows:
+    """``rows`` with one more entry, ``column`` at value 1, at the end of every row.
+
+    >>> rows = SparseRows(np.array([0, 2, 2]), np.array([3, 5]), np.array([0.5, 2.0]))
+    >>> out = with_constant_column(rows, 0)
+    >>> out.indptr.tolist(), out.indices.tolist(), out.data.tolist()
+    ([0, 3, 4], [3, 5, 0, 0], [0.5, 2.0, 1.0, 1.0])
+    """
+    lo, hi = int(rows.indptr[0]), int(rows.indptr[-1])
+    ends = rows.indptr[1:] - lo
+    indptr = rows.indptr - lo + np.arange(rows.n_rows + 1)
+    return SparseRows(indptr, np.insert(rows.indices[lo:hi], ends, column), np.insert(rows.data[lo:hi], ends, 1.0))
 
 
 def softmax_rows(scores: np.ndarray) -> np.ndarray:
@@ -235,18 +253,29 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
     # ------------------------------------------------------------------ set-up
     #: scale every feature online (:mod:`streamlearn.scaling`); subclasses take it as a parameter
     standardize: bool = False
+    #: learn an intercept per class (the weight of :data:`INTERCEPT_NAME`); families that offer
+    #: it take it as a parameter
+    fit_intercept: bool = False
+    _intercept_column = -1
 
     def _reset(self) -> None:
         check_positive("batch_size", self.batch_size, integer=True)
         if not isinstance(self.standardize, bool):
             raise InvalidParameterError(f"standardize must be True or False, got {self.standardize!r}")
+        if not isinstance(self.fit_intercept, bool):
+            raise InvalidParameterError(f"fit_intercept must be True or False, got {self.fit_intercept!r}")
         self._features = FeatureSpace(self.n_bits)
+        self._intercept_column = self._intercept()
         self._labels = LabelSpace()
         self._scaler = OnlineStandardizer() if self.standardize else None
         self._pending_cols: list = []
         self._pending_vals: list = []
         self._pending_y: list = []
         self._init_model()
+
+    def _intercept(self) -> int:
+        """The intercept's column in the feature space, registered if new (-1: no intercept)."""
+        return int(self._features.columns([INTERCEPT_NAME], grow=True)[0]) if self.fit_intercept else -1
 
     @property
     def _multiclass(self) -> bool:
@@ -300,20 +329,25 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         cols, vals = self._within_column_room(lambda: self._features.encode_one(x, grow=True), most_new)
         if self._scaler is not None:
             vals = self._scaler.learn_transform(SparseRows(np.array([0, len(cols)], np.int64), cols, vals)).data
+        if self._intercept_column >= 0:
+            cols, vals = np.append(cols, self._intercept_column), np.append(vals, 1.0)
         self._gather(cols, vals, self._labels.index(label, grow=True))
 
     def learn_many(self, X, y) -> None:
         """Learn a batch: a DataFrame, a 2-D NumPy array, a SciPy sparse matrix or a list
         of feature dicts, and its labels (a Series, a list or an array of the same length)."""
-        rows = self._scaled(self._encode_labelled(X, y), learn=True)
+        rows = self._model_rows(self._encode_labelled(X, y), learn=True)
         self._learn_rows(rows, self._labels.indices(y, grow=True))
 
-    def _scaled(self, rows: SparseRows, learn: bool) -> SparseRows:
+    def _model_rows(self, rows: SparseRows, learn: bool) -> SparseRows:
         """Rows as the model sees them: standardised when ``standardize`` (``learn``: the rows
-        enter the running statistics first, see :mod:`streamlearn.scaling`)."""
-        if self._scaler is None:
-            return rows
-        return self._scaler.learn_transform(rows) if learn else self._scaler.transform(rows)
+        enter the running statistics first, see :mod:`streamlearn.scaling`), then with the
+        intercept's constant feature when ``fit_intercept`` (after scaling, so it stays 1)."""
+        if self._scaler is not None:
+            rows = self._scaler.learn_transform(rows) if learn else self._scaler.transform(rows)
+        if self._intercept_column >= 0:
+            rows = with_constant_column(rows, self._intercept_column)
+        return rows
 
     #: whether ``_learn_groups`` can write the scores each row has when it is learned
     _scores_while_learning = False
@@ -330,7 +364,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         the **whole batch by the model before it** (columns: the classes before the batch)."""
         rows = self._encode_labelled(X, y)
         if self._scores_while_learning:
-            rows = self._scaled(rows, learn=True)
+            rows = self._model_rows(rows, learn=True)
             n_before = len(self._labels)
             targets = self._labels.indices(y, grow=True)
             scores = np.full((rows.n_rows, len(self._labels)), -np.inf)
@@ -339,10 +373,10 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
             return scores
         if self._labels.labels:
             self._reserve_columns()
-            scores = self._raw_scores(self._scaled(rows, learn=False))
+            scores = self._raw_scores(self._model_rows(rows, learn=False))
         else:
             scores = np.zeros((rows.n_rows, 0))
-        self._learn_rows(self._scaled(rows, learn=True), self._labels.indices(y, grow=True))
+        self._learn_rows(self._model_rows(rows, learn=True), self._labels.indices(y, grow=True))
         return scores
 
     def prequential(self, X, y, learn: bool = False, return_proba: bool = False) -> tuple:
@@ -439,7 +473,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
     def _scores_one(self, x: dict) -> np.ndarray:
         cols, vals = self._features.encode_one(x, grow=False)
         rows = SparseRows(np.array([0, len(cols)], np.int64), cols, vals)
-        return self._raw_scores(self._scaled(rows, learn=False))[0]
+        return self._raw_scores(self._model_rows(rows, learn=False))[0]
 
     def decision_function_one(self, x: dict) -> dict:
         """Raw class scores ``w_k . x`` as ``{label: score}``."""
@@ -463,7 +497,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         rows = self._features.encode_many(X, grow=False)
         if not self._labels.labels:
             return np.zeros((rows.n_rows, 0))
-        return self._raw_scores(self._scaled(rows, learn=False))
+        return self._raw_scores(self._model_rows(rows, learn=False))
 
     def predict_proba_many(self, X) -> "pandas.DataFrame":
         scores = self.decision_function_many(X)
@@ -507,8 +541,12 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
             raise ValueError(f"learner state format {state.get('format')!r} is not {STATE_FORMAT}")
         if state.get("class") != cls.__name__:
             raise ValueError(f"state holds a {state.get('class')}, not a {cls.__name__}")
-        learner = cls(**state["params"])
+        params = dict(state["params"])
+        if "fit_intercept" in inspect.signature(cls).parameters:
+            params.setdefault("fit_intercept", False)  # a state saved before the intercept existed has none
+        learner = cls(**params)
         learner._features = FeatureSpace.restore(state["features"])
+        learner._intercept_column = learner._intercept()
         learner._labels = LabelSpace.restore(state["labels"])
         learner._restore_pending(state["pending"])
         if state.get("scaler") is not None:

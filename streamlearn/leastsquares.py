@@ -256,7 +256,7 @@ class _DenseLeastSquares(StreamClassifier):
                 y_idx = self._labels.indices(y, grow=True)
                 self._grow(self._width(), len(self._labels))
                 return X, y_idx
-        rows = self._scaled(self._encode_labelled(X, y), learn=True)
+        rows = self._model_rows(self._encode_labelled(X, y), learn=True)
         y_idx = self._labels.indices(y, grow=True)
         d = self._width()
         self._grow(d, len(self._labels))

@@ -257,7 +257,7 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
 
     def fit(self, X, y):
         """Solve a whole data set (cold start); the stream's window is left as it is. Returns self."""
-        rows = self._scaled(self._encode_labelled(X, y), learn=True)
+        rows = self._model_rows(self._encode_labelled(X, y), learn=True)
         self._solve(rows, self._labels.indices(y, grow=True), len(self._labels), None, None)
         self._alpha_start = -1
         return self

@@ -105,6 +105,7 @@ class _MCIDLearner(StreamClassifier):
         seed: int | None = None,
         standardize: bool = False,
         adapt: bool = True,
+        fit_intercept: bool = True,
     ):
         if not isinstance(adapt, bool):
             raise InvalidParameterError(f"adapt must be True or False, got {adapt!r}")
@@ -119,6 +120,7 @@ class _MCIDLearner(StreamClassifier):
         self.seed = seed
         self.standardize = standardize
         self.adapt = adapt
+        self.fit_intercept = fit_intercept
         self._reset()
 
     @classmethod
@@ -127,7 +129,7 @@ class _MCIDLearner(StreamClassifier):
         yield {"lam": 1e-2, "batch_size": 4, "project": True, "average": True}
         yield {"lam": 1e-2, "average": True, "average_power": 2.0, "standardize": True}
         yield {"lam": "auto", "batch_size": 2}
-        yield {"adapt": False}
+        yield {"adapt": False, "fit_intercept": False}
 
     def _init_model(self) -> None:
         self._candidates = [ScaledWeights(self.average) for _ in self._lambdas]
@@ -333,6 +335,12 @@ class MulticlassSVM(_MCIDLearner):
     standardize
         Scale every feature online to zero mean and unit variance, with statistics learned
         and checkpointed with the model (:mod:`streamlearn.scaling`): for dense, unscaled features.
+    fit_intercept
+        Learn an intercept per class (default): a feature of value 1 on every row, after
+        ``standardize``, regularised with the other weights — it keeps the objective strongly
+        convex, which the 1/(λt) step assumes, and λ is small enough for the intercepts it needs
+        (its weight column is that of the reserved name ``streamlearn.base.INTERCEPT_NAME``).
+        ``False``: the papers' model, through the origin.
     adapt
         Follow a stream that changes (default): a Page-Hinkley test on the prequential mistakes
         restarts the step schedule and the average when the error rises

@@ -480,11 +480,11 @@ class ExtremeSVM(StreamClassifier):
         if not self._labels.labels:
             return None
         cols, vals = self._features.encode_one(x, grow=False)
-        rows = self._scaled(SparseRows(np.array([0, len(cols)], np.int64), cols, vals), learn=False)
+        rows = self._model_rows(SparseRows(np.array([0, len(cols)], np.int64), cols, vals), learn=False)
         return self._labels.labels[int(self._predict_rows(rows, None)[0][0])]
 
     def predict_many(self, X):
-        rows = self._scaled(self._features.encode_many(X, grow=False), learn=False)
+        rows = self._model_rows(self._features.encode_many(X, grow=False), learn=False)
         labels = np.empty(rows.n_rows, dtype=object)
         if self._labels.labels:
             names = self._labels.labels
@@ -506,9 +506,9 @@ class ExtremeSVM(StreamClassifier):
         if return_proba or y is None:
             return super().prequential(X, y, learn, return_proba)
         rows = self._encode_labelled(X, y)
-        predicted, p_true = self._predict_rows(self._scaled(rows, learn=False), self.class_indices(y))
+        predicted, p_true = self._predict_rows(self._model_rows(rows, learn=False), self.class_indices(y))
         if learn:
-            self._learn_rows(self._scaled(rows, learn=True), self._labels.indices(y, grow=True))
+            self._learn_rows(self._model_rows(rows, learn=True), self._labels.indices(y, grow=True))
         return predicted, p_true
 
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:

@@ -49,7 +49,7 @@ Changes are keyed by label and feature name, because members meet names in diffe
 (its running statistics do not mix); :func:`check_mixable` refuses the others.
 
 >>> from streamlearn import MulticlassSVM
->>> a, b = MulticlassSVM(lam=0.01), MulticlassSVM(lam=0.01)
+>>> a, b = MulticlassSVM(lam=0.01, fit_intercept=False), MulticlassSVM(lam=0.01, fit_intercept=False)  # names decide alone
 >>> shared = MixState.of(a)                   # both start from the same (empty) base
 >>> for name, label in (("x", "yes"), ("z", "no"), ("x", "yes")):
 ...     a.learn_one({name: 1.0}, label)

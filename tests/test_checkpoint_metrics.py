@@ -138,7 +138,8 @@ def test_integers_beyond_64_bits_round_trip(tmp_path):
     store.save({"learner": model.export_state()})
     restored = streamlearn.learner_from_state(store.load_latest()["learner"])
     assert_same_state(model.export_state(), restored.export_state())
-    assert restored.classes == [10**30, "small"] and restored.predict_one({2**70: 1.0}) == 10**30
+    assert restored.classes == [10**30, "small"]
+    assert restored.decision_function_one({2**70: 1.0}) == model.decision_function_one({2**70: 1.0})
 
 
 def test_tuple_labels_and_feature_names_round_trip():
@@ -182,7 +183,8 @@ def test_strings_with_lone_surrogates_round_trip():
     model.learn_one({"\udfff": 1.0}, "\ud800")
     model.learn_one({"b": 1.0}, "ok")
     restored = streamlearn.learner_from_state(loads(dumps({"learner": model.export_state()}))["learner"])
-    assert restored.classes == ["\ud800", "ok"] and restored.predict_one({"\udfff": 1.0}) == "\ud800"
+    assert restored.classes == ["\ud800", "ok"]
+    assert restored.decision_function_one({"\udfff": 1.0}) == model.decision_function_one({"\udfff": 1.0})
 
 
 def test_metrics_equal_river_example_by_example():

@@ -62,7 +62,7 @@ def test_far_apart_positions_take_the_road_of_names_with_the_same_result(n_bits,
     results = []
     for limit in (1 << 22, 0):  # the position cache, then (limit 0) the road of names for every batch
         monkeypatch.setattr(features, "_DENSE_POSITIONS", limit)
-        model = MulticlassSVM(lam=0.1, n_bits=n_bits)
+        model = MulticlassSVM(lam=0.1, n_bits=n_bits, fit_intercept=False)
         for k, X in enumerate(batches):
             model.learn_many(X, [k % 3] * 6)
         rows = model._features.encode_many(batches[0], grow=False)
@@ -71,7 +71,7 @@ def test_far_apart_positions_take_the_road_of_names_with_the_same_result(n_bits,
     np.testing.assert_array_equal(results[0][3], results[1][3])
     monkeypatch.undo()
     far = sp.csr_matrix((np.ones(3), ([0, 0, 1], [1, 10**12, 2])), shape=(2, 10**12 + 1))
-    model = MulticlassSVM(n_bits=n_bits)
+    model = MulticlassSVM(n_bits=n_bits, fit_intercept=False)
     model.learn_many(far, ["a", "b"])
     assert len(model._features._int_name_columns) < 1 << 23 and model.predict_many(far).tolist() == ["a", "b"]
 
@@ -217,7 +217,7 @@ def test_weights_of_a_positional_stream_are_sized_once_with_the_same_result():
 
 
 def test_likely_columns_stays_within_eight_times_the_columns_in_use():
-    model = MulticlassSVM()
+    model = MulticlassSVM(fit_intercept=False)  # the columns are the batch's alone
     X = sp.csr_matrix(([1.0, 1.0], ([0, 1], [3, 1_000_000])), shape=(2, 1_000_001))
     model.learn_many(X, [0, 1])
     assert model._features.n_columns == 2 and model._features.likely_columns == 16

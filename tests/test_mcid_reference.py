@@ -18,6 +18,7 @@ import pytest
 import scipy.sparse as sp
 
 import streamlearn
+from streamlearn.base import INTERCEPT_NAME
 from streamlearn import (
     MulticlassLogisticRegression,
     MulticlassPerceptron,
@@ -105,10 +106,12 @@ def make_stream(n=360, d=25, n_classes=6, seed=0):
 
 
 def learner_matrix(model, d, averaged=False):
-    """The learner's weights as a dense (K, d) array in the stream's column order."""
+    """The learner's weights as a dense (K, d) array in the stream's column order; with an
+    intercept, (K, d + 1), its column last (the reference's column of ones)."""
     W = model.weight_matrix(averaged=averaged)
-    out = np.zeros((W.shape[0], d))
-    out[:, model._features.names] = W
+    columns = [d if name == INTERCEPT_NAME else name for name in model._features.names]
+    out = np.zeros((W.shape[0], d + (INTERCEPT_NAME in model._features.names)))
+    out[:, columns] = W
     order = np.argsort(model.classes)  # classes are ints seen in order
     return out[order]
 
@@ -125,14 +128,18 @@ LEARNERS = [
 @pytest.mark.parametrize("cls", LEARNERS, ids=lambda c: c.__name__)
 @pytest.mark.parametrize(("lam", "r", "project"), [(0.05, 1, False), (0.01, 3, True), (0.2, 7, False), (1e-3, 2, True)])
 @pytest.mark.parametrize(("average", "average_power"), [(False, 0.0), (True, 0.0), (True, 2.5)])
-def test_kernel_matches_numpy_reference(cls, lam, r, project, average, average_power):
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_kernel_matches_numpy_reference(cls, lam, r, project, average, average_power, fit_intercept):
     """Without projection or average the kernel takes other roads (no norms kept; softmax
-    and one-vs-rest update every class in one pass), so those settings are checked too."""
+    and one-vs-rest update every class in one pass), so those settings are checked too. The
+    intercept is the reference's weight of a last column of ones."""
     X, y = make_stream()
-    model = cls(lam=lam, batch_size=r, project=project, average=average, average_power=average_power)
+    model = cls(lam=lam, batch_size=r, project=project, average=average, average_power=average_power,
+                fit_intercept=fit_intercept, adapt=False)
     model._renormalize_below = 0.5  # fold the scale into V every few steps
     model.learn_many(sp.csr_matrix(X), y)
-    W_ref, W_avg_ref, t = reference_mcid(cls.__name__, X, y, lam, r, project, average_power)
+    X_seen = np.hstack([X, np.ones((len(y), 1))]) if fit_intercept else X
+    W_ref, W_avg_ref, t = reference_mcid(cls.__name__, X_seen, y, lam, r, project, average_power)
     assert model.n_steps == t
     scale = max(1.0, np.abs(W_ref).max())
     np.testing.assert_allclose(learner_matrix(model, X.shape[1]), W_ref, rtol=0, atol=1e-9 * scale)

@@ -16,6 +16,8 @@ import lzma
 import numpy as np
 import pytest
 
+from streamlearn.base import INTERCEPT_NAME
+
 import streamlearn
 from connectors.formats import UnknownFormat, sniff_format
 from streamlearn import cli as cli_module
@@ -259,7 +261,8 @@ def test_a_headerless_csv_is_found_and_no_row_becomes_the_header(tmp_path, capsy
                          "--quiet")
     assert code == 0, err
     assert summary(out)["learned"] == 3000
-    assert CheckpointStore(tmp_path / "ck").load_latest()["learner"]["features"]["names"] == [0, 1, 2, 3]
+    names = CheckpointStore(tmp_path / "ck").load_latest()["learner"]["features"]["names"]
+    assert [name for name in names if name != INTERCEPT_NAME] == [0, 1, 2, 3]
     numeric = [(x, NAMES.index(t)) for x, t in iris_like(200, 4)]
     (tmp_path / "numeric.csv").write_text("".join(",".join(map(str, x)) + f",{t}\n" for x, t in numeric))
     code, out, _ = run(capsys, "train", tmp_path / "numeric.csv", "--no-header", "--label-column", "4", "--quiet")
