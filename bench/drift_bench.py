@@ -18,10 +18,10 @@ stream; counted as the rest of the stream in medians); CPU examples/s of predict
 included). Writes ``bench/results/drift.{json,md,png}``; the PNG is the trailing 1,000-example
 accuracy around each change.
 
-``--benchmark-sets``: what adapting costs where nothing changes — one pass over each stationary
-benchmark set (news20, sector, MNIST, USPS, letter; ``bench.defaults_bench.one_pass``: shuffled,
-``learn_many`` in blocks of 1,000), test accuracy of each MCID default with ``adapt`` on and off,
-and the changes it detected. Writes ``bench/results/drift-stationary.{json,md,png}``.
+``--benchmark-sets``: what the new defaults (``adapt``, ``fit_intercept``) do where nothing
+changes — one pass over each stationary benchmark set (news20, sector, MNIST, USPS, letter;
+``bench.defaults_bench.one_pass``: shuffled, ``learn_many`` in blocks of 1,000), test accuracy of
+each MCID learner in each of ``STATIONARY_CONFIGS``, and the changes the defaults detected. Writes ``bench/results/drift-stationary.{json,md,png}``.
 """
 
 from __future__ import annotations
@@ -103,6 +103,7 @@ def _learners(stream: str) -> dict:
         "MulticlassLogisticRegression()": streamlearn.MulticlassLogisticRegression,
         "MulticlassSVM()": streamlearn.MulticlassSVM,
         "MulticlassLogisticRegression(adapt=False)": lambda: streamlearn.MulticlassLogisticRegression(adapt=False),
+        "MulticlassLogisticRegression(fit_intercept=False)": lambda: streamlearn.MulticlassLogisticRegression(fit_intercept=False),
         "river SoftmaxRegression()": linear_model.SoftmaxRegression,
         "river OneVsRest(LogisticRegression())": lambda: multiclass.OneVsRestClassifier(linear_model.LogisticRegression()),
     }
@@ -163,8 +164,14 @@ ADAPTING = ["MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptr
             "OneVsRestLogisticRegression"]
 
 
+#: the configurations --benchmark-sets compares: the defaults, each new default off, and the
+#: defaults before issue 41 (both off: the papers' solver through the origin)
+STATIONARY_CONFIGS = {"defaults": {}, "adapt=False": {"adapt": False}, "fit_intercept=False": {"fit_intercept": False},
+                      "before (both off)": {"adapt": False, "fit_intercept": False}}
+
+
 def stationary_cell(task) -> dict:
-    """One pass of one MCID default over a benchmark set, adapting and not."""
+    """One pass of one MCID learner over a benchmark set in each of STATIONARY_CONFIGS."""
     from .data import load
     from .defaults_bench import one_pass
 
@@ -172,33 +179,35 @@ def stationary_cell(task) -> dict:
 
     name, learner = task
     split = load(name)
-    out = {"set": name, "learner": learner}
-    for adapt in (True, False):
-        model_class = getattr(streamlearn, learner)
+    out = {"set": name, "learner": learner, "accuracy": {}, "detected": {}}
+    for config, params in STATIONARY_CONFIGS.items():
         models = []
 
-        def make(**params):
-            models.append(model_class(**params))
+        def make(**given):
+            models.append(getattr(streamlearn, learner)(**given))
             return models[-1]
 
-        out["adapt" if adapt else "fixed"] = one_pass(make, {"adapt": adapt}, split.X_train, split.y_train, split.X_test, split.y_test)
-        if adapt:
-            out["detected"] = models[-1].n_changes
+        out["accuracy"][config] = one_pass(make, params, split.X_train, split.y_train, split.X_test, split.y_test)
+        out["detected"][config] = models[-1].n_changes
     return out
 
 
 def stationary_report(results: dict) -> str:
     m = results["machine"]
-    lines = ["# Adapting where nothing changes (bench/drift_bench.py --benchmark-sets)\n",
+    configs = list(STATIONARY_CONFIGS)
+    lines = ["# The new defaults where nothing changes (bench/drift_bench.py --benchmark-sets)\n",
              f"`{m['command']}` at `{m['commit'][:10]}`{' (uncommitted changes)' if m['uncommitted_changes'] else ''}. "
-             "One pass (shuffled, `learn_many` in blocks of 1,000), test accuracy, each learner's defaults with "
-             "`adapt=True` (the default) and `adapt=False` (the papers' solver).\n",
-             "| set | learner | adapt=True | adapt=False | difference (points) | changes detected |", "|---|---|---:|---:|---:|---:|"]
+             "One pass (shuffled, `learn_many` in blocks of 1,000), test accuracy of each MCID learner at its defaults "
+             "(`adapt=True`, `fit_intercept=True`), with each of them off, and with both off (the defaults before "
+             "issue 41); changes detected by the defaults.\n",
+             "| set | learner | " + " | ".join(configs) + " | defaults − before (points) | changes detected |",
+             "|---|---|" + "---:|" * (len(configs) + 2)]
     for c in results["cells"]:
-        lines.append(f"| {c['set']} | {c['learner']} | {c['adapt']:.4f} | {c['fixed']:.4f} | "
-                     f"{100 * (c['adapt'] - c['fixed']):+.2f} | {c['detected']} |")
-    worst = min(100 * (c["adapt"] - c["fixed"]) for c in results["cells"])
-    lines.append(f"\nLargest loss from adapting: {-min(worst, 0):.2f} points.")
+        acc = c["accuracy"]
+        lines.append(f"| {c['set']} | {c['learner']} | " + " | ".join(f"{acc[k]:.4f}" for k in configs)
+                     + f" | {100 * (acc['defaults'] - acc['before (both off)']):+.2f} | {c['detected']['defaults']} |")
+    worst = min(100 * (c["accuracy"]["defaults"] - c["accuracy"]["before (both off)"]) for c in results["cells"])
+    lines.append(f"\nLargest loss of the defaults against those before: {max(-worst, 0):.2f} points.")
     return "\n".join(lines) + "\n"
 
 
@@ -207,10 +216,13 @@ def stationary_plot(results: dict, path) -> None:
     cells = results["cells"]
     fig, ax = plt.subplots(figsize=(9, 3.5))
     labels = [f"{c['set']}\n{c['learner'].replace('Multiclass', 'MC').replace('OneVsRest', 'OvR')}" for c in cells]
-    ax.bar(range(len(cells)), [100 * (c["adapt"] - c["fixed"]) for c in cells])
+    for offset, config in ((-0.2, "adapt=False"), (0.0, "fit_intercept=False"), (0.2, "before (both off)")):
+        ax.bar([i + offset for i in range(len(cells))],
+               [100 * (c["accuracy"]["defaults"] - c["accuracy"][config]) for c in cells], width=0.2, label=f"defaults − {config}")
     ax.set_xticks(range(len(cells)), labels, rotation=90, fontsize=6)
-    ax.set_ylabel("adapt=True − adapt=False (points)")
+    ax.set_ylabel("points")
     ax.axhline(0, color="k", lw=0.5)
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
 
@@ -218,7 +230,7 @@ def stationary_plot(results: dict, path) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--benchmark-sets", action="store_true", help="adapt on and off on the stationary benchmark sets")
+    parser.add_argument("--benchmark-sets", action="store_true", help="the new defaults on and off on the stationary benchmark sets")
     parser.add_argument("--streams", default=",".join(STREAMS))
     parser.add_argument("--long", action="store_true", help="also the Sine stream flipped at 1e4, 1e5 and 1e6")
     args = parser.parse_args(argv)
