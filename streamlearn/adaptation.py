@@ -18,7 +18,17 @@ age. On a stationary stream the test does not fire (its mean error falls), and t
 the papers' exactly.
 
 Decisions take effect only at a step that is a multiple of :data:`CHECK_EVERY`: ``learn_many``
-then cuts its rows at those steps, and so equals the ``learn_one`` loop bit for bit.
+then cuts its rows at those steps, and so equals the ``learn_one`` loop bit for bit. The watch
+is part of the learner's state (checkpoints resume it exactly). With ``lam="auto"`` the leader's
+mistakes are watched and every candidate restarts. In a ``--mix-topic`` group each member watches
+its own mistakes; a restart is a change of its model like any other and enters the shared model
+through the fold (:mod:`streamlearn.mixing`: ``t`` and the averaged sums are folded like the weights).
+
+Which learners adapt: the MCID family (``adapt=True`` by default). Not yet the Primal Gradient
+Solver (dual averaging keeps the sum of all gradients; its restart is a different design),
+``ExtremeSVM``, nor the least-squares family, whose models solve a ridge regression over every
+example learned so far: on a changing stream they follow the change only as far as the new
+examples outweigh the old ones.
 
 >>> import numpy as np
 >>> watch = ChangeWatch()
