@@ -74,14 +74,26 @@ class PageHinkleyUp:
         self.sum_increase, self.min_increase = 0.0, float("inf")
 
     def update(self, x: float) -> None:
-        if self.drift_detected:
-            self._clear()
-        self.n += 1.0
-        self.mean += (x - self.mean) / self.n  # river.stats.Mean's update
-        self.sum_increase = self.alpha * self.sum_increase + (x - self.mean) - self.delta
-        if self.sum_increase < self.min_increase:
-            self.min_increase = self.sum_increase
-        self.drift_detected = self.n >= self.min_instances and self.sum_increase - self.min_increase > self.threshold
+        self.update_many([x])
+
+    def update_many(self, xs: list) -> bool:
+        """:meth:`update` with each of ``xs`` in turn (locals in the loop: it runs once per
+        example); whether the test fired on any of them."""
+        alpha, delta, threshold, min_instances = self.alpha, self.delta, self.threshold, self.min_instances
+        n, mean, total, lowest, detected = self.n, self.mean, self.sum_increase, self.min_increase, self.drift_detected
+        fired = False
+        for x in xs:
+            if detected:
+                n, mean, total, lowest = 0.0, 0.0, 0.0, float("inf")
+            n += 1.0
+            mean += (x - mean) / n  # river.stats.Mean's update
+            total = alpha * total + (x - mean) - delta
+            if total < lowest:
+                lowest = total
+            detected = n >= min_instances and total - lowest > threshold
+            fired = fired or detected
+        self.n, self.mean, self.sum_increase, self.min_increase, self.drift_detected = n, mean, total, lowest, detected
+        return fired
 
     STATE = ("n", "mean", "sum_increase", "min_increase", "drift_detected")
 
@@ -105,11 +117,8 @@ class ChangeWatch:
 
     def observe(self, mistakes: np.ndarray) -> None:
         """Feed the mistakes (booleans) of consecutive examples, in stream order."""
-        detector = self.detector
-        for mistake in mistakes.tolist():
-            detector.update(1.0 if mistake else 0.0)
-            if detector.drift_detected:
-                self.change_seen = True
+        if self.detector.update_many(mistakes.astype(np.float64).tolist()):
+            self.change_seen = True
 
     def take_change(self) -> bool:
         """Whether a change was seen since the last call that returned True (and count it)."""
@@ -143,6 +152,8 @@ def mistakes_of(scores: np.ndarray, targets: np.ndarray, n_before: int) -> np.nd
     if len(targets) == 1:  # learn_one's road: no arrays built
         known, target = scores[0, :n_before], int(targets[0])
         return np.array([target >= n_before or int(known.argmax()) != target])
+    if n_before == scores.shape[1] and n_before and targets.max() < n_before:  # every class known before
+        return scores.argmax(axis=1) != targets
     masked = scores.copy()
     hide_unknown_classes(masked, n_before, targets)
     unknown = ~(masked[np.arange(len(targets)), targets] > -np.inf)  # a class first seen is always missed
