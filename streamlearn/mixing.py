@@ -111,6 +111,8 @@ class MixState:
         """The state of ``model`` as it is (a member's base)."""
         check_mixable(model)
         store = model._weights
+        # weights for every column the feature space holds (an intercept is registered before anything is learned)
+        store.reserve(model._features.n_columns, len(model.classes))
         S = model._weights.dense_average(1.0) if store.averaged else None  # Σ c_s W_s itself, not divided
         return cls(model.classes, _feature_keys(model), store.dense(), S, model._average_weight, model.n_steps)
 

@@ -54,3 +54,23 @@ def test_a_state_saved_before_the_intercept_existed_restores_without_one():
 def test_fit_intercept_must_be_a_boolean():
     with pytest.raises(streamlearn.InvalidParameterError, match="fit_intercept must be True or False"):
         MulticlassSVM(fit_intercept=1)
+
+
+def test_members_with_an_intercept_mix_from_an_empty_base():
+    """A fresh learner holds the intercept's column before it learns anything: the mixing base
+    taken from it has weights for that column (a daemon's first change failed on the shapes)."""
+    from streamlearn.mixing import MixState
+
+    a, b = MulticlassSVM(lam=0.01), MulticlassSVM(lam=0.01)
+    shared = MixState.of(a)
+    for member in (a, b):  # a daemon starts from the group's base
+        shared.write_into(member)
+    for name, label in (("x", "yes"), ("z", "no")):
+        a.learn_one({name: 1.0}, label)
+        b.learn_one({name: 1.0}, label)
+    changes = [shared.change(a, examples=2), shared.change(b, examples=2)]
+    assert [shared.fold(change) for change in changes] == [1.0, 0.5]
+    for member in (a, b):
+        shared.write_into(member)
+    assert INTERCEPT_NAME in shared.features
+    np.testing.assert_array_equal(a.decision_function_many([{"x": 1.0}]), b.decision_function_many([{"x": 1.0}]))
