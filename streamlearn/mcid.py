@@ -336,10 +336,11 @@ class MulticlassSVM(_MCIDLearner):
         Scale every feature online to zero mean and unit variance, with statistics learned
         and checkpointed with the model (:mod:`streamlearn.scaling`): for dense, unscaled features.
     fit_intercept
-        Learn an intercept per class (default): a feature of value 1 on every row, after
-        ``standardize``, regularised with the other weights — it keeps the objective strongly
-        convex, which the 1/(λt) step assumes, and λ is small enough for the intercepts it needs
-        (its weight column is that of the reserved name ``streamlearn.base.INTERCEPT_NAME``).
+        Learn an intercept per class (default): a feature of value
+        ``streamlearn.base.INTERCEPT_VALUE`` (0.1) on every row, after ``standardize``,
+        regularised with the other weights — it keeps the objective strongly convex, which the
+        1/(λt) step assumes; the small value keeps it from swamping sparse rows (its weight
+        column is that of the reserved name ``streamlearn.base.INTERCEPT_NAME``).
         ``False``: the papers' model, through the origin.
     adapt
         Follow a stream that changes (default): a Page-Hinkley test on the prequential mistakes

@@ -1,5 +1,5 @@
-"""The MCID learners' intercept (``fit_intercept=True``, the default): a reserved feature of value 1
-on every row the model sees, after scaling. The kernel against the NumPy reference with a column of
+"""The MCID learners' intercept (``fit_intercept=True``, the default): a reserved feature of value
+INTERCEPT_VALUE on every row the model sees, after scaling. The kernel against the NumPy reference with a column of
 ones, and learn_many against the learn_one loop, are in test_mcid_reference.py."""
 
 from __future__ import annotations
