@@ -1,7 +1,8 @@
 """Learning a stream that changes: streamlearn's defaults beside river's on river's synthetic streams.
 
-    python -m bench.drift_bench [--jobs 2] [--streams sine,hyperplane,...] [--long]
-    python -m bench.drift_bench --benchmark-sets [--jobs 2]
+    python -m bench.drift_bench [--jobs 2] [--streams sine,hyperplane,...] [--long] [--out DIR]
+    python -m bench.drift_bench --benchmark-sets [--jobs 2] [--out DIR]
+    python -m bench.drift_bench --quick --out DIR      # the test suite's smoke run: Sine and Phishing, linear learners
 
 Prequential (test-then-train, every example), each learner behind river's
 ``preprocessing.StandardScaler()`` as river's examples do, every learner with **no parameter**.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import pathlib
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -231,19 +233,21 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--benchmark-sets", action="store_true", help="the new defaults on and off on the stationary benchmark sets")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: Sine and Phishing, without the trees")
+    parser.add_argument("--out", default=str(pathlib.Path(__file__).parent / "results"), help="folder of the results")
     parser.add_argument("--streams", default=",".join(STREAMS))
     parser.add_argument("--long", action="store_true", help="also the Sine stream flipped at 1e4, 1e5 and 1e6")
     args = parser.parse_args(argv)
-    results_dir = __import__("pathlib").Path(__file__).parent / "results"
+    results_dir = pathlib.Path(args.out)
     if args.benchmark_sets:
         with ProcessPoolExecutor(args.jobs) as pool:
             cells = list(pool.map(stationary_cell, [(s, learner) for s in BENCHMARK_SETS for learner in ADAPTING]))
         results = {"machine": machine(), "cells": cells}
         print(save_results(results_dir, RESULTS_NAME + "-stationary", results, stationary_report, stationary_plot))
         return 0
-    streams = args.streams.split(",") + (["long"] if args.long else [])
+    streams = ["sine", "phishing"] if args.quick else args.streams.split(",") + (["long"] if args.long else [])
     tasks = [(s, learner) for s in streams for learner in _learners(s)
-             if not (s == "long" and ("ARF" in learner or "Hoeffding" in learner))]
+             if not ((s == "long" or args.quick) and ("ARF" in learner or "Hoeffding" in learner))]
     cells = []
     with ProcessPoolExecutor(args.jobs) as pool:
         for cell in pool.map(_one, tasks):

@@ -29,6 +29,7 @@ SMOKE_RUNS = {
     "lpsvm_bench": (["--quick", "--out"], ["lpsvm.json", "lpsvm.md", "lpsvm.png"]),
     "serve_bench": (["--quick", "--out"], ["serve.json", "serve.md"]),
     "scaleout_bench": (["--quick", "--out"], ["scaleout.json", "scaleout.md", "scaleout.png"]),
+    "drift_bench": (["--quick", "--jobs", "1", "--out"], ["drift.json", "drift.md", "drift.png"]),
 }
 
 
