@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
+
+# One BLAS thread in the test process and what it starts: a full-suite run hung for good inside
+# OpenBLAS's exec_blas (a GeneralizedLeastSquares.fit that takes 22 s alone), its main thread waiting
+# on worker threads that never answered; the tests measure no speed, and one thread cannot wait on
+# another. Set before scipy's OpenBLAS loads; threadpoolctl limits any copy loaded already.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+try:
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1, user_api="blas")
+except ImportError:  # scikit-learn's dependency; without it the variable above is the limit
+    pass
 
 import pytest
 
