@@ -401,7 +401,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         if unscored.any():
             scores = np.where(unscored[:, None], 0.0, scores)
         proba = self._probabilities(scores)
-        predicted = proba.argmax(axis=1)
+        predicted = scores.argmax(axis=1)  # as predict_one: a flat calibration must not turn ties into class 0
         predicted[unscored] = -1
         if y is None:
             p_true = np.zeros(n)

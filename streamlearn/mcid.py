@@ -48,6 +48,10 @@ Options, both off by default:
   when the error rises, restart the step schedule and the average from the current weights, so
   that a model follows a changing stream however long it has run (:mod:`streamlearn.adaptation`).
   On a stream that does not change nothing fires and the steps are the paper's.
+* ``calibrate=True`` (the default) — probabilities are ``softmax(scores / temperature)``, with the
+  one temperature that minimises the log-loss of the last 1,024 examples' prequential scores
+  (:mod:`streamlearn.calibration`); it leaves every prediction unchanged. ``False``: the raw
+  softmax of the scores (the sigmoids normalised, for ``OneVsRestLogisticRegression``).
 * ``lam="auto"`` — learn one model per λ in :data:`AUTO_LAMBDAS` on the same stream and
   predict with the one whose progressive (test-then-train) accuracy is highest, each example
   weighted by the square of its step so that the early steps, where a large λ always looks
@@ -63,6 +67,7 @@ import numpy as np
 
 from .adaptation import CHECK_EVERY, RESTART_EXAMPLES, ChangeWatch, mistakes_of
 from .base import StreamClassifier, average_power_of, check_positive, hide_unknown_classes
+from .calibration import TemperatureCalibration
 from .errors import InvalidParameterError
 from .batches import SparseRows
 from .kernels import codes, compiled
@@ -106,9 +111,11 @@ class _MCIDLearner(StreamClassifier):
         standardize: bool = False,
         adapt: bool = True,
         fit_intercept: bool = True,
+        calibrate: bool = True,
     ):
-        if not isinstance(adapt, bool):
-            raise InvalidParameterError(f"adapt must be True or False, got {adapt!r}")
+        for name, value in (("adapt", adapt), ("calibrate", calibrate)):
+            if not isinstance(value, bool):
+                raise InvalidParameterError(f"{name} must be True or False, got {value!r}")
         self._lambdas = lambda_candidates(self.default_lam if lam is None else lam)
         self._average_power = average_power_of(average, average_power, DEFAULT_AVERAGE_POWER)
         self.lam = lam
@@ -121,6 +128,7 @@ class _MCIDLearner(StreamClassifier):
         self.standardize = standardize
         self.adapt = adapt
         self.fit_intercept = fit_intercept
+        self.calibrate = calibrate
         self._reset()
 
     @classmethod
@@ -129,7 +137,7 @@ class _MCIDLearner(StreamClassifier):
         yield {"lam": 1e-2, "batch_size": 4, "project": True, "average": True}
         yield {"lam": 1e-2, "average": True, "average_power": 2.0, "standardize": True}
         yield {"lam": "auto", "batch_size": 2}
-        yield {"adapt": False, "fit_intercept": False}
+        yield {"adapt": False, "fit_intercept": False, "calibrate": False}
 
     def _init_model(self) -> None:
         self._candidates = [ScaledWeights(self.average) for _ in self._lambdas]
@@ -139,6 +147,7 @@ class _MCIDLearner(StreamClassifier):
         self._average_weight = 0.0  # sum over the steps so far of t**average_power
         self._n_learned_classes = 0  # classes that existed at the last step
         self._watch = ChangeWatch() if self.adapt else None
+        self._calibration = TemperatureCalibration() if self.calibrate else None
 
     @property
     def _weights(self) -> ScaledWeights:
@@ -173,12 +182,31 @@ class _MCIDLearner(StreamClassifier):
         :mod:`streamlearn.adaptation`)."""
         return 0 if self._watch is None else self._watch.changes
 
+    @property
+    def temperature(self) -> float:
+        """The temperature ``1/β`` of the probabilities, ``softmax(scores / temperature)``
+        (1 with ``calibrate=False``; see :mod:`streamlearn.calibration`)."""
+        return 1.0 if self._calibration is None else 1.0 / self._calibration.beta
+
+    def _probabilities(self, scores: np.ndarray) -> np.ndarray:
+        if self._calibration is None:
+            return self._uncalibrated_probabilities(scores)
+        return self._calibration.probabilities(scores)
+
+    def _uncalibrated_probabilities(self, scores: np.ndarray) -> np.ndarray:
+        return super()._probabilities(scores)
+
     def _learn_groups(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None = None) -> None:
-        watch = self._watch
-        if watch is None:
+        watch, calibration = self._watch, self._calibration
+        if watch is None and calibration is None:
             return self._learn_span(rows, y, scores)
         if scores is None:
             scores = np.full((rows.n_rows, len(self._labels)), -np.inf)
+        if watch is None:
+            n_before = self._n_learned_classes
+            self._learn_span(rows, y, scores)
+            calibration.observe(scores, y, n_before)
+            return
         # cut at the steps where a change may be acted on, so learn_many equals the learn_one loop
         group = self.batch_size
         n_groups = rows.n_rows // group
@@ -189,6 +217,8 @@ class _MCIDLearner(StreamClassifier):
             n_before = self._n_learned_classes
             self._learn_span(SparseRows(rows.indptr[lo : hi + 1], rows.indices, rows.data), y[lo:hi], scores[lo:hi])
             watch.observe(mistakes_of(scores[lo:hi], y[lo:hi], n_before))
+            if calibration is not None:
+                calibration.observe(scores[lo:hi], y[lo:hi], n_before)
             watch.steps += last - first
             if watch.steps % CHECK_EVERY == 0 and watch.take_change():
                 self._restart()
@@ -277,6 +307,8 @@ class _MCIDLearner(StreamClassifier):
             model["leader"] = self._leader
         if self._watch is not None:
             model["watch"] = self._watch.export()
+        if self._calibration is not None:
+            model["calibration"] = self._calibration.export()
         return model
 
     def _restore_model(self, model: dict) -> None:
@@ -292,6 +324,8 @@ class _MCIDLearner(StreamClassifier):
             self._leader = int(model["leader"])
         if self._watch is not None and "watch" in model:  # absent: a state saved before adapt existed
             self._watch = ChangeWatch.restore(model["watch"])
+        if self._calibration is not None and "calibration" in model:  # absent: saved before calibration existed
+            self._calibration = TemperatureCalibration.restore(model["calibration"])
 
 
 def lambda_candidates(lam) -> tuple:
@@ -308,9 +342,9 @@ class MulticlassSVM(_MCIDLearner):
     """Multi-class SVM (Crammer–Singer hinge) by the MCID solver — 000, Alg. 3 / Eq. 16.
 
     On each example, ``k* = argmax_{k != y} w_k.x``; if ``1 + w_k*.x - w_y.x > 0`` the step
-    moves ``w_y`` towards ``x`` and ``w_k*`` away from it. ``predict_proba_one`` is a softmax
-    of the raw scores: it ranks classes like the scores do but is **not calibrated**
-    (use :class:`MulticlassLogisticRegression` for probabilities).
+    moves ``w_y`` towards ``x`` and ``w_k*`` away from it. ``predict_proba_one`` is the
+    softmax of the scores at the temperature fitted on the stream (``calibrate``): the hinge
+    loss estimates no probabilities, the temperature makes them honest about its mistakes.
 
     Parameters
     ----------
@@ -346,6 +380,9 @@ class MulticlassSVM(_MCIDLearner):
         Follow a stream that changes (default): a Page-Hinkley test on the prequential mistakes
         restarts the step schedule and the average when the error rises
         (:mod:`streamlearn.adaptation`); ``False``: the papers' solver exactly, for a stationary stream.
+    calibrate
+        Fit the probabilities' temperature on the last 1,024 examples' prequential scores
+        (default; :mod:`streamlearn.calibration`); ``False``: the raw softmax of the scores.
 
     Attributes
     ----------
@@ -357,6 +394,8 @@ class MulticlassSVM(_MCIDLearner):
         The dense ``(K, d)`` weights predictions use.
     n_changes
         Changes of the stream detected so far (see ``adapt``).
+    temperature
+        The probabilities' temperature (1 with ``calibrate=False``).
     selected_lam
         The λ of the model that predicts (``lam``, its default, or the leader with ``lam="auto"``).
     default_lam
@@ -381,8 +420,9 @@ class MulticlassLogisticRegression(_MCIDLearner):
     """Multi-class (softmax) logistic regression by the MCID solver — 000, Alg. 2 / Eq. 15.
 
     Every class moves on every example by ``-(p_k - [k = y]) x / (λ t r)``, so a step costs
-    O(K nnz(x)). ``predict_proba_one`` is the model's softmax (Eq. 4): calibrated in the
-    sense of the maximum-likelihood objective it minimises.
+    O(K nnz(x)). ``predict_proba_one`` is the model's softmax (Eq. 4) at the fitted
+    temperature: the regularised, averaged iterate of a long stream is overconfident (margins of
+    hundreds), the temperature brings its log-loss back to the data's.
 
     Parameters and attributes are those of :class:`MulticlassSVM`; its default λ is 3e-5.
 
@@ -407,7 +447,7 @@ class MulticlassPerceptron(_MCIDLearner):
 
     ``k* = argmax_k w_k.x`` over *all* classes; when ``k* != y``, ``w_y`` moves towards ``x``
     and ``w_k*`` away from it (when ``k* = y`` the two moves cancel). ``predict_proba_one``
-    is an uncalibrated softmax of the raw scores.
+    is the softmax of the scores at the fitted temperature.
 
     Parameters and attributes are those of :class:`MulticlassSVM`; its default λ is 1e-6.
 
@@ -433,7 +473,7 @@ class OneVsRestPegasos(_MCIDLearner):
     iteration count, but each class ``k`` learns the binary hinge loss
     ``max(0, 1 - s_k w_k.x)`` with ``s_k = +1`` if ``y = k`` else ``-1``. A class first seen
     mid-stream starts from zero (it did not see the earlier examples as negatives).
-    ``predict_proba_one`` is an uncalibrated softmax of the K scores; ``project=True``
+    ``predict_proba_one`` is the softmax of the K scores at the fitted temperature; ``project=True``
     projects each class onto its own 1/√λ ball.
 
     Parameters and attributes are those of :class:`MulticlassSVM`; its default λ is 3e-5.
@@ -459,9 +499,9 @@ class OneVsRestLogisticRegression(_MCIDLearner):
 
     Each class ``k`` minimises ``log(1 + exp(-s_k w_k.x))`` with the MCID step (the
     ℓ2 case of the Primal Gradient Solver of 003, which the paper uses as this baseline).
-    ``predict_proba_one`` normalises the K sigmoids ``σ(w_k.x)`` to sum to one — each
-    sigmoid is a calibrated binary probability, their normalised vector is not a
-    calibrated multi-class distribution.
+    ``predict_proba_one`` is the softmax of the K scores at the fitted temperature: the K
+    sigmoids ``σ(w_k.x)`` are binary probabilities, normalised they are not a calibrated
+    multi-class distribution (they are what ``calibrate=False`` gives).
 
     Parameters and attributes are those of :class:`MulticlassSVM`; its default λ is 3e-5.
 
@@ -480,11 +520,11 @@ class OneVsRestLogisticRegression(_MCIDLearner):
     default_lam = 3e-5
     _per_class_ball = True
 
-    def _probabilities(self, scores: np.ndarray) -> np.ndarray:
+    def _uncalibrated_probabilities(self, scores: np.ndarray) -> np.ndarray:
         sig = 0.5 * (1.0 + np.tanh(0.5 * scores))  # σ(z), stable for large |z|
         total = sig.sum(axis=1, keepdims=True)
         flat = total[:, 0] <= 0.0  # every sigmoid underflowed: fall back to the scores' softmax
         sig[~flat] /= total[~flat]
         if flat.any():
-            sig[flat] = super()._probabilities(scores[flat])
+            sig[flat] = super()._uncalibrated_probabilities(scores[flat])
         return sig

@@ -30,6 +30,7 @@ SMOKE_RUNS = {
     "serve_bench": (["--quick", "--out"], ["serve.json", "serve.md"]),
     "scaleout_bench": (["--quick", "--out"], ["scaleout.json", "scaleout.md", "scaleout.png"]),
     "drift_bench": (["--quick", "--jobs", "1", "--out"], ["drift.json", "drift.md", "drift.png"]),
+    "calibration_bench": (["--quick", "--out"], ["calibration.json", "calibration.md", "calibration.png"]),
 }
 
 

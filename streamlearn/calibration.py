@@ -1,0 +1,145 @@
+"""Probabilities worth the name: one temperature, fitted on the prequential scores.
+
+A softmax of a streaming linear model's scores is rarely a calibrated distribution: the
+averaged Pegasos iterate with a small λ gives margins of hundreds (``1.0`` against ``1e-200``,
+test log-loss far worse than a uniform guess), the hinge and perceptron losses do not estimate
+probabilities at all. Temperature scaling (Guo, Pleiss, Sun & Weinberger, *On Calibration of
+Modern Neural Networks*, ICML 2017; Platt 1999 in the binary case) fixes the scale with one
+parameter: ``p = softmax(β s)`` with the ``β > 0`` that minimises the log-loss
+
+    L(β) = Σ_i [ log Σ_k exp(β s_ik) − β s_iy_i ]        (convex in β)
+
+over the last :data:`WINDOW` examples learned, each scored by the model **as it stood before
+learning it** (the prequential scores the step computes anyway): a held-out sample that costs no
+extra pass and follows the model as it sharpens and as the stream changes. One β leaves every
+row's argmax alone, so predictions and accuracy do not change.
+
+β is refitted each time :data:`REFIT_EVERY` more examples have entered the window, from the
+window as it stands then. The window and β depend only on the stream, never on how it was cut
+into calls, so ``learn_many`` equals the ``learn_one`` loop; both are the learner's state and
+checkpoints resume them exactly. An example whose class was new at its turn has no score for
+it and does not enter the window. In a ``--mix-topic`` group each member fits its own temperature
+on the examples it learns (the temperature is not a weight: :mod:`streamlearn.mixing` leaves it).
+
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> scores = 100.0 * rng.normal(size=(400, 3))          # margins of hundreds: overconfident
+>>> targets = np.where(rng.random(400) < 0.7, scores.argmax(axis=1), rng.integers(0, 3, 400))
+>>> calibration = TemperatureCalibration()
+>>> calibration.observe(scores, targets, n_before=3)
+>>> 0.0 < calibration.beta < 0.1
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import hide_unknown_classes, softmax_rows
+
+#: examples the temperature is fitted on (the most recent ones)
+WINDOW = 1024
+#: refit after this many more examples entered the window
+REFIT_EVERY = 256
+#: no fit before this many examples (β stays 1: the raw softmax)
+MIN_EXAMPLES = 32
+#: β is kept below SPAN_NATS / (the window's mean spread of scores in a row): on a window the
+#: model never missed, the log-loss falls forever as β grows, and a probability of e^-30 is
+#: already certainty
+SPAN_NATS = 30.0
+#: β is kept above this / (the same spread): the probabilities of a model no better than a
+#: guess are then uniform to three decimals, and stay a function of the scores
+FLAT_NATS = 1e-3
+MAX_ITERATIONS = 60
+
+
+def fit_temperature(scores: np.ndarray, targets: np.ndarray, start: float = 1.0) -> float:
+    """The β minimising the log-loss of ``softmax(β scores)`` on ``targets`` (see the module
+    docstring), by Newton's method on the convex L(β), each step kept within a factor 4 of the
+    last, from ``start``. ``scores`` may hold ``-inf`` for classes that did not exist.
+
+    >>> s = np.array([[2.0, 0.0], [0.0, 2.0], [2.0, 0.0], [0.0, 2.0]])
+    >>> round(fit_temperature(s, np.array([0, 1, 1, 1])), 4)   # 3 of 4 right: p = 0.75
+    0.5493
+    """
+    exists = np.isfinite(scores)
+    top = np.where(exists, scores, -np.inf).max(axis=1, keepdims=True)
+    centred = np.where(exists, scores - top, 0.0)  # <= 0; 0 where a class did not exist (p = 0 there)
+    spread = float(np.mean(-np.where(exists, centred, 0.0).min(axis=1)))
+    if not spread > 0.0:
+        return start  # every row's scores are tied: β changes nothing
+    low, high = FLAT_NATS / spread, SPAN_NATS / spread
+    true = centred[np.arange(len(targets)), targets]
+    beta = min(max(start, low), high)
+    for _ in range(MAX_ITERATIONS):
+        p = np.where(exists, np.exp(beta * centred), 0.0)
+        p /= p.sum(axis=1, keepdims=True)
+        mean = (p * centred).sum(axis=1)
+        gradient = float(np.sum(mean - true))
+        curvature = float(np.sum((p * centred * centred).sum(axis=1) - mean * mean))
+        step = beta - gradient / curvature if curvature > 0.0 else (4.0 * beta if gradient < 0.0 else 0.0)
+        after = min(max(step, beta / 4.0, low), 4.0 * beta, high)
+        if abs(after - beta) <= 1e-9 * beta:
+            return after
+        beta = after
+    return beta
+
+
+class TemperatureCalibration:
+    """The window of prequential scores and the β fitted on it (see the module docstring).
+
+    Attributes
+    ----------
+    beta
+        The current temperature's inverse: probabilities are ``softmax(beta * scores)``.
+    entered
+        Examples that have entered the window so far.
+    """
+
+    def __init__(self):
+        self.beta = 1.0
+        self.entered = 0
+        self.scores = np.zeros((WINDOW, 0))
+        self.targets = np.zeros(WINDOW, np.int64)
+
+    def probabilities(self, scores: np.ndarray) -> np.ndarray:
+        return softmax_rows(self.beta * scores)
+
+    def observe(self, scores: np.ndarray, targets: np.ndarray, n_before: int) -> None:
+        """Enter consecutive examples' prequential scores (rows in stream order; ``n_before``
+        classes existed before the first, see :func:`~streamlearn.base.hide_unknown_classes`)."""
+        if scores.shape[1] > self.scores.shape[1]:  # classes new since: -inf in the older rows
+            wider = np.full((WINDOW, scores.shape[1]), -np.inf)
+            wider[:, : self.scores.shape[1]] = self.scores
+            self.scores = wider
+        seen = scores.copy()
+        hide_unknown_classes(seen, n_before, targets)
+        kept = np.isfinite(seen[np.arange(len(targets)), targets])
+        seen, targets = seen[kept], targets[kept]
+        first = 0
+        while first < len(targets):
+            last = min(len(targets), first + REFIT_EVERY - self.entered % REFIT_EVERY)
+            slots = (self.entered + np.arange(last - first)) % WINDOW
+            self.scores[slots, : seen.shape[1]] = seen[first:last]
+            self.scores[slots, seen.shape[1] :] = -np.inf
+            self.targets[slots] = targets[first:last]
+            self.entered += last - first
+            if self.entered % REFIT_EVERY == 0 and self.entered >= MIN_EXAMPLES:
+                filled = min(self.entered, WINDOW)
+                self.beta = fit_temperature(self.scores[:filled], self.targets[:filled], self.beta)
+            first = last
+
+    def export(self) -> dict:
+        filled = min(self.entered, WINDOW)
+        return {"beta": self.beta, "entered": self.entered,
+                "scores": self.scores[:filled].copy(), "targets": self.targets[:filled].copy()}
+
+    @classmethod
+    def restore(cls, state: dict) -> "TemperatureCalibration":
+        calibration = cls()
+        calibration.beta, calibration.entered = float(state["beta"]), int(state["entered"])
+        scores = np.asarray(state["scores"], np.float64)
+        calibration.scores = np.full((WINDOW, scores.shape[1]), -np.inf)
+        calibration.scores[: len(scores)] = scores
+        calibration.targets[: len(scores)] = np.asarray(state["targets"], np.int64)
+        return calibration

@@ -1,0 +1,124 @@
+"""Probabilities worth the name (streamlearn/calibration.py): the temperature is the minimiser
+of the window's log-loss, the calibrated probabilities beat a uniform guess where the raw softmax
+does not, and the window and β are state like any other (learn_many equals the learn_one loop,
+a restored learner goes on exactly)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize_scalar
+from scipy.special import logsumexp
+
+import streamlearn
+from streamlearn import (
+    MulticlassLogisticRegression,
+    MulticlassPerceptron,
+    MulticlassSVM,
+    OneVsRestLogisticRegression,
+    OneVsRestPegasos,
+)
+from streamlearn.calibration import REFIT_EVERY, SPAN_NATS, WINDOW, TemperatureCalibration, fit_temperature
+from streamlearn.datasets import letter
+
+ALL = [MulticlassSVM, MulticlassLogisticRegression, MulticlassPerceptron, OneVsRestPegasos, OneVsRestLogisticRegression]
+
+
+def _log_loss(scores, targets, beta):
+    return float(np.sum(logsumexp(beta * scores, axis=1) - beta * scores[np.arange(len(targets)), targets]))
+
+
+@pytest.mark.parametrize("scale", [0.01, 1.0, 300.0])
+def test_the_temperature_minimises_the_log_loss(scale):
+    rng = np.random.default_rng(int(scale * 100))
+    scores = scale * rng.normal(size=(500, 6))
+    scores[:50, 5] = -np.inf  # a class that did not exist for the first rows
+    targets = np.where(rng.random(500) < 0.6, scores.argmax(axis=1), rng.integers(0, 5, 500))
+    beta = fit_temperature(scores, targets)
+    finite = np.where(np.isfinite(scores), scores, -1e300)
+    best = minimize_scalar(lambda b: _log_loss(finite, targets, b), bounds=(1e-9, 100.0 / scale), method="bounded",
+                           options={"xatol": 1e-12})
+    assert _log_loss(finite, targets, beta) <= best.fun + 1e-7 * abs(best.fun)
+    assert beta == pytest.approx(best.x, rel=1e-3)
+
+
+def test_a_window_the_model_never_missed_gives_a_capped_beta_not_certainty():
+    scores = np.array([[3.0, 0.0, -1.0], [0.0, 2.0, 1.0]] * 50)
+    targets = np.array([0, 1] * 50)
+    beta = fit_temperature(scores, targets)
+    spread = np.mean(scores.max(axis=1) - scores.min(axis=1))
+    assert beta == pytest.approx(SPAN_NATS / spread)
+
+
+def test_a_model_no_better_than_a_guess_gets_near_uniform_probabilities():
+    rng = np.random.default_rng(1)
+    scores = rng.normal(size=(400, 4))
+    targets = scores.argmin(axis=1)  # always wrong
+    calibration = TemperatureCalibration()
+    calibration.observe(scores, targets, n_before=4)
+    assert np.abs(calibration.probabilities(scores) - 0.25).max() < 1e-2
+
+
+def _letter(n_train, n_test):
+    train = list(letter("train"))[:n_train]
+    test = list(letter("test"))[:n_test]
+    return [x for x, _ in train], [y for _, y in train], [x for x, _ in test], [y for _, y in test]
+
+
+def _test_log_loss(model, X, y):
+    proba = model.predict_proba_many(X)
+    columns = [list(proba.columns).index(label) for label in y]
+    return float(-np.mean(np.log(np.maximum(proba.to_numpy()[np.arange(len(y)), columns], 1e-300))))
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_calibrated_probabilities_beat_a_uniform_guess_and_the_raw_softmax(cls):
+    """Issue 41, item 4, on the bundled letter set (26 classes): one pass, the defaults."""
+    X, y, X_test, y_test = _letter(8000, 2000)
+    calibrated, raw = cls(), cls(calibrate=False)
+    calibrated.learn_many(X, y)
+    raw.learn_many(X, y)
+    loss, raw_loss = _test_log_loss(calibrated, X_test, y_test), _test_log_loss(raw, X_test, y_test)
+    assert loss < np.log(26) and loss < raw_loss
+    assert calibrated.temperature != 1.0 and raw.temperature == 1.0
+    # one temperature: the predictions are the scores' argmax, unchanged
+    assert list(calibrated.predict_many(X_test[:200])) == list(calibrated.predict_proba_many(X_test[:200]).idxmax(axis=1))
+
+
+@pytest.mark.parametrize("batch_size", [1, 4])
+def test_learn_many_equals_the_learn_one_loop_with_the_temperature(batch_size):
+    X, y, X_test, _ = _letter(3 * REFIT_EVERY + WINDOW // 3, 50)
+    one, many = MulticlassLogisticRegression(batch_size=batch_size), MulticlassLogisticRegression(batch_size=batch_size)
+    for x, c in zip(X, y):
+        one.learn_one(x, c)
+    for start in range(0, len(X), 333):
+        many.learn_many(X[start : start + 333], y[start : start + 333])
+    assert one.temperature == many.temperature != 1.0
+    np.testing.assert_array_equal(one.predict_proba_many(X_test).to_numpy(), many.predict_proba_many(X_test).to_numpy())
+
+
+def test_a_restored_learner_goes_on_exactly_with_its_window():
+    X, y, X_test, _ = _letter(2 * WINDOW + 300, 50)
+    whole, first = MulticlassSVM(), MulticlassSVM()
+    whole.learn_many(X, y)
+    first.learn_many(X[:1100], y[:1100])
+    resumed = MulticlassSVM.from_state(first.export_state())
+    resumed.learn_many(X[1100:], y[1100:])
+    assert resumed.temperature == whole.temperature
+    np.testing.assert_array_equal(resumed.predict_proba_many(X_test).to_numpy(), whole.predict_proba_many(X_test).to_numpy())
+
+
+def test_a_state_saved_before_calibration_existed_restores_with_the_raw_softmax():
+    model = MulticlassSVM(calibrate=False)
+    model.learn_many([{"a": 1.0}, {"b": 1.0}, {"a": 0.5}], ["x", "y", "x"])
+    state = model.export_state()
+    del state["params"]["calibrate"]
+    restored = streamlearn.learner_from_state(state)
+    assert restored.calibrate is True and restored.temperature == 1.0
+    probe = [{"a": 1.0}, {"b": 2.0}]
+    np.testing.assert_array_equal(restored.predict_proba_many(probe).to_numpy(), model.predict_proba_many(probe).to_numpy())
+
+
+def test_calibrate_must_be_a_boolean():
+    with pytest.raises(streamlearn.InvalidParameterError, match="calibrate must be True or False"):
+        MulticlassSVM(calibrate="no")
