@@ -219,8 +219,8 @@ def _batch_to_csr(X) -> tuple[list | None, "CsrBatch | scipy.sparse.csr_matrix",
         dense = _dense_float(frame.to_numpy(), names)
     flat_cols = dense.shape[1]
     _check_finite(dense.ravel(), lambda p: (p // flat_cols, p % flat_cols if names is None else names[p % flat_cols]))
-    matrix = _sparse().csr_matrix(dense)
-    return names, matrix, int(matrix.indices.max()) + 1 if matrix.nnz else 0
+    indptr, indices, data, needed = _rows.dense_to_csr(np.ascontiguousarray(dense), int(np.count_nonzero(dense)))
+    return names, CsrBatch(indptr, indices, data, flat_cols, needed), needed
 
 
 def _row_of_entry(indptr: np.ndarray, p: int) -> int:
@@ -253,9 +253,10 @@ def _checked_csr(matrix) -> int:
 
 
 def _dense_float(values: np.ndarray, names: list) -> np.ndarray:
-    """A float64 copy of a dense batch, with a row/feature message for a non-number."""
+    """A dense batch as float64 (the batch itself when it is: callers only read it), with a
+    row/feature message for a non-number."""
     if values.dtype.kind in "fiub":
-        return values.astype(np.float64)
+        return np.asarray(values, np.float64)
     for (i, j), v in np.ndenumerate(values):
         _as_float(v, i, names[j])
     return values.astype(np.float64)

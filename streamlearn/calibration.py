@@ -112,6 +112,14 @@ class TemperatureCalibration:
             wider = np.full((WINDOW, scores.shape[1]), -np.inf)
             wider[:, : self.scores.shape[1]] = self.scores
             self.scores = wider
+        if len(targets) == 1:  # learn_one's road: what the general one does, without its arrays
+            if targets[0] < n_before:
+                slot = self.entered % WINDOW
+                self.scores[slot, :n_before] = scores[0, :n_before]
+                self.scores[slot, n_before:] = -np.inf
+                self.targets[slot] = targets[0]
+                self._entered(1)
+            return
         seen = scores.copy()
         hide_unknown_classes(seen, n_before, targets)
         kept = np.isfinite(seen[np.arange(len(targets)), targets])
@@ -123,11 +131,15 @@ class TemperatureCalibration:
             self.scores[slots, : seen.shape[1]] = seen[first:last]
             self.scores[slots, seen.shape[1] :] = -np.inf
             self.targets[slots] = targets[first:last]
-            self.entered += last - first
-            if self.entered % REFIT_EVERY == 0 and self.entered >= MIN_EXAMPLES:
-                filled = min(self.entered, WINDOW)
-                self.beta = fit_temperature(self.scores[:filled], self.targets[:filled], self.beta)
+            self._entered(last - first)
             first = last
+
+    def _entered(self, n: int) -> None:
+        """Count ``n`` examples in; refit β if they end a multiple of REFIT_EVERY."""
+        self.entered += n
+        if self.entered % REFIT_EVERY == 0 and self.entered >= MIN_EXAMPLES:
+            filled = min(self.entered, WINDOW)
+            self.beta = fit_temperature(self.scores[:filled], self.targets[:filled], self.beta)
 
     def export(self) -> dict:
         filled = min(self.entered, WINDOW)

@@ -69,6 +69,8 @@ def sample_calls():
     yield "walker", "rehash", 0, (hashes, starts, starts + 2, 3, np.full(4 * 8, -1, np.int64))
     indptr, indices, data = _csr(np.int64)
     yield "rows", "sort_rows_by_key", 0, (indptr, indices, data, rng.integers(0, 5, 30).astype(np.int64))
+    dense = rng.normal(size=(7, 9)) * (rng.random((7, 9)) < 0.4)
+    yield "rows", "dense_to_csr", 0, (dense, int(np.count_nonzero(dense)))
     V, scale, sqnorm, U, A = _weights(rng)
     yield "scaled", "scores_batch", 0, (indptr, indices, data, V, scale, U, A, 3.5, 6, True, np.zeros((40, 6)))
     y = rng.integers(0, 6, 40).astype(np.int64)
@@ -205,3 +207,17 @@ print("numba" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, cwd=tmp_path)
     assert out.stdout.strip().splitlines()[-1] == "False", out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("shape", [(6, 11), (1, 1), (0, 4), (5, 0)])
+def test_dense_to_csr_is_scipys_csr_matrix(shape):
+    """The dense road's conversion against SciPy's (its reference): the same arrays, row order,
+    columns ascending, zeros dropped."""
+    rng = np.random.default_rng(sum(shape))
+    dense = rng.normal(size=shape) * (rng.random(shape) < 0.5)
+    indptr, indices, data, needed = kernels.compiled("rows").dense_to_csr(dense, int(np.count_nonzero(dense)))
+    expected = sp.csr_matrix(dense)
+    np.testing.assert_array_equal(indptr, expected.indptr)
+    np.testing.assert_array_equal(indices, expected.indices)
+    np.testing.assert_array_equal(data, expected.data)
+    assert needed == (int(expected.indices.max()) + 1 if expected.nnz else 0)

@@ -21,7 +21,7 @@ from .exports import EXPORTS, symbol
 
 def numba_signature(codes: tuple[str, ...]) -> str:
     """The numba signature text of a tuple of :mod:`.exports` type codes (return type inferred)."""
-    return "(" + ", ".join(code.rstrip("r") for code in codes) + ")"
+    return "(" + ", ".join(code.rstrip("r") for code in codes) + ("," if len(codes) == 1 else "") + ")"  # a 1-tuple
 
 
 def build(output_dir: str, module_name: str = "_aot") -> str:

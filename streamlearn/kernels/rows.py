@@ -8,6 +8,32 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
+def dense_to_csr(X, count):
+    """The ``count`` nonzero entries of a dense batch (``np.count_nonzero(X)``) as CSR arrays
+    ``(indptr, indices, data)``, columns ascending within a row (``scipy.sparse.csr_matrix(X)``'s
+    arrays, in one pass and without its coordinate lists), and one more than the largest column
+    holding one."""
+    n_rows, width = X.shape
+    indptr = np.empty(n_rows + 1, np.int64)
+    indices = np.empty(count, np.int64)
+    data = np.empty(count, np.float64)
+    indptr[0] = 0
+    p = 0
+    needed = 0
+    for i in range(n_rows):
+        for j in range(width):
+            v = X[i, j]
+            if v != 0.0:
+                indices[p] = j
+                data[p] = v
+                p += 1
+                if j >= needed:
+                    needed = j + 1
+        indptr[i + 1] = p
+    return indptr, indices, data, needed
+
+
+@njit(cache=True, nogil=True)
 def sort_rows_by_key(indptr, indices, data, keys):
     """Sort the entries of each CSR row by ``keys[indices]`` in place (stable)."""
     n_rows = len(indptr) - 1
