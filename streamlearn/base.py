@@ -348,7 +348,11 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
             rows = SparseRows(np.array([0, len(cols)], np.int64), cols, vals)
             vals = (self._scaler.learn_transform(rows) if learn else self._scaler.transform(rows)).data
         if self._intercept_column >= 0:
-            cols, vals = np.concatenate((cols, (self._intercept_column,))), np.concatenate((vals, (INTERCEPT_VALUE,)))
+            n = len(cols)
+            with_cols, with_vals = np.empty(n + 1, np.int64), np.empty(n + 1)
+            with_cols[:n], with_vals[:n] = cols, vals
+            with_cols[n], with_vals[n] = self._intercept_column, INTERCEPT_VALUE
+            return with_cols, with_vals
         return cols, vals
 
     def _model_rows(self, rows: SparseRows, learn: bool) -> SparseRows:

@@ -166,7 +166,8 @@ def _check_values(x: dict, values: np.ndarray, row: int, every: bool = False) ->
     if every or not set(map(type, x.values())) <= _NUMERIC_TYPES:
         for name, v in x.items():
             _as_float(v, row, name)
-    if not np.isfinite(values).all():
+    total = float(np.add.reduce(values))
+    if total - total != 0.0 and not np.isfinite(values).all():  # a finite sum: every value is finite
         name = list(x)[int(np.flatnonzero(~np.isfinite(values))[0])]
         raise InvalidInputError("non-finite", f"value {x[name]!r} is NaN or infinite", row, name)
 

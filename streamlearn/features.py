@@ -95,6 +95,9 @@ class FeatureSpace:
       grows, only then must it look for them in ``_column``).
     * ``_table_names`` / ``_table_columns``: the last named batch's names list and, for each of
       its names met so far, its column (-1: unknown), kept while batches come over that list.
+    * ``_layout``: the last dict's keys whose names all had a column, with their columns in
+      canonical order and the permutation that puts its values there: a stream of dicts with the
+      same keys (most tabular streams) is encoded without a look-up or a sort (not when hashing).
     * ``_scratch_idx`` / ``_scratch_val``: buffers :meth:`encode_many`'s rows are views on,
       valid until the next call.
 
@@ -112,6 +115,7 @@ class FeatureSpace:
             raise ValueError(f"n_bits must be between 1 and 30, got {n_bits!r}")
         self.n_bits = None if n_bits is None else int(n_bits)
         self._column: dict = {}  # name -> column (the vocabulary, or a cache of hashes)
+        self._layout = None
         self._names: list = []  # vocabulary only: column -> name
         self._order_key = np.zeros(0, np.int64)  # vocabulary only: column -> name key
         # Positional names (the columns 0..n-1 of arrays and sparse matrices) take a vectorised
@@ -233,11 +237,18 @@ class FeatureSpace:
         return self._encode_valid(x, values, grow)
 
     def _encode_valid(self, x: dict, values: np.ndarray, grow: bool) -> tuple[np.ndarray, np.ndarray]:
-        n = len(values)
-        cols = self.columns(list(x), grow)
-        if not grow and n and cols.min() < 0:
+        keys = tuple(x)
+        layout = getattr(self, "_layout", None)  # (an older pickle has none)
+        if layout is not None and layout[0] == keys:
+            return layout[1].copy(), values[layout[2]]
+        cols = self.columns(list(keys), grow)
+        if not grow and len(values) and cols.min() < 0:
             keep = cols >= 0
-            cols, values = cols[keep], values[keep]
+            return self._canonical(cols[keep], values[keep])
+        if self.n_bits is None and len(cols) > 1:
+            order = np.argsort(self._order_key[cols], kind="stable")  # what _canonical does
+            self._layout = (keys, cols[order], order)
+            return cols[order], values[order]
         return self._canonical(cols, values)
 
     def _canonical(self, cols: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

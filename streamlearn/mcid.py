@@ -213,12 +213,17 @@ class _MCIDLearner(StreamClassifier):
         first = 0
         while first < n_groups:
             last = min(n_groups, first + CHECK_EVERY - watch.steps % CHECK_EVERY)
-            lo, hi = first * group, last * group
+            if first == 0 and last == n_groups:  # one span (learn_one's road): no slices
+                span_rows, span_y, span_scores = rows, y, scores
+            else:
+                lo, hi = first * group, last * group
+                span_rows = SparseRows(rows.indptr[lo : hi + 1], rows.indices, rows.data)
+                span_y, span_scores = y[lo:hi], scores[lo:hi]
             n_before = self._n_learned_classes
-            self._learn_span(SparseRows(rows.indptr[lo : hi + 1], rows.indices, rows.data), y[lo:hi], scores[lo:hi])
-            watch.observe(mistakes_of(scores[lo:hi], y[lo:hi], n_before))
+            self._learn_span(span_rows, span_y, span_scores)
+            watch.observe(mistakes_of(span_scores, span_y, n_before))
             if calibration is not None:
-                calibration.observe(scores[lo:hi], y[lo:hi], n_before)
+                calibration.observe(span_scores, span_y, n_before)
             watch.steps += last - first
             if watch.steps % CHECK_EVERY == 0 and watch.take_change():
                 self._restart()

@@ -31,6 +31,7 @@ SMOKE_RUNS = {
     "scaleout_bench": (["--quick", "--out"], ["scaleout.json", "scaleout.md", "scaleout.png"]),
     "drift_bench": (["--quick", "--jobs", "1", "--out"], ["drift.json", "drift.md", "drift.png"]),
     "calibration_bench": (["--quick", "--out"], ["calibration.json", "calibration.md", "calibration.png"]),
+    "speed_bench": (["--quick", "--out"], ["speed.json", "speed.md", "speed.png"]),
 }
 
 
