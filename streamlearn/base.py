@@ -35,9 +35,12 @@ from .errors import InvalidInputError, InvalidParameterError
 from .batches import SparseRows, stack_rows
 from .features import FeatureSpace, LabelSpace
 from .scaling import OnlineStandardizer
+from .kernels import compiled
 
 if TYPE_CHECKING:
     import pandas
+
+_rows = compiled("rows")
 
 STATE_FORMAT = 1
 #: the reserved feature name of the intercept: with ``fit_intercept=True`` every row the model
@@ -58,10 +61,7 @@ def with_constant_column(rows: SparseRows, column: int, value: float = 1.0) -> S
     >>> out.indptr.tolist(), out.indices.tolist(), out.data.tolist()
     ([0, 3, 4], [3, 5, 0, 0], [0.5, 2.0, 1.0, 1.0])
     """
-    lo, hi = int(rows.indptr[0]), int(rows.indptr[-1])
-    ends = rows.indptr[1:] - lo
-    indptr = rows.indptr - lo + np.arange(rows.n_rows + 1)
-    return SparseRows(indptr, np.insert(rows.indices[lo:hi], ends, column), np.insert(rows.data[lo:hi], ends, value))
+    return SparseRows(*_rows.append_column(rows.indptr, rows.indices, rows.data, int(column), float(value)))
 
 
 def softmax_rows(scores: np.ndarray) -> np.ndarray:

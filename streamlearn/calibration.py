@@ -23,8 +23,8 @@ on the examples it learns (the temperature is not a weight: :mod:`streamlearn.mi
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
->>> scores = 100.0 * rng.normal(size=(400, 3))          # margins of hundreds: overconfident
->>> targets = np.where(rng.random(400) < 0.7, scores.argmax(axis=1), rng.integers(0, 3, 400))
+>>> scores = 100.0 * rng.normal(size=(600, 3))          # margins of hundreds: overconfident
+>>> targets = np.where(rng.random(600) < 0.7, scores.argmax(axis=1), rng.integers(0, 3, 600))
 >>> calibration = TemperatureCalibration()
 >>> calibration.observe(scores, targets, n_before=3)
 >>> 0.0 < calibration.beta < 0.1
@@ -39,8 +39,8 @@ from .base import hide_unknown_classes, softmax_rows
 
 #: examples the temperature is fitted on (the most recent ones)
 WINDOW = 1024
-#: refit after this many more examples entered the window
-REFIT_EVERY = 256
+#: refit after this many more examples entered the window (a fit costs a few passes over the window)
+REFIT_EVERY = 512
 #: no fit before this many examples (β stays 1: the raw softmax)
 MIN_EXAMPLES = 32
 #: β is kept below SPAN_NATS / (the window's mean spread of scores in a row): on a window the
@@ -79,7 +79,7 @@ def fit_temperature(scores: np.ndarray, targets: np.ndarray, start: float = 1.0)
         curvature = float(np.sum((p * centred * centred).sum(axis=1) - mean * mean))
         step = beta - gradient / curvature if curvature > 0.0 else (4.0 * beta if gradient < 0.0 else 0.0)
         after = min(max(step, beta / 4.0, low), 4.0 * beta, high)
-        if abs(after - beta) <= 1e-9 * beta:
+        if abs(after - beta) <= 1e-7 * beta:
             return after
         beta = after
     return beta

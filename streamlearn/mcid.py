@@ -210,6 +210,7 @@ class _MCIDLearner(StreamClassifier):
         # cut at the steps where a change may be acted on, so learn_many equals the learn_one loop
         group = self.batch_size
         n_groups = rows.n_rows // group
+        n_before_rows = self._n_learned_classes
         first = 0
         while first < n_groups:
             last = min(n_groups, first + CHECK_EVERY - watch.steps % CHECK_EVERY)
@@ -222,12 +223,12 @@ class _MCIDLearner(StreamClassifier):
             n_before = self._n_learned_classes
             self._learn_span(span_rows, span_y, span_scores)
             watch.observe(mistakes_of(span_scores, span_y, n_before))
-            if calibration is not None:
-                calibration.observe(span_scores, span_y, n_before)
             watch.steps += last - first
             if watch.steps % CHECK_EVERY == 0 and watch.take_change():
                 self._restart()
             first = last
+        if calibration is not None:  # its window does not depend on the spans: one pass over the rows
+            calibration.observe(scores, y, n_before_rows)
 
     def _restart(self) -> None:
         """After a detected change: the step counter restarts at most at RESTART_EXAMPLES'

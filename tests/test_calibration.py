@@ -52,7 +52,7 @@ def test_a_window_the_model_never_missed_gives_a_capped_beta_not_certainty():
 
 def test_a_model_no_better_than_a_guess_gets_near_uniform_probabilities():
     rng = np.random.default_rng(1)
-    scores = rng.normal(size=(400, 4))
+    scores = rng.normal(size=(REFIT_EVERY, 4))
     targets = scores.argmin(axis=1)  # always wrong
     calibration = TemperatureCalibration()
     calibration.observe(scores, targets, n_before=4)

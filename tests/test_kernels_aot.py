@@ -69,6 +69,7 @@ def sample_calls():
     yield "walker", "rehash", 0, (hashes, starts, starts + 2, 3, np.full(4 * 8, -1, np.int64))
     indptr, indices, data = _csr(np.int64)
     yield "rows", "sort_rows_by_key", 0, (indptr, indices, data, rng.integers(0, 5, 30).astype(np.int64))
+    yield "rows", "append_column", 0, (indptr[2:], indices, data, 31, 0.1)
     dense = rng.normal(size=(7, 9)) * (rng.random((7, 9)) < 0.4)
     yield "rows", "dense_to_csr", 0, (dense, int(np.count_nonzero(dense)))
     V, scale, sqnorm, U, A = _weights(rng)
@@ -221,3 +222,19 @@ def test_dense_to_csr_is_scipys_csr_matrix(shape):
     np.testing.assert_array_equal(indices, expected.indices)
     np.testing.assert_array_equal(data, expected.data)
     assert needed == (int(expected.indices.max()) + 1 if expected.nnz else 0)
+
+
+def test_append_column_is_numpys_insert_at_each_row_end():
+    """The intercept's column appended to model rows, against ``np.insert`` (its reference), for
+    rows that start past entry 0 (a slice of a batch) and empty rows."""
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(0, 4, 12)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    indices, data = rng.integers(0, 50, indptr[-1]).astype(np.int64), rng.normal(size=indptr[-1])
+    part = indptr[3:]
+    got = kernels.compiled("rows").append_column(part, indices, data, 99, 0.1)
+    lo, hi = part[0], part[-1]
+    ends = part[1:] - lo
+    np.testing.assert_array_equal(got[0], part - lo + np.arange(len(part)))
+    np.testing.assert_array_equal(got[1], np.insert(indices[lo:hi], ends, 99))
+    np.testing.assert_array_equal(got[2], np.insert(data[lo:hi], ends, 0.1))

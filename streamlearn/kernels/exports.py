@@ -54,6 +54,8 @@ EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
         "unknown_positions": [("i4[::1]r", "i8[::1]"), ("i8[::1]r", "i8[::1]")],
         "first_appearance": [("i4[::1]r", "i8"), ("i8[::1]r", "i8")],
         "sort_rows_by_key": [("i8[::1]r", "i8[::1]", "f8[::1]", "i8[::1]r")],
+        # indptr, indices, data of model rows; the column and value to append to each
+        "append_column": [("i8[::1]r", "i8[::1]r", "f8[::1]r", "i8", "f8")],
         # a dense batch, C-contiguous; its number of nonzero entries
         "dense_to_csr": [("f8[:, ::1]r", "i8")],
         # indptr, indices, data, width

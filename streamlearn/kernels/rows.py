@@ -34,6 +34,29 @@ def dense_to_csr(X, count):
 
 
 @njit(cache=True, nogil=True)
+def append_column(indptr, indices, data, column, value):
+    """CSR rows (``indptr`` may start past 0) with one more entry at the end of every row,
+    ``column`` at ``value``: new arrays ``(indptr, indices, data)`` starting at 0."""
+    n_rows = len(indptr) - 1
+    lo = indptr[0]
+    out_ptr = np.empty(n_rows + 1, np.int64)
+    out_idx = np.empty(indptr[n_rows] - lo + n_rows, np.int64)
+    out_val = np.empty(len(out_idx), np.float64)
+    out_ptr[0] = 0
+    q = 0
+    for i in range(n_rows):
+        for p in range(indptr[i], indptr[i + 1]):
+            out_idx[q] = indices[p]
+            out_val[q] = data[p]
+            q += 1
+        out_idx[q] = column
+        out_val[q] = value
+        q += 1
+        out_ptr[i + 1] = q
+    return out_ptr, out_idx, out_val
+
+
+@njit(cache=True, nogil=True)
 def sort_rows_by_key(indptr, indices, data, keys):
     """Sort the entries of each CSR row by ``keys[indices]`` in place (stable)."""
     n_rows = len(indptr) - 1
