@@ -292,6 +292,19 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         return list(self._labels.labels)
 
     @property
+    def feature_space(self) -> FeatureSpace:
+        """The learner's feature vocabulary (:class:`~streamlearn.features.FeatureSpace`), for
+        reading: a name's column, whether names are integers. Learning grows it."""
+        return self._features
+
+    @property
+    def feature_keys(self) -> list:
+        """The feature of each weight column, in column order: its name, or with hashing
+        (``n_bits``) the column itself."""
+        features = self._features
+        return features.names if features.n_bits is None else list(range(features.n_columns))
+
+    @property
     def n_changes(self) -> int:
         """Changes of the stream detected so far (always 0 for a learner that does not watch
         for them; the MCID learners do with ``adapt=True``: :mod:`streamlearn.adaptation`)."""

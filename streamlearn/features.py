@@ -147,6 +147,16 @@ class FeatureSpace:
         """The vocabulary in column order (empty when hashing)."""
         return list(self._names)
 
+    @property
+    def all_integer_names(self) -> bool:
+        """Whether every name of the vocabulary is an int (remembered per vocabulary size: the
+        service asks it for every request)."""
+        n = len(self._names)
+        cached = getattr(self, "_all_integer_names", None)  # (an older pickle has none)
+        if cached is None or cached[0] != n:
+            cached = self._all_integer_names = (n, all(type(name) is int for name in self._names))
+        return cached[1]
+
     def _sync_dict(self) -> None:
         """Put the names added by the positional road into the ``_column`` dict."""
         for names, cols in self._unsynced:

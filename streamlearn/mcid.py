@@ -175,6 +175,51 @@ class _MCIDLearner(StreamClassifier):
 
     _scores_while_learning = True
 
+    # ------------------------------------------------------- parameter mixing's surface
+    def mixing_state(self) -> dict:
+        """The model as dense arrays, for parameter mixing (:mod:`streamlearn.mixing`): ``classes``,
+        ``features`` (:attr:`feature_keys`), ``W`` (K × d, the current iterate), ``S`` (K × d, the
+        averaged iterate's running sum ``Σ_s c_s W_s`` undivided; ``None`` without averaging),
+        ``average_weight`` (``Σ_s c_s``) and ``t``. Every column the feature space holds has weights
+        (an intercept's is registered before anything is learned)."""
+        store = self._weights
+        store.reserve(self._features.n_columns, len(self._labels))
+        return {"classes": self.classes, "features": self.feature_keys, "W": store.dense(),
+                "S": store.dense_average(1.0) if store.averaged else None,
+                "average_weight": self._average_weight, "t": self._t}
+
+    def load_mixing_state(self, classes: list, features: list, W: np.ndarray, S: np.ndarray | None,
+                          average_weight: float, t: int) -> None:
+        """Make this model the one :meth:`mixing_state` describes: its classes and features join this
+        model's (this model's first, in their order: columns it holds stay put), its weights,
+        averaged iterate and step counter replace this model's."""
+        for label in classes:
+            self._labels.index(label, grow=True)
+        if self._features.n_bits is None:
+            self._features.columns(list(features), grow=True)
+        K, d = len(self._labels), self._features.n_columns
+        row_of = {label: k for k, label in enumerate(self.classes)}
+        column_of = {name: j for j, name in enumerate(self.feature_keys)}
+        block = np.ix_([row_of[label] for label in classes], [column_of[name] for name in features])
+
+        def in_model_order(matrix: np.ndarray) -> np.ndarray:
+            placed = np.zeros((K, d))
+            placed[block] = matrix
+            return placed
+
+        W = in_model_order(W)
+        store = self._weights
+        store.reserve(d, K)
+        store.V[:d, :K] = W.T
+        store.scale[:K] = 1.0
+        store.sqnorm[:K] = (W * W).sum(axis=1)
+        if store.averaged:
+            store.U[:d, :K] = in_model_order(S).T  # S = U + A·V with A = 0
+            store.A[:K] = 0.0
+        self._average_weight = float(average_weight)
+        self._t = int(t)
+        self._n_learned_classes = K
+
     @property
     def n_changes(self) -> int:
         """Rises of the prequential error detected so far (0 with ``adapt=False``): each restarts

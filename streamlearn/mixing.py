@@ -72,29 +72,20 @@ import numpy as np
 
 from . import failpoints
 from .errors import InvalidParameterError
-from .features import FeatureSpace
-from .weights import _grown
+from .weights import grown
 
 
 def check_mixable(model) -> None:
     """Raise a :class:`ValueError` naming why ``model`` cannot mix (see the module docstring)."""
-    from .mcid import _MCIDLearner
-
     name = type(model).__name__
-    if not isinstance(model, _MCIDLearner):
+    if not hasattr(model, "mixing_state"):
         raise InvalidParameterError(
             f"{name} cannot mix: model mixing covers the MCID learners (MulticlassSVM, MulticlassLogisticRegression, "
             "MulticlassPerceptron, OneVsRestPegasos, OneVsRestLogisticRegression)")
-    if len(model._candidates) != 1:
+    if model.lam == "auto":
         raise InvalidParameterError(f"{name}(lam='auto') cannot mix: give it one λ")
-    if model._scaler is not None:
+    if model.standardize:
         raise InvalidParameterError(f"{name}(standardize=True) cannot mix: its running feature statistics do not mix")
-
-
-def _feature_keys(model) -> list:
-    """The names of the model's feature columns (with hashing: the columns themselves)."""
-    features: FeatureSpace = model._features
-    return features.names if features.n_bits is None else list(range(features.n_columns))
 
 
 class MixState:
@@ -110,11 +101,8 @@ class MixState:
     def of(cls, model) -> "MixState":
         """The state of ``model`` as it is (a member's base)."""
         check_mixable(model)
-        store = model._weights
-        # weights for every column the feature space holds (an intercept is registered before anything is learned)
-        store.reserve(model._features.n_columns, len(model.classes))
-        S = model._weights.dense_average(1.0) if store.averaged else None  # Σ c_s W_s itself, not divided
-        return cls(model.classes, _feature_keys(model), store.dense(), S, model._average_weight, model.n_steps)
+        state = model.mixing_state()
+        return cls(state["classes"], state["features"], state["W"], state["S"], state["average_weight"], state["t"])
 
     def _aligned(self, labels: list, features: list) -> tuple[np.ndarray, np.ndarray]:
         """Grow this state to hold ``labels`` and ``features``; return their rows and columns here."""
@@ -122,8 +110,8 @@ class MixState:
         cols = _positions(self.features, features, grow=True)
         shape = (len(self.labels), len(self.features))
         if shape != self.W.shape:
-            self.W = _grown(self.W, shape, 0.0)
-            self.S = None if self.S is None else _grown(self.S, shape, 0.0)
+            self.W = grown(self.W, shape, 0.0)
+            self.S = None if self.S is None else grown(self.S, shape, 0.0)
         return rows, cols
 
     def change(self, model, examples: int = 0) -> dict:
@@ -169,31 +157,7 @@ class MixState:
         """Make ``model`` this state: its label and feature spaces, weights, averaged iterate
         and step counter (its own names first, in their order: columns it holds stay put)."""
         check_mixable(model)
-        labels = model._labels
-        for label in self.labels:
-            labels.index(label, grow=True)
-        if model._features.n_bits is None:
-            model._features.columns(self.features, grow=True)
-        K, d = len(labels), model._features.n_columns
-        block = np.ix_(_positions(model.classes, self.labels), _positions(_feature_keys(model), self.features))
-
-        def in_model_order(matrix: np.ndarray) -> np.ndarray:
-            placed = np.zeros((K, d))
-            placed[block] = matrix
-            return placed
-
-        W = in_model_order(self.W)
-        store = model._weights
-        store.reserve(d, K)
-        store.V[:d, :K] = W.T
-        store.scale[:K] = 1.0
-        store.sqnorm[:K] = (W * W).sum(axis=1)
-        if store.averaged:
-            store.U[:d, :K] = in_model_order(self.S).T  # S = U + A·V with A = 0
-            store.A[:K] = 0.0
-        model._average_weight = self.average_weight
-        model._t = int(round(self.t))
-        model._n_learned_classes = K
+        model.load_mixing_state(self.labels, self.features, self.W, self.S, self.average_weight, int(round(self.t)))
 
     def copy(self) -> "MixState":
         return MixState(self.labels, self.features, self.W.copy(), None if self.S is None else self.S.copy(),

@@ -269,10 +269,10 @@ def integer_names(X: list, model):
     and a model learned from LIBSVM, arrays or msgpack has integer feature names. For a model
     whose every name is an integer the records come back as one CSR matrix over those names
     (built with NumPy, no dict per record: the service's batch path)."""
-    features = model._features
+    features = model.feature_space
     if features.n_bits is not None:  # hashing: every name has a column, nothing tells them apart
         return X
-    if _all_integer_names(features):
+    if features.all_integer_names:
         rows = _integer_csr(X)
         if rows is not None:
             return rows
@@ -282,16 +282,6 @@ def integer_names(X: list, model):
     as_text, as_int = features.columns(texts, grow=False), features.columns([int(k) for k in texts], grow=False)
     integer = {k for k, t, i in zip(texts, as_text.tolist(), as_int.tolist()) if t < 0 <= i}
     return [{int(k) if k in integer else k: v for k, v in x.items()} for x in X] if integer else X
-
-
-def _all_integer_names(features) -> bool:
-    """Whether every feature name of a vocabulary is an int (remembered per vocabulary size)."""
-    n = len(features._names)
-    cached = getattr(features, "_serve_all_int", None)
-    if cached is None or cached[0] != n:
-        cached = (n, all(type(name) is int for name in features._names))
-        features._serve_all_int = cached
-    return cached[1]
 
 
 _POWERS_OF_TEN = 10 ** np.arange(19, dtype=np.int64)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def _grown(array: np.ndarray, shape: tuple, fill: float) -> np.ndarray:
+def grown(array: np.ndarray, shape: tuple, fill: float) -> np.ndarray:
     """A copy of ``array`` enlarged to ``shape`` (new cells set to ``fill``). Zeros come
     from ``np.zeros``: the pages of the spare capacity stay untouched until used, where
     ``np.full`` would write all of them at once."""
@@ -64,13 +64,13 @@ class ScaledWeights:
                 max(n_features, 2 * cap_d if n_features > cap_d else cap_d, likely_features if n_features > cap_d else 0),
                 class_capacity(max(n_classes, 2 * cap_k if n_classes > cap_k else cap_k)),
             )
-            self.V = _grown(self.V, shape, 0.0)
+            self.V = grown(self.V, shape, 0.0)
             if self.averaged:
-                self.U = _grown(self.U, shape, 0.0)
+                self.U = grown(self.U, shape, 0.0)
             if shape[1] > cap_k:
-                self.scale = _grown(self.scale, (shape[1],), 1.0)
-                self.sqnorm = _grown(self.sqnorm, (shape[1],), 0.0)
-                self.A = _grown(self.A, (shape[1],), 0.0)
+                self.scale = grown(self.scale, (shape[1],), 1.0)
+                self.sqnorm = grown(self.sqnorm, (shape[1],), 0.0)
+                self.A = grown(self.A, (shape[1],), 0.0)
         self.n_features = max(self.n_features, n_features)
         self.n_classes = max(self.n_classes, n_classes)
 
