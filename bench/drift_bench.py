@@ -59,32 +59,38 @@ def _sine(function: int, seed: int):
     return synth.Sine(classification_function=function, seed=seed)
 
 
-def _stream(name: str):
-    """``(examples, change positions, kind)`` of a named stream."""
+def stream(name: str, seed: int = 0):
+    """``(examples, length, change positions, kind)`` of a named stream. ``seed`` is added to every
+    generator's seeds: 0 gives the streams of the committed results; the defaults protocol
+    (``bench.options_bench``) chooses on other seeds than it reports."""
     from river import datasets
     from river.datasets import synth
 
+    s = seed
     if name == "sea":
-        return Abrupt(synth.SEA(variant=0, seed=1), synth.SEA(variant=2, seed=2), 20_000), 40_000, [20_000], "abrupt"
+        return Abrupt(synth.SEA(variant=0, seed=1 + s), synth.SEA(variant=2, seed=2 + s), 20_000), 40_000, [20_000], "abrupt"
     if name == "hyperplane":
-        return Abrupt(synth.Hyperplane(seed=1, n_features=10), synth.Hyperplane(seed=2, n_features=10), 20_000), 40_000, [20_000], "abrupt"
+        return (Abrupt(synth.Hyperplane(seed=1 + s, n_features=10), synth.Hyperplane(seed=2 + s, n_features=10), 20_000), 40_000,
+                [20_000], "abrupt")
     if name == "sine":
-        return Abrupt(_sine(0, 1), _sine(1, 2), 20_000), 40_000, [20_000], "abrupt"
+        return Abrupt(_sine(0, 1 + s), _sine(1, 2 + s), 20_000), 40_000, [20_000], "abrupt"
     if name == "rbf5":
-        return (Abrupt(synth.RandomRBF(seed_model=1, seed_sample=1, n_classes=5, n_features=10),
-                       synth.RandomRBF(seed_model=2, seed_sample=2, n_classes=5, n_features=10), 20_000), 40_000, [20_000], "abrupt")
+        return (Abrupt(synth.RandomRBF(seed_model=1 + s, seed_sample=1 + s, n_classes=5, n_features=10),
+                       synth.RandomRBF(seed_model=2 + s, seed_sample=2 + s, n_classes=5, n_features=10), 20_000), 40_000, [20_000], "abrupt")
     if name == "led":
-        return Abrupt(synth.LED(seed=1, noise_percentage=0.1), synth.LEDDrift(seed=2, noise_percentage=0.1, n_drift_features=7), 20_000), 40_000, [20_000], "abrupt"
+        return (Abrupt(synth.LED(seed=1 + s, noise_percentage=0.1), synth.LEDDrift(seed=2 + s, noise_percentage=0.1, n_drift_features=7),
+                       20_000), 40_000, [20_000], "abrupt")
     if name == "agrawal":
-        return (synth.ConceptDriftStream(synth.Agrawal(classification_function=0, seed=1), synth.Agrawal(classification_function=2, seed=2),
-                                         position=20_000, width=10_000, seed=3), 40_000, [20_000], "gradual")
+        return (synth.ConceptDriftStream(synth.Agrawal(classification_function=0, seed=1 + s), synth.Agrawal(classification_function=2, seed=2 + s),
+                                         position=20_000, width=10_000, seed=3 + s), 40_000, [20_000], "gradual")
     if name == "rbf-drift":
-        return synth.RandomRBFDrift(seed_model=1, seed_sample=1, n_classes=5, n_features=10, change_speed=0.001), 40_000, [], "continuous"
+        return (synth.RandomRBFDrift(seed_model=1 + s, seed_sample=1 + s, n_classes=5, n_features=10, change_speed=0.001), 40_000, [],
+                "continuous")
     if name == "hyperplane-drift":
-        return synth.Hyperplane(seed=1, n_features=10, n_drift_features=5, mag_change=0.001), 40_000, [], "continuous"
+        return synth.Hyperplane(seed=1 + s, n_features=10, n_drift_features=5, mag_change=0.001), 40_000, [], "continuous"
     if name == "long":
-        stream = Abrupt(Abrupt(Abrupt(_sine(0, 1), _sine(1, 2), 10_000), _sine(0, 3), 100_000), _sine(1, 4), 1_000_000)
-        return stream, 1_040_000, [10_000, 100_000, 1_000_000], "long"
+        examples = Abrupt(Abrupt(Abrupt(_sine(0, 1 + s), _sine(1, 2 + s), 10_000), _sine(0, 3 + s), 100_000), _sine(1, 4 + s), 1_000_000)
+        return examples, 1_040_000, [10_000, 100_000, 1_000_000], "long"
     real = {"phishing": datasets.Phishing, "image-segments": datasets.ImageSegments, "bananas": datasets.Bananas}
     data = real[name]()
     return data, data.n_samples, [], "stationary"
@@ -115,12 +121,12 @@ def _learners(stream: str) -> dict:
     return learners
 
 
-def prequential(stream: str, learner: str) -> dict:
+def prequential(name: str, learner: str) -> dict:
     """One learner over one stream: every example's hit, and the CPU time."""
     from river import preprocessing
 
-    examples, n, changes, kind = _stream(stream)
-    model, scaler = _learners(stream)[learner](), preprocessing.StandardScaler()
+    examples, n, changes, kind = stream(name)
+    model, scaler = _learners(name)[learner](), preprocessing.StandardScaler()
     hits = np.zeros(n, bool)
     started = time.process_time()
     for i, (x, y) in enumerate(itertools.islice(examples, n)):
@@ -129,7 +135,7 @@ def prequential(stream: str, learner: str) -> dict:
         hits[i] = model.predict_one(z) == y
         model.learn_one(z, y)
     cpu = time.process_time() - started
-    return {"stream": stream, "learner": learner, "kind": kind, "n": n, "changes": changes, "hits": hits,
+    return {"stream": name, "learner": learner, "kind": kind, "n": n, "changes": changes, "hits": hits,
             "cpu_s": cpu, "n_changes": getattr(model, "n_changes", None)}
 
 

@@ -32,6 +32,7 @@ SMOKE_RUNS = {
     "drift_bench": (["--quick", "--jobs", "1", "--out"], ["drift.json", "drift.md", "drift.png"]),
     "calibration_bench": (["--quick", "--out"], ["calibration.json", "calibration.md", "calibration.png"]),
     "speed_bench": (["--quick", "--out"], ["speed.json", "speed.md", "speed.png"]),
+    "options_bench": (["--quick", "--jobs", "1", "--out"], ["options.json", "options.md", "options.png"]),
 }
 
 

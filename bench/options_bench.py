@@ -1,0 +1,176 @@
+"""The defaults protocol for issue 41's options: ``adapt`` and ``fit_intercept``, chosen over stationary
+sets and drifting streams together.
+
+    python -m bench.options_bench [--jobs 2] [--out DIR]     # about 25 minutes on 2 cores
+    python -m bench.options_bench --quick --out DIR          # the test suite's smoke run
+
+Writes ``bench/results/options.{json,md,png}``.
+
+**Protocol** (``bench.defaults_bench``'s, with drifting streams among its data sets). For each MCID
+learner the candidates are ``adapt`` × ``fit_intercept`` ∈ {True, False}², every other parameter
+at the learner's default (λ, averaging and projection were chosen by ``defaults_bench`` on the
+stationary sets; they are not re-chosen here: the joint grid, 42 × 4 candidates on 13 data sets,
+is left for a longer run). ``calibrate`` changes no prediction and is not a candidate. Data sets:
+
+* the stationary benchmark sets (news20, sector, MNIST, USPS, letter): validation and test accuracy
+  after one pass, exactly as ``defaults_bench`` (``one_pass``);
+* river's drifting streams of ``bench.drift_bench`` (abrupt: SEA, Hyperplane, Sine, RandomRBF, LED →
+  LEDDrift; gradual: Agrawal; continuous: RandomRBFDrift, Hyperplane with ``mag_change``), 40,000
+  examples behind river's ``StandardScaler``: the score is the prequential accuracy over the whole
+  stream (test-then-train, each example scored by the model as it stood when it arrived). Validation
+  runs the streams with every generator's seed shifted by 100, test on the streams of the committed
+  drift results (shift 0): the choice never sees the reported streams.
+
+A candidate's regret on a data set is the best validation score there minus its own; the default is
+the candidate with the smallest mean regret over all 13 (ties: the smaller worst regret);
+leave-one-out repeats the choice without each data set. Test scores are reported, never used to choose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+import json
+import pathlib
+import sys
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+from bench.common import machine, pyplot, save_results
+from bench.defaults_bench import DATASETS, MCID, choose, dataset, key, one_pass
+from bench.drift_bench import stream
+
+STREAMS = ["sea", "hyperplane", "sine", "rbf5", "led", "agrawal", "rbf-drift", "hyperplane-drift"]
+CANDIDATES = [{"adapt": adapt, "fit_intercept": intercept} for adapt in (True, False) for intercept in (True, False)]
+VALIDATION_SEED = 100  # added to every stream generator's seeds for the validation runs
+BATCH = 1000
+QUICK_ROWS, QUICK_STREAM = 3000, 6000
+
+
+@functools.lru_cache(maxsize=None)  # a worker scales each stream once for all its candidates
+def scaled_stream(name: str, seed: int, length: int | None) -> tuple:
+    """The stream's examples behind river's ``StandardScaler`` (learned one example at a time, as
+    in ``drift_bench``), and its labels."""
+    from river import preprocessing
+
+    examples, n, _, _ = stream(name, seed)
+    scaler = preprocessing.StandardScaler()
+    X, y = [], []
+    for x, label in itertools.islice(examples, length or n):
+        scaler.learn_one(x)
+        X.append(scaler.transform_one(x))
+        y.append(label)
+    return X, y
+
+
+def prequential_accuracy(cls, params: dict, X: list, y: list) -> float:
+    """Test-then-train accuracy over the stream, ``learn_many`` in blocks (for the MCID learners
+    each row is scored by the model as it stood when the row arrived: the ``learn_one`` loop's)."""
+    model = cls(**params)
+    hits = 0
+    for start in range(0, len(y), BATCH):
+        block = y[start : start + BATCH]
+        predicted, _ = model.prequential(X[start : start + BATCH], block, learn=True)
+        hits += int(np.sum(predicted == model.class_indices(block)))
+    return hits / len(y)
+
+
+def cell(learner: str, name: str, params: dict, quick: bool) -> tuple[float, float]:
+    """(validation, test) score of one candidate on one data set or stream."""
+    import streamlearn
+
+    cls = getattr(streamlearn, learner)
+    if name in STREAMS:
+        length = QUICK_STREAM if quick else None
+        return tuple(prequential_accuracy(cls, params, *scaled_stream(name, seed, length)) for seed in (VALIDATION_SEED, 0))
+    split = dataset(name, QUICK_ROWS if quick else None)
+    val = split.validation()
+    return (one_pass(cls, params, val.X_train, val.y_train, val.X_test, val.y_test),
+            one_pass(cls, params, split.X_train, split.y_train, split.X_test, split.y_test))
+
+
+def run(learners: list, names: list, jobs: int, quick: bool) -> dict:
+    from tqdm import tqdm
+
+    with ProcessPoolExecutor(jobs) as pool:
+        futures = {(learner, name, key(params)): pool.submit(cell, learner, name, params, quick)
+                   for name in names for learner in learners for params in CANDIDATES}
+        validation = {learner: {name: {} for name in names} for learner in learners}
+        test = {learner: {name: {} for name in names} for learner in learners}
+        for (learner, name, candidate), future in tqdm(futures.items(), desc="cells"):
+            validation[learner][name][candidate], test[learner][name][candidate] = future.result()
+    out = {}
+    for learner in learners:
+        default = choose(validation[learner], names)
+        rows = {}
+        for name in names:
+            held_out = choose(validation[learner], [n for n in names if n != name])
+            tuned = max(validation[learner][name], key=validation[learner][name].get)
+            scores = test[learner][name]
+            rows[name] = {"default": scores[default], "leave_one_out": scores[held_out], "leave_one_out_choice": held_out,
+                          "tuned": scores[tuned], "tuned_choice": tuned, "test": scores}
+        out[learner] = {"default": default, "rows": rows, "validation": validation[learner]}
+    return out
+
+
+def _short(candidate: str) -> str:
+    params = json.loads(candidate)
+    return f"adapt={params['adapt']}, fit_intercept={params['fit_intercept']}"
+
+
+def report(results: dict) -> str:
+    lines = ["# The defaults protocol for adapt and fit_intercept (stationary sets and drifting streams)", "",
+             f"Commit {results['machine']['commit'][:10]}; `{results['machine']['command']}`. Protocol in "
+             "`bench/options_bench.py`. Test scores %: one-pass accuracy on the sets, prequential accuracy on the streams "
+             "(validation on other seeds). *chosen*: the candidate with the smallest mean validation regret over all data "
+             "sets; *leave one out*: the choice made without the row; *tuned*: the row's own best on validation.", ""]
+    for learner, block in results["learners"].items():
+        candidates = list(next(iter(block["rows"].values()))["test"])
+        lines += [f"## {learner}: chosen `{_short(block['default'])}`", "",
+                  "| data set | chosen | leave one out | tuned | " + " | ".join(_short(c) for c in candidates) + " |",
+                  "|---|---:|---:|---:|" + "---:|" * len(candidates)]
+        for name, row in block["rows"].items():
+            lines.append(f"| {name} | {100 * row['default']:.2f} | {100 * row['leave_one_out']:.2f} | {100 * row['tuned']:.2f} | "
+                         + " | ".join(f"{100 * row['test'][c]:.2f}" for c in candidates) + " |")
+        means = {c: np.mean([row["test"][c] for row in block["rows"].values()]) for c in candidates}
+        lines += ["", "Mean test score over the data sets: " + "; ".join(f"{_short(c)} {100 * m:.2f}" for c, m in means.items()), ""]
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict, path) -> None:
+    plt = pyplot()
+    learners = list(results["learners"])
+    fig, axes = plt.subplots(len(learners), 1, figsize=(11, 2.6 * len(learners)), squeeze=False)
+    for ax, learner in zip(axes[:, 0], learners):
+        rows = results["learners"][learner]["rows"]
+        names = list(rows)
+        candidates = list(next(iter(rows.values()))["test"])
+        best = np.array([max(rows[n]["test"].values()) for n in names])
+        for i, candidate in enumerate(candidates):
+            ax.bar(np.arange(len(names)) + 0.2 * i - 0.3, 100 * (np.array([rows[n]["test"][candidate] for n in names]) - best),
+                   0.2, label=_short(candidate))
+        ax.set_xticks(np.arange(len(names)), names, fontsize=7)
+        ax.set_ylabel("test − best (points)", fontsize=8)
+        ax.set_title(learner, fontsize=9)
+    axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: two learners, USPS and two streams, cut short")
+    parser.add_argument("--out", default=str(pathlib.Path(__file__).parent / "results"), help="folder of the results")
+    args = parser.parse_args(argv)
+    learners = ["MulticlassSVM", "MulticlassLogisticRegression"] if args.quick else MCID
+    names = ["usps", "sea", "sine"] if args.quick else DATASETS + STREAMS
+    results = {"machine": machine(), "learners": run(learners, names, args.jobs, args.quick)}
+    print(save_results(args.out, "options", results, report, plot), file=sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
