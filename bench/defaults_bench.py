@@ -156,6 +156,15 @@ def choose(validation: dict, names: list) -> str:
     return min(regrets, key=lambda c: (np.mean(regrets[c]), max(regrets[c])))
 
 
+def scored_choices(validation: dict, scores: dict, names: list, name: str, default: str) -> dict:
+    """Data set ``name``'s test ``scores`` of the ``default``, of the choice made without ``name``
+    (*leave one out*) and of ``name``'s own best on validation (*tuned*), with those choices."""
+    held_out = choose(validation, [n for n in names if n != name])
+    tuned = max(validation[name], key=validation[name].get)
+    return {"default": scores[default], "leave_one_out": scores[held_out], "leave_one_out_choice": held_out,
+            "tuned": scores[tuned], "tuned_choice": tuned}
+
+
 @functools.lru_cache(maxsize=None)  # each worker process loads a data set once for all its candidates
 def dataset(name: str, rows: int | None = None):
     """Data set ``name``, its training part cut to its first ``rows`` rows (``--quick``)."""
@@ -248,12 +257,9 @@ def main(argv=None) -> int:
         default, auto = defaults[learner], autos.get(learner)
         table = {}
         for name in sets:
-            held_out = choose(validation[learner], [n for n in sets if n != name])
-            tuned = max(validation[learner][name], key=validation[learner][name].get)
             scores = test[learner][name]
-            table[name] = {"default": scores[default], "leave_one_out": scores[held_out], "leave_one_out_choice": held_out,
-                           "tuned": scores[tuned], "tuned_choice": tuned, "current_default": scores.get(key(
-                               OLD_DEFAULTS.get(learner, OLD_MCID_DEFAULT))), "auto": scores.get(auto)}
+            table[name] = {**scored_choices(validation[learner], scores, sets, name, default),
+                           "current_default": scores.get(key(OLD_DEFAULTS.get(learner, OLD_MCID_DEFAULT))), "auto": scores.get(auto)}
         results["learners"][learner] = {"default": default, "rows": table, "validation": validation[learner],
                                         "test": test[learner]}
         if args.datasets:  # the scores of the other data sets were made by the run recorded before

@@ -39,7 +39,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 from bench.common import machine, pyplot, save_results
-from bench.defaults_bench import DATASETS, MCID, choose, dataset, key, one_pass
+from bench.defaults_bench import DATASETS, MCID, choose, dataset, key, one_pass, scored_choices
 from bench.drift_bench import stream
 
 STREAMS = ["sea", "hyperplane", "sine", "rbf5", "led", "agrawal", "rbf-drift", "hyperplane-drift"]
@@ -106,11 +106,8 @@ def run(learners: list, names: list, jobs: int, quick: bool) -> dict:
         default = choose(validation[learner], names)
         rows = {}
         for name in names:
-            held_out = choose(validation[learner], [n for n in names if n != name])
-            tuned = max(validation[learner][name], key=validation[learner][name].get)
-            scores = test[learner][name]
-            rows[name] = {"default": scores[default], "leave_one_out": scores[held_out], "leave_one_out_choice": held_out,
-                          "tuned": scores[tuned], "tuned_choice": tuned, "test": scores}
+            rows[name] = {**scored_choices(validation[learner], test[learner][name], names, name, default),
+                          "test": test[learner][name]}
         out[learner] = {"default": default, "rows": rows, "validation": validation[learner]}
     return out
 
