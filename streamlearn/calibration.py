@@ -17,7 +17,8 @@ row's argmax alone, so predictions and accuracy do not change.
 β is refitted each time :data:`REFIT_EVERY` more examples have entered the window, from the
 window as it stands then. The window and β depend only on the stream, never on how it was cut
 into calls, so ``learn_many`` equals the ``learn_one`` loop; both are the learner's state and
-checkpoints resume them exactly. An example whose class was new at its turn has no score for
+checkpoints resume them exactly (the window costs a checkpoint 1,024 scores per class, 8 KB
+each). An example whose class was new at its turn has no score for
 it and does not enter the window. In a ``--mix-topic`` group each member fits its own temperature
 on the examples it learns (the temperature is not a weight: :mod:`streamlearn.mixing` leaves it).
 
