@@ -239,8 +239,9 @@ class BrokerWatch:
 class KafkaSource:
     """Records from a Kafka topic (see the module docstring).
 
-    ``idle_timeout`` (seconds) ends the stream after that long without a message while the
-    broker is reachable (for tests and batch jobs); ``None`` runs forever.
+    ``idle_timeout`` (seconds) ends the stream after that long spent polling without a message
+    while the broker is reachable (for tests and batch jobs; a poll counts at most its
+    ``poll_timeout_ms``, so a process stopped or suspended meanwhile is not idle); ``None`` runs forever.
     ``broker_timeout`` (seconds): how long an unreachable broker is waited for before the
     source raises :class:`~connectors.files.SourceUnavailable`; ``None``: for ever. ``until_end`` ends it once every partition
     is read up to where it ended when the source connected (a hold-out topic evaluated at
@@ -386,22 +387,26 @@ class KafkaSource:
         consumer = self._consumer or self._connect()
         yield empty_batch(self._position())
         watch = self._watch
-        last_message = time.monotonic()
+        # seconds spent polling in vain since the last message, each poll counted at most its timeout:
+        # time the process did not run (stopped, suspended) or spent on a checkpoint is not idleness
+        idle = 0.0
         per_message = None  # records per message, observed, to poll about as many messages as a batch needs
         while not self._at_end():
+            polling = time.monotonic()
             builder, per_message = self._gather(consumer, per_message)
             if len(builder):
                 watch.heard()
-                last_message = time.monotonic()
+                idle = 0.0
                 batch = builder.build()
                 batch.position = self._position()
                 yield batch
             else:
+                idle += min(time.monotonic() - polling, self.poll_timeout_ms / 1000)
                 if watch.away():  # not idle: the idle clock starts again when the broker is back
-                    last_message = time.monotonic()
-                elif self.idle_timeout is not None and time.monotonic() - last_message > self.idle_timeout:
+                    idle = 0.0
+                elif self.idle_timeout is not None and idle > self.idle_timeout:
                     if self._left_to_learn():  # the group's work is not done: a member that leaves now may leave records behind
-                        last_message = time.monotonic()
+                        idle = 0.0
                     else:
                         return
                 yield empty_batch(self._position())
