@@ -207,3 +207,34 @@ def test_a_message_the_broker_refused_is_an_error_at_sync_not_a_silent_loss(monk
     assert len(sink._sent) == 1 and sink._sent[0].failed()
     with pytest.raises(KafkaSinkError, match="gone"):
         sink.sync()
+
+
+def test_time_the_daemon_did_not_run_is_not_idle_time():
+    """The idle timeout counts polls that brought nothing, each at most its timeout: a poll that
+    took 2 s (the process stopped or suspended meanwhile) is 0.2 s of idleness, so a source with
+    a 0.5 s idle timeout goes on and reads the record that came meanwhile."""
+    import socket
+
+    from connectors.kafka_clients import Message
+
+    class StoppedOnce:
+        def __init__(self):
+            self.calls = 0
+
+        def poll(self, timeout_ms, max_records):
+            self.calls += 1
+            if self.calls == 1:
+                time.sleep(2.0)  # what a SIGSTOP in the middle of a poll looks like from inside
+                return []
+            if self.calls == 2:
+                return [Message("t", 0, 0, encode_value({"x": {"a": 1.0}, "y": "c"}), None)]
+            time.sleep(timeout_ms / 1000)
+            return []
+
+    with socket.create_server(("127.0.0.1", 0)) as listening:  # a reachable "broker": the watch probes it
+        source = KafkaSource(f"127.0.0.1:{listening.getsockname()[1]}", "t", idle_timeout=0.5, poll_timeout_ms=200)
+        source._consumer = StoppedOnce()
+        started = time.monotonic()
+        records = sum(len(batch) for batch in source)
+    assert records == 1
+    assert time.monotonic() - started >= 2.5  # it still ended, after 0.5 s of polls in vain
