@@ -481,6 +481,9 @@ def cmd_inspect(args) -> int:
         "counters": payload["runner"]["counters"],
         "prequential": ClassificationMetrics.restore(payload["runner"]["prequential"]).summary(),
     }
+    calibration = state["model"].get("calibration") if isinstance(state.get("model"), dict) else None
+    if calibration is not None:  # an MCID learner's probabilities (streamlearn.calibration)
+        info["temperature"] = 1.0 / float(calibration["beta"])
     if "mixing" in payload:  # a member of a mixing group: what the group's shared model holds
         mixing = payload["mixing"]
         info["mixing"] = {"examples": mixing["examples"], "by_member": mixing["by_member"], "covered": mixing["covered"],
@@ -510,7 +513,8 @@ def _inspect_text(info: dict) -> str:
         f"position     {json.dumps(info['position'], default=str)}",
         f"counters     {counters}",
         f"prequential  {prequential}",
-    ] + ([f"mixing       the group's model holds {info['mixing']['examples']:,} examples "
+    ] + ([f"temperature  {info['temperature']:.4g}: probabilities are softmax(scores / {info['temperature']:.4g})"]
+         if "temperature" in info else []) + ([f"mixing       the group's model holds {info['mixing']['examples']:,} examples "
           f"({', '.join(f'{m} {n:,}' for m, n in info['mixing']['by_member'].items())}); "
           f"mixing topic folded to offset {info['mixing']['log_offset']}"] if "mixing" in info else []))
 

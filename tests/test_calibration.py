@@ -122,3 +122,17 @@ def test_a_state_saved_before_calibration_existed_restores_with_the_raw_softmax(
 def test_calibrate_must_be_a_boolean():
     with pytest.raises(streamlearn.InvalidParameterError, match="calibrate must be True or False"):
         MulticlassSVM(calibrate="no")
+
+
+def test_inspect_shows_the_temperature_of_the_checkpointed_model(tmp_path):
+    import json
+
+    from helpers import cli
+    from streamlearn.checkpoint import CheckpointStore
+    from streamlearn.datasets import path
+
+    cli("train", path("train"), "--checkpoint-dir", tmp_path / "ck", "--quiet")
+    model = streamlearn.learner_from_state(CheckpointStore(tmp_path / "ck").load_latest()["learner"])
+    info = json.loads(cli("inspect", tmp_path / "ck", "--json").stdout)
+    assert info["temperature"] == model.temperature != 1.0
+    assert f"temperature  {model.temperature:.4g}" in cli("inspect", tmp_path / "ck").stdout.decode()
