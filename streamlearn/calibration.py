@@ -64,9 +64,8 @@ def fit_temperature(scores: np.ndarray, targets: np.ndarray, start: float = 1.0)
     0.5493
     """
     exists = np.isfinite(scores)
-    top = np.where(exists, scores, -np.inf).max(axis=1, keepdims=True)
-    centred = np.where(exists, scores - top, 0.0)  # <= 0; 0 where a class did not exist (p = 0 there)
-    spread = float(np.mean(-np.where(exists, centred, 0.0).min(axis=1)))
+    centred = np.where(exists, scores - scores.max(axis=1, keepdims=True), 0.0)  # <= 0; 0 where a class did not exist (p = 0 there)
+    spread = float(np.mean(-centred.min(axis=1)))
     if not spread > 0.0:
         return start  # every row's scores are tied: β changes nothing
     low, high = FLAT_NATS / spread, SPAN_NATS / spread

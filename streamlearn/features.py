@@ -256,10 +256,14 @@ class FeatureSpace:
             keep = cols >= 0
             return self._canonical(cols[keep], values[keep])
         if self.n_bits is None and len(cols) > 1:
-            order = np.argsort(self._order_key[cols], kind="stable")  # what _canonical does
+            order = self._canonical_order(cols)
             self._layout = (keys, cols[order], order)
             return cols[order], values[order]
         return self._canonical(cols, values)
+
+    def _canonical_order(self, cols: np.ndarray) -> np.ndarray:
+        """The permutation that orders a row's entries by :meth:`_sort_keys`."""
+        return np.argsort(self._sort_keys(cols), kind="stable")
 
     def _canonical(self, cols: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Order a row by :meth:`_sort_keys` and sum hash collisions, so that neither the
@@ -267,7 +271,7 @@ class FeatureSpace:
         a floating-point sum (and a dict and a batch row agree bit for bit)."""
         if len(cols) < 2:
             return cols, values
-        order = np.argsort(self._sort_keys(cols), kind="stable")
+        order = self._canonical_order(cols)
         cols, values = cols[order], values[order]
         if self.n_bits is not None and (np.diff(cols) == 0).any():
             cols, first = np.unique(cols, return_index=True)

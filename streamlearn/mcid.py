@@ -247,15 +247,20 @@ class _MCIDLearner(StreamClassifier):
             return self._learn_span(rows, y, scores)
         if scores is None:
             scores = np.full((rows.n_rows, len(self._labels)), -np.inf)
+        n_before_rows = self._n_learned_classes
         if watch is None:
-            n_before = self._n_learned_classes
             self._learn_span(rows, y, scores)
-            calibration.observe(scores, y, n_before)
-            return
-        # cut at the steps where a change may be acted on, so learn_many equals the learn_one loop
+        else:
+            self._learn_watched(rows, y, scores)
+        if calibration is not None:  # its window does not depend on the watch's spans: one pass over the rows
+            calibration.observe(scores, y, n_before_rows)
+
+    def _learn_watched(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray) -> None:
+        """Learn complete groups in spans cut at the steps where a detected change may be acted on
+        (so learn_many equals the learn_one loop), feeding the watch each span's mistakes."""
+        watch = self._watch
         group = self.batch_size
         n_groups = rows.n_rows // group
-        n_before_rows = self._n_learned_classes
         first = 0
         while first < n_groups:
             last = min(n_groups, first + CHECK_EVERY - watch.steps % CHECK_EVERY)
@@ -272,8 +277,6 @@ class _MCIDLearner(StreamClassifier):
             if watch.steps % CHECK_EVERY == 0 and watch.take_change():
                 self._restart()
             first = last
-        if calibration is not None:  # its window does not depend on the spans: one pass over the rows
-            calibration.observe(scores, y, n_before_rows)
 
     def _restart(self) -> None:
         """After a detected change: the step counter restarts at most at RESTART_EXAMPLES'
