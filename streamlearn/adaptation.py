@@ -21,8 +21,9 @@ Decisions take effect only at a step that is a multiple of :data:`CHECK_EVERY`: 
 then cuts its rows at those steps, and so equals the ``learn_one`` loop bit for bit. The watch
 is part of the learner's state (checkpoints resume it exactly). With ``lam="auto"`` the leader's
 mistakes are watched and every candidate restarts. In a ``--mix-topic`` group each member watches
-its own mistakes; a restart is a change of its model like any other and enters the shared model
-through the fold (:mod:`streamlearn.mixing`: ``t`` and the averaged sums are folded like the weights).
+its own mistakes; a restart enters the shared model through the fold (:mod:`streamlearn.mixing`:
+the weights are added like any change's, the restarted schedule — ``t`` and the averaged sums — is
+blended in by interpolation, so that members restarting at once keep it positive).
 
 Which learners adapt: the MCID family (``adapt=True`` by default). Not yet the Primal Gradient
 Solver (dual averaging keeps the sum of all gradients; its restart is a different design),

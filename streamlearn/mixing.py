@@ -18,6 +18,15 @@ The fold, for a change of ``n`` examples and ``Δt`` steps, at weight ``μ``::
 * ``t``: the step counter that sets ``η = 1/(λ t)``, folded like the rest (kept fractional
   here, rounded when written into a learner).
 
+A member that restarted its schedule after a detected change (:mod:`streamlearn.adaptation`)
+hands out a change whose ``t`` and ``Σc`` went *down*; added, two such changes folded beside each
+other could take the shared ``t`` below 1 and ``Σc`` below 0. Its schedule is therefore carried
+as it stands, not as a difference, and folded by interpolation — ``t ← (1 − μ) t + μ t'``,
+``Σc ← (1 − μ) Σc + μ Σc'``, ``S ← (1 − μ) S + μ S'`` — while its weights are added as above: the
+shared averaged model becomes a positive blend of the two averaged models, and a change taken
+whole (``μ = 1``) is the member's restarted schedule exactly. A change of no examples (its
+records were all refused) holds nothing to fold: only its coverage counts.
+
 The weight is the change's share of the examples it was learned *beside*::
 
     μ = n / (n + c)
@@ -120,7 +129,9 @@ class MixState:
         (``len(labels) × len(features)``, its weights minus this state's; ``S`` empty without an
         averaged iterate), ``average_weight`` (the change of ``Σc``), ``steps`` (of ``t``),
         ``examples`` (how many it learned: counted by the caller, carried along) and
-        ``base_examples`` (this state's examples: what the fold measures the change's staleness from)."""
+        ``base_examples`` (this state's examples: what the fold measures the change's staleness from).
+        ``restarted``: ``model`` restarted its schedule since this state, and ``S``, ``average_weight``
+        and ``steps`` are its own, not differences (see the module docstring)."""
         now = MixState.of(model)
         rows, cols = _positions(self.labels, now.labels), _positions(self.features, now.features)
         dW, dS = now.W.copy(), None if now.S is None else now.S.copy()
@@ -128,30 +139,50 @@ class MixState:
         base_block = np.ix_(rows[known_rows], cols[known_cols])
         now_block = np.ix_(np.flatnonzero(known_rows), np.flatnonzero(known_cols))
         dW[now_block] -= self.W[base_block]
+        # t is written into a learner rounded: a step back of up to half a step is no restart
+        restarted = now.t + 0.5 < self.t or now.average_weight < self.average_weight
+        if restarted:  # the schedule as it stands (see the module docstring)
+            return {"labels": now.labels, "features": now.features, "W": dW,
+                    "S": now.S if now.S is not None else np.zeros((0, 0)), "average_weight": now.average_weight,
+                    "steps": now.t, "restarted": True, "examples": int(examples), "base_examples": self.examples}
         if dS is not None:
             dS[now_block] -= self.S[base_block]
         return {"labels": now.labels, "features": now.features, "W": dW, "S": dS if dS is not None else np.zeros((0, 0)),
                 "average_weight": now.average_weight - self.average_weight, "steps": now.t - self.t,
-                "examples": int(examples), "base_examples": self.examples}
+                "restarted": False, "examples": int(examples), "base_examples": self.examples}
 
     def fold(self, change: dict, weight: float | None = None) -> float:
         """Add one member's change, its steps included, at ``weight`` — by default its share
         ``n / (n + c)`` of the examples learned beside it (see the module docstring) — and its
-        examples in full; the weight it took."""
+        examples in full; the weight it took (0 for a change of no examples, which is not folded)."""
+        examples = int(change["examples"])
         if weight is None:
-            examples, beside = int(change["examples"]), max(0, self.examples - int(change["base_examples"]))
-            weight = examples / (examples + beside) if examples + beside else 1.0
+            if examples == 0:  # nothing learned: nothing to fold (its coverage is the caller's)
+                return 0.0
+            beside = max(0, self.examples - int(change["base_examples"]))
+            weight = examples / (examples + beside)
         if not 0.0 < weight <= 1.0:
             raise ValueError(f"a change's weight must be in (0, 1], got {weight!r}")
         rows, cols = self._aligned(list(change["labels"]), list(change["features"]))
         block = np.ix_(rows, cols)
         self.W[block] += weight * np.asarray(change["W"], np.float64)
-        if self.S is not None:
-            self.S[block] += weight * np.asarray(change["S"], np.float64)
-        self.average_weight += weight * float(change["average_weight"])
-        self.t += weight * float(change["steps"])
-        self.examples += int(change["examples"])
+        if change.get("restarted", False):  # (absent from changes published before restarts were folded apart)
+            self._blend_schedule(block, change, weight)
+        else:
+            if self.S is not None:
+                self.S[block] += weight * np.asarray(change["S"], np.float64)
+            self.average_weight += weight * float(change["average_weight"])
+            self.t += weight * float(change["steps"])
+        self.examples += examples
         return float(weight)
+
+    def _blend_schedule(self, block, change: dict, weight: float) -> None:
+        """Fold a restarted change's schedule by interpolation (see the module docstring)."""
+        if self.S is not None:
+            self.S *= 1.0 - weight
+            self.S[block] += weight * np.asarray(change["S"], np.float64)
+        self.average_weight = (1.0 - weight) * self.average_weight + weight * float(change["average_weight"])
+        self.t = (1.0 - weight) * self.t + weight * float(change["steps"])
 
     def write_into(self, model) -> None:
         """Make ``model`` this state: its label and feature spaces, weights, averaged iterate

@@ -179,6 +179,68 @@ def test_each_change_is_weighted_by_its_share_of_the_examples_learned_beside_it(
                                    aligned(alone, alone.classes, alone._features.names, averaged), rtol=1e-9, atol=1e-9)
 
 
+def _restarted(model, X, y) -> None:
+    """Make ``model`` see the classes of ``y`` swap until its watch restarts its schedule."""
+    before = model.n_changes
+    swapped = [f"class-{(int(label.split('-')[1]) + 1) % 5}" for label in y]
+    model.learn_many(X, swapped)
+    assert model.n_changes > before, "the class swap was not detected: the test needs a restart"
+
+
+def test_members_that_restart_at_once_keep_a_positive_schedule_and_learn_on():
+    """Two members learn the same change from one base and both restart their schedules (t and
+    Σc go down); the second folds beside the first at 1/2. Added as differences the two drops
+    would take t below 0 (a division by zero at the next step); blended, t and Σc stay between
+    the members' own, and the shared model learns on."""
+    X, y = dict_stream(6000, seed=8)
+    members = [MulticlassSVM(lam=1e-3) for _ in range(2)]
+    for member in members:
+        member.learn_many(X[:4000], y[:4000])
+    base = MixState.of(members[0])
+    for i, member in enumerate(members):
+        _restarted(member, X[4000 + 1000 * i : 5000 + 1000 * i], y[4000 + 1000 * i : 5000 + 1000 * i])
+    states = [MixState.of(member) for member in members]
+    changes = [base.change(member, examples=1000) for member in members]
+    assert all(change["restarted"] for change in changes)
+    shared = base.copy()
+    assert [shared.fold(change) for change in changes] == [1.0, 0.5]
+    assert min(s.t for s in states) <= shared.t <= max(s.t for s in states)
+    assert min(s.average_weight for s in states) <= shared.average_weight <= max(s.average_weight for s in states)
+    model = MulticlassSVM(lam=1e-3)
+    shared.write_into(model)
+    model.learn_many(X[:200], y[:200])
+    assert np.isfinite(model.weight_matrix(True)).all()
+
+
+def test_a_restarted_change_taken_whole_is_the_member_exactly():
+    X, y = dict_stream(5000, seed=9)
+    member = MulticlassSVM(lam=1e-3)
+    member.learn_many(X[:4000], y[:4000])
+    base = MixState.of(member)
+    _restarted(member, X[4000:], y[4000:])
+    shared = base.copy()
+    assert shared.fold(base.change(member, examples=1000)) == 1.0
+    model = MulticlassSVM(lam=1e-3)
+    shared.write_into(model)
+    assert model.n_steps == member.n_steps
+    for averaged in (False, True):
+        np.testing.assert_allclose(model.weight_matrix(averaged), member.weight_matrix(averaged), rtol=1e-9, atol=1e-12)
+
+
+def test_a_change_of_no_examples_folds_nothing():
+    """A member whose records since its last mix were all refused publishes a change of 0
+    examples for its coverage; there is nothing to fold, and the fold must not fail on it."""
+    X, y = dict_stream(400, seed=10)
+    model = MulticlassSVM(lam=1e-3)
+    model.learn_many(X[:200], y[:200])
+    shared, idle = MixState.of(model), MixState.of(model)
+    model.learn_many(X[200:], y[200:])
+    shared.fold(idle.change(model, examples=200), weight=1.0)
+    before = shared.copy()
+    assert shared.fold(idle.change(MulticlassSVM(lam=1e-3), examples=0)) == 0.0
+    assert shared.t == before.t and shared.examples == before.examples and (shared.W == before.W).all()
+
+
 def test_coverage_tiles_each_partition_whatever_order_the_members_publish_in():
     """Members publish the ranges they learned; a member dies after learning (not publishing)
     part of its partition, another takes the partition over from the coverage: the accepted
