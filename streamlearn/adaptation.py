@@ -121,6 +121,11 @@ class ChangeWatch:
         if self.detector.update_many(mistakes.astype(np.float64).tolist()):
             self.change_seen = True
 
+    def observe_one(self, mistake: bool) -> None:
+        """:meth:`observe` of one example (``learn_one``'s road: no arrays)."""
+        if self.detector.update_many((1.0 if mistake else 0.0,)):
+            self.change_seen = True
+
     def take_change(self) -> bool:
         """Whether a change was seen since the last call that returned True (and count it)."""
         if not self.change_seen:
@@ -143,6 +148,11 @@ class ChangeWatch:
         return watch
 
 
+def mistake_of_one(scores: np.ndarray, target: int, n_before: int) -> bool:
+    """:func:`mistakes_of` of one row (``learn_one``'s road: no arrays built)."""
+    return target >= n_before or int(scores[:n_before].argmax()) != target
+
+
 def mistakes_of(scores: np.ndarray, targets: np.ndarray, n_before: int) -> np.ndarray:
     """Each row's 0/1 mistake from its test-then-train scores (classes unknown at the row's turn,
     see :func:`~streamlearn.base.hide_unknown_classes`, cannot be predicted).
@@ -150,9 +160,8 @@ def mistakes_of(scores: np.ndarray, targets: np.ndarray, n_before: int) -> np.nd
     >>> mistakes_of(np.array([[0.0, 0.0], [2.0, 1.0], [0.0, 3.0]]), np.array([0, 1, 1]), 0).tolist()
     [True, True, False]
     """
-    if len(targets) == 1:  # learn_one's road: no arrays built
-        known, target = scores[0, :n_before], int(targets[0])
-        return np.array([target >= n_before or int(known.argmax()) != target])
+    if len(targets) == 1:
+        return np.array([mistake_of_one(scores[0], int(targets[0]), n_before)])
     if n_before == scores.shape[1] and n_before and targets.max() < n_before:  # every class known before
         return scores.argmax(axis=1) != targets
     masked = scores.copy()

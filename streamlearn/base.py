@@ -137,14 +137,15 @@ class PendingRows:
 
     def _gather(self, cols: np.ndarray, vals: np.ndarray, target) -> None:
         """Add one encoded example; learn the group once it is complete."""
+        if self.batch_size == 1 and not self._pending_y:  # learn_one's usual road: no lists
+            self._learn_groups(SparseRows(np.array([0, len(cols)], np.int64), cols, vals),
+                               np.array([target], self._target_dtype))
+            return
         self._pending_cols.append(cols)
         self._pending_vals.append(vals)
         self._pending_y.append(target)
         if len(self._pending_y) == self.batch_size:
-            if self.batch_size == 1:
-                rows = SparseRows(np.array([0, len(cols)], np.int64), cols, vals)
-            else:
-                rows = stack_rows(self._pending_cols, self._pending_vals)
+            rows = stack_rows(self._pending_cols, self._pending_vals)
             targets = np.asarray(self._pending_y, self._target_dtype)
             self._pending_cols, self._pending_vals, self._pending_y = [], [], []
             self._learn_groups(rows, targets)
@@ -518,7 +519,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
     def predict_one(self, x: dict):
         if not self._labels.labels:
             return None
-        return self._labels.labels[int(np.argmax(self._scores_one(x)))]
+        return self._labels.labels[int(self._scores_one(x).argmax())]
 
     def decision_function_many(self, X) -> np.ndarray:
         """Raw class scores, shape ``(n_rows, K)``; columns follow :attr:`classes`."""

@@ -166,7 +166,9 @@ def _check_values(x: dict, values: np.ndarray, row: int, every: bool = False) ->
     if every or not set(map(type, x.values())) <= _NUMERIC_TYPES:
         for name, v in x.items():
             _as_float(v, row, name)
-    total = float(np.add.reduce(values))
+        total = float(np.add.reduce(values))
+    else:  # numbers of known types: Python's sum of a small dict is cheaper than a ufunc call
+        total = sum(x.values())
     if total - total != 0.0 and not np.isfinite(values).all():  # a finite sum: every value is finite
         name = list(x)[int(np.flatnonzero(~np.isfinite(values))[0])]
         raise InvalidInputError("non-finite", f"value {x[name]!r} is NaN or infinite", row, name)

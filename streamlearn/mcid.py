@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .adaptation import CHECK_EVERY, RESTART_EXAMPLES, ChangeWatch, mistakes_of
+from .adaptation import CHECK_EVERY, RESTART_EXAMPLES, ChangeWatch, mistake_of_one, mistakes_of
 from .base import StreamClassifier, average_power_of, check_positive, hide_unknown_classes
 from .calibration import TemperatureCalibration
 from .errors import InvalidParameterError
@@ -81,6 +81,9 @@ _scaled = compiled("scaled")
 #: the candidates of ``lam="auto"``: the decades of the defaults protocol's λ grid, 1e-4 first so that
 #: ties (before any evidence) keep it
 AUTO_LAMBDAS = (1e-4, 1e-3, 1e-5, 1e-6)
+#: the kernels with the weight store's arrays left unchecked (made by ScaledWeights: see KernelModule.trusting)
+_learn_groups = _mcid.trusting("learn_groups", frozenset(range(5, 10)))
+_scores_batch = _scaled.trusting("scores_batch", frozenset(range(3, 7)))
 _NO_SCORES = np.zeros((0, 0))  # learn_groups' scores_out when no scores are asked for
 
 
@@ -246,7 +249,8 @@ class _MCIDLearner(StreamClassifier):
         if watch is None and calibration is None:
             return self._learn_span(rows, y, scores)
         if scores is None:
-            scores = np.full((rows.n_rows, len(self._labels)), -np.inf)
+            scores = np.empty((rows.n_rows, len(self._labels)))
+            scores.fill(-np.inf)  # (np.full costs a Python-level call: this runs once per learn_one)
         n_before_rows = self._n_learned_classes
         if watch is None:
             self._learn_span(rows, y, scores)
@@ -272,7 +276,10 @@ class _MCIDLearner(StreamClassifier):
                 span_y, span_scores = y[lo:hi], scores[lo:hi]
             n_before = self._n_learned_classes
             self._learn_span(span_rows, span_y, span_scores)
-            watch.observe(mistakes_of(span_scores, span_y, n_before))
+            if len(span_y) == 1:
+                watch.observe_one(mistake_of_one(span_scores[0], int(span_y[0]), n_before))
+            else:
+                watch.observe(mistakes_of(span_scores, span_y, n_before))
             watch.steps += last - first
             if watch.steps % CHECK_EVERY == 0 and watch.take_change():
                 self._restart()
@@ -315,7 +322,7 @@ class _MCIDLearner(StreamClassifier):
     def _step(self, store: ScaledWeights, lam: float, rows: SparseRows, y: np.ndarray, scores: np.ndarray) -> tuple:
         """Alg. 1 on complete groups of rows for one λ, from the learner's step counters."""
         store.reserve(self._features.n_columns, len(self._labels), self._features.likely_columns)
-        return _mcid.learn_groups(
+        return _learn_groups(
             rows.indptr, rows.indices, rows.data, y, self.batch_size,
             store.V, store.scale, store.sqnorm, store.U, store.A,
             store.n_features, self._n_learned_classes, self._t,
@@ -341,7 +348,7 @@ class _MCIDLearner(StreamClassifier):
         n_classes = len(self._labels)
         store.reserve(0, n_classes)
         out = np.empty((rows.n_rows, n_classes))
-        _scaled.scores_batch(
+        _scores_batch(
             rows.indptr, rows.indices, rows.data, store.V[: store.n_features], store.scale,
             store.U[: store.n_features] if store.averaged else store.U, store.A,
             self._average_weight, n_classes, store.averaged, out,

@@ -49,14 +49,15 @@ _INTEGERS = frozenset({int, np.int8, np.int16, np.int32, np.int64, np.uint8, np.
 _SCALARS = {"i8": _INTEGERS, "f8": frozenset({float, np.float32, np.float64}) | _INTEGERS, "b1": frozenset({bool, np.bool_})}
 
 
-def signature_check(codes: tuple[str, ...]):
+def signature_check(codes: tuple[str, ...], trusted: frozenset = frozenset()):
     """A predicate telling whether arguments fit a signature of :mod:`.exports`, generated as
     one boolean expression (as ``dataclasses`` generates its methods): a call of the MCID step
     per ``learn_one`` example checks 22 arguments, and a loop of per-argument checks would cost
     more than the step itself. Dtypes are compared with
     ``==``: the arrays compiled code returns carry dtype objects equal to, not the same as,
     NumPy's builtin ones. An argument of another type (a NumPy scalar subclass, say) only
-    sends the call to the JIT.
+    sends the call to the JIT. Arguments at the positions in ``trusted`` are not looked at
+    (see :meth:`KernelModule.trusting`).
 
     >>> check = signature_check(("i8[::1]", "f8"))
     >>> check(np.zeros(3, np.int64), 1.5), check(np.zeros(6, np.int64)[::2], 1.5), check(np.zeros(3, np.int64), "x")
@@ -65,6 +66,8 @@ def signature_check(codes: tuple[str, ...]):
     names = [f"a{i}" for i in range(len(codes))]
     tests, scope = [], {"_ndarray": np.ndarray}
     for i, (name, code) in enumerate(zip(names, codes)):
+        if i in trusted:
+            continue
         if code in _SCALARS:
             scope[f"_types{i}"] = _SCALARS[code]
             tests.append(f"type({name}) in _types{i}")
@@ -110,6 +113,19 @@ class KernelModule:
 
     def _jit(self, attribute: str):
         return getattr(importlib.import_module(f"{__name__}.{self._name}"), attribute)
+
+    def trusting(self, attribute: str, trusted: frozenset):
+        """The kernel with the dispatcher's argument check kept for every argument but those at
+        the positions in ``trusted``: arrays a :class:`~streamlearn.weights.ScaledWeights` makes
+        itself (float64, C-contiguous, writable by construction), which a call per ``learn_one``
+        example would otherwise check at a cost above the step's. A wrong type at a trusted
+        position is undefined behaviour, not a fallback to the JIT."""
+        signatures = EXPORTS.get(self._name, {}).get(attribute)
+        if _aot is None or not signatures:
+            return lambda *args, **kwargs: getattr(self, attribute)(*args, **kwargs)  # resolved at the first call
+        variants = [(getattr(_aot, symbol(self._name, attribute, i)), len(signature), signature_check(signature, trusted))
+                    for i, signature in enumerate(signatures)]
+        return _dispatcher(lambda: self._jit(attribute), variants)
 
     def __getattr__(self, attribute: str):
         if attribute.startswith("_"):
