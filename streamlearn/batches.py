@@ -205,9 +205,7 @@ def _batch_to_csr(X) -> tuple[list | None, "CsrBatch | scipy.sparse.csr_matrix",
         names = matrix.names if isinstance(matrix, NamedCsrBatch) else None  # the DataFrame road: by name
         return names, matrix, _checked_csr(matrix) if validated is None else validated
     if isinstance(X, np.ndarray):
-        if X.ndim != 2:
-            raise InvalidInputError("bad-shape", f"expected a 2-D array, got shape {X.shape}")
-        dense = _dense_float(X, list(range(X.shape[1])))
+        dense = dense_array(X)
         names = None
     else:
         import narwhals as nw
@@ -253,6 +251,14 @@ def _checked_csr(matrix) -> int:
         raise InvalidInputError("non-finite", f"value {data[entry]!r} is NaN or infinite", _row_of_entry(indptr, entry),
                                 int(indices[entry]))
     return int(needed)
+
+
+def dense_array(X: np.ndarray) -> np.ndarray:
+    """A 2-D NumPy batch as a C-contiguous float64 array (``X`` itself when it is one: callers
+    only read it), with a row/feature message for a non-number; finiteness is the caller's."""
+    if X.ndim != 2:
+        raise InvalidInputError("bad-shape", f"expected a 2-D array, got shape {X.shape}")
+    return np.ascontiguousarray(_dense_float(X, list(range(X.shape[1]))))
 
 
 def _dense_float(values: np.ndarray, names: list) -> np.ndarray:

@@ -28,7 +28,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from .batches import (_NUMERIC_TYPES, CsrBatch, SparseRows, _batch_to_csr, _check_finite,  # noqa: F401 (re-exported)
+from .batches import (_NUMERIC_TYPES, CsrBatch, SparseRows, _batch_to_csr, _check_finite, dense_array,  # noqa: F401 (re-exported)
                       _dict_values, _is_scipy_sparse, _row_of_entry, _sparse, stack_rows)
 from .errors import InvalidInputError
 from .kernels import compiled
@@ -317,6 +317,11 @@ class FeatureSpace:
         never write to them."""
         if isinstance(X, list):
             return self._encode_dicts(X, grow)
+        if isinstance(X, np.ndarray) and self.n_bits is None:
+            X = dense_array(X)
+            rows = self._encode_dense(X, grow)
+            if rows is not None:
+                return rows
         names, matrix, needed = _batch_to_csr(X)  # positions 0..needed-1 cover the batch
         positional = names is None
         if positional:
@@ -346,6 +351,29 @@ class FeatureSpace:
                 )  # fmt: skip
             return SparseRows(indptr, out_idx[:n], out_val[:n] if copied else matrix.data)
         return self._mapped_rows(matrix.indptr.astype(np.int64), column_of[matrix.indices], matrix.data.astype(np.float64))
+
+    def _encode_dense(self, dense: np.ndarray, grow: bool) -> SparseRows | None:
+        """A dense float64 batch's rows in two compiled passes (:func:`~streamlearn.kernels.rows.dense_census`,
+        then :func:`~streamlearn.kernels.rows.dense_rows`: the CSR road's rows, without building
+        the CSR); ``None`` when its width is one :meth:`_positions_too_sparse` refuses to cache."""
+        n_rows, width = dense.shape
+        count, bad = _rows.dense_census(dense)
+        if bad >= 0:  # before anything changes
+            raise InvalidInputError("non-finite", f"value {dense.ravel()[bad]!r} is NaN or infinite", bad // width, bad % width)
+        if self._positions_too_sparse(width, count):
+            return None
+        column_of = self._position_columns(width)
+        out_idx, out_val = self._scratch(count)
+        added = _NO_ENTRIES
+        if grow:
+            room = min(count, width)
+            self._reserve_order_keys(len(self._names) + room)
+            added = np.empty(room, np.int64)
+        indptr, n, n_added = _rows.dense_rows(dense, column_of, self._order_key, out_idx, out_val, grow, len(self._names),
+                                              added)
+        if n_added:
+            self._record_positions(added[:n_added])
+        return SparseRows(indptr, out_idx[:n], out_val[:n])
 
     def _positions_too_sparse(self, needed: int, n_entries: int) -> bool:
         """Whether covering positions ``0..needed-1`` would grow the position cache (one int64

@@ -240,3 +240,40 @@ def test_a_stream_of_dicts_never_imports_scipy_sparse():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
+def test_a_dense_array_learns_and_scores_as_its_csr_matrix_bit_for_bit(dtype):
+    """The dense road (one compiled pass, no CSR in between) gives the rows, the vocabulary
+    and so the model the CSR road gives, for every batch split, in learning and in scoring,
+    whatever the array's dtype and layout."""
+    import scipy.sparse as sp
+
+    from streamlearn import MulticlassSVM
+
+    rng = np.random.default_rng(7)
+    X = (rng.normal(size=(300, 20)) * 4 * (rng.random((300, 20)) < 0.4)).astype(dtype)
+    X[:, 3] = 0  # a column never seen: not in the vocabulary
+    y = rng.integers(0, 4, 300)
+    dense, sparse = MulticlassSVM(), MulticlassSVM()
+    for lo, hi in ((0, 1), (1, 120), (120, 300)):
+        dense.learn_many(np.asfortranarray(X[lo:hi]), y[lo:hi])
+        sparse.learn_many(sp.csr_matrix(X[lo:hi]), y[lo:hi])
+    assert dense.feature_keys == sparse.feature_keys and 3 not in dense.feature_keys
+    assert (dense.weight_matrix(True) == sparse.weight_matrix(True)).all()
+    X_test = rng.normal(size=(40, 24))  # wider than anything learned: the unknown columns are dropped
+    assert (dense.decision_function_many(X_test) == sparse.decision_function_many(sp.csr_matrix(X_test))).all()
+
+
+def test_a_non_finite_value_in_a_dense_batch_is_named_and_changes_nothing():
+    from streamlearn import MulticlassSVM
+    from streamlearn.errors import InvalidInputError
+
+    model = MulticlassSVM()
+    model.learn_many(np.array([[1.0, 0.0]]), [0])
+    keys_before = model.feature_keys
+    X = np.array([[0.0, 0.0, 2.0, 1.0], [1.0, np.inf, 0.0, 3.0]])
+    with pytest.raises(InvalidInputError, match="row 1, feature 1: value np.float64\\(inf\\) is NaN or infinite"):
+        model.learn_many(X, [0, 1])
+    assert model.feature_keys == keys_before and len(keys_before) == 2  # the intercept's and 0
+    assert model.n_steps == 1

@@ -72,6 +72,11 @@ def sample_calls():
     yield "rows", "append_column", 0, (indptr[2:], indices, data, 31, 0.1)
     dense = rng.normal(size=(7, 9)) * (rng.random((7, 9)) < 0.4)
     yield "rows", "dense_to_csr", 0, (dense, int(np.count_nonzero(dense)))
+    column_of = np.full(9, -1, np.int64)
+    column_of[[1, 4]] = [0, 1]
+    yield "rows", "dense_census", 0, (dense,)
+    yield "rows", "dense_rows", 0, (dense, column_of, np.zeros(12, np.int64), np.zeros(63, np.int64), np.zeros(63), True, 2,
+                                    np.zeros(9, np.int64))
     V, scale, sqnorm, U, A = _weights(rng)
     yield "scaled", "scores_batch", 0, (indptr, indices, data, V, scale, U, A, 3.5, 6, True, np.zeros((40, 6)))
     y = rng.integers(0, 6, 40).astype(np.int64)
@@ -222,6 +227,63 @@ def test_dense_to_csr_is_scipys_csr_matrix(shape):
     np.testing.assert_array_equal(indices, expected.indices)
     np.testing.assert_array_equal(data, expected.data)
     assert needed == (int(expected.indices.max()) + 1 if expected.nnz else 0)
+
+
+def _dense_rows_reference(dense, column_of, grow, next_column):
+    """What the CSR road gives for a dense batch: SciPy's CSR (columns ascending in a row), each
+    position mapped to its column, an unknown one given the next column at its first appearance
+    (row by row) with ``grow``, dropped without."""
+    matrix = sp.csr_matrix(dense)
+    column_of, added, indptr, indices, data = column_of.copy(), [], [0], [], []
+    for i in range(matrix.shape[0]):
+        for j, v in zip(matrix.indices[matrix.indptr[i] : matrix.indptr[i + 1]], matrix.data[matrix.indptr[i] : matrix.indptr[i + 1]]):
+            if column_of[j] < 0 and grow:
+                column_of[j] = next_column + len(added)
+                added.append(j)
+            if column_of[j] >= 0:
+                indices.append(column_of[j])
+                data.append(v)
+        indptr.append(len(indices))
+    return np.array(indptr), np.array(indices, np.int64), np.array(data), column_of, added
+
+
+@pytest.mark.parametrize("grow", [True, False])
+@pytest.mark.parametrize("shape", [(8, 13), (1, 1), (0, 4), (5, 0)])
+def test_dense_rows_is_the_csr_road_in_one_pass(shape, grow):
+    """The dense road's one pass against SciPy's CSR mapped column by column (its reference):
+    the same rows, new positions given columns in order of first appearance, unknown ones
+    dropped without ``grow``; the order keys of new columns are their positions."""
+    rng = np.random.default_rng(sum(shape) + grow)
+    dense = rng.normal(size=shape) * (rng.random(shape) < 0.5)
+    column_of = np.full(shape[1], -1, np.int64)
+    known = rng.permutation(shape[1])[: shape[1] // 2]
+    column_of[known] = 3 + np.arange(len(known))
+    next_column = 3 + len(known)
+    count = int(np.count_nonzero(dense))
+    keys, added = np.zeros(next_column + shape[1], np.int64), np.zeros(shape[1], np.int64)
+    out_idx, out_val, mapped = np.zeros(count, np.int64), np.zeros(count), column_of.copy()
+    indptr, n, n_added = kernels.compiled("rows").dense_rows(dense, mapped, keys, out_idx, out_val, grow, next_column, added)
+    ref_indptr, ref_indices, ref_data, ref_column_of, ref_added = _dense_rows_reference(dense, column_of, grow, next_column)
+    assert n == len(ref_indices) and n_added == len(ref_added)
+    np.testing.assert_array_equal(indptr, ref_indptr)
+    np.testing.assert_array_equal(out_idx[:n], ref_indices)
+    np.testing.assert_array_equal(out_val[:n], ref_data)
+    np.testing.assert_array_equal(mapped, ref_column_of)
+    np.testing.assert_array_equal(added[:n_added], ref_added)
+    np.testing.assert_array_equal(keys[next_column : next_column + n_added], ref_added)
+
+
+@pytest.mark.parametrize("shape", [(8, 13), (1, 1), (0, 4), (5, 0)])
+def test_dense_census_is_count_nonzero_and_the_first_non_finite_position(shape):
+    rng = np.random.default_rng(sum(shape))
+    dense = rng.normal(size=shape) * (rng.random(shape) < 0.5)
+    census = kernels.compiled("rows").dense_census
+    assert census(dense) == (int(np.count_nonzero(dense)), -1)
+    if dense.size:
+        for bad in (np.nan, np.inf, -np.inf):
+            spoiled = dense.copy()
+            spoiled.flat[[dense.size // 2, dense.size - 1]] = bad
+            assert census(spoiled)[1] == int(np.flatnonzero(~np.isfinite(spoiled))[0])
 
 
 def test_append_column_is_numpys_insert_at_each_row_end():

@@ -58,6 +58,9 @@ EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
         "append_column": [("i8[::1]r", "i8[::1]r", "f8[::1]r", "i8", "f8")],
         # a dense batch, C-contiguous; its number of nonzero entries
         "dense_to_csr": [("f8[:, ::1]r", "i8")],
+        "dense_census": [("f8[:, ::1]r",)],
+        # a dense batch, C-contiguous; column_of, keys, out_idx, out_val, grow, next_column, added
+        "dense_rows": [("f8[:, ::1]r", "i8[::1]", "i8[::1]", "i8[::1]", "f8[::1]", "b1", "i8", "i8[::1]")],
         # indptr, indices, data, width
         "check_csr": [(*csr, "i8") for csr in _CSR_READ],
     },

@@ -34,6 +34,55 @@ def dense_to_csr(X, count):
 
 
 @njit(cache=True, nogil=True)
+def dense_census(X):
+    """``(count, bad)`` of a dense batch in one pass: its nonzero entries
+    (``np.count_nonzero``) and the flat position of its first NaN or infinity (``-1``: none)."""
+    n_rows, width = X.shape
+    count = 0
+    for i in range(n_rows):
+        for j in range(width):
+            v = X[i, j]
+            if v != 0.0:
+                if v - v != 0.0:
+                    return count, i * width + j
+                count += 1
+    return count, -1
+
+
+@njit(cache=True, nogil=True)
+def dense_rows(X, column_of, keys, out_idx, out_val, grow, next_column, added):
+    """A dense batch of finite values over positions as rows over weight columns in one pass:
+    what :func:`dense_to_csr` then :func:`map_rows` (``keys_are_positions``, values copied) give,
+    without the CSR in between. A row of a dense batch is in position order, so no row needs
+    sorting. ``out_idx`` / ``out_val`` need room for the batch's nonzero entries
+    (:func:`dense_census`); ``column_of`` must cover every position (``X.shape[1]``), and with
+    ``grow`` ``keys`` from ``next_column`` and ``added`` must have room for every new one.
+    Returns ``(indptr, n, n_added)``: the rows are ``out_idx[:n]`` / ``out_val[:n]``."""
+    n_rows, width = X.shape
+    out_ptr = np.empty(n_rows + 1, np.int64)
+    out_ptr[0] = 0
+    n = 0
+    n_added = 0
+    for i in range(n_rows):
+        for j in range(width):
+            v = X[i, j]
+            if v != 0.0:
+                c = column_of[j]
+                if c < 0 and grow:
+                    c = next_column + n_added
+                    column_of[j] = c
+                    keys[c] = j
+                    added[n_added] = j
+                    n_added += 1
+                if c >= 0:
+                    out_idx[n] = c
+                    out_val[n] = v
+                    n += 1
+        out_ptr[i + 1] = n
+    return out_ptr, n, n_added
+
+
+@njit(cache=True, nogil=True)
 def append_column(indptr, indices, data, column, value):
     """CSR rows (``indptr`` may start past 0) with one more entry at the end of every row,
     ``column`` at ``value``: new arrays ``(indptr, indices, data)`` starting at 0."""
