@@ -37,6 +37,9 @@ from __future__ import annotations
 import numpy as np
 
 from .base import hide_unknown_classes, softmax_rows
+from .kernels import compiled
+
+_calibration = compiled("calibration")
 
 #: examples the temperature is fitted on (the most recent ones)
 WINDOW = 1024
@@ -64,19 +67,18 @@ def fit_temperature(scores: np.ndarray, targets: np.ndarray, start: float = 1.0)
     0.5493
     """
     exists = np.isfinite(scores)
-    centred = np.where(exists, scores - scores.max(axis=1, keepdims=True), 0.0)  # <= 0; 0 where a class did not exist (p = 0 there)
+    shifted = scores - scores.max(axis=1, keepdims=True)  # <= 0; -inf where a class did not exist (exp: p = 0)
+    centred = np.where(exists, shifted, 0.0)  # the same, 0 there: finite in the products below
     spread = float(np.mean(-centred.min(axis=1)))
     if not spread > 0.0:
         return start  # every row's scores are tied: β changes nothing
     low, high = FLAT_NATS / spread, SPAN_NATS / spread
-    true = centred[np.arange(len(targets)), targets]
+    total_true = float(np.sum(centred[np.arange(len(targets)), targets]))
     beta = min(max(start, low), high)
+    shifted, centred = np.ascontiguousarray(shifted), np.ascontiguousarray(centred)
     for _ in range(MAX_ITERATIONS):
-        p = np.where(exists, np.exp(beta * centred), 0.0)
-        p /= p.sum(axis=1, keepdims=True)
-        mean = (p * centred).sum(axis=1)
-        gradient = float(np.sum(mean - true))
-        curvature = float(np.sum((p * centred * centred).sum(axis=1) - mean * mean))
+        total_mean, curvature = _calibration.newton_terms(shifted, centred, float(beta))
+        gradient = total_mean - total_true
         step = beta - gradient / curvature if curvature > 0.0 else (4.0 * beta if gradient < 0.0 else 0.0)
         after = min(max(step, beta / 4.0, low), 4.0 * beta, high)
         if abs(after - beta) <= 1e-7 * beta:

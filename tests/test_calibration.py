@@ -136,3 +136,23 @@ def test_inspect_shows_the_temperature_of_the_checkpointed_model(tmp_path):
     info = json.loads(cli("inspect", tmp_path / "ck", "--json").stdout)
     assert info["temperature"] == model.temperature != 1.0
     assert f"temperature  {model.temperature:.4g}" in cli("inspect", tmp_path / "ck").stdout.decode()
+
+
+@pytest.mark.parametrize("beta", [1e-4, 0.3, 5.0])
+def test_the_newton_terms_kernel_is_the_numpy_softmax_moments(beta):
+    """The fit's compiled pass against its NumPy reference: each row's mean and variance of the
+    scores under softmax(β s), summed; a class that did not exist (-inf) has probability 0."""
+    from streamlearn.kernels import compiled
+
+    rng = np.random.default_rng(int(beta * 10))
+    scores = rng.normal(size=(300, 6)) * 20
+    scores[rng.random((300, 6)) < 0.2] = -np.inf
+    scores[:, 0] = rng.normal(size=300) * 20  # every row has a class
+    shifted = scores - scores.max(axis=1, keepdims=True)
+    centred = np.where(np.isfinite(shifted), shifted, 0.0)
+    p = np.exp(beta * shifted)
+    p /= p.sum(axis=1, keepdims=True)
+    mean = (p * centred).sum(axis=1)
+    variance = (p * centred**2).sum(axis=1) - mean**2
+    got = compiled("calibration").newton_terms(shifted, centred, beta)
+    assert got == pytest.approx((mean.sum(), variance.sum()), rel=1e-10)

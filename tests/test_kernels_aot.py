@@ -77,6 +77,10 @@ def sample_calls():
     yield "rows", "dense_census", 0, (dense,)
     yield "rows", "dense_rows", 0, (dense, column_of, np.zeros(12, np.int64), np.zeros(63, np.int64), np.zeros(63), True, 2,
                                     np.zeros(9, np.int64))
+    scores = rng.normal(size=(9, 4)) * 5
+    scores[2, 1] = -np.inf
+    shifted = scores - scores.max(axis=1, keepdims=True)
+    yield "calibration", "newton_terms", 0, (shifted, np.where(np.isfinite(shifted), shifted, 0.0), 0.7)
     V, scale, sqnorm, U, A = _weights(rng)
     yield "scaled", "scores_batch", 0, (indptr, indices, data, V, scale, U, A, 3.5, 6, True, np.zeros((40, 6)))
     y = rng.integers(0, 6, 40).astype(np.int64)

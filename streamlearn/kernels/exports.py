@@ -5,7 +5,7 @@
 :mod:`streamlearn.kernels` calls it whenever a call's arguments match one of the
 function's signatures, and numba's JIT otherwise. These are the hot paths of the
 ``streamlearn`` command (parsing LIBSVM text, walking msgpack dict records, mapping batches to weight columns, the MCID
-step and scoring), whose start-up the JIT's compilation or cache loading would otherwise dominate; every other
+step and scoring, the temperature fit), whose start-up the JIT's compilation or cache loading would otherwise dominate; every other
 kernel is JIT-compiled on first use.
 
 A signature lists one type code per argument, all positional:
@@ -29,6 +29,10 @@ from __future__ import annotations
 _CSR_READ = [("i4[::1]r", "i4[::1]r", "f8[::1]r"), ("i8[::1]r", "i8[::1]r", "f8[::1]r")]
 
 EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
+    "calibration": {
+        # shifted, centred (rows of prequential scores), beta
+        "newton_terms": [("f8[:, ::1]r", "f8[:, ::1]r", "f8")],
+    },
     "text": {
         # buf, pow10, with_hashes, labels_optional
         "parse_libsvm": [("u1[::1]r", "f8[::1]r", "b1", "b1")],
