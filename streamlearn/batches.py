@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import scipy.sparse
 
 _rows = compiled("rows")
+_NO_ENTRIES = np.zeros(0, np.int64)
 _NUMERIC_TYPES = frozenset({float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_})
 
 
@@ -219,8 +220,16 @@ def _batch_to_csr(X) -> tuple[list | None, "CsrBatch | scipy.sparse.csr_matrix",
         names = list(frame.columns)
         dense = _dense_float(frame.to_numpy(), names)
     flat_cols = dense.shape[1]
-    _check_finite(dense.ravel(), lambda p: (p // flat_cols, p % flat_cols if names is None else names[p % flat_cols]))
-    indptr, indices, data, needed = _rows.dense_to_csr(np.ascontiguousarray(dense), int(np.count_nonzero(dense)))
+    dense = np.ascontiguousarray(dense)
+    count, bad = _rows.dense_census(dense)
+    if bad >= 0:
+        raise InvalidInputError("non-finite", f"value {dense.ravel()[bad]!r} is NaN or infinite", bad // flat_cols,
+                                bad % flat_cols if names is None else names[bad % flat_cols])
+    indices, data = np.empty(count, np.int64), np.empty(count, np.float64)
+    # the CSR is the dense road's rows over the identity column map
+    indptr, _, _ = _rows.dense_rows(dense, np.arange(flat_cols, dtype=np.int64), _NO_ENTRIES, indices, data, False, 0,
+                                    _NO_ENTRIES)
+    needed = int(indices.max()) + 1 if count else 0
     return names, CsrBatch(indptr, indices, data, flat_cols, needed), needed
 
 
@@ -269,13 +278,3 @@ def _dense_float(values: np.ndarray, names: list) -> np.ndarray:
     for (i, j), v in np.ndenumerate(values):
         _as_float(v, i, names[j])
     return values.astype(np.float64)
-
-
-def _check_finite(values: np.ndarray, locate) -> None:
-    """Raise naming the first NaN/inf of ``values``; ``locate(position)`` gives its row and
-    feature. The search for it runs only when there is one (it costs three passes)."""
-    if np.isfinite(values).all():
-        return
-    first = int(np.flatnonzero(~np.isfinite(values))[0])
-    row, feature = locate(first)
-    raise InvalidInputError("non-finite", f"value {values[first]!r} is NaN or infinite", row, feature)

@@ -28,7 +28,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from .batches import (_NUMERIC_TYPES, CsrBatch, SparseRows, _batch_to_csr, _check_finite, dense_array,  # noqa: F401 (re-exported)
+from .batches import (_NO_ENTRIES, _NUMERIC_TYPES, CsrBatch, SparseRows, _batch_to_csr, dense_array,  # noqa: F401 (re-exported)
                       _dict_values, _is_scipy_sparse, _row_of_entry, _sparse, stack_rows)
 from .errors import InvalidInputError
 from .kernels import compiled
@@ -37,7 +37,6 @@ _rows = compiled("rows")
 
 _HASH_CACHE_LIMIT = 1 << 20
 _DENSE_POSITIONS = 1 << 22  # positions the position cache always may cover (32 MB)
-_NO_ENTRIES = np.zeros(0, np.int64)
 
 
 def name_keys(names: list) -> np.ndarray:

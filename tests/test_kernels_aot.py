@@ -71,7 +71,6 @@ def sample_calls():
     yield "rows", "sort_rows_by_key", 0, (indptr, indices, data, rng.integers(0, 5, 30).astype(np.int64))
     yield "rows", "append_column", 0, (indptr[2:], indices, data, 31, 0.1)
     dense = rng.normal(size=(7, 9)) * (rng.random((7, 9)) < 0.4)
-    yield "rows", "dense_to_csr", 0, (dense, int(np.count_nonzero(dense)))
     column_of = np.full(9, -1, np.int64)
     column_of[[1, 4]] = [0, 1]
     yield "rows", "dense_census", 0, (dense,)
@@ -220,16 +219,18 @@ print("numba" in sys.modules)
 
 
 @pytest.mark.parametrize("shape", [(6, 11), (1, 1), (0, 4), (5, 0)])
-def test_dense_to_csr_is_scipys_csr_matrix(shape):
-    """The dense road's conversion against SciPy's (its reference): the same arrays, row order,
-    columns ascending, zeros dropped."""
+def test_a_dense_batch_as_csr_is_scipys_csr_matrix(shape):
+    """The dense road's CSR (the DataFrame's and the hashed model's) against SciPy's (its
+    reference): the same arrays, row order, columns ascending, zeros dropped."""
+    from streamlearn.batches import _batch_to_csr
+
     rng = np.random.default_rng(sum(shape))
     dense = rng.normal(size=shape) * (rng.random(shape) < 0.5)
-    indptr, indices, data, needed = kernels.compiled("rows").dense_to_csr(dense, int(np.count_nonzero(dense)))
+    _, matrix, needed = _batch_to_csr(dense)
     expected = sp.csr_matrix(dense)
-    np.testing.assert_array_equal(indptr, expected.indptr)
-    np.testing.assert_array_equal(indices, expected.indices)
-    np.testing.assert_array_equal(data, expected.data)
+    np.testing.assert_array_equal(matrix.indptr, expected.indptr)
+    np.testing.assert_array_equal(matrix.indices, expected.indices)
+    np.testing.assert_array_equal(matrix.data, expected.data)
     assert needed == (int(expected.indices.max()) + 1 if expected.nnz else 0)
 
 

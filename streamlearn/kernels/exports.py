@@ -60,8 +60,6 @@ EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
         "sort_rows_by_key": [("i8[::1]r", "i8[::1]", "f8[::1]", "i8[::1]r")],
         # indptr, indices, data of model rows; the column and value to append to each
         "append_column": [("i8[::1]r", "i8[::1]r", "f8[::1]r", "i8", "f8")],
-        # a dense batch, C-contiguous; its number of nonzero entries
-        "dense_to_csr": [("f8[:, ::1]r", "i8")],
         "dense_census": [("f8[:, ::1]r",)],
         # a dense batch, C-contiguous; column_of, keys, out_idx, out_val, grow, next_column, added
         "dense_rows": [("f8[:, ::1]r", "i8[::1]", "i8[::1]", "i8[::1]", "f8[::1]", "b1", "i8", "i8[::1]")],

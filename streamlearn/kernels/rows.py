@@ -8,32 +8,6 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def dense_to_csr(X, count):
-    """The ``count`` nonzero entries of a dense batch (``np.count_nonzero(X)``) as CSR arrays
-    ``(indptr, indices, data)``, columns ascending within a row (``scipy.sparse.csr_matrix(X)``'s
-    arrays, in one pass and without its coordinate lists), and one more than the largest column
-    holding one."""
-    n_rows, width = X.shape
-    indptr = np.empty(n_rows + 1, np.int64)
-    indices = np.empty(count, np.int64)
-    data = np.empty(count, np.float64)
-    indptr[0] = 0
-    p = 0
-    needed = 0
-    for i in range(n_rows):
-        for j in range(width):
-            v = X[i, j]
-            if v != 0.0:
-                indices[p] = j
-                data[p] = v
-                p += 1
-                if j >= needed:
-                    needed = j + 1
-        indptr[i + 1] = p
-    return indptr, indices, data, needed
-
-
-@njit(cache=True, nogil=True)
 def dense_census(X):
     """``(count, bad)`` of a dense batch in one pass: its nonzero entries
     (``np.count_nonzero``) and the flat position of its first NaN or infinity (``-1``: none)."""
@@ -52,7 +26,7 @@ def dense_census(X):
 @njit(cache=True, nogil=True)
 def dense_rows(X, column_of, keys, out_idx, out_val, grow, next_column, added):
     """A dense batch of finite values over positions as rows over weight columns in one pass:
-    what :func:`dense_to_csr` then :func:`map_rows` (``keys_are_positions``, values copied) give,
+    what SciPy's CSR then :func:`map_rows` (``keys_are_positions``, values copied) give,
     without the CSR in between. A row of a dense batch is in position order, so no row needs
     sorting. ``out_idx`` / ``out_val`` need room for the batch's nonzero entries
     (:func:`dense_census`); ``column_of`` must cover every position (``X.shape[1]``), and with
