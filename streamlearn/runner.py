@@ -304,6 +304,12 @@ class Runner:
         self.last_checkpoint_path = None
         self._stop_requested = False
         self._waiting = False
+        # the state of a run, (re)set by run(): here so that summary() answers before one
+        self._started: float | None = None
+        self._rate_mark = (time.monotonic(), 0)
+        self._learned_at_checkpoint = 0
+        self._checkpoint_time = time.monotonic()
+        self._judging_start = self._changed = self._source_ended = False
 
     # ----------------------------------------------------------------- resume
     def resume(self) -> bool:
@@ -726,7 +732,7 @@ class Runner:
         from the first record to the last one learned (a daemon's idle time excluded), with
         the checkpoint time spent within it (on the learning thread; ``checkpoint_write_seconds``:
         on the checkpoint thread)."""
-        elapsed = time.perf_counter() - self._started
+        elapsed = time.perf_counter() - self._started if self._started is not None else 0.0
         first, last = self._data_span
         data_seconds = (last - first) if first is not None else 0.0
         during_data = sum(d for t, d in self._checkpoint_log if first is not None and first <= t <= last)

@@ -331,3 +331,14 @@ def test_a_finite_stream_learns_its_last_partial_mini_batch(tmp_path):
     model.flush()
     assert model.n_pending == 0
     assert_same_state(model.export_state(), state)
+
+
+def test_a_runner_answers_its_summary_before_it_runs(tmp_path):
+    """Its state exists from the start: a service that reports a runner's summary before its
+    first batch gets zeros, not an AttributeError."""
+    path = tmp_path / "few.svm"
+    path.write_text("\n".join(libsvm_lines(5)) + "\n")
+    runner = Runner(streamlearn.MulticlassSVM(), FileSource([str(path)]), progress=False)
+    before = runner.summary()
+    assert before["learned"] == before["seen"] == 0 and before["elapsed_s"] == 0.0 and before["data_seconds"] == 0.0
+    assert runner.run() == 0 and runner.summary()["learned"] == 5
