@@ -1,4 +1,4 @@
-"""The mixing topic of issue 26: where the members of a consumer group publish their model
+"""The mixing topic: where the members of a consumer group publish their model
 changes (:mod:`streamlearn.mixing`) and read everyone's, in one order — the topic has one
 partition, so its order is the one every member folds in.
 

@@ -47,9 +47,8 @@ STATE_FORMAT = 1
 #: sees carries this feature at INTERCEPT_VALUE, after scaling (see :meth:`StreamClassifier._model_rows`)
 INTERCEPT_NAME = "\x00intercept"
 #: the intercept feature's value. Its weight is regularised with the others, so a smaller value
-#: regularises the intercept more and moves it less per step; of 1, 0.3, 0.1 and 0.03, 0.1 loses
-#: least on the stationary sets (at most 0.31 points, news20; 1 lost 4.5 on sector) and keeps most
-#: of what the intercept brings on river's drifting streams (bench/README.md, "Changing streams")
+#: regularises the intercept more and moves it less per step: the value that keeps the stationary
+#: sets and most of the intercept's gain on drifting streams (bench/README.md, "Changing streams")
 INTERCEPT_VALUE = 0.1
 
 

@@ -11,7 +11,7 @@ Squares Revisited: Scalable Approaches for Multi-class Prediction*
 
 Both work on dense features (the model's feature space is materialised as a ``d × d``
 second-moment matrix), so they refuse more than ``max_features`` features with a message
-that points to stagewise fitting of feature blocks (Alg. 3, a later step of the issue).
+that points to stagewise fitting of feature blocks (Alg. 3, :class:`StagewiseRegression`).
 
 **Two modes.** ``learn_one``/``learn_many`` are the stream: every group of ``batch_size``
 examples is folded into running sufficient statistics (``Σ̂ = E[x xᵀ]``, and for the
@@ -32,9 +32,8 @@ each mode's default is the defaults protocol's winner for it (``bench/results/de
 rows ``NAME`` and ``NAME.fit``).
 
 **Multi-label.** The paper notes that y may live on the hypercube; river's classifier API
-gives one hashable label per example, so a label *set* would be a single class here. The
-hypercube projection (:func:`project_hypercube`) is provided, but multi-label learning is
-not offered through this API.
+gives one hashable label per example, so a label *set* would be a single class here:
+multi-label learning (and its projection onto the hypercube) is not offered.
 """
 
 from __future__ import annotations
@@ -70,11 +69,6 @@ def project_simplex(V: np.ndarray) -> np.ndarray:
     rho = k - 1 - np.argmax(positive[:, ::-1], axis=1)  # the last index where it holds
     theta = cumulative[np.arange(n), rho] / (rho + 1)
     return np.maximum(V - theta[:, None], 0.0)
-
-
-def project_hypercube(V: np.ndarray) -> np.ndarray:
-    """Euclidean projection onto ``[0, 1]^k`` (the multi-label counterpart of the simplex)."""
-    return np.clip(V, 0.0, 1.0)
 
 
 def dense_rows(rows: SparseRows, width: int) -> np.ndarray:

@@ -1,5 +1,5 @@
 """Mixing the models of several learners that share one stream (iterative parameter mixing:
-McDonald, Hall & Mann 2010; Zinkevich et al. 2010), the model side of issue 26.
+McDonald, Hall & Mann 2010; Zinkevich et al. 2010): the model side of several daemons learning one model.
 
 Each member learns its own part of the stream from a *base*, the shared model as it last
 mixed it. Every so often it hands out its change (:meth:`MixState.change`) — what it learned
