@@ -82,7 +82,7 @@ def _split_rows(rows: SparseRows, n: int) -> tuple[SparseRows, list, list]:
     return head, cols, vals
 
 
-def _is_pandas_frame(X) -> bool:
+def is_pandas_frame(X) -> bool:
     """Whether X is a pandas DataFrame, without importing pandas (slow to import) for
     users who never pass one."""
     pandas = sys.modules.get("pandas")
@@ -532,7 +532,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         proba = self._probabilities(scores) if scores.shape[1] else scores
         import pandas as pd
 
-        index = X.index if _is_pandas_frame(X) else None
+        index = X.index if is_pandas_frame(X) else None
         return pd.DataFrame(proba, columns=self.classes, index=index)
 
     def predict_many(self, X):
@@ -541,7 +541,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         labels = np.empty(scores.shape[0], dtype=object)
         if scores.shape[1]:
             labels[:] = [self._labels.labels[k] for k in scores.argmax(axis=1)]
-        if _is_pandas_frame(X):
+        if is_pandas_frame(X):
             import pandas as pd
 
             return pd.Series(labels, index=X.index)

@@ -24,11 +24,11 @@ if TYPE_CHECKING:
     import scipy.sparse
 
 _rows = compiled("rows")
-_NO_ENTRIES = np.zeros(0, np.int64)
-_NUMERIC_TYPES = frozenset({float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_})
+NO_ENTRIES = np.zeros(0, np.int64)
+NUMERIC_TYPES = frozenset({float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_})
 
 
-def _sparse():
+def scipy_sparse():
     """``scipy.sparse``, imported on first use: its import is slow, and a stream of dicts never
     needs it."""
     import scipy.sparse
@@ -36,7 +36,7 @@ def _sparse():
     return scipy.sparse
 
 
-def _is_scipy_sparse(X) -> bool:
+def is_scipy_sparse(X) -> bool:
     """Whether ``X`` is a SciPy sparse matrix or array, without importing SciPy: one can
     only exist once ``scipy.sparse`` is loaded."""
     module = sys.modules.get("scipy.sparse")
@@ -98,7 +98,7 @@ class CsrBatch:
 
     def tocsr(self):
         """The same matrix as a ``scipy.sparse.csr_matrix``."""
-        return _sparse().csr_matrix((self.data, self.indices, self.indptr), shape=self.shape)
+        return scipy_sparse().csr_matrix((self.data, self.indices, self.indptr), shape=self.shape)
 
     def toarray(self) -> np.ndarray:
         out = np.zeros(self.shape)
@@ -151,7 +151,7 @@ def stack_rows(parts_cols: list, parts_vals: list) -> SparseRows:
 def _as_float(v, row: int, feature) -> float:
     """One value as a float, or the reason it is none: not a number, or an integer beyond
     the float range (``10**400``: Python converts it only by raising ``OverflowError``)."""
-    if type(v) not in _NUMERIC_TYPES and not isinstance(v, numbers.Real):
+    if type(v) not in NUMERIC_TYPES and not isinstance(v, numbers.Real):
         raise InvalidInputError("non-numeric", f"value {v!r} is not a number", row, feature)
     try:
         return float(v)
@@ -164,7 +164,7 @@ def _check_values(x: dict, values: np.ndarray, row: int, every: bool = False) ->
     """Raise for a non-numeric or non-finite value of ``x`` (``values`` is its float copy);
     ``every``: look at each value even when all are of numeric types (an int may still be
     too large for a float: the caller's conversion failed)."""
-    if every or not set(map(type, x.values())) <= _NUMERIC_TYPES:
+    if every or not set(map(type, x.values())) <= NUMERIC_TYPES:
         for name, v in x.items():
             _as_float(v, row, name)
         total = float(np.add.reduce(values))
@@ -175,7 +175,7 @@ def _check_values(x: dict, values: np.ndarray, row: int, every: bool = False) ->
         raise InvalidInputError("non-finite", f"value {x[name]!r} is NaN or infinite", row, name)
 
 
-def _dict_values(x: dict, row: int) -> np.ndarray:
+def dict_values(x: dict, row: int) -> np.ndarray:
     """The values of a dict example as float64, validated (numbers, finite)."""
     if not isinstance(x, dict):
         raise InvalidInputError("bad-type", f"expected a dict of features, got {type(x).__name__}", row)
@@ -190,16 +190,16 @@ def _dict_values(x: dict, row: int) -> np.ndarray:
 
 
 
-def _batch_to_csr(X) -> tuple[list | None, "CsrBatch | scipy.sparse.csr_matrix", int]:
+def batch_to_csr(X) -> tuple[list | None, "CsrBatch | scipy.sparse.csr_matrix", int]:
     """Column names (``None`` for positional integer names), the batch as a validated
     float64 CSR matrix (``X`` itself when it is a :class:`CsrBatch` or a float64 SciPy CSR
     matrix already: callers only read it), and one more than its largest column index."""
-    if isinstance(X, CsrBatch) or _is_scipy_sparse(X):
+    if isinstance(X, CsrBatch) or is_scipy_sparse(X):
         # a float64 CSR batch is used as it is (read only): no constructor copy, no format check
         if isinstance(X, CsrBatch) or (X.format == "csr" and X.dtype == np.float64 and X.ndim == 2):
             matrix = X
         else:
-            matrix = _sparse().csr_matrix(X, dtype=np.float64)
+            matrix = scipy_sparse().csr_matrix(X, dtype=np.float64)
         if matrix.ndim != 2:
             raise InvalidInputError("bad-shape", f"expected a 2-D matrix, got shape {matrix.shape}")
         validated = matrix.needed if isinstance(matrix, CsrBatch) else None
@@ -227,13 +227,13 @@ def _batch_to_csr(X) -> tuple[list | None, "CsrBatch | scipy.sparse.csr_matrix",
                                 bad % flat_cols if names is None else names[bad % flat_cols])
     indices, data = np.empty(count, np.int64), np.empty(count, np.float64)
     # the CSR is the dense road's rows over the identity column map
-    indptr, _, _ = _rows.dense_rows(dense, np.arange(flat_cols, dtype=np.int64), _NO_ENTRIES, indices, data, False, 0,
-                                    _NO_ENTRIES)
+    indptr, _, _ = _rows.dense_rows(dense, np.arange(flat_cols, dtype=np.int64), NO_ENTRIES, indices, data, False, 0,
+                                    NO_ENTRIES)
     needed = int(indices.max()) + 1 if count else 0
     return names, CsrBatch(indptr, indices, data, flat_cols, needed), needed
 
 
-def _row_of_entry(indptr: np.ndarray, p: int) -> int:
+def row_of_entry(indptr: np.ndarray, p: int) -> int:
     """The row of a CSR batch that holds entry ``p``."""
     return int(np.searchsorted(indptr, p, side="right") - 1)
 
@@ -255,9 +255,9 @@ def _checked_csr(matrix) -> int:
                                 "(scipy.sparse's check_format(full_check=True) says more)")
     if status == 2:
         raise InvalidInputError("bad-shape", f"column index {int(indices[entry])} outside the matrix's {width} columns",
-                                _row_of_entry(indptr, entry))
+                                row_of_entry(indptr, entry))
     if status == 3:
-        raise InvalidInputError("non-finite", f"value {data[entry]!r} is NaN or infinite", _row_of_entry(indptr, entry),
+        raise InvalidInputError("non-finite", f"value {data[entry]!r} is NaN or infinite", row_of_entry(indptr, entry),
                                 int(indices[entry]))
     return int(needed)
 

@@ -782,13 +782,28 @@ def make_parser(argv=None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="streamlearn", description="Learn multi-class linear classifiers from a stream.",
                                      epilog=epilog, formatter_class=_RawDescriptionFormatter)
     parser.add_argument("--version", action=_Version, help="show the version and how the kernels run, and exit")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser)
     named = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
+    parser.commands = {}  # each command's own parser, by name (argparse keeps them private)
     for name, (help_text, add_options) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, formatter_class=_Formatter)
+        p = parser.commands[name] = sub.add_parser(name, help=help_text, formatter_class=_Formatter)
         if named not in COMMANDS or named == name:
             add_options(p)
     return parser
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser that lists the arguments it was given in :attr:`arguments` (argparse
+    keeps its own list private): what ``--config`` keys and the option tests are checked against."""
+
+    def __init__(self, *args, **kwargs):
+        self.arguments: list[argparse.Action] = []  # first: argparse's __init__ adds --help
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.arguments.append(action)
+        return action
 
 
 def _apply_config(parser, argv) -> None:
@@ -811,8 +826,8 @@ def _apply_config(parser, argv) -> None:
     defaults = {k.replace("-", "_"): v for k, v in config.items()}
     if isinstance(defaults.get("source"), str):
         defaults["source"] = [defaults["source"]]
-    train = parser._subparsers._group_actions[0].choices["train"]
-    unknown = set(defaults) - {a.dest for a in train._actions}
+    train = parser.commands["train"]
+    unknown = set(defaults) - {action.dest for action in train.arguments}
     if unknown:
         raise ConfigError(f"unknown keys in {known.config!r}: {', '.join(sorted(unknown))}")
     train.set_defaults(**defaults, param=params)

@@ -28,8 +28,8 @@ from operator import itemgetter
 
 import numpy as np
 
-from .batches import (_NO_ENTRIES, _NUMERIC_TYPES, CsrBatch, SparseRows, _batch_to_csr, dense_array,  # noqa: F401 (re-exported)
-                      _dict_values, _is_scipy_sparse, _row_of_entry, _sparse, stack_rows)
+from .batches import (NO_ENTRIES, NUMERIC_TYPES, CsrBatch, SparseRows, batch_to_csr, dense_array,  # noqa: F401 (re-exported)
+                      dict_values, is_scipy_sparse, row_of_entry, scipy_sparse, stack_rows)
 from .errors import InvalidInputError
 from .kernels import compiled
 
@@ -215,7 +215,7 @@ class FeatureSpace:
                     grown[name] = column
         self._int_name_columns = grown
 
-    def _sort_keys(self, cols: np.ndarray) -> np.ndarray:
+    def sort_keys(self, cols: np.ndarray) -> np.ndarray:
         """The key rows are ordered by: the column itself when hashing, the name key otherwise."""
         return cols if self.n_bits is not None else self._order_key[cols]
 
@@ -242,7 +242,7 @@ class FeatureSpace:
         Unknown features are dropped when ``grow`` is false (prediction); nothing is
         added to the vocabulary if a value is invalid.
         """
-        values = _dict_values(x, row)
+        values = dict_values(x, row)
         return self._encode_valid(x, values, grow)
 
     def _encode_valid(self, x: dict, values: np.ndarray, grow: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -255,22 +255,22 @@ class FeatureSpace:
             keep = cols >= 0
             return self._canonical(cols[keep], values[keep])
         if self.n_bits is None and len(cols) > 1:
-            order = self._canonical_order(cols)
+            order = self.canonical_order(cols)
             self._layout = (keys, cols[order], order)
             return cols[order], values[order]
         return self._canonical(cols, values)
 
-    def _canonical_order(self, cols: np.ndarray) -> np.ndarray:
-        """The permutation that orders a row's entries by :meth:`_sort_keys`."""
-        return np.argsort(self._sort_keys(cols), kind="stable")
+    def canonical_order(self, cols: np.ndarray) -> np.ndarray:
+        """The permutation that orders a row's entries by :meth:`sort_keys`."""
+        return np.argsort(self.sort_keys(cols), kind="stable")
 
     def _canonical(self, cols: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Order a row by :meth:`_sort_keys` and sum hash collisions, so that neither the
+        """Order a row by :meth:`sort_keys` and sum hash collisions, so that neither the
         order of a dict's keys nor the order in which names entered the vocabulary changes
         a floating-point sum (and a dict and a batch row agree bit for bit)."""
         if len(cols) < 2:
             return cols, values
-        order = self._canonical_order(cols)
+        order = self.canonical_order(cols)
         cols, values = cols[order], values[order]
         if self.n_bits is not None and (np.diff(cols) == 0).any():
             cols, first = np.unique(cols, return_index=True)
@@ -321,7 +321,7 @@ class FeatureSpace:
             rows = self._encode_dense(X, grow)
             if rows is not None:
                 return rows
-        names, matrix, needed = _batch_to_csr(X)  # positions 0..needed-1 cover the batch
+        names, matrix, needed = batch_to_csr(X)  # positions 0..needed-1 cover the batch
         positional = names is None
         if positional:
             if self._positions_too_sparse(needed, matrix.nnz):
@@ -346,7 +346,7 @@ class FeatureSpace:
             else:
                 indptr, n, _, copied = _rows.map_rows(
                     matrix.indptr, matrix.indices, matrix.data, column_of, self._order_key, out_idx, out_val,
-                    positional, False, 0, _NO_ENTRIES, True,
+                    positional, False, 0, NO_ENTRIES, True,
                 )  # fmt: skip
             return SparseRows(indptr, out_idx[:n], out_val[:n] if copied else matrix.data)
         return self._mapped_rows(matrix.indptr.astype(np.int64), column_of[matrix.indices], matrix.data.astype(np.float64))
@@ -363,7 +363,7 @@ class FeatureSpace:
             return None
         column_of = self._position_columns(width)
         out_idx, out_val = self._scratch(count)
-        added = _NO_ENTRIES
+        added = NO_ENTRIES
         if grow:
             room = min(count, width)
             self._reserve_order_keys(len(self._names) + room)
@@ -415,7 +415,7 @@ class FeatureSpace:
             indices, data = indices[keep], data[keep]
         if self.n_bits is not None:  # sort by column and sum collisions, as encode_one does
             width = 1 << self.n_bits
-            mapped = _sparse().csr_matrix((data, indices, indptr), shape=(n_rows, width))
+            mapped = scipy_sparse().csr_matrix((data, indices, indptr), shape=(n_rows, width))
             mapped.sum_duplicates()
             indptr, indices, data = mapped.indptr.astype(np.int64), mapped.indices.astype(np.int64), mapped.data
         elif len(indices) > 1:  # vocabulary: order each row by name key, as encode_one does
@@ -428,22 +428,22 @@ class FeatureSpace:
         loop would add them)."""
         for row, x in enumerate(X):
             if type(x) is not dict:
-                _dict_values(x, row)  # raises with the row number
+                dict_values(x, row)  # raises with the row number
         indptr = np.zeros(len(X) + 1, np.int64)
         np.cumsum([len(x) for x in X], out=indptr[1:])
         raw = [v for x in X for v in x.values()]
-        if not set(map(type, raw)) <= _NUMERIC_TYPES:
+        if not set(map(type, raw)) <= NUMERIC_TYPES:
             for row, x in enumerate(X):
-                _dict_values(x, row)  # finds the row and feature, or accepts numbers.Real
+                dict_values(x, row)  # finds the row and feature, or accepts numbers.Real
         try:
             data = np.array(raw, dtype=np.float64) if raw else np.zeros(0)
         except (TypeError, ValueError, OverflowError):
             for row, x in enumerate(X):
-                _dict_values(x, row)
+                dict_values(x, row)
             raise
         if not np.isfinite(data).all():
-            row = _row_of_entry(indptr, int(np.flatnonzero(~np.isfinite(data))[0]))
-            _dict_values(X[row], row)
+            row = row_of_entry(indptr, int(np.flatnonzero(~np.isfinite(data))[0]))
+            dict_values(X[row], row)
         cols = self.columns([name for x in X for name in x], grow)
         return self._mapped_rows(indptr, cols, data)
 

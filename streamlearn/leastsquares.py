@@ -331,7 +331,7 @@ class GeneralizedLeastSquares(_DenseLeastSquares):
     def _solver(self, second_moment: np.ndarray) -> RidgeSolver:
         """A :class:`RidgeSolver` with the features in their canonical (name-key) order."""
         d = second_moment.shape[0]
-        return self._ridge_solver(second_moment, np.argsort(self._features._sort_keys(np.arange(d)), kind="stable"))
+        return self._ridge_solver(second_moment, self._features.canonical_order(np.arange(d)))
 
     def _init_model(self) -> None:
         super()._init_model()
@@ -452,7 +452,7 @@ class _WindowRefit(RefitWindow, _DenseLeastSquares):
     def _canonical_columns(self, d: int) -> np.ndarray:
         """Vocabulary columns ``0..d-1`` in name-key order: fitted stages work in this order,
         so that neither the key order of dicts nor the vocabulary's order changes a result."""
-        return np.argsort(self._features._sort_keys(np.arange(d)), kind="stable")
+        return self._features.canonical_order(np.arange(d))
 
 
 class CalibratedLeastSquares(_WindowRefit):

@@ -239,7 +239,7 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
         # order changes a bit of the fit
         d = self._features.n_columns
         rank = np.empty(d, np.int64)
-        rank[np.argsort(self._features._sort_keys(np.arange(d)), kind="stable")] = np.arange(d)
+        rank[self._features.canonical_order(np.arange(d))] = np.arange(d)
         indices, data = rank[rows.indices], rows.data.copy()
         _rows.sort_rows_by_key(rows.indptr, indices, data, np.arange(d))
         rng = np.random.default_rng([0 if self.seed is None else self.seed, self.n_fits])

@@ -489,9 +489,9 @@ class ExtremeSVM(StreamClassifier):
         if self._labels.labels:
             names = self._labels.labels
             labels[:] = [names[k] for k in self._predict_rows(rows, None)[0].tolist()]
-        from .base import _is_pandas_frame
+        from .base import is_pandas_frame
 
-        if _is_pandas_frame(X):
+        if is_pandas_frame(X):
             import pandas as pd
 
             return pd.Series(labels, index=X.index)

@@ -51,7 +51,7 @@ from __future__ import annotations
 import numpy as np
 from river import base as river_base
 
-from .base import STATE_FORMAT, PendingRows, StreamClassifier, _is_pandas_frame, check_positive
+from .base import STATE_FORMAT, PendingRows, StreamClassifier, is_pandas_frame, check_positive
 from .errors import InvalidInputError, InvalidParameterError
 from .batches import SparseRows
 from .kernels import codes, compiled
@@ -148,10 +148,7 @@ class _PGSLearner(StreamClassifier):
 
     def _feature_keys(self) -> np.ndarray:
         """The name keys of the vocabulary's columns (the kernel's canonical order)."""
-        d = self._features.n_columns
-        if self._features.n_bits is None:
-            return self._features._order_key[:d]
-        return np.arange(d, dtype=np.int64)
+        return self._features.sort_keys(np.arange(self._features.n_columns, dtype=np.int64))
 
     # ---------------------------------------------------------------- weights
     def _iterate_state(self):
@@ -467,26 +464,26 @@ class PrimalGradientRegressor(PendingRows, river_base.MiniBatchRegressor):
 
     def learn_one(self, x: dict, y) -> None:
         target = self._target(y)
-        self._gather(*self._solver._features.encode_one(x, grow=True), target)
+        self._gather(*self._solver.feature_space.encode_one(x, grow=True), target)
 
     def learn_many(self, X, y) -> None:
         targets = np.asarray([self._target(v, i) for i, v in enumerate(y.tolist() if hasattr(y, "tolist") else y)])
         n_rows = X.shape[0] if hasattr(X, "shape") else len(X)
         if len(targets) != n_rows:
             raise InvalidInputError("length-mismatch", f"X has {n_rows} rows but y has {len(targets)} targets")
-        self._learn_rows(self._solver._features.encode_many(X, grow=True), targets)
+        self._learn_rows(self._solver.feature_space.encode_many(X, grow=True), targets)
 
     def _learn_groups(self, rows: SparseRows, targets: np.ndarray) -> None:
         self._solver._learn_groups(rows, np.ascontiguousarray(targets, dtype=np.float64))
 
     def predict_one(self, x: dict) -> float:
-        cols, vals = self._solver._features.encode_one(x, grow=False)
+        cols, vals = self._solver.feature_space.encode_one(x, grow=False)
         return float(self._solver._column_scores(SparseRows(np.array([0, len(cols)], np.int64), cols, vals), 1)[0, 0])
 
     def predict_many(self, X):
-        rows = self._solver._features.encode_many(X, grow=False)
+        rows = self._solver.feature_space.encode_many(X, grow=False)
         predictions = self._solver._column_scores(rows, 1)[:, 0]
-        if _is_pandas_frame(X):
+        if is_pandas_frame(X):
             import pandas as pd
 
             return pd.Series(predictions, index=X.index)

@@ -308,8 +308,7 @@ def parser_options() -> set:
     """``command:option`` for every option (and positional) of every command."""
     options = set()
     for command in COMMANDS:
-        sub = make_parser([command])._subparsers._group_actions[0].choices[command]
-        for action in sub._actions:
+        for action in make_parser([command]).commands[command].arguments:
             if action.dest == "help":
                 continue
             options.add(f"{command}:{action.option_strings[-1] if action.option_strings else action.dest}")

@@ -222,11 +222,11 @@ print("numba" in sys.modules)
 def test_a_dense_batch_as_csr_is_scipys_csr_matrix(shape):
     """The dense road's CSR (the DataFrame's and the hashed model's) against SciPy's (its
     reference): the same arrays, row order, columns ascending, zeros dropped."""
-    from streamlearn.batches import _batch_to_csr
+    from streamlearn.batches import batch_to_csr
 
     rng = np.random.default_rng(sum(shape))
     dense = rng.normal(size=shape) * (rng.random(shape) < 0.5)
-    _, matrix, needed = _batch_to_csr(dense)
+    _, matrix, needed = batch_to_csr(dense)
     expected = sp.csr_matrix(dense)
     np.testing.assert_array_equal(matrix.indptr, expected.indptr)
     np.testing.assert_array_equal(matrix.indices, expected.indices)

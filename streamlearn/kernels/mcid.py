@@ -18,7 +18,7 @@ from .scaled import add_to_column, add_to_columns, project_to_ball, renormalize_
 
 
 @njit(cache=True, nogil=True)
-def _sigmoid(z):
+def sigmoid(z):
     if z >= 0:
         return 1.0 / (1.0 + np.exp(-z))
     e = np.exp(z)
@@ -64,7 +64,7 @@ def loss_coefficients(loss, scores, y, n_classes):
     else:  # OVR_LOGISTIC: d/dz log(1 + exp(-s z)) = -s * sigmoid(-s z)
         for k in range(n_classes):
             s = 1.0 if k == y else -1.0
-            scores[k] = -s * _sigmoid(-s * scores[k])
+            scores[k] = -s * sigmoid(-s * scores[k])
 
 
 @njit(cache=True, nogil=True)

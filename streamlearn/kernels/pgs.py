@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from .codes import BLOCK, ENTRYWISE, HINGE, LOGISTIC, REGRESSION, SQUARED
-from .mcid import _sigmoid, loss_coefficients
+from .mcid import sigmoid, loss_coefficients
 from .scaled import row_dots
 
 
@@ -117,7 +117,7 @@ def _binary_coefficient(loss, margin, y):
     if loss == HINGE:
         return -y if y * margin < 1.0 else 0.0
     if loss == LOGISTIC:
-        return -y * _sigmoid(-y * margin)
+        return -y * sigmoid(-y * margin)
     return margin - y  # SQUARED and REGRESSION: d/dm (m - y)² / 2
 
 

@@ -1,0 +1,85 @@
+"""The library's rooms meet at public names (issue 42): no module of ``streamlearn/`` or
+``connectors/`` reads a private attribute (``obj._name``) or imports a private name that another
+module defines. A family's own names count as its own: those its module defines, and those of the
+modules its classes inherit from (a learner restoring its own pending rows in a classmethod).
+Allowed across modules: river's estimator protocol, which river spells with an underscore, and
+``os._exit``. Tests still read learners' insides in places (issue 42's open part)."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+#: river's estimator API (``river.base.Estimator``), the standard library's ``os._exit``
+PROTOCOL = {"_get_params", "_multiclass", "_unit_test_params", "_unit_test_skips", "_supervised", "_more_tags", "_exit"}
+
+
+def _module_of(path: pathlib.Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+MODULES = {_module_of(p): p for folder in ("streamlearn", "connectors") for p in (ROOT / folder).rglob("*.py")}
+
+
+def _defined(tree: ast.AST) -> set:
+    """Names a module defines: functions, classes, assigned names and ``self``/``cls`` attributes."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls") \
+                and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+    return names
+
+
+def _resolve(module: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = module.split(".")[: -node.level]
+    return ".".join(package + ([node.module] if node.module else []))
+
+
+def _own_names(module: str, tree: ast.AST) -> set:
+    """This module's names and those of the modules whose classes its classes inherit from."""
+    imported = {alias.asname or alias.name: _resolve(module, node) for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) for alias in node.names}
+    parents = {imported[base.id] for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+               for base in node.bases if isinstance(base, ast.Name) and base.id in imported}
+    own = _defined(tree)
+    for parent in parents & MODULES.keys():
+        own |= _defined(ast.parse(MODULES[parent].read_text()))
+    return own
+
+
+def private_reads(module: str, source: str | None = None) -> list[str]:
+    """``line: what`` for each private name ``module`` (its file, or ``source``) takes from another module."""
+    tree = ast.parse(MODULES[module].read_text() if source is None else source)
+    own, found = _own_names(module, tree), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                continue
+            if node.attr not in own and node.attr not in PROTOCOL:
+                found.append(f"{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and not (node.level and node.module is None):  # `from . import _x`: a package's own module
+            found += [f"{node.lineno}: import {a.name}" for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_a_module_reads_no_private_name_of_another(module):
+    assert private_reads(module) == []
+
+
+def test_the_check_finds_what_it_is_for():
+    """A reach into another family's insides, and a private import, are found (the check can fail)."""
+    source = "from streamlearn.base import _hidden\n\ndef peek(model):\n    return model._weights.V, model.n_steps\n"
+    assert private_reads("streamlearn.peeking", source) == ["1: import _hidden", "4: ._weights"]
