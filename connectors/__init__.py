@@ -14,7 +14,8 @@ a path or glob (several allowed), ``-`` for stdin/stdout, or
 
 from __future__ import annotations
 
-from .files import FileSource, SourceError, SourceUnavailable, StdinSource
+from .errors import SourceError, SourceUnavailable
+from .files import FileSource, StdinSource
 from .formats import FORMATS, guess_format, normalize_format
 from .records import Batch, DeadLetter, RecordError
 from .sinks import JsonLinesSink, NullSink

@@ -37,6 +37,7 @@ import numpy as np
 
 from streamlearn.kernels import compiled
 
+from .errors import SourceError, SourceUnavailable  # noqa: F401 (re-exported: their home before connectors.errors)
 from .formats import SNIFF_BYTES, UnknownFormat, guess_format, make_decoder, sniff_format
 from .libsvm import compressed, open_binary
 from .records import Batch, DeadLetter
@@ -47,16 +48,6 @@ UTF8_BOM = b"\xef\xbb\xbf"
 #: the position of the batch that ends a damaged stream: resume after the stream, not in it
 #: (the damage is met again there, and its dead letter would be written twice)
 ENDS_STREAM = {"ends_stream": True}
-
-
-class SourceError(ValueError):
-    """A source that cannot be opened or resumed (the message says why)."""
-
-
-class SourceUnavailable(SourceError):
-    """A source that went away while it was read and did not come back in time (a Kafka
-    broker unreachable for longer than ``broker_timeout``): the runner stops after a final
-    checkpoint, and a restart with ``--resume`` goes on from there."""
 
 
 class _Cursor:

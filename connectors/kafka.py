@@ -24,7 +24,7 @@ A broker that goes away (restarting, the network cut) is reported on stderr and 
 the clients reconnect by themselves, :class:`BrokerWatch` tells an idle topic from an
 unreachable broker (the idle timeout does not run while the broker is away) and, past
 ``broker_timeout`` seconds away, the source raises
-:class:`~connectors.files.SourceUnavailable` (the runner then stops after a final
+:class:`~connectors.errors.SourceUnavailable` (the runner then stops after a final
 checkpoint). Nothing is lost or learned twice across an outage as long as the broker keeps
 its log (durable storage): the consumer goes on from its own position, and a restarted daemon
 from its checkpoint's.
@@ -46,7 +46,7 @@ import time
 import msgpack
 import numpy as np
 
-from .files import SourceUnavailable
+from .errors import SourceUnavailable
 from .compact import DecodedRows, decode_batch, is_compact
 from .records import Batch, BatchBuilder, DeadLetter, RecordError, check_record, empty_batch
 from .kafka_clients import CLIENTS, MARKERS, Assigned, CommitFailed, make_client, unreachable
@@ -180,7 +180,7 @@ class BrokerWatch:
     A connection is all it checks; the client's own requests say the rest.
 
     :meth:`away` reports the start and the end of an outage on ``log`` and raises
-    :class:`~connectors.files.SourceUnavailable` once it has lasted ``timeout`` seconds
+    :class:`~connectors.errors.SourceUnavailable` once it has lasted ``timeout`` seconds
     (``None``: never)."""
 
     PROBE_EVERY_S, MAX_BACKOFF_S, CONNECT_TIMEOUT_S = 1.0, 5.0, 1.0
@@ -243,7 +243,7 @@ class KafkaSource:
     while the broker is reachable (for tests and batch jobs; a poll counts at most its
     ``poll_timeout_ms``, so a process stopped or suspended meanwhile is not idle); ``None`` runs forever.
     ``broker_timeout`` (seconds): how long an unreachable broker is waited for before the
-    source raises :class:`~connectors.files.SourceUnavailable`; ``None``: for ever. ``until_end`` ends it once every partition
+    source raises :class:`~connectors.errors.SourceUnavailable`; ``None``: for ever. ``until_end`` ends it once every partition
     is read up to where it ended when the source connected (a hold-out topic evaluated at
     each checkpoint, ``streamlearn evaluate``): no idle wait. While idle the source yields
     empty batches every ``poll_timeout_ms`` so the runner can checkpoint and see a signal.

@@ -11,6 +11,8 @@
 >>> _ = open(path, "w").write("1 1:1\\n")
 >>> isinstance(FileSource([path]), Source), isinstance(StdinSource(), Source)
 (True, True)
+>>> [isinstance(FileSource([path]), capability) for capability in (Endless, Hashing, Replayable, Prefetching)]
+[False, True, True, True]
 >>> isinstance(NullSink(), Sink), isinstance(JsonLinesSink(path + ".jsonl"), Sink)
 (True, True)
 >>> isinstance(CsvDecoder(), LineDecoder), isinstance(LibsvmDecoder(), LineDecoder), isinstance(MsgpackDecoder(), RecordDecoder)
@@ -47,6 +49,37 @@ class Source(Protocol):
         """Everything before ``position`` is durably learned (Kafka: commit the offsets)."""
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Endless(Protocol):
+    """A source that never ends by itself (a topic): the runner waits for more instead of
+    taking an empty read as the end of the data."""
+
+    endless: bool
+
+
+@runtime_checkable
+class Hashing(Protocol):
+    """A source whose decoders can give each valid record a hash (the hash hold-out's key);
+    computing them costs time, so the runner turns them off when no hash hold-out is asked for."""
+
+    with_hashes: bool
+
+
+@runtime_checkable
+class Replayable(Protocol):
+    """A finite source that can be read again from its beginning, with record hashes (the
+    final hold-out evaluation)."""
+
+    def replay(self) -> Source: ...
+
+
+@runtime_checkable
+class Prefetching(Protocol):
+    """A source that can start reading and parsing in the background before its first iteration."""
+
+    def start(self) -> None: ...
 
 
 @runtime_checkable

@@ -202,7 +202,9 @@ def cmd_train(args) -> int:
     model = _initial_model(args) if args.init_from else None  # before --overwrite may clear the same directory
     _prepare_checkpoint_dir(args)
     source = _source(args, args.predictions is None, args.passes)  # with --predictions a record may lack its label
-    if not args.resume and hasattr(source, "start"):  # resuming seeks first; a fresh run starts reading now
+    from connectors.protocols import Prefetching
+
+    if not args.resume and isinstance(source, Prefetching):  # resuming seeks first; a fresh run starts reading now
         source.with_hashes = isinstance(holdout, float)  # record hashes only for a hash hold-out
         source.start()  # parsing (NumPy and compiled code only) overlaps the import of the learner and river
     if model is None:

@@ -47,7 +47,8 @@ import time
 
 import numpy as np
 
-from connectors.files import SourceUnavailable
+from connectors.errors import SourceUnavailable
+from connectors.protocols import Endless, Hashing, Replayable
 from connectors.records import Batch, DeadLetter
 from connectors.sinks import NullSink, json_key, to_json_line
 
@@ -266,7 +267,7 @@ class Runner:
         self.last_update = time.time()  # when the last batch was learned (what a live service reports as its age)
         self.model, self.source = model, source
         self.mixer = mixer
-        if hasattr(source, "with_hashes") and (holdout is None or callable(holdout)):
+        if isinstance(source, Hashing) and (holdout is None or callable(holdout)):
             source.with_hashes = False  # only a hash hold-out needs record hashes
         if checkpoint_dir:
             from .checkpoint import BackgroundWriter, CheckpointStore  # here: msgpack and hashlib are not needed without checkpoints
@@ -569,7 +570,7 @@ class Runner:
     def run(self) -> int:
         """Run until the source ends or a signal arrives; the exit code (``EXIT_OK``;
         ``EXIT_BAD_RECORDS`` after too many bad records, ``EXIT_SOURCE_LOST`` when the source
-        went away for good (:class:`~connectors.files.SourceUnavailable`), each after a final
+        went away for good (:class:`~connectors.errors.SourceUnavailable`), each after a final
         checkpoint, the error kept in ``stop_error``)."""
         self._started = time.perf_counter()
         self._rate_mark = (time.monotonic(), self.counters["learned"])
@@ -598,7 +599,7 @@ class Runner:
                 try:
                     batch = next(batches)
                 except StopIteration:
-                    self._source_ended = not getattr(self.source, "endless", False)
+                    self._source_ended = not (isinstance(self.source, Endless) and self.source.endless)
                     if self._judging_start:  # a stream shorter than the sample is judged whole
                         try:
                             self._judge_start()
@@ -711,12 +712,11 @@ class Runner:
             return None
         if callable(self.holdout):
             return self._last_holdout if self._last_holdout is not None else evaluate_source(self.model, self.holdout())
-        replay = getattr(self.source, "replay", None)
-        if replay is None:
+        if not isinstance(self.source, Replayable):
             return None
         threshold = self._hash_threshold()
         metrics = ClassificationMetrics()
-        source = replay()
+        source = self.source.replay()
         try:
             for batch in source:
                 held = batch.hashes < threshold if len(batch) else None

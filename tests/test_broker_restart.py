@@ -167,7 +167,7 @@ def test_a_call_waiting_for_a_broker_that_died_reports_the_outage_and_ends_at_th
     runs while such a call waits, so the outage is reported and ``--broker-timeout`` holds."""
     import io
 
-    from connectors.files import SourceUnavailable
+    from connectors.errors import SourceUnavailable
     from connectors.kafka import BrokerWatch
     from connectors.kafka_clients import KafkaPythonClient
 
