@@ -18,7 +18,7 @@ def test_hashing_trick_sums_collisions_and_is_order_free():
     x = {f"f{i}": float(i + 1) for i in range(10)}
     model.learn_one(x, "a")
     model.learn_one({"f0": 1.0}, "b")
-    cols, vals = model._features.encode_one(x, grow=False)
+    cols, vals = model.feature_space.encode_one(x, grow=False)
     assert len(cols) == len(set(cols.tolist())) <= 4
     assert vals.sum() == pytest.approx(sum(x.values()))
     shuffled = dict(reversed(list(x.items())))
@@ -65,15 +65,15 @@ def test_far_apart_positions_take_the_road_of_names_with_the_same_result(n_bits,
         model = MulticlassSVM(lam=0.1, n_bits=n_bits, fit_intercept=False)
         for k, X in enumerate(batches):
             model.learn_many(X, [k % 3] * 6)
-        rows = model._features.encode_many(batches[0], grow=False)
-        results.append((model._features.names, rows.indptr.tolist(), rows.indices.tolist(), model.decision_function_many(batches[1])))
+        rows = model.feature_space.encode_many(batches[0], grow=False)
+        results.append((model.feature_space.names, rows.indptr.tolist(), rows.indices.tolist(), model.decision_function_many(batches[1])))
     assert results[0][:3] == results[1][:3]
     np.testing.assert_array_equal(results[0][3], results[1][3])
     monkeypatch.undo()
     far = sp.csr_matrix((np.ones(3), ([0, 0, 1], [1, 10**12, 2])), shape=(2, 10**12 + 1))
     model = MulticlassSVM(n_bits=n_bits, fit_intercept=False)
     model.learn_many(far, ["a", "b"])
-    assert len(model._features._int_name_columns) < 1 << 23 and model.predict_many(far).tolist() == ["a", "b"]
+    assert len(model.feature_space._int_name_columns) < 1 << 23 and model.predict_many(far).tolist() == ["a", "b"]
 
 
 def test_map_rows_kernel_matches_a_plain_reference():
@@ -203,7 +203,7 @@ def test_weights_of_a_positional_stream_are_sized_once_with_the_same_result():
     X = sp.hstack([X, np.ones((400, 1))], format="csr")  # the first batch spans every position
     y = rng.integers(0, 4, 400)
     sized, doubling = MulticlassSVM(lam=0.01), MulticlassSVM(lam=0.01)
-    doubling._features.__class__ = type("NoHint", (type(doubling._features),), {"likely_columns": property(lambda self: 0)})
+    doubling.feature_space.__class__ = type("NoHint", (type(doubling.feature_space),), {"likely_columns": property(lambda self: 0)})
     buffers, doubled = [], []  # the arrays themselves: an id could be reused once one is freed
     for start in range(0, 400, 40):
         sized.learn_many(X[start : start + 40], y[start : start + 40])
@@ -212,7 +212,7 @@ def test_weights_of_a_positional_stream_are_sized_once_with_the_same_result():
         doubled.append(doubling._weights.V)
     assert all(V is buffers[0] for V in buffers)
     assert len({id(V) for V in doubled}) > 2
-    assert sized._weights.V.shape[0] <= 8 * sized._features.n_columns
+    assert sized._weights.V.shape[0] <= 8 * sized.feature_space.n_columns
     np.testing.assert_array_equal(sized.weight_matrix(), doubling.weight_matrix())
 
 
@@ -220,7 +220,7 @@ def test_likely_columns_stays_within_eight_times_the_columns_in_use():
     model = MulticlassSVM(fit_intercept=False)  # the columns are the batch's alone
     X = sp.csr_matrix(([1.0, 1.0], ([0, 1], [3, 1_000_000])), shape=(2, 1_000_001))
     model.learn_many(X, [0, 1])
-    assert model._features.n_columns == 2 and model._features.likely_columns == 16
+    assert model.feature_space.n_columns == 2 and model.feature_space.likely_columns == 16
     assert model._weights.V.shape[0] <= 16
 
 

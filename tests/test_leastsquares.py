@@ -28,7 +28,7 @@ def blobs(n=300, d=6, K=3, seed=0, noise=1.5):
 def weights(model, d):
     """W as (d, K) in feature order (the learner's columns follow the vocabulary)."""
     W = np.zeros((d, len(model.classes)))
-    W[model._features.names] = model._W[: len(model._features.names), : len(model.classes)]
+    W[model.feature_space.names] = model._W[: len(model.feature_space.names), : len(model.classes)]
     return W
 
 
@@ -244,7 +244,7 @@ def test_dense_models_refuse_too_many_features_and_stay_unchanged(make):
         assert info.value.reason == "bad-shape" and pickle.dumps(model) == before
     model.learn_one({"a": 1.0}, 0)
     model.learn_one({"c": 2.0}, 1)
-    assert model.predict_one({"a": 1.0}) == 0 and model._features.names == ["a", "b", "c"]
+    assert model.predict_one({"a": 1.0}) == 0 and model.feature_space.names == ["a", "b", "c"]
 
 
 def test_dense_models_refuse_bad_parameters():

@@ -109,8 +109,8 @@ def learner_matrix(model, d, averaged=False):
     """The learner's weights as a dense (K, d) array in the stream's column order; with an
     intercept, (K, d + 1), its column last (the reference's column of INTERCEPT_VALUE)."""
     W = model.weight_matrix(averaged=averaged)
-    columns = [d if name == INTERCEPT_NAME else name for name in model._features.names]
-    out = np.zeros((W.shape[0], d + (INTERCEPT_NAME in model._features.names)))
+    columns = [d if name == INTERCEPT_NAME else name for name in model.feature_space.names]
+    out = np.zeros((W.shape[0], d + (INTERCEPT_NAME in model.feature_space.names)))
     out[:, columns] = W
     order = np.argsort(model.classes)  # classes are ints seen in order
     return out[order]

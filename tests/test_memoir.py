@@ -336,7 +336,7 @@ def test_many_classes_take_the_sparse_scan_and_still_equal_the_reference():
     reference = reference_l2(X, y, 2000, 1e-3, average=True, average_power=2.0)
     got = weights_of(model, 2000)
     assert np.abs(got - reference).max() <= 1e-9 * max(1.0, np.abs(reference).max())
-    rows = model._features.encode_many(X[-200:], grow=False)
+    rows = model.feature_space.encode_many(X[-200:], grow=False)
     scans = [model._store.col_len[rows.indices[a:b]].sum() for a, b in zip(rows.indptr[:-1], rows.indptr[1:])]
     assert np.mean(np.array(scans) <= len(model.classes)) > 0.9  # mostly the sparse way
 

@@ -37,7 +37,7 @@ def aligned(model, labels: list, features: list, averaged: bool) -> np.ndarray:
     W = model._weights.dense_average(1.0) if averaged else model._weights.dense()
     out = np.zeros((len(labels), len(features)))
     rows = {label: i for i, label in enumerate(model.classes)}
-    cols = {name: j for j, name in enumerate(model._features.names)}
+    cols = {name: j for j, name in enumerate(model.feature_space.names)}
     for i, label in enumerate(labels):
         for j, name in enumerate(features):
             if label in rows and name in cols:
@@ -175,8 +175,8 @@ def test_each_change_is_weighted_by_its_share_of_the_examples_learned_beside_it(
         assert turn(1, 200) == 1.0
     alone.learn_many(X[1900:2300], y[1900:2300])
     for averaged in (False, True):
-        np.testing.assert_allclose(aligned(members[1], alone.classes, alone._features.names, averaged),
-                                   aligned(alone, alone.classes, alone._features.names, averaged), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(aligned(members[1], alone.classes, alone.feature_space.names, averaged),
+                                   aligned(alone, alone.classes, alone.feature_space.names, averaged), rtol=1e-9, atol=1e-9)
 
 
 def _restarted(model, X, y) -> None:

@@ -133,7 +133,7 @@ def learner_weights(model, d):
     """The learner's W with columns in feature order 0..d-1 (names are the ints)."""
     W = model.weight_matrix()
     out = np.zeros((W.shape[0], d))
-    out[:, model._features.names] = W
+    out[:, model.feature_space.names] = W
     return out
 
 
