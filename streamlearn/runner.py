@@ -41,6 +41,7 @@ nothing is learned or reported twice.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import sys
 import time
@@ -79,7 +80,18 @@ class _Stop(BaseException):
     """Raised by the signal handler while the runner waits on a blocking source."""
 
 
-def score_batch(model: StreamClassifier, X, y, learn: bool = False, return_proba: bool = False) -> tuple:
+@dataclasses.dataclass
+class Scored:
+    """A batch's records as the model scored them before learning them: each one's predicted
+    label (``None`` before the model knew a class), the probability it gave the true label (0 for
+    a class it had not seen) and, when asked for, its probabilities over the model's first classes."""
+
+    predicted: list | np.ndarray
+    p_true: np.ndarray
+    proba: np.ndarray | list | None = None
+
+
+def score_batch(model: StreamClassifier, X, y, learn: bool = False, return_proba: bool = False) -> Scored:
     """Predicted labels and the probability given to each true label (0 for a class the
     model has not seen) for a batch, by the model before it learns them; with ``learn=True``
     the model then learns the batch (encoded once; :meth:`~streamlearn.base.StreamClassifier.prequential`
@@ -96,7 +108,7 @@ def score_batch(model: StreamClassifier, X, y, learn: bool = False, return_proba
             pass
     if predicted is None:
         predicted = [None if k < 0 else classes[k] for k in indices.tolist()]
-    return (predicted, p_true, *proba)
+    return Scored(predicted, p_true, proba[0] if proba else None)
 
 
 class FeatureCoverage:
@@ -184,8 +196,8 @@ def evaluate_source(model: StreamClassifier, source, coverage: FeatureCoverage |
         for batch in source:
             bad += len(batch.dead)
             if len(batch):
-                predicted, p_true = score_batch(model, batch.X, batch.y)
-                metrics.update(batch.y, predicted, p_true)
+                scored = score_batch(model, batch.X, batch.y)
+                metrics.update(batch.y, scored.predicted, scored.p_true)
                 coverage.add(model, batch.X, batch.y)
     finally:
         source.close()
@@ -439,31 +451,31 @@ class Runner:
                 unlabelled = _unlabelled(batch.y)
                 if unlabelled.any():
                     asked = batch.take(unlabelled)
-                    self._note(lines, asked, rows[unlabelled], *score_batch(self.model, asked.X, None, return_proba=with_proba))
+                    self._note(lines, asked, rows[unlabelled], score_batch(self.model, asked.X, None, return_proba=with_proba))
                     self.counters["unlabelled"] += len(asked)
                     train, rows = batch.take(~unlabelled), rows[~unlabelled]
             if self.holdout is not None and not callable(self.holdout):
                 held = train.hashes < self._hash_threshold()
                 if held.any():
                     kept = train.take(held)
-                    predicted, p_true, *proba = score_batch(self.model, kept.X, kept.y, return_proba=with_proba)
-                    self.holdout_metrics.update(kept.y, predicted, p_true)
+                    scored = score_batch(self.model, kept.X, kept.y, return_proba=with_proba)
+                    self.holdout_metrics.update(kept.y, scored.predicted, scored.p_true)
                     self.counters["held_out"] += len(kept)
-                    self._note(lines, kept, rows[held], predicted, p_true, *proba)
+                    self._note(lines, kept, rows[held], scored)
                     train, rows = train.take(~held), rows[~held]
             if len(train) and self.max_classes is not None:
                 within = self._within_class_limit(train)
                 train, rows = train.take(within), rows[within]
             if len(train):
                 try:
-                    predicted, p_true, *proba = score_batch(self.model, train.X, train.y, learn=True, return_proba=with_proba)
+                    scored = score_batch(self.model, train.X, train.y, learn=True, return_proba=with_proba)
                 except InvalidInputError:  # refused, model unchanged: find the records it refuses
-                    accepted, predicted, p_true, *proba = self._learn_one_by_one(train, with_proba)
+                    accepted, scored = self._learn_one_by_one(train, with_proba)
                     train, rows = train.take(accepted), rows[accepted]
-                self.prequential.update(train.y, predicted, p_true)
+                self.prequential.update(train.y, scored.predicted, scored.p_true)
                 self.counters["learned"] += len(train)
                 self.counters["changes"] = self.model.n_changes
-                self._note(lines, train, rows, predicted, p_true, *proba)
+                self._note(lines, train, rows, scored)
             if lines:
                 for i in sorted(lines):
                     self.predictions.write(lines[i])
@@ -501,33 +513,34 @@ class Runner:
         self.dead_reasons[dead.reason] = self.dead_reasons.get(dead.reason, 0) + 1
         failpoints.reached("dead-letter", prepare=self.dead_letters.sync)
 
-    def _learn_one_by_one(self, batch: Batch, return_proba: bool = False) -> tuple:
+    def _learn_one_by_one(self, batch: Batch, return_proba: bool = False) -> tuple[np.ndarray, Scored]:
         """Score and learn a batch the learner refused record by record (in order, so the
         model is the one the accepted records alone give); the refused ones become dead
-        letters. Returns the mask of the accepted records, their predictions and true-label
-        probabilities (and with ``return_proba`` their probability rows, as a list)."""
+        letters. Returns the mask of the accepted records and how they were scored (with
+        ``return_proba`` their probability rows as a list)."""
         accepted = np.zeros(len(batch), bool)
         predicted, p_true, probas = [], [], []
         for i in range(len(batch)):
             one = batch.take(np.arange(len(batch)) == i)
             try:
-                label, p, *proba = score_batch(self.model, one.X, one.y, learn=True, return_proba=return_proba)
+                scored = score_batch(self.model, one.X, one.y, learn=True, return_proba=return_proba)
             except InvalidInputError as error:
                 self._refuse(batch, i, error.reason, str(error))
                 continue
             accepted[i] = True
-            predicted.append(label[0])
-            p_true.append(p[0])
-            probas.extend(row for matrix in proba for row in matrix)
-        return (accepted, predicted, np.asarray(p_true), *([probas] if return_proba else []))
+            predicted.append(scored.predicted[0])
+            p_true.append(scored.p_true[0])
+            if return_proba:
+                probas.extend(scored.proba)
+        return accepted, Scored(predicted, np.asarray(p_true), probas if return_proba else None)
 
-    def _note(self, lines: dict | None, records: Batch, rows: np.ndarray, predicted, p_true, proba=None) -> None:
+    def _note(self, lines: dict | None, records: Batch, rows: np.ndarray, scored: Scored) -> None:
         """The prediction lines of ``records`` (batch indices ``rows``), when predictions are written."""
         if lines is None:
             return
-        classes = self.model.classes
+        classes, proba = self.model.classes, scored.proba
         labels = records.y.tolist() if isinstance(records.y, np.ndarray) else records.y
-        predicted = predicted.tolist() if isinstance(predicted, np.ndarray) else predicted
+        predicted = scored.predicted.tolist() if isinstance(scored.predicted, np.ndarray) else scored.predicted
         for j, i in enumerate(rows.tolist()):
             line = {"position": records.locate(j), "prediction": predicted[j], "label": labels[j]}
             if proba is not None:  # no class was known at the record's turn: no probabilities
@@ -722,7 +735,8 @@ class Runner:
                 held = batch.hashes < threshold if len(batch) else None
                 if held is not None and held.any():
                     kept = batch.take(held)
-                    metrics.update(kept.y, *score_batch(self.model, kept.X, kept.y))
+                    scored = score_batch(self.model, kept.X, kept.y)
+                    metrics.update(kept.y, scored.predicted, scored.p_true)
         finally:
             source.close()
         return metrics.summary()

@@ -131,3 +131,17 @@ def test_predictions_to_a_topic_are_at_least_once_with_the_input_position_as_the
     assert sum(l["label"] is None for l in by_position.values()) == len(range(0, len(recs), 9))
     payload = CheckpointStore(tmp_path / "ck").load_latest()
     assert_same_state(payload["learner"], train_reference_records([r for r in recs if "y" in r]).export_state())
+
+
+def test_a_batch_the_learner_refuses_in_part_is_predicted_record_by_record_with_probabilities(tmp_path):
+    """A label a binary learner cannot take sends its batch through the one-by-one road: the
+    refused record is a dead letter, every other one has its prediction line and probabilities."""
+    path = tmp_path / "binary.svm"
+    path.write_text("1 1:1\n0 2:1\n1 1:0.5\n2 1:1\n0 2:2\n")
+    cli("train", path, "--learner", "PrimalGradientSolver", "--predictions", tmp_path / "p.jsonl", "--proba",
+        "--batch-records", "5", "--checkpoint-dir", tmp_path / "model", "--quiet", check=False)
+    lines = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert [line["position"]["line"] for line in lines] == [1, 2, 3, 5]
+    assert all(sum(line["proba"].values()) == pytest.approx(1.0) for line in lines)
+    letters = (tmp_path / "model" / "dead_letters.jsonl").read_text().splitlines()
+    assert len(letters) == 1 and json.loads(letters[0])["reason"] == "refused-bad-label"
