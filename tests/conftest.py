@@ -100,26 +100,21 @@ def durable():
         pytest.skip(str(error))
 
 
-#: test files whose tests run whole processes or every river check: left out of the quick subset
-SLOW_FILES = {"test_crash_resume.py", "test_examples.py", "test_river_checks.py", "test_cli_trust.py", "test_cli_options.py",
-              "test_benchmarks.py", "test_serve.py", "test_predictions.py", "test_broker_restart.py", "test_scaleout.py"}
-
-
 JIT_ALONE = "test_the_quick_suite_passes_on_the_jit_alone"
 
 
 def pytest_collection_modifyitems(config, items):
-    """Marks: ``kafka`` for every test on the real broker, ``slow`` for the files above;
-    ``pytest -m "not slow and not kafka"`` is the quick subset (under a minute).
+    """Marks: ``kafka`` for every test that takes the real broker as a fixture (a test that starts
+    it otherwise says so itself); ``slow`` is set by each file whose tests run whole processes or
+    every river check (its ``pytestmark``). ``pytest -m "not slow and not kafka"`` is the quick
+    subset (under a minute).
 
     When the whole suite runs, the JIT-only run of the quick subset and the benchmarks' smoke
     runs start now, niced, in processes of their own: they use the core the rest of the suite
     leaves idle, and their tests (the smoke runs' moved to the end) only wait for what is left."""
     for item in items:
-        if "broker" in getattr(item, "fixturenames", ()) or "idle_timeout" in item.name:
+        if "broker" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.kafka)
-        if item.path.name in SLOW_FILES or item.name == JIT_ALONE:
-            item.add_marker(pytest.mark.slow)
     whole_suite = not config.getoption("collectonly") and not config.getoption("markexpr") and not config.getoption("keyword")
     selected = [item for item in items if item.name == JIT_ALONE and not item.get_closest_marker("skip")]
     if selected and whole_suite:

@@ -15,6 +15,8 @@ import tempfile
 
 import pytest
 
+pytestmark = pytest.mark.slow  # whole processes or every river check: not in the quick subset
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 #: benchmark module, its smoke-run arguments (output folder appended), the files it writes

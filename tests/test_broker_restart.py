@@ -20,6 +20,8 @@ from streamlearn.checkpoint import CheckpointStore
 from helpers import KAFKA_CLIENTS, PYTHON, assert_same_state, records, train_reference_records
 from conftest import PATIENCE
 
+pytestmark = pytest.mark.slow  # whole processes or every river check: not in the quick subset
+
 
 def _messages(recs: list, per_message: int = 20) -> list[bytes]:
     return [encode_value(recs[i : i + per_message]) for i in range(0, len(recs), per_message)]

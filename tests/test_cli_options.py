@@ -13,6 +13,8 @@ from streamlearn.cli import COMMANDS, make_parser
 from helpers import cli, libsvm_lines
 from conftest import PATIENCE
 
+pytestmark = pytest.mark.slow  # whole processes or every river check: not in the quick subset
+
 
 @pytest.fixture
 def files(tmp_path):
@@ -322,7 +324,12 @@ def test_every_option_of_every_command_has_a_run_here():
 RUN_FUNCTIONS = list(dict.fromkeys(RUNS.values()))
 
 
-@pytest.mark.parametrize("run", RUN_FUNCTIONS, ids=[run.__name__ for run in RUN_FUNCTIONS])
+#: the runs that start the test broker (through ``files["broker"]``)
+ON_THE_BROKER = {run_idle_timeouts, run_mixing}
+
+
+@pytest.mark.parametrize("run", [pytest.param(run, marks=[pytest.mark.kafka] if run in ON_THE_BROKER else [], id=run.__name__)
+                                 for run in RUN_FUNCTIONS])
 def test_each_option_runs(run, files, request):
     files["broker"] = lambda: request.getfixturevalue("broker")  # only the Kafka options start one
     run(files)

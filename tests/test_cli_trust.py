@@ -18,6 +18,8 @@ import pytest
 from streamlearn.checkpoint import CheckpointStore
 from helpers import PYTHON, cli, libsvm_lines
 
+pytestmark = pytest.mark.slow  # whole processes or every river check: not in the quick subset
+
 
 def _err(result) -> str:
     return result.stderr.decode()

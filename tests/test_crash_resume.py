@@ -27,6 +27,8 @@ from streamlearn.checkpoint import CheckpointStore
 from helpers import PYTHON, assert_same_state, libsvm_lines, records
 from conftest import PATIENCE
 
+pytestmark = pytest.mark.slow  # whole processes or every river check: not in the quick subset
+
 #: what varies between two runs of the same job: the clock
 TIME_FIELDS = ("time", "elapsed_s", "examples_per_s")
 

@@ -15,6 +15,8 @@ import pytest
 import streamlearn
 from conftest import PATIENCE
 
+pytestmark = pytest.mark.slow  # whole processes or every river check: not in the quick subset
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 

@@ -111,6 +111,7 @@ def test_the_ahead_of_time_kernels_are_built():
     assert kernels.backend() == "aot", kernels.backend_note()
 
 
+@pytest.mark.slow  # it waits for a run of the quick subset
 def test_the_quick_suite_passes_on_the_jit_alone(request):
     """numba's pycc may leave numba: the JIT path (``STREAMLEARN_JIT=1``) must stay first class.
     The quick subset runs with every kernel JIT-compiled, in a process of its own (started with

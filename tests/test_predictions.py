@@ -16,6 +16,8 @@ from streamlearn.checkpoint import CheckpointStore
 from helpers import PYTHON, assert_same_state, cli, libsvm_lines, records, train_reference, train_reference_records
 from conftest import PATIENCE
 
+pytestmark = pytest.mark.slow  # whole processes or every river check: not in the quick subset
+
 
 def _stream(n: int = 600, seed: int = 3):
     """LIBSVM lines, every 7th without its label, one malformed line; and the labelled ones alone."""

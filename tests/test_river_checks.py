@@ -11,6 +11,8 @@ from river import checks
 
 import streamlearn
 
+pytestmark = pytest.mark.slow  # whole processes or every river check: not in the quick subset
+
 CASES = [
     pytest.param(cls(**params), check, id=f"{name}-{i}-{check.__name__}")
     for name, cls in sorted({**streamlearn.LEARNERS, **streamlearn.REGRESSORS}.items())

@@ -19,6 +19,8 @@ import pytest
 from helpers import PYTHON
 from conftest import PATIENCE
 
+pytestmark = pytest.mark.slow  # whole processes or every river check: not in the quick subset
+
 PARTITIONS = 6
 ROWS_PER_MESSAGE = 100
 #: how far below one daemon alone the group's model may score: mixing three members in turn costs

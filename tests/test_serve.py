@@ -18,6 +18,8 @@ from connectors.kafka import encode_value
 from streamlearn.checkpoint import CheckpointStore
 from helpers import PYTHON, cli, libsvm_lines, records
 
+pytestmark = pytest.mark.slow  # whole processes or every river check: not in the quick subset
+
 
 def _start_service(directory, *extra):
     process = subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "serve", "--checkpoint-dir", str(directory), "--port", "0",
