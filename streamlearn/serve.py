@@ -53,6 +53,9 @@ from connectors.sinks import json_key
 from .checkpoint import CheckpointStore, CorruptCheckpoint
 
 
+#: seconds a connection may wait for the rest of a request (its headers, its body) or for the next
+#: request before it is closed: a client that stalls costs a thread this long, not for ever
+REQUEST_TIMEOUT = 30.0
 #: the live page (``GET /``) and the chart library it draws with (uPlot, MIT licence, shipped as is)
 STATIC = pathlib.Path(__file__).resolve().parent / "static"
 STATIC_TYPES = {"index.html": "text/html; charset=utf-8", "uPlot.iife.min.js": "text/javascript",
@@ -276,7 +279,7 @@ def integer_names(X: list, model):
         rows = _integer_csr(X)
         if rows is not None:
             return rows
-    texts = sorted({k for x in X for k in x if isinstance(k, str) and k.lstrip("-").isdigit() and str(int(k)) == k})
+    texts = sorted({k for x in X for k in x if _integer_text(k)})
     if not texts:
         return X
     as_text, as_int = features.columns(texts, grow=False), features.columns([int(k) for k in texts], grow=False)
@@ -285,6 +288,15 @@ def integer_names(X: list, model):
 
 
 _POWERS_OF_TEN = 10 ** np.arange(19, dtype=np.int64)
+
+
+def _integer_text(key) -> bool:
+    """Whether a JSON key is the canonical decimal text of a 64-bit integer (``"17"``, ``"-3"``;
+    not ``"²"``, ``"017"`` or a number past int64, which stay text names)."""
+    if not isinstance(key, str) or not key.isascii() or not 0 < len(key.lstrip("-")) <= 19 or not key.lstrip("-").isdigit():
+        return False
+    value = int(key)
+    return str(value) == key and -(1 << 63) <= value < (1 << 63)
 
 
 def _integer_csr(X: list):
@@ -308,6 +320,8 @@ def _integer_csr(X: list):
     data = np.fromiter((v for x in X for v in x.values()), np.float64, len(keys))
     indptr = np.zeros(len(X) + 1, np.int64)
     np.cumsum([len(x) for x in X], out=indptr[1:])
+    if indices.max() >= np.iinfo(np.int32).max:  # a column past what a CSR matrix indexes: the dict path
+        return None
     width = int(indices.max()) + 1
     return scipy.sparse.csr_matrix((data, indices, indptr), shape=(len(X), width))
 
@@ -361,6 +375,17 @@ def make_handler(holder: ModelHolder, max_age: float | None, max_body: int):
         server_version = "streamlearn"
         protocol_version = "HTTP/1.1"  # keep-alive: a load generator's connections are reused
         disable_nagle_algorithm = True  # headers and body go out at once, not 40 ms apart (Nagle + delayed ACK)
+        timeout = REQUEST_TIMEOUT  # a client that stops sending mid-request loses its connection, not a thread for ever
+
+        def parse_request(self) -> bool:
+            """The standard parse, refusing HTTP/0.9 (a request line without a version: there are
+            no headers to answer it with) by closing the connection."""
+            if not super().parse_request():
+                return False
+            if self.request_version == "HTTP/0.9":
+                self.close_connection = True
+                return False
+            return True
 
         def log_message(self, format, *args):  # no access log on stderr
             pass
@@ -418,9 +443,15 @@ def make_handler(holder: ModelHolder, max_age: float | None, max_body: int):
             self._answer("predict", lambda: self._predict(url.query))
 
         def _drain(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                length = body_length(self.headers)
+            except BadRequest:
+                self.close_connection = True
+                return
             if 0 < length <= max_body:
                 self.rfile.read(length)
+            elif length:
+                self.close_connection = True
 
         def _model(self):
             loaded = holder.current
@@ -439,9 +470,10 @@ def make_handler(holder: ModelHolder, max_age: float | None, max_body: int):
 
         def _predict(self, query: str):
             try:
-                length = int(self.headers.get("Content-Length", ""))
-            except ValueError:
-                raise BadRequest(411, "a POST /predict needs a Content-Length") from None
+                length = body_length(self.headers)
+            except BadRequest:
+                self.close_connection = True  # where the body ends is unknown: the connection cannot serve another request
+                raise
             if length > max_body:
                 self.close_connection = True
                 remaining = length if length <= 16 * max_body else 0  # read and dropped: the client gets the answer, not a reset
@@ -454,6 +486,20 @@ def make_handler(holder: ModelHolder, max_age: float | None, max_body: int):
             return predict(holder, self.rfile.read(length), query)
 
     return Handler
+
+
+def body_length(headers) -> int:
+    """A request's body length from its one ``Content-Length`` header: a decimal number of bytes
+    (``-1``, ``abc`` or two different lengths: 400; none: 411), bounded before anything is read."""
+    values = set(headers.get_all("Content-Length") or [])
+    if not values:
+        raise BadRequest(411, "a POST /predict needs a Content-Length")
+    if len(values) > 1:
+        raise BadRequest(400, f"{len(values)} different Content-Length headers")
+    text = values.pop().strip()
+    if not (text.isascii() and text.isdigit()):
+        raise BadRequest(400, f"Content-Length {text[:40]!r} is not a number of bytes")
+    return int(text)
 
 
 def predict(holder: ModelHolder, body: bytes, query: str = "") -> tuple[int, dict]:

@@ -242,3 +242,39 @@ def test_the_live_page_draws_every_line_of_the_metrics_log_in_a_real_browser(tra
     assert f'data-points="{expected}"' in dom, dom[:2000]
     assert "MulticlassSVM" in dom and dom.count("<canvas") == 3
     assert shot.read_bytes()[:4] == b"\x89PNG" and shot.stat().st_size > 10_000
+
+
+def _raw(url: str, request: bytes) -> bytes:
+    """The status line a raw ``request`` gets (its write side then closed), or ``b""`` when the
+    service closes the connection without an answer."""
+    import socket
+
+    host, port = url.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        connection.sendall(request)
+        connection.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    return answer.split(b"\r\n")[0]
+
+
+def test_hostile_requests_get_an_answer_and_valid_feature_names_a_prediction(trained):
+    """Issue 43's campaign: a length of -1 or two lengths are refused before any body is read
+    (they walked past --max-body, or took the first); a length that is not a number on an
+    unknown path, and an HTTP/0.9 request line, neither crash a handler nor print a traceback;
+    feature names that look like numbers but are not int64 text stay text names (they gave 500)."""
+    service = _start_service(trained)
+    try:
+        body = b"[" + b"1," * 10_000 + b"1]"
+        assert _raw(service.url, b"POST /predict HTTP/1.1\r\nContent-Length: -1\r\n\r\n" + body) == b"HTTP/1.1 400 Bad Request"
+        two = b"POST /predict HTTP/1.1\r\nContent-Length: 8\r\nContent-Length: 9\r\n\r\n" + b'{"1": 1}'
+        assert _raw(service.url, two) == b"HTTP/1.1 400 Bad Request"
+        assert _raw(service.url, b"POST /nowhere HTTP/1.1\r\nContent-Length: abc\r\n\r\n") == b"HTTP/1.1 404 Not Found"
+        assert _raw(service.url, b"GET /model\r\n\r\n") == b""
+        for name in ("\u00b2", "9" * 5000, "9223372036854775807", "017", "-0", "1"):
+            status, answer = _call(service.url + "/predict", json.dumps({name: 1.0}).encode())
+            assert status == 200 and "prediction" in answer, (name[:20], status, answer)
+    finally:
+        err = _stop(service)
+    assert "Traceback" not in err, err[-3000:]
