@@ -211,7 +211,7 @@ def cmd_train(args) -> int:
         model = _initial_model(args)
     import connectors
 
-    from .runner import Runner
+    from .runner import Runner, RunnerOptions
 
     directory = args.checkpoint_dir
     metrics_path = args.metrics or (os.path.join(directory, "metrics.jsonl") if directory else None)
@@ -228,12 +228,12 @@ def cmd_train(args) -> int:
 
     lock = threading.Lock() if args.serve else None  # held by the runner per batch, by the service per request
     mixer = _mixer(args, model) if args.mix_topic else None
-    runner = Runner(model, source, checkpoint_dir=directory, checkpoint_every=every,
-                    checkpoint_interval=interval, keep=args.keep, holdout=holdout,
-                    metrics_sink=metrics, dead_letter_sink=dead, max_errors=args.max_errors,
-                    check_start=args.max_errors is None, progress=False if args.quiet else None,
-                    max_classes=args.max_classes, predictions_sink=predictions, proba=args.proba, model_lock=lock,
-                    mixer=mixer)
+    options = RunnerOptions(checkpoint_dir=directory, checkpoint_every=every, checkpoint_interval=interval, keep=args.keep,
+                            holdout=holdout, metrics_sink=metrics, dead_letter_sink=dead, max_errors=args.max_errors,
+                            check_start=args.max_errors is None, max_classes=args.max_classes,
+                            predictions_sink=predictions, proba=args.proba, mixer=mixer, model_lock=lock,
+                            progress=False if args.quiet else None)
+    runner = Runner(model, source, options)
     if args.resume and runner.resume():
         restored = runner.model
         if type(restored).__name__ != args.learner or (args.param and restored._get_params() != model._get_params()):

@@ -205,13 +205,12 @@ def evaluate_source(model: StreamClassifier, source, coverage: FeatureCoverage |
             "unknown_labels": round(coverage.unknown_label_share, 6)}
 
 
-class Runner:
-    """Runs a learner on a source (see the module docstring).
+@dataclasses.dataclass
+class RunnerOptions:
+    """How a :class:`Runner` runs (checked when made: a bad value is a ``ValueError``).
 
-    Parameters
+    Attributes
     ----------
-    model, source
-        A streamlearn learner and a source from :func:`connectors.open_source`.
     checkpoint_dir
         Where checkpoints go (``None``: no checkpoints, no resume).
     checkpoint_every, checkpoint_interval
@@ -255,24 +254,55 @@ class Runner:
         terminal and else a JSON line every 10 s, ``False`` nothing (``streamlearn train --quiet``).
     """
 
+    checkpoint_dir: object = None
+    checkpoint_every: int | None = 10_000
+    checkpoint_interval: float | None = 60.0
+    keep: int = 3
+    holdout: object = None
+    metrics_sink: object = None
+    dead_letter_sink: object = None
+    max_errors: int | None = None
+    check_start: bool = False
+    max_classes: int | None = None
+    predictions_sink: object = None
+    proba: bool = False
+    mixer: object = None
+    model_lock: object = None
+    log: object = None
+    progress: bool | None = None
+
+    def __post_init__(self):
+        holdout = self.holdout
+        if holdout is not None and not callable(holdout) and not 0.0 < float(holdout) < 1.0:
+            raise ValueError(f"a hold-out fraction must be in (0, 1), got {holdout!r}")
+        if self.checkpoint_every is not None and int(self.checkpoint_every) < 1:
+            raise ValueError(f"checkpoint_every must be positive, got {self.checkpoint_every!r}")
+        if self.checkpoint_interval is not None and not float(self.checkpoint_interval) > 0:
+            raise ValueError(f"checkpoint_interval must be a positive number of seconds, got {self.checkpoint_interval!r}")
+        if self.max_errors is not None and int(self.max_errors) < 0:  # -1 stopped the stream after its first batch
+            raise ValueError(f"max_errors must be 0 or more, got {self.max_errors!r}")
+        max_classes = self.max_classes
+        if max_classes is not None and (isinstance(max_classes, bool) or int(max_classes) != max_classes or max_classes < 1):
+            raise ValueError(f"max_classes must be a positive integer, got {max_classes!r}")
+
+
+class Runner:
+    """Runs a learner on a source (see the module docstring): ``Runner(model, source, options)``
+    with a :class:`RunnerOptions`, or its fields as keywords (they override ``options``'s).
+
+    ``model``, ``source``: a streamlearn learner and a source from :func:`connectors.open_source`.
+    """
+
     #: seconds between the progress lines written when no bar is shown
     PROGRESS_EVERY = 10.0
 
-    def __init__(self, model: StreamClassifier, source, *, checkpoint_dir=None, checkpoint_every: int = 10_000,
-                 checkpoint_interval: float | None = 60.0, keep: int = 3, holdout=None, metrics_sink=None,
-                 dead_letter_sink=None, max_errors: int | None = None, check_start: bool = False, log=None,
-                 progress: bool | None = None, max_classes: int | None = None, predictions_sink=None,
-                 proba: bool = False, model_lock=None, mixer=None):
-        if holdout is not None and not callable(holdout) and not 0.0 < float(holdout) < 1.0:
-            raise ValueError(f"a hold-out fraction must be in (0, 1), got {holdout!r}")
-        if checkpoint_every is not None and int(checkpoint_every) < 1:
-            raise ValueError(f"checkpoint_every must be positive, got {checkpoint_every!r}")
-        if checkpoint_interval is not None and not float(checkpoint_interval) > 0:
-            raise ValueError(f"checkpoint_interval must be a positive number of seconds, got {checkpoint_interval!r}")
-        if max_errors is not None and int(max_errors) < 0:  # -1 stopped the stream after its first batch
-            raise ValueError(f"max_errors must be 0 or more, got {max_errors!r}")
-        if max_classes is not None and (isinstance(max_classes, bool) or int(max_classes) != max_classes or max_classes < 1):
-            raise ValueError(f"max_classes must be a positive integer, got {max_classes!r}")
+    def __init__(self, model: StreamClassifier, source, options: RunnerOptions | None = None, **keywords):
+        self.options = options = dataclasses.replace(options or RunnerOptions(), **keywords)
+        checkpoint_dir, checkpoint_every, checkpoint_interval = options.checkpoint_dir, options.checkpoint_every, options.checkpoint_interval
+        keep, holdout, max_errors, check_start = options.keep, options.holdout, options.max_errors, options.check_start
+        metrics_sink, dead_letter_sink, predictions_sink = options.metrics_sink, options.dead_letter_sink, options.predictions_sink
+        max_classes, proba, mixer, model_lock = options.max_classes, options.proba, options.mixer, options.model_lock
+        log, progress = options.log, options.progress
         self.max_classes = max_classes
         self.predictions, self.proba = predictions_sink, bool(proba)
         self.model_lock = model_lock if model_lock is not None else contextlib.nullcontext()

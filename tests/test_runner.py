@@ -342,3 +342,18 @@ def test_a_runner_answers_its_summary_before_it_runs(tmp_path):
     before = runner.summary()
     assert before["learned"] == before["seen"] == 0 and before["elapsed_s"] == 0.0 and before["data_seconds"] == 0.0
     assert runner.run() == 0 and runner.summary()["learned"] == 5
+
+
+def test_a_runner_takes_its_options_as_one_dataclass_or_as_keywords(tmp_path):
+    """``RunnerOptions`` checks its values when made; keywords override a given options object."""
+    from streamlearn.runner import RunnerOptions
+
+    with pytest.raises(ValueError, match="hold-out fraction"):
+        RunnerOptions(holdout=1.5)
+    path = tmp_path / "few.svm"
+    path.write_text("\n".join(libsvm_lines(5)) + "\n")
+    options = RunnerOptions(checkpoint_every=2, progress=False)
+    runner = Runner(streamlearn.MulticlassSVM(), FileSource([str(path)]), options, checkpoint_every=3)
+    assert runner.options.checkpoint_every == runner.checkpoint_every == 3 and options.checkpoint_every == 2
+    with pytest.raises(ValueError, match="max_classes must be a positive integer"):
+        Runner(streamlearn.MulticlassSVM(), FileSource([str(path)]), options, max_classes=0)
