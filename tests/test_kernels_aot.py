@@ -160,6 +160,25 @@ def test_arguments_outside_the_compiled_signatures_go_to_the_jit():
     assert not check(np.zeros((2, 2), np.float32)) and not check(np.zeros(4)) and not check([[0.0]])
 
 
+def test_a_trusting_kernel_checks_every_argument_but_the_trusted_ones():
+    """``KernelModule.trusting`` leaves the weight store's positions unchecked and keeps the
+    others: a strided view at a checked position still goes to the JIT (and is read right)."""
+    from streamlearn.kernels.exports import EXPORTS
+
+    codes = EXPORTS["scaled"]["scores_batch"][0]
+    check = kernels.signature_check(codes, frozenset(range(3, 7)))
+    indptr, indices, data = np.array([0, 2], np.int64), np.array([0, 1], np.int64), np.array([1.0, 2.0])
+    V, scale, U, A = np.ones((4, 2)), np.ones(2), np.zeros((4, 2)), np.zeros(2)
+    out = np.zeros((1, 2))
+    assert check(indptr, indices, data, V, scale, U, A, 1.0, 2, False, out)
+    assert check(indptr, indices, data, [[1.0]], None, None, None, 1.0, 2, False, out)  # trusted: not looked at
+    assert not check(indptr, indices[::1].astype(np.int32), data, V, scale, U, A, 1.0, 2, False, out)
+    scores = kernels.compiled("scaled").trusting("scores_batch", frozenset(range(3, 7)))
+    strided = np.array([1.0, 0.0, 2.0])[::2]  # a checked position: the JIT takes it
+    scores(indptr, indices, strided, V, scale, U, A, 1.0, 2, False, out)
+    np.testing.assert_array_equal(out, [[3.0, 3.0]])
+
+
 def test_compiled_kernels_release_the_gil():
     """While one thread is inside a long kernel call, another thread's Python code runs.
 
