@@ -400,7 +400,7 @@ def cmd_predict(args) -> int:
 
     from connectors.sinks import json_key
 
-    from .runner import FeatureCoverage
+    from .evaluation import FeatureCoverage
 
     model, payload = _load(args.checkpoint)
     _read_as_trained(args, payload)
@@ -440,7 +440,7 @@ def cmd_predict(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from .runner import FeatureCoverage, evaluate_source
+    from .evaluation import FeatureCoverage, evaluate_source
 
     model, payload = _load(args.checkpoint)
     _read_as_trained(args, payload)

@@ -56,6 +56,7 @@ from connectors.sinks import NullSink, json_key, to_json_line
 from . import failpoints, stopping
 from .base import StreamClassifier
 from .errors import InvalidInputError
+from .evaluation import Scored, evaluate_source, score_batch
 from .features import LabelSpace
 from .metrics import ClassificationMetrics
 
@@ -78,131 +79,6 @@ class TooManyErrors(RuntimeError):
 
 class _Stop(BaseException):
     """Raised by the signal handler while the runner waits on a blocking source."""
-
-
-@dataclasses.dataclass
-class Scored:
-    """A batch's records as the model scored them before learning them: each one's predicted
-    label (``None`` before the model knew a class), the probability it gave the true label (0 for
-    a class it had not seen) and, when asked for, its probabilities over the model's first classes."""
-
-    predicted: list | np.ndarray
-    p_true: np.ndarray
-    proba: np.ndarray | list | None = None
-
-
-def score_batch(model: StreamClassifier, X, y, learn: bool = False, return_proba: bool = False) -> Scored:
-    """Predicted labels and the probability given to each true label (0 for a class the
-    model has not seen) for a batch, by the model before it learns them; with ``learn=True``
-    the model then learns the batch (encoded once; :meth:`~streamlearn.base.StreamClassifier.prequential`
-    says which model scores each example). No prediction (``None``) for an example scored
-    before the model knew any class. ``y=None``: unlabelled records (only predicted).
-    ``return_proba``: also the probability matrix (columns: the first classes of ``model.classes``)."""
-    indices, p_true, *proba = model.prequential(X, y, learn, return_proba)
-    classes = model.classes
-    predicted = None
-    if (indices >= 0).all() and isinstance(y, np.ndarray) and y.dtype.kind in "iub" and all(type(c) is int for c in classes):
-        try:
-            predicted = np.asarray(classes, np.int64)[indices]
-        except OverflowError:  # a class beyond 64 bits (a JSON label 10**20) met earlier in the stream
-            pass
-    if predicted is None:
-        predicted = [None if k < 0 else classes[k] for k in indices.tolist()]
-    return Scored(predicted, p_true, proba[0] if proba else None)
-
-
-class FeatureCoverage:
-    """How much of a stream a model knows: the share of its feature mass (the sum of absolute
-    feature values) on features the model has weights for, and the share of its labels that are
-    classes of the model. A model asked about data that shares few features with what it learned
-    (a CSV against a model of LIBSVM columns, 1-based indices against 0-based ones), or whose
-    labels are spelled otherwise, answers without an error: these shares make it visible.
-
-    >>> from streamlearn import MulticlassSVM
-    >>> model = MulticlassSVM()
-    >>> model.learn_one({"a": 1.0}, "x")
-    >>> coverage = FeatureCoverage()
-    >>> coverage.add(model, [{"a": 3.0, "b": 1.0}], ["x"])
-    >>> round(coverage.unknown_share, 2), coverage.unknown_label_share
-    (0.25, 0.0)
-    >>> coverage.warnings()
-    ['25% of the feature mass is on features the model has never seen and counts for nothing in its predictions: is this the kind of data it learned, with the same feature names (and the same first index)?']
-    """
-
-    #: above this share of unknown feature mass, :meth:`warnings` says so
-    WARN_ABOVE = 0.1
-    #: above this share of labels that are no class of the model, :meth:`warnings` says so
-    WARN_LABELS_ABOVE = 0.5
-
-    def __init__(self):
-        self.known = self.total = 0.0
-        self.labels = self.known_labels = 0
-        self.unknown_examples: list = []  # a few labels the model does not know, for the message
-
-    def add(self, model, X, y=None) -> None:
-        """Count a batch's features (and its labels, when given: ``None`` entries are skipped)."""
-        known, total = model.feature_mass(X)
-        self.known += known
-        self.total += total
-        if y is not None:
-            labels = [label for label in (y.tolist() if hasattr(y, "tolist") else y) if label is not None]
-            if labels:
-                found = model.class_indices(labels) >= 0
-                self.labels += len(labels)
-                self.known_labels += int(found.sum())
-                for i in np.flatnonzero(~found).tolist():
-                    if len(self.unknown_examples) == 3:
-                        break
-                    if labels[i] not in self.unknown_examples:
-                        self.unknown_examples.append(labels[i])
-
-    @property
-    def unknown_share(self) -> float:
-        return max(0.0, 1.0 - self.known / self.total) if self.total else 0.0
-
-    @property
-    def unknown_label_share(self) -> float:
-        return 1.0 - self.known_labels / self.labels if self.labels else 0.0
-
-    def no_label_known(self, model) -> str | None:
-        """The error when labels were counted and none is a class of the model."""
-        if not self.labels or self.known_labels:
-            return None
-        return (f"none of the {self.labels:,} labels is a class of the model (labels such as "
-                f"{', '.join(map(repr, self.unknown_examples))}; its classes: {', '.join(map(repr, model.classes[:10]))}"
-                f"{', ...' if len(model.classes) > 10 else ''}): is the label column the one it learned?")
-
-    def warnings(self) -> list[str]:
-        out = []
-        if self.unknown_share > self.WARN_ABOVE:
-            out.append(f"{self.unknown_share:.0%} of the feature mass is on features the model has never seen and counts "
-                       "for nothing in its predictions: is this the kind of data it learned, with the same feature names "
-                       "(and the same first index)?")
-        if self.unknown_label_share > self.WARN_LABELS_ABOVE and self.known_labels:
-            out.append(f"{self.unknown_label_share:.0%} of the labels are no class of the model (such as "
-                       f"{', '.join(map(repr, self.unknown_examples))})")
-        return out
-
-
-def evaluate_source(model: StreamClassifier, source, coverage: FeatureCoverage | None = None) -> dict:
-    """Score every labelled record of a source (nothing is learned), then close the source
-    (a hold-out topic opens a consumer at every checkpoint: left open, they piled up). The
-    metrics' summary, with ``bad_records``: the records of the source that are not valid,
-    ``unknown_features``: the share of the feature mass the model has no weight for, and
-    ``unknown_labels``: the share of labels that are no class of the model."""
-    metrics, bad = ClassificationMetrics(), 0
-    coverage = coverage if coverage is not None else FeatureCoverage()
-    try:
-        for batch in source:
-            bad += len(batch.dead)
-            if len(batch):
-                scored = score_batch(model, batch.X, batch.y)
-                metrics.update(batch.y, scored.predicted, scored.p_true)
-                coverage.add(model, batch.X, batch.y)
-    finally:
-        source.close()
-    return {**metrics.summary(), "bad_records": bad, "unknown_features": round(coverage.unknown_share, 6),
-            "unknown_labels": round(coverage.unknown_label_share, 6)}
 
 
 @dataclasses.dataclass
