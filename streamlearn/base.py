@@ -33,7 +33,7 @@ from river import base
 
 from .errors import InvalidInputError, InvalidParameterError
 from .batches import SparseRows, stack_rows
-from .features import FeatureSpace, LabelSpace
+from .features import RESERVED_PREFIX, FeatureSpace, LabelSpace
 from .scaling import OnlineStandardizer
 from .kernels import compiled
 
@@ -45,7 +45,7 @@ _rows = compiled("rows")
 STATE_FORMAT = 1
 #: the reserved feature name of the intercept: with ``fit_intercept=True`` every row the model
 #: sees carries this feature at INTERCEPT_VALUE, after scaling (see :meth:`StreamClassifier._model_rows`)
-INTERCEPT_NAME = "\x00intercept"
+INTERCEPT_NAME = RESERVED_PREFIX + "intercept"
 #: the intercept feature's value. Its weight is regularised with the others, so a smaller value
 #: regularises the intercept more and moves it less per step: the value that keeps the stationary
 #: sets and most of the intercept's gain on drifting streams (bench/README.md, "Changing streams")

@@ -34,6 +34,8 @@ from .errors import InvalidInputError
 from .kernels import compiled
 
 _rows = compiled("rows")
+#: names that start with this (a NUL character) are the learners' own features, not a user's (the intercept's)
+RESERVED_PREFIX = "\x00"
 
 _HASH_CACHE_LIMIT = 1 << 20
 _DENSE_POSITIONS = 1 << 22  # positions the position cache always may cover (32 MB)
@@ -148,12 +150,14 @@ class FeatureSpace:
 
     @property
     def all_integer_names(self) -> bool:
-        """Whether every name of the vocabulary is an int (remembered per vocabulary size: the
-        service asks it for every request)."""
+        """Whether every name of the vocabulary is an int, the learner's own reserved names
+        (:data:`RESERVED_PREFIX`: the intercept's) aside; remembered per vocabulary size: the
+        service asks it for every request."""
         n = len(self._names)
         cached = getattr(self, "_all_integer_names", None)  # (an older pickle has none)
         if cached is None or cached[0] != n:
-            cached = self._all_integer_names = (n, all(type(name) is int for name in self._names))
+            every = all(type(name) is int or (type(name) is str and name.startswith(RESERVED_PREFIX)) for name in self._names)
+            cached = self._all_integer_names = (n, every)
         return cached[1]
 
     def _sync_dict(self) -> None:

@@ -279,7 +279,7 @@ def integer_names(X: list, model):
         rows = _integer_csr(X)
         if rows is not None:
             return rows
-    texts = sorted({k for x in X for k in x if _integer_text(k)})
+    texts = sorted(k for k in {k for x in X for k in x} if _integer_text(k))
     if not texts:
         return X
     as_text, as_int = features.columns(texts, grow=False), features.columns([int(k) for k in texts], grow=False)

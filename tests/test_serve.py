@@ -278,3 +278,24 @@ def test_hostile_requests_get_an_answer_and_valid_feature_names_a_prediction(tra
     finally:
         err = _stop(service)
     assert "Traceback" not in err, err[-3000:]
+
+
+def test_a_model_with_an_intercept_takes_the_batch_road_for_integer_names():
+    """The intercept's reserved feature name is not a user's: a model of integer feature names
+    learned with fit_intercept (the default) still has its requests' records read as one CSR
+    matrix (the dict road cost 5x per 1,000-record request), with the same predictions."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from streamlearn.serve import integer_names
+
+    rng = np.random.default_rng(0)
+    X = sp.random(300, 40, density=0.2, random_state=1, format="csr")
+    model = streamlearn.MulticlassSVM()
+    model.learn_many(X, rng.integers(0, 3, 300))
+    assert model.feature_space.all_integer_names and model.fit_intercept
+    records = [{str(j): 1.0 + j for j in range(0, 40, 3)}, {"7": -2.0, "39": 0.5}]
+    rows = integer_names(records, model)
+    assert sp.issparse(rows)
+    by_dict = model.predict_many([{int(k): v for k, v in r.items()} for r in records])
+    assert model.predict_many(rows).tolist() == by_dict.tolist()
