@@ -73,7 +73,7 @@ def write_texts(name: str, copies: int) -> dict:
 
 def run_ours(path, extra=()) -> tuple[float, dict]:
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "streamlearn.cli", "train", str(path), "--learner", "MulticlassSVM",
+    out = subprocess.run([sys.executable, "-m", "streamlearn.service.cli", "train", str(path), "--learner", "MulticlassSVM",
                           "--quiet", *extra], capture_output=True, text=True, check=True).stdout
     return time.perf_counter() - start, json.loads(out.strip().splitlines()[-1])
 
@@ -192,7 +192,7 @@ def kafka_benchmark(name: str, seconds: float, wires=tuple(WIRES), clients=CLIEN
             for _ in range(copies):
                 f.write(one_copy)
         summary = json.loads(subprocess.run(
-            [sys.executable, "-m", "streamlearn.cli", "train", str(path), "--learner", "MulticlassSVM",
+            [sys.executable, "-m", "streamlearn.service.cli", "train", str(path), "--learner", "MulticlassSVM",
              "--checkpoint-dir", os.path.join(tmp, "file"), "--checkpoint-every", str(10**12), "--checkpoint-interval", "10",
              "--quiet"], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
         out["file"] = {**_sustained(summary), "copies": copies}
@@ -223,7 +223,7 @@ def _sustained(summary: dict) -> dict:
 
 def _daemon(bootstrap, topic, group, tmp, idle, client) -> dict:
     """``streamlearn train kafka://...`` at the default checkpoint cadence until the topic is idle."""
-    out = subprocess.run([sys.executable, "-m", "streamlearn.cli", "train",
+    out = subprocess.run([sys.executable, "-m", "streamlearn.service.cli", "train",
                           f"kafka://{bootstrap}/{topic}?group={group}&client={client}",
                           "--learner", "MulticlassSVM", "--checkpoint-dir", os.path.join(tmp, f"{topic}-{group}"),
                           "--idle-timeout", str(idle), "--quiet"], capture_output=True, text=True, check=True).stdout

@@ -1,6 +1,6 @@
 """Scaling out (issue 26): how much accuracy model mixing keeps against one learner.
 
-**Mixing, in one process** (the model side, :mod:`streamlearn.mixing`): MNIST (the shipped split,
+**Mixing, in one process** (the model side, :mod:`streamlearn.service.mixing`): MNIST (the shipped split,
 pixels in [0, 1]), one pass in a seeded order, ``MulticlassSVM()`` at its defaults. ``N`` members
 take interleaved chunks of 500 rows (as a group's members take partitions) and mix as daemons do:
 a member learns ``every`` rows of its share from its base, publishes its change, folds every change
@@ -9,7 +9,7 @@ turns) and *one late* (the last member starts once the others have learned their
 slow to join, as seen on a loaded machine). Reported, as test accuracy:
 
 * *one learner*: the whole stream, one model;
-* *share of examples*: the fold of :mod:`streamlearn.mixing` (a change at ``n / (n + c)``, ``c``
+* *share of examples*: the fold of :mod:`streamlearn.service.mixing` (a change at ``n / (n + c)``, ``c``
   the examples folded since its base);
 * *1/N*: every change at ``1/N``, and *sum*: every change at weight 1 — the two alternatives the
   fold was chosen against;
@@ -79,7 +79,7 @@ def turns(parts: list, every: int, schedule: str) -> list[int]:
 def mixed(X, y, X_test, y_test, members: int, every: int, how: str, schedule: str) -> float:
     """One pass of ``members`` members publishing every ``every`` rows of each share (test accuracy)."""
     from streamlearn import MulticlassSVM
-    from streamlearn.mixing import MixState
+    from streamlearn.service.mixing import MixState
 
     models = [MulticlassSVM() for _ in range(members)]
     shared = MixState.of(models[0])
@@ -124,7 +124,7 @@ def daemons(bootstrap: str, topic: str, ends: dict, members: int, every: int, sp
     from connectors.kafka_clients import create_topic
     from connectors.mixlog import MixLog
     from streamlearn import MulticlassSVM
-    from streamlearn.mixing import Coverage, MixState
+    from streamlearn.service.mixing import Coverage, MixState
 
     group, total = f"mixing-{members}-{every}-{repeat}", sum(ends.values()) * ROWS_PER_MESSAGE
     create_topic(bootstrap, f"{group}-mix", exist_ok=True)

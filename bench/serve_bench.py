@@ -125,25 +125,25 @@ def _train(split, directory: pathlib.Path, rows: int) -> None:
 
     text = directory.parent / f"train{rows}.svm"
     text.write_text(_libsvm_text(split.X_train[:rows], split.y_train[:rows]))
-    subprocess.run([sys.executable, "-m", "streamlearn.cli", "train", str(text), "--checkpoint-dir", str(directory), "--quiet",
+    subprocess.run([sys.executable, "-m", "streamlearn.service.cli", "train", str(text), "--checkpoint-dir", str(directory), "--quiet",
                     "--overwrite"], check=True, capture_output=True)
 
 
 def _start_service(directory) -> subprocess.Popen:
-    service = subprocess.Popen([sys.executable, "-m", "streamlearn.cli", "serve", "--checkpoint-dir", str(directory), "--port", "0",
+    service = subprocess.Popen([sys.executable, "-m", "streamlearn.service.cli", "serve", "--checkpoint-dir", str(directory), "--port", "0",
                                 "--max-body", str(16 << 20), "--reload-interval", "0.2"], stderr=subprocess.PIPE, text=True)
     service.url = service.stderr.readline().split()[2].rstrip("/")
     return service
 
 
 def asgi_app(directory):
-    """The same ``/predict`` (:func:`streamlearn.serve.predict`) as a Starlette app, for uvicorn: the
+    """The same ``/predict`` (:func:`streamlearn.service.serve.predict`) as a Starlette app, for uvicorn: the
     ASGI stack the service could have used, measured against the standard library's server."""
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-    from streamlearn.serve import BadRequest, ModelHolder, predict
+    from streamlearn.service.serve import BadRequest, ModelHolder, predict
 
     holder = ModelHolder(directory)
     holder.refresh()
@@ -189,7 +189,7 @@ def in_process(model, records, repeats: int) -> dict:
 
 def run(seconds: float, connections: tuple, repeats: int, wrk_repeats: int) -> dict:
     import streamlearn
-    from streamlearn.checkpoint import CheckpointStore
+    from streamlearn.service.checkpoint import CheckpointStore
 
     split = load("news20")
     out = {"dataset": "news20", "seconds": seconds, "wrk": shutil.which("wrk") is not None, "http": {}}
@@ -264,7 +264,7 @@ def screenshot(out: pathlib.Path) -> str | None:
 
     with tempfile.TemporaryDirectory() as tmp:
         directory = pathlib.Path(tmp) / "letter"
-        subprocess.run([sys.executable, "-m", "streamlearn.cli", "train", str(path("train")), "--passes", "5", "--holdout", "0.1",
+        subprocess.run([sys.executable, "-m", "streamlearn.service.cli", "train", str(path("train")), "--passes", "5", "--holdout", "0.1",
                         "--checkpoint-dir", str(directory), "--checkpoint-every", "1500", "--quiet"], check=True, capture_output=True)
         service = _start_service(directory)
         try:
@@ -296,7 +296,7 @@ def write_report(results: dict, out: pathlib.Path) -> None:
                          f"{100 * row['records_per_s'] / ip['records_per_s']:.0f} % | {1000 * row['p50_s']:.2f} | "
                          f"{1000 * row['p99_s']:.2f} | {1000 * row['max_s']:.1f} | {1000 * row['server_p99_bucket_s']:g} |")
         if results.get("asgi"):
-            lines += ["", "The same `/predict` (`streamlearn.serve.predict`) as a Starlette app under uvicorn (one wrk run per row):", "",
+            lines += ["", "The same `/predict` (`streamlearn.service.serve.predict`) as a Starlette app under uvicorn (one wrk run per row):", "",
                       "| request | connections | requests/s, uvicorn | requests/s, standard library | p99 ms, uvicorn | p99 ms, standard library |",
                       "|---|---:|---:|---:|---:|---:|"]
             for key, row in results["asgi"].items():

@@ -32,7 +32,7 @@ def one_run(path: str, jit: bool) -> float:
     if jit:
         env["STREAMLEARN_JIT"] = "1"
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "streamlearn.cli", "train", path, "--quiet"], env=env, check=True,
+    subprocess.run([sys.executable, "-m", "streamlearn.service.cli", "train", path, "--quiet"], env=env, check=True,
                    capture_output=True)
     return time.perf_counter() - start
 

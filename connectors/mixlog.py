@@ -1,13 +1,13 @@
 """The mixing topic: where the members of a consumer group publish their model
-changes (:mod:`streamlearn.mixing`) and read everyone's, in one order — the topic has one
+changes (:mod:`streamlearn.service.mixing`) and read everyone's, in one order — the topic has one
 partition, so its order is the one every member folds in.
 
 A publication is a dict: ``member`` (a name), ``seq`` (the member's count of publications),
 ``members`` (the group's size as the member saw it, for whoever reads the topic), ``ranges`` (``{partition:
-(start, end)}``, the input the change was learned from: :class:`streamlearn.mixing.Coverage`)
-and ``change`` (:meth:`streamlearn.mixing.MixState.change`), sent as msgpack with the checkpoints'
+(start, end)}``, the input the change was learned from: :class:`streamlearn.service.mixing.Coverage`)
+and ``change`` (:meth:`streamlearn.service.mixing.MixState.change`), sent as msgpack with the checkpoints'
 encoding of arrays. ``streamlearn train ... --mix-topic TOPIC`` publishes and reads through it
-(:class:`streamlearn.mixing.GroupMixer`).
+(:class:`streamlearn.service.mixing.GroupMixer`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import math
 import sys
 import time
 
-from streamlearn.checkpoint import pack, unpack
+from streamlearn.service.checkpoint import pack, unpack
 
 from .errors import SourceUnavailable
 from .kafka_clients import assign_afresh, create_topic, end_now, unreachable
@@ -30,7 +30,7 @@ class MixLog:
     to ``broker_timeout`` seconds (``None``: for ever), then
     :class:`~connectors.errors.SourceUnavailable`. A publication retried after a send that timed
     out may land twice; the second copy follows on from nothing and every member skips it
-    (:class:`streamlearn.mixing.Coverage`)."""
+    (:class:`streamlearn.service.mixing.Coverage`)."""
 
     MAX_BACKOFF_S = 5.0
     ACK_WAIT_S = 5.0  # an acknowledgement this late is looked into (is the broker there?) and reported

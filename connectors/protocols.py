@@ -134,3 +134,10 @@ class RecordDecoder(Protocol):
     def export(self) -> dict: ...
 
     def restore(self, state: dict) -> None: ...
+
+
+def reading_of(source) -> dict:
+    """How a source reads its records (format, label column, header): what a checkpoint keeps so that
+    ``streamlearn predict`` and ``evaluate`` read other data of the same kind the same way."""
+    return {"format": getattr(source, "format", None), "label_column": getattr(source, "label_column", None),
+            "no_header": bool(getattr(source, "no_header", False))}

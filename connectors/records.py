@@ -86,6 +86,12 @@ class Batch:
         y = self.y[rows] if isinstance(self.y, np.ndarray) else [self.y[i] for i in rows.tolist()]
         return Batch(X, y, self.hashes[rows], lambda i: locate(int(rows[i])))
 
+    def unlabelled(self) -> np.ndarray:
+        """Mask of the records without a label (``None``)."""
+        if isinstance(self.y, np.ndarray) and self.y.dtype != object:
+            return np.zeros(len(self.y), bool)
+        return np.array([label is None for label in self.y], bool)
+
 
 def labels_out(y: list):
     """Labels as an int64 array when they are all Python ints (the learners' fast path),

@@ -40,7 +40,7 @@ def records_of(path) -> list[dict]:
 
 
 def streamlearn(*args) -> str:
-    result = subprocess.run([sys.executable, "-m", "streamlearn.cli", *map(str, args)], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "streamlearn.service.cli", *map(str, args)], capture_output=True, text=True)
     if result.returncode:
         raise SystemExit(f"streamlearn {args[0]} failed:\n{result.stderr}")
     return result.stdout

@@ -45,7 +45,7 @@ def finished(process: subprocess.Popen) -> None:
 def test_accuracy(checkpoint_dir) -> float:
     from connectors.libsvm import read_libsvm
     from streamlearn import learner_from_state
-    from streamlearn.checkpoint import CheckpointStore
+    from streamlearn.service.checkpoint import CheckpointStore
 
     X, y = read_libsvm(DATA / "letter.scale.t.bz2")
     model = learner_from_state(CheckpointStore(checkpoint_dir).load_latest()["learner"])

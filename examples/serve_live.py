@@ -41,14 +41,14 @@ def main() -> dict:
     held_out = [({j: float(v) for j, v in (f.split(":") for f in line.split()[1:])}, int(line.split()[0])) for line in test_lines]
     with tempfile.TemporaryDirectory() as tmp:
         directory = pathlib.Path(tmp) / "model"
-        trainer = subprocess.Popen([sys.executable, "-m", "streamlearn.cli", "train", "-", "--checkpoint-dir", str(directory),
+        trainer = subprocess.Popen([sys.executable, "-m", "streamlearn.service.cli", "train", "-", "--checkpoint-dir", str(directory),
                                     "--checkpoint-interval", "1", "--predictions", str(directory / "predictions.jsonl"),
                                     "--batch-records", "500", "--quiet"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
         trainer.stdin.write(("\n".join(fed[:500]) + "\n").encode())
         trainer.stdin.flush()
         while not list(directory.glob("ckpt-*.slc")):
             time.sleep(0.1)
-        service = subprocess.Popen([sys.executable, "-m", "streamlearn.cli", "serve", "--checkpoint-dir", str(directory),
+        service = subprocess.Popen([sys.executable, "-m", "streamlearn.service.cli", "serve", "--checkpoint-dir", str(directory),
                                     "--port", "0", "--reload-interval", "0.2"], stderr=subprocess.PIPE, text=True)
         url = service.stderr.readline().split()[2].rstrip("/")
         print(f"service at {url}/ (open it in a browser for the live page)")

@@ -20,11 +20,11 @@ __version__ = "0.1.0"
 
 #: where each public name lives; imported on first use (PEP 562), so that the ``streamlearn``
 #: command can start reading its source (NumPy and the compiled parser only) while the
-#: learners and river load (see :func:`streamlearn.cli.cmd_train`)
+#: learners and river load (see :func:`streamlearn.service.cli.cmd_train`)
 _HOMES = {
     "StreamClassifier": "base",
     "InvalidInputError": "errors", "InvalidParameterError": "errors", "StreamlearnError": "errors",
-    "FeatureSpace": "features", "LabelSpace": "features",
+    "FeatureSpace": "features", "LabelSpace": "labels",
     "MulticlassLogisticRegression": "mcid", "MulticlassPerceptron": "mcid", "MulticlassSVM": "mcid",
     "OneVsRestLogisticRegression": "mcid", "OneVsRestPegasos": "mcid",
     "CalibratedLeastSquares": "leastsquares", "FeatureSampler": "leastsquares",
@@ -47,7 +47,8 @@ _REGRESSOR_NAMES = ("PrimalGradientRegressor",)
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from .base import StreamClassifier
     from .errors import InvalidInputError, InvalidParameterError, StreamlearnError
-    from .features import FeatureSpace, LabelSpace
+    from .features import FeatureSpace
+    from .labels import LabelSpace
     from .leastsquares import (CalibratedLeastSquares, FeatureSampler, GeneralizedLeastSquares,
                                RandomFourierFeatures, StagewiseRegression)
     from .mcid import (MulticlassLogisticRegression, MulticlassPerceptron, MulticlassSVM,

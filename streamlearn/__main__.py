@@ -19,7 +19,7 @@ import numpy as np
 from tqdm import tqdm
 
 import streamlearn
-from connectors.libsvm import read_libsvm
+from .libsvm import read_libsvm
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
 
@@ -34,7 +34,7 @@ def main(argv=None) -> int:
 
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in ("train", "predict", "evaluate", "inspect", "plot", "serve", "learners"):  # the CLI's commands
-        from .cli import main as cli_main
+        from .service.cli import main as cli_main
 
         return cli_main(argv)
     parser = argparse.ArgumentParser(prog="python -m streamlearn", description=__doc__.split("\n\n")[1])
@@ -71,6 +71,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from .cli import exit_now
+    from .service.cli import exit_now
 
     exit_now(main())

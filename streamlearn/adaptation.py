@@ -10,7 +10,7 @@ number of new ones that grows with ``T`` to follow a change.
 ``river.drift.PageHinkley`` with mode ``"up"`` (only a *rise* of the error is a change — a falling
 learning curve is not; :class:`PageHinkleyUp` says why it is written out here) on each example's 0/1 prequential mistake: whether the model, as it stood
 when the example arrived, predicted it wrongly. When the test fires, the learner restarts its
-step schedule (:meth:`~streamlearn.mcid._MCIDLearner` restarts ``t`` at most at
+step schedule (:class:`~streamlearn.mcid.solver.MCIDLearner` restarts ``t`` at most at
 ``RESTART_EXAMPLES / batch_size``) and its average (the averaged iterate becomes the current
 iterate): the weights are kept, so what was learned is not thrown away, but the old model now
 weighs as much as ``RESTART_EXAMPLES`` examples instead of all of them, whatever the stream's
@@ -21,7 +21,7 @@ Decisions take effect only at a step that is a multiple of :data:`CHECK_EVERY`: 
 then cuts its rows at those steps, and so equals the ``learn_one`` loop bit for bit. The watch
 is part of the learner's state (checkpoints resume it exactly). With ``lam="auto"`` the leader's
 mistakes are watched and every candidate restarts. In a ``--mix-topic`` group each member watches
-its own mistakes; a restart enters the shared model through the fold (:mod:`streamlearn.mixing`:
+its own mistakes; a restart enters the shared model through the fold (:mod:`streamlearn.service.mixing`:
 the weights are added like any change's, the restarted schedule — ``t`` and the averaged sums — is
 blended in by interpolation, so that members restarting at once keep it positive).
 

@@ -20,7 +20,7 @@ into calls, so ``learn_many`` equals the ``learn_one`` loop; both are the learne
 checkpoints resume them exactly (the window costs a checkpoint 1,024 scores per class, 8 KB
 each). An example whose class was new at its turn has no score for
 it and does not enter the window. In a ``--mix-topic`` group each member fits its own temperature
-on the examples it learns (the temperature is not a weight: :mod:`streamlearn.mixing` leaves it).
+on the examples it learns (the temperature is not a weight: :mod:`streamlearn.service.mixing` leaves it).
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)

@@ -37,7 +37,7 @@ BUNDLED = {"letter": DATA / FILES["train"], "letter.scale": DATA / FILES["train"
 def letter(split: str = "train") -> Iterator[tuple[dict, int]]:
     """The rows of the bundled ``letter`` data set in file order: ``({feature: value}, label)``
     with LIBSVM's feature indices as names and labels 1-26."""
-    from connectors.libsvm import read_libsvm
+    from .libsvm import read_libsvm
 
     X, y = read_libsvm(path(split))
     for i, label in enumerate(y):

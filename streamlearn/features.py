@@ -1,13 +1,12 @@
-"""Feature and label spaces: how named features and arbitrary labels become indices.
+"""The feature space: how named features become weight columns.
 
 ``FeatureSpace`` maps a feature *name* to a weight column — a growing vocabulary by
 default, or the hashing trick with ``n_bits`` for unbounded vocabularies. A feature is
 always found by its name, never by its position in a dict, so shuffling a dict's keys
-changes nothing. ``LabelSpace`` maps any hashable label to a class index; a class first
-seen mid-stream gets the next index and the learner grows a weight column for it.
+changes nothing. (Labels become class indices in :mod:`streamlearn.labels`.)
 
-Both convert their inputs *after* validating all of them, so a bad example raises an
-:class:`~streamlearn.errors.InvalidInputError` and leaves the spaces untouched.
+It converts its inputs *after* validating all of them, so a bad example raises an
+:class:`~streamlearn.errors.InvalidInputError` and leaves the space untouched.
 
 >>> fs = FeatureSpace()
 >>> cols, vals = fs.encode_one({"b": 2.0, "a": 1.0}, grow=True)
@@ -16,14 +15,10 @@ Both convert their inputs *after* validating all of them, so a bad example raise
 >>> again = fs.encode_one({"a": 1.0, "b": 2.0}, grow=False)  # same row, whatever the key order
 >>> again[0].tolist() == cols.tolist()
 True
->>> ls = LabelSpace()
->>> [ls.index(y, grow=True) for y in ["cat", "dog", "cat"]]
-[0, 1, 0]
 """
 
 from __future__ import annotations
 
-import math
 from operator import itemgetter
 
 import numpy as np
@@ -468,140 +463,4 @@ class FeatureSpace:
         space = cls(data["n_bits"])
         if data["names"]:
             space._add(list(data["names"]))  # re-derives the order keys from the names
-        return space
-
-
-def _is_empty_label(y) -> bool:
-    if y is None or (isinstance(y, str) and not y.strip()):
-        return True
-    return isinstance(y, float) and math.isnan(y)
-
-
-class LabelSpace:
-    """Maps hashable labels to class indices ``0..K-1`` in order of first appearance.
-
-    NumPy scalars are stored as the equal Python scalar (``np.bool_(True)`` → ``True``)
-    so that labels survive msgpack checkpoints. ``None``, NaN and blank strings are
-    rejected as empty labels.
-
-    Parameters
-    ----------
-    None: a label space starts empty.
-
-    Attributes
-    ----------
-    labels
-        The labels, class index order.
-
-    Examples
-    --------
-
-    >>> labels = LabelSpace()
-    >>> labels.indices(["cat", "dog", "cat", "emu"], grow=True).tolist(), labels.labels
-    ([0, 1, 0, 2], ['cat', 'dog', 'emu'])
-    >>> labels.normalize("  ")
-    Traceback (most recent call last):
-    ...
-    streamlearn.errors.InvalidInputError: row 0: empty label '  '
-    """
-
-    #: integer labels below this are looked up in a table by :meth:`indices` (8 bytes each)
-    SMALL_INT_LABELS = 1 << 16
-    _small_ints = None  # table: class of int label v at [v] (-1: none); None: to rebuild
-
-    def __init__(self):
-        self._index: dict = {}
-        self.labels: list = []
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    @staticmethod
-    def normalize(y, row: int = 0):
-        """The stored form of label ``y``; raises for an empty or unhashable label."""
-        if isinstance(y, np.generic):
-            y = y.item()
-        if _is_empty_label(y):
-            raise InvalidInputError("empty-label", f"empty label {y!r}", row)
-        try:
-            hash(y)
-        except TypeError:
-            raise InvalidInputError("bad-label", f"label {y!r} is not hashable", row) from None
-        return y
-
-    def index(self, y, grow: bool) -> int:
-        """Class index of an already normalized label (``-1`` if unknown and not growing)."""
-        k = self._index.get(y)
-        if k is None:
-            if not grow:
-                return -1
-            k = len(self.labels)
-            self._index[y] = k
-            self.labels.append(y)
-            self._small_ints = None
-        return k
-
-    def _small_int_classes(self, values: np.ndarray) -> np.ndarray | None:
-        """Class indices of an int array whose labels are all known and below
-        :attr:`SMALL_INT_LABELS`, by a table look-up (a dict look-up per distinct label
-        costs a sort of the batch); ``None`` otherwise. The table is filled from the dict,
-        so ``1`` finds a class first seen as ``True`` or ``1.0`` exactly as the dict does."""
-        if not len(values) or values.min() < 0:
-            return None
-        needed = int(values.max()) + 1
-        if needed > self.SMALL_INT_LABELS:
-            return None
-        if self._small_ints is None or len(self._small_ints) < needed:
-            size = max(needed, 2 * len(self._small_ints) if self._small_ints is not None else 16)
-            size = min(size, self.SMALL_INT_LABELS)
-            get = self._index.get
-            self._small_ints = np.fromiter((get(v, -1) for v in range(size)), np.int64, size)
-        classes = self._small_ints[values]
-        return classes if classes.min() >= 0 else None
-
-    def indices(self, ys, grow: bool) -> np.ndarray:
-        """Class indices of a batch of labels (a list, an array or a Series), numbering new
-        classes in order of first appearance. Call :meth:`validate_batch` first: this one
-        grows the space."""
-        values = np.asarray(ys) if not isinstance(ys, list) else None
-        if values is not None and values.dtype.kind in "iu" and values.ndim == 1:
-            known = self._small_int_classes(values)
-            if known is not None:
-                return known
-        if values is not None and values.dtype.kind in "iub" and values.ndim == 1:
-            uniques, first, inverse = np.unique(values, return_index=True, return_inverse=True)
-            mapped = np.empty(len(uniques), np.int64)
-            for u in np.argsort(first, kind="stable"):
-                mapped[u] = self.index(uniques[u].item(), grow)
-            return mapped[inverse]
-        labels = ys.tolist() if hasattr(ys, "tolist") else list(ys)
-        return np.fromiter((self.index(self.normalize(y), grow) for y in labels), np.int64, len(labels))
-
-    def n_new(self, ys) -> int:
-        """How many distinct labels of a (validated) batch are not in the space yet."""
-        values = np.asarray(ys) if not isinstance(ys, list) else None
-        if values is not None and values.dtype.kind in "iub" and values.ndim == 1:
-            distinct = np.unique(values).tolist()
-        else:
-            distinct = set(self.normalize(y) for y in (ys.tolist() if hasattr(ys, "tolist") else ys))
-        return sum(1 for y in distinct if y not in self._index)
-
-    def validate_batch(self, ys) -> int:
-        """Raise for the first empty or unhashable label of a batch; return the batch length."""
-        values = np.asarray(ys) if not isinstance(ys, list) else None
-        if values is not None and values.dtype.kind in "iub" and values.ndim == 1:
-            return len(values)  # integers and booleans are always valid labels
-        labels = ys.tolist() if hasattr(ys, "tolist") else list(ys)
-        for row, y in enumerate(labels):
-            self.normalize(y, row)
-        return len(labels)
-
-    def export(self) -> dict:
-        return {"labels": list(self.labels)}
-
-    @classmethod
-    def restore(cls, data: dict) -> "LabelSpace":
-        space = cls()
-        for y in data["labels"]:
-            space.index(y, grow=True)
         return space

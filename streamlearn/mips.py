@@ -4,7 +4,7 @@ largest inner products with each, to be re-ranked exactly by the learner.
 
 Every oracle sees the class rows through their count sketches ``S[k]`` (a random projection of
 each sparse row to ``sketch_dim`` dimensions, kept up to date by the learner's step: see
-:func:`streamlearn.kernels.memoir.sketch_rows`), queries with the rows' sketches, and updates
+:func:`streamlearn.kernels.memoir_sketch.sketch_rows`), queries with the rows' sketches, and updates
 only the rows that a mini-batch changed (:meth:`MIPSOracle.update`), once per call, in place.
 
 * :class:`ExactOracle` — no index: the learner scans its inverted index (column → class
@@ -31,7 +31,7 @@ import numpy as np
 from .errors import InvalidParameterError
 from .kernels import compiled
 
-_memoir = compiled("memoir")
+_sketch = compiled("memoir_sketch")
 
 ORACLES = ("exact", "graph", "lsh")
 
@@ -182,7 +182,7 @@ class LSHOracle(MIPSOracle):
             self.max_norm = 2.0 * float(norms.max())
             classes = np.arange(n_classes)
         listed = np.ascontiguousarray(classes, np.int64)
-        _memoir.lsh_codes(S, listed, len(listed), planes, self.max_norm, self.codes)
+        _sketch.lsh_codes(S, listed, len(listed), planes, self.max_norm, self.codes)
 
     def rebuild(self, S, n_classes) -> None:
         self.max_norm = 0.0
@@ -202,7 +202,7 @@ class LSHOracle(MIPSOracle):
         out = np.full((len(queries), n), -1, np.int64)
         if not n_classes or self.max_norm == 0.0:
             return out
-        _memoir.lsh_top(np.ascontiguousarray(queries), self._planes(S.shape[1]), self.codes, n_classes, out)
+        _sketch.lsh_top(np.ascontiguousarray(queries), self._planes(S.shape[1]), self.codes, n_classes, out)
         return out
 
 

@@ -78,8 +78,8 @@ def assert_same_state(a, b, path="state") -> None:
 
 
 def cli(*args, input=None, check=True, timeout=PATIENCE, **kwargs) -> subprocess.CompletedProcess:
-    """Run ``python -m streamlearn.cli ARGS`` and return the completed process."""
-    result = subprocess.run([PYTHON, "-m", "streamlearn.cli", *map(str, args)], input=input, capture_output=True,
+    """Run ``python -m streamlearn.service.cli ARGS`` and return the completed process."""
+    result = subprocess.run([PYTHON, "-m", "streamlearn.service.cli", *map(str, args)], input=input, capture_output=True,
                             timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"}, **kwargs)
     if check and result.returncode != 0:
         raise AssertionError(f"streamlearn {' '.join(map(str, args))} exited {result.returncode}:\n{result.stderr.decode()}")

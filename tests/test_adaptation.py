@@ -134,7 +134,7 @@ def test_a_detected_change_is_counted_in_the_metrics_log_inspect_metrics_and_plo
     from prometheus_client import generate_latest
 
     from helpers import cli
-    from streamlearn.serve import ModelHolder, make_metrics
+    from streamlearn.service.serve import ModelHolder, make_metrics
 
     X, y = _flipped()
     stream = tmp_path / "flipped.jsonl"
@@ -150,7 +150,7 @@ def test_a_detected_change_is_counted_in_the_metrics_log_inspect_metrics_and_plo
     assert info["counters"]["changes"] == lines[-1]["changes"]
     text = generate_latest(make_metrics(ModelHolder(ck))[0]).decode()
     assert f"streamlearn_changes_detected {float(lines[-1]['changes'])}" in text
-    from streamlearn.plotting import plot_metrics
+    from streamlearn.service.plotting import plot_metrics
 
     import matplotlib.pyplot as plt
 

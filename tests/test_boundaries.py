@@ -3,7 +3,7 @@
 module defines. A family's own names count as its own: those its module defines, and those of the
 modules its classes inherit from (a learner restoring its own pending rows in a classmethod).
 Allowed across modules: river's estimator protocol, which river spells with an underscore, and
-``os._exit``. Tests still read learners' insides in places (issue 42's open part)."""
+``os._exit``. The library (``streamlearn/`` without ``service/``) never imports the service floor."""
 
 from __future__ import annotations
 
@@ -83,3 +83,42 @@ def test_the_check_finds_what_it_is_for():
     """A reach into another family's insides, and a private import, are found (the check can fail)."""
     source = "from streamlearn.base import _hidden\n\ndef peek(model):\n    return model._weights.V, model.n_steps\n"
     assert private_reads("streamlearn.peeking", source) == ["1: import _hidden", "4: ._weights"]
+
+
+#: the library's modules: ``streamlearn/`` without its service floor and without ``__main__`` (the embedded job, a program)
+LIBRARY = sorted(m for m in MODULES if m.startswith("streamlearn.") and not m.startswith("streamlearn.service")
+                 and m != "streamlearn.__main__")
+SERVICE_PACKAGES = ("connectors", "streamlearn.service")
+
+
+def service_imports(module: str, source: str | None = None) -> list[str]:
+    """``line: what`` for each import of the service floor (``connectors``, ``streamlearn.service``) in ``module``."""
+    tree = ast.parse(MODULES[module].read_text() if source is None else source)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            targets = [_resolve(module, node)]
+            if node.level and node.module is None:  # `from . import x`: the modules x of the package
+                targets = [f"{targets[0]}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            continue
+        found += [f"{node.lineno}: {target}" for target in targets
+                  if any(target == p or target.startswith(p + ".") for p in SERVICE_PACKAGES)]
+    return found
+
+
+@pytest.mark.parametrize("module", LIBRARY)
+def test_the_library_never_imports_the_service(module):
+    """The estimators can be read, packaged and tested without the daemon (ARCHITECTURE.md's two floors)."""
+    assert service_imports(module) == []
+
+
+def test_the_floor_check_finds_what_it_is_for():
+    """Each spelling of an import of the service floor is found, a library import is not (the check can fail)."""
+    top = "import connectors.files\nfrom .service import runner\nfrom . import service, features\nfrom .base import x\n"
+    assert service_imports("streamlearn.mcid", top) == ["1: connectors.files", "2: streamlearn.service",
+                                                        "3: streamlearn.service"]
+    nested = "from ..service.checkpoint import pack\nfrom ..features import FeatureSpace\n"
+    assert service_imports("streamlearn.leastsquares.solvers", nested) == ["1: streamlearn.service.checkpoint"]

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from connectors.kafka import encode_value
-from streamlearn.checkpoint import CheckpointStore
+from streamlearn.service.checkpoint import CheckpointStore
 from helpers import KAFKA_CLIENTS, PYTHON, assert_same_state, records, train_reference_records
 from conftest import PATIENCE
 
@@ -41,7 +41,7 @@ def _wait_until_learned(directory, n: int, process, timeout: float = PATIENCE) -
 
 
 def _daemon(bootstrap, topic, client, ck, *extra) -> subprocess.Popen:
-    return subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "train", f"kafka://{bootstrap}/{topic}?group=g&client={client}",
+    return subprocess.Popen([PYTHON, "-m", "streamlearn.service.cli", "train", f"kafka://{bootstrap}/{topic}?group=g&client={client}",
                              "--learner", "MulticlassSVM", "--param", "lam=0.01", "--checkpoint-dir", str(ck),
                              "--checkpoint-interval", "0.3", "--batch-records", "100", "--quiet", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -139,7 +139,8 @@ def test_a_commit_left_waiting_on_a_broker_that_died_does_not_stop_the_polls(mon
     import signal
     import threading
 
-    from connectors.kafka_clients import CommitFailed, ConfluentClient
+    from connectors.kafka_clients import CommitFailed
+    from connectors.kafka_confluent import ConfluentClient
 
     pytest.importorskip("confluent_kafka")
     broker = _broker_holding("held", records(200, seed=23))
@@ -171,7 +172,7 @@ def test_a_call_waiting_for_a_broker_that_died_reports_the_outage_and_ends_at_th
 
     from connectors.errors import SourceUnavailable
     from connectors.kafka import BrokerWatch
-    from connectors.kafka_clients import KafkaPythonClient
+    from connectors.kafka_python import KafkaPythonClient
 
     broker = _broker_holding("watched", records(100, seed=24))
     try:

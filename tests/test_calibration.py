@@ -128,7 +128,7 @@ def test_inspect_shows_the_temperature_of_the_checkpointed_model(tmp_path):
     import json
 
     from helpers import cli
-    from streamlearn.checkpoint import CheckpointStore
+    from streamlearn.service.checkpoint import CheckpointStore
     from streamlearn.datasets import path
 
     cli("train", path("train"), "--checkpoint-dir", tmp_path / "ck", "--quiet")

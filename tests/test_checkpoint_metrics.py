@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from river import metrics as river_metrics
 
 import streamlearn
-from streamlearn.checkpoint import (FORMAT_VERSION, CheckpointError, CheckpointStore, CorruptCheckpoint, dumps, loads,
+from streamlearn.service.checkpoint import (FORMAT_VERSION, CheckpointError, CheckpointStore, CorruptCheckpoint, dumps, loads,
                                    with_digest)
-from streamlearn.metrics import ClassificationMetrics
+from streamlearn.service.metrics import ClassificationMetrics
 from helpers import assert_same_state, records
 
 

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from streamlearn.checkpoint import CheckpointStore
-from streamlearn.cli import COMMANDS, make_parser
+from streamlearn.service.checkpoint import CheckpointStore
+from streamlearn.service.cli import COMMANDS, make_parser
 from helpers import cli, libsvm_lines
 from conftest import PATIENCE
 
@@ -177,7 +177,7 @@ def run_mixing(f):
     broker = f["broker"]()
     create_topic(broker, "mixed", 2)
     produce(broker, "mixed", [msgpack.packb(r) for r in records(400, seed=6)], partitions=2)
-    daemons = [subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "train", f"kafka://{broker}/mixed?group=mixers",
+    daemons = [subprocess.Popen([PYTHON, "-m", "streamlearn.service.cli", "train", f"kafka://{broker}/mixed?group=mixers",
                                  "--mix-topic", "mixed-mix", "--mix-every", "50", "--idle-timeout", "2",
                                  "--checkpoint-dir", str(f["dir"] / f"mix{i}"), "--quiet"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
@@ -204,7 +204,7 @@ def run_broker_timeout(f):
     broker.start()
     try:
         create_topic(broker.bootstrap, "away")
-        daemon = subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "train", f"kafka://{broker.bootstrap}/away?group=o",
+        daemon = subprocess.Popen([PYTHON, "-m", "streamlearn.service.cli", "train", f"kafka://{broker.bootstrap}/away?group=o",
                                    "--broker-timeout", "1", "--checkpoint-dir", str(f["dir"] / "bt"), "--quiet"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(3)
@@ -228,7 +228,7 @@ def run_serve(f):
 
     served = f["dir"] / "served"
     served.mkdir()
-    service = subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "serve", "--checkpoint-dir", str(served), "--host", "127.0.0.1",
+    service = subprocess.Popen([PYTHON, "-m", "streamlearn.service.cli", "serve", "--checkpoint-dir", str(served), "--host", "127.0.0.1",
                                 "--port", "0", "--max-age", "600", "--max-body", "100", "--reload-interval", "0.2"],
                                stderr=subprocess.PIPE, text=True)
     try:

@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from streamlearn.checkpoint import CheckpointStore
+from streamlearn.service.checkpoint import CheckpointStore
 from helpers import PYTHON, cli, libsvm_lines
 
 pytestmark = pytest.mark.slow  # whole processes or every river check: not in the quick subset
@@ -255,17 +255,17 @@ def test_the_final_holdout_figure_is_reported_apart_from_the_running_one(tmp_pat
 
 # 11. the small things
 def test_help_is_whole_and_lists_the_learners():
-    top = subprocess.run([PYTHON, "-m", "streamlearn.cli", "--help"], capture_output=True, text=True)
+    top = subprocess.run([PYTHON, "-m", "streamlearn.service.cli", "--help"], capture_output=True, text=True)
     assert top.returncode == 0 and "Examples:\n" in top.stdout and "Exit codes:" in top.stdout
     assert not top.stdout.rstrip().endswith("::")
-    train = subprocess.run([PYTHON, "-m", "streamlearn.cli", "train", "--help"], capture_output=True, text=True)
+    train = subprocess.run([PYTHON, "-m", "streamlearn.service.cli", "train", "--help"], capture_output=True, text=True)
     for name in ("MulticlassSVM", "PrimalGradientSolver", "StagewiseRegression", "--standardize", "--init-from",
                  "--overwrite"):
         assert name in train.stdout
 
 
 def test_usage_errors_and_bad_record_stops_have_different_exit_codes(tmp_path):
-    usage = subprocess.run([PYTHON, "-m", "streamlearn.cli", "train", "--no-such-option"], capture_output=True)
+    usage = subprocess.run([PYTHON, "-m", "streamlearn.service.cli", "train", "--no-such-option"], capture_output=True)
     assert usage.returncode == 2
     path = tmp_path / "d.svm"
     path.write_text("\n".join(libsvm_lines(200, seed=7)) + "\nbad\nbad\nbad\n")

@@ -13,7 +13,7 @@ import pytest
 from connectors.compact import decode_batch, encode_batch, encode_messages
 from connectors.kafka import decode_messages
 from connectors.libsvm import parse_libsvm_bytes
-from streamlearn.checkpoint import CheckpointStore
+from streamlearn.service.checkpoint import CheckpointStore
 from helpers import KAFKA_CLIENTS, assert_same_state, cli, libsvm_lines, train_reference
 
 

@@ -110,7 +110,7 @@ def test_parsed_edge_values_equal_python_float(text):
 
 def _slow_values(text: bytes) -> int:
     """How many values of a LIBSVM buffer the compiled pass leaves to Python's float."""
-    from connectors.libsvm import _POW10
+    from streamlearn.libsvm import _POW10
     from streamlearn.kernels import compiled
 
     return int(compiled("text").parse_libsvm(np.frombuffer(text, np.uint8), _POW10, False, False)[-1])
@@ -413,10 +413,10 @@ def test_stdin_hands_over_what_it_gathered_when_the_stream_pauses():
 def test_stdin_batches_are_cut_by_count_whatever_sizes_the_reads_bring(monkeypatch):
     """Reads of any size, the same batches: a resumed job cuts its batches (and so places its
     checkpoints) where an uninterrupted one did."""
-    import connectors.files
+    import connectors.decoding
 
     # a pause of the writer cuts a batch short by design (tested on its own): a loaded machine must not pause it here
-    monkeypatch.setattr(connectors.files, "GATHER_SECONDS", 30.0)
+    monkeypatch.setattr(connectors.decoding, "GATHER_SECONDS", 30.0)
     text = b"".join(f"{i % 3} {i % 7 + 1}:1\n".encode() for i in range(1000))
     cuts = [0, *sorted(np.random.default_rng(1).choice(len(text), 60, replace=False)), len(text)]
     chunks = [text[a:b] for a, b in zip(cuts, cuts[1:])]
@@ -491,7 +491,7 @@ def test_open_source_chooses_the_source(tmp_path):
 def test_cut_lines_matches_a_plain_reference(final):
     """The compiled line cutter: the first ``max_lines`` complete lines from ``start`` (a
     last line without its newline counts only at the end of the stream)."""
-    from connectors.files import _cut_lines
+    from connectors.decoding import _cut_lines
 
     def reference(buf, start, max_lines):
         ends = [i + 1 for i in range(start, len(buf)) if buf[i] == 10]

@@ -6,7 +6,7 @@ the next checkpoint — on a file, on stdin and on a Kafka topic (a real broker:
 once, every bad record reported once, every checkpoint logged once.
 
 Each campaign is seeded; a kill is either a SIGKILL from outside (after a random delay, or
-after a random number of new checkpoints) or a fail-point (:mod:`streamlearn.failpoints`)
+after a random number of new checkpoints) or a fail-point (:mod:`streamlearn.service.failpoints`)
 that makes the process SIGKILL itself at an exact moment."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from connectors.kafka import KafkaSource, encode_value
-from streamlearn.checkpoint import CheckpointStore
+from streamlearn.service.checkpoint import CheckpointStore
 from helpers import PYTHON, assert_same_state, libsvm_lines, records
 from conftest import PATIENCE
 
@@ -54,7 +54,7 @@ def libsvm_stream_with_bad_lines(n: int, seed: int) -> bytes:
 
 
 def _start(args, stdin_data: bytes | None, env: dict | None = None) -> subprocess.Popen:
-    process = subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "train", *map(str, args), "--quiet"],
+    process = subprocess.Popen([PYTHON, "-m", "streamlearn.service.cli", "train", *map(str, args), "--quiet"],
                                stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
     if stdin_data is not None:  # the same stream is piped again from its beginning
@@ -182,7 +182,7 @@ def test_a_stdin_job_killed_7_times_ends_as_an_uninterrupted_one(tmp_path):
     assert len(hits) >= 6 and {"checkpoint-write", "dead-letter", "metrics-line"} <= set(hits), hits
     assert_same_job(tmp_path / "ck", tmp_path / "clean")
     # a different stream behind the pipe is refused, clearly
-    other = subprocess.run([PYTHON, "-m", "streamlearn.cli", "train", "-", "--checkpoint-dir", str(tmp_path / "ck"),
+    other = subprocess.run([PYTHON, "-m", "streamlearn.service.cli", "train", "-", "--checkpoint-dir", str(tmp_path / "ck"),
                             "--resume"], input=b"1 1:1\n" + text, capture_output=True)
     assert other.returncode == 1 and b"stdin does not start with the" in other.stderr
 
@@ -297,7 +297,7 @@ def test_a_full_disk_mid_job_then_resume_leaves_no_torn_line_and_no_duplicate(tm
         resource.setrlimit(resource.RLIMIT_FSIZE, (12_000, 12_000))
 
     ck = tmp_path / "ck"
-    full = subprocess.run([PYTHON, "-m", "streamlearn.cli", "train", *map(str, args), "--checkpoint-dir", str(ck),
+    full = subprocess.run([PYTHON, "-m", "streamlearn.service.cli", "train", *map(str, args), "--checkpoint-dir", str(ck),
                            "--quiet"], capture_output=True, preexec_fn=small_disk)
     assert full.returncode == 1 and b"File too large" in full.stderr
     if first_to_fail == "sink":

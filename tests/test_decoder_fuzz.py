@@ -22,8 +22,8 @@ from connectors import FileSource, JsonLinesSink
 from connectors.formats import CsvDecoder, JsonLinesDecoder, LibsvmDecoder, MsgpackDecoder
 from connectors.kafka import decode_messages
 from streamlearn import InvalidInputError
-from streamlearn.checkpoint import CheckpointStore
-from streamlearn.runner import Runner
+from streamlearn.service.checkpoint import CheckpointStore
+from streamlearn.service.runner import Runner
 from helpers import assert_same_state
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -131,8 +131,8 @@ def test_the_readme_command_lines_run(tmp_path):
     (_, block), = [b for b in _readme_blocks("bash") if "--checkpoint-dir model " in b[1]]
     for command in block.strip().splitlines():
         command = command.split("  #")[0].strip().replace("python -m", f"{sys.executable} -m")
-        command = command.replace("| streamlearn ", f"| {sys.executable} -m streamlearn.cli ")
-        command = re.sub(r"^streamlearn ", f"{sys.executable} -m streamlearn.cli ", command)
+        command = command.replace("| streamlearn ", f"| {sys.executable} -m streamlearn.service.cli ")
+        command = re.sub(r"^streamlearn ", f"{sys.executable} -m streamlearn.service.cli ", command)
         result = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=PATIENCE)
         assert result.returncode == 0, f"{command}\n{result.stderr}"
     assert (tmp_path / "predictions.jsonl").read_text().count("\n") == 5000

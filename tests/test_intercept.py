@@ -83,7 +83,7 @@ def test_fit_intercept_must_be_a_boolean():
 def test_members_with_an_intercept_mix_from_an_empty_base():
     """A fresh learner holds the intercept's column before it learns anything: the mixing base
     taken from it has weights for that column (a daemon's first change failed on the shapes)."""
-    from streamlearn.mixing import MixState
+    from streamlearn.service.mixing import MixState
 
     a, b = MulticlassSVM(lam=0.01), MulticlassSVM(lam=0.01)
     shared = MixState.of(a)

@@ -11,7 +11,7 @@ import pytest
 from kafka import KafkaConsumer
 
 from connectors.kafka import KafkaSource, encode_value, parse_kafka_uri
-from streamlearn.checkpoint import CheckpointStore
+from streamlearn.service.checkpoint import CheckpointStore
 from helpers import KAFKA_CLIENTS, assert_same_state, cli, records, train_reference_records
 
 
@@ -127,7 +127,7 @@ def test_kafka_uri():
 @pytest.mark.parametrize("client, options", [("kafka-python", {"bootstrap_timeout_ms": 300}), ("confluent", {})])
 def test_an_unreachable_broker_is_one_clear_error(client, options, monkeypatch):
     """It used to end in a kafka-python traceback (nothing listens on port 1)."""
-    from connectors.kafka_clients import ConfluentClient
+    from connectors.kafka_confluent import ConfluentClient
 
     monkeypatch.setattr(ConfluentClient, "METADATA_TIMEOUT_S", 1.0)
     source = KafkaSource("127.0.0.1:1", "t", client=client, **options)
@@ -150,7 +150,7 @@ def test_a_failed_commit_is_reported_and_the_daemon_goes_on(capsys):
     does not answer must not stop the daemon; the next checkpoint commits again."""
     from kafka.errors import KafkaTimeoutError
 
-    from connectors.kafka_clients import KafkaPythonClient
+    from connectors.kafka_python import KafkaPythonClient
 
     class Unanswered:
         def commit(self, offsets):

@@ -223,7 +223,7 @@ def test_the_hot_paths_run_compiled_without_numba(tmp_path):
 import sys
 import numpy as np, scipy.sparse as sp
 from streamlearn import MulticlassSVM, MulticlassLogisticRegression
-from streamlearn.cli import main
+from streamlearn.service.cli import main
 assert main(["train", {str(data)!r}, "--learner", "MulticlassSVM", "--quiet", "--holdout", "0.1"]) == 0
 X = sp.random(200, 30, density=0.2, format="csr", random_state=0)
 y = np.arange(200) % 4

@@ -113,8 +113,8 @@ def test_a_state_with_the_wrong_number_of_candidates_is_refused():
 
 
 def test_cli_trains_with_lam_auto(tmp_path, capsys):
-    from streamlearn.checkpoint import CheckpointStore
-    from streamlearn.cli import main
+    from streamlearn.service.checkpoint import CheckpointStore
+    from streamlearn.service.cli import main
 
     X, y = _stream(n=200)
     path = tmp_path / "train.svm"

@@ -8,12 +8,12 @@ import pytest
 
 import streamlearn
 from streamlearn import ExtremeSVM
-from streamlearn.checkpoint import CheckpointStore
+from streamlearn.service.checkpoint import CheckpointStore
 from streamlearn.kernels import compiled
 from streamlearn.memoir import SparseClassRows
 from helpers import assert_same_state
 
-_memoir = compiled("memoir")
+_sketch = compiled("memoir_sketch")
 
 
 def sparse_stream(n: int, n_classes: int, d: int, seed: int, appear_every: int = 60):
@@ -201,11 +201,11 @@ def test_kernels_match_numpy_sketches_codes_and_hamming_ranking():
     indices = np.array([1, 7, 40, 2, 7, 0, 3, 9, 11])
     data = rng.normal(size=9)
     out = np.empty((3, 16), np.float32)
-    _memoir.sketch_rows(indptr, indices, data, 1, out)
+    _sketch.sketch_rows(indptr, indices, data, 1, out)
     buckets = {}
     for j in range(50):  # each column's (position, sign), read off the sketch of a unit row
         unit = np.empty((1, 16), np.float32)
-        _memoir.sketch_rows(np.array([0, 1]), np.array([j]), np.array([1.0]), 1, unit)
+        _sketch.sketch_rows(np.array([0, 1]), np.array([j]), np.array([1.0]), 1, unit)
         (position,) = np.flatnonzero(unit[0])
         buckets[j] = (position, unit[0, position])
     assert all(abs(sign) == 1.0 for _, sign in buckets.values())
@@ -219,13 +219,13 @@ def test_kernels_match_numpy_sketches_codes_and_hamming_ranking():
     planes = rng.normal(size=(64, 17))
     codes = np.zeros(20, np.uint64)
     max_norm = 2 * np.linalg.norm(vectors, axis=1).max()
-    _memoir.lsh_codes(vectors, np.arange(20), 20, planes, max_norm, codes)
+    _sketch.lsh_codes(vectors, np.arange(20), 20, planes, max_norm, codes)
     augmented = np.hstack([vectors / max_norm, np.sqrt(1 - (np.linalg.norm(vectors, axis=1) / max_norm) ** 2)[:, None]])
     bits = (augmented @ planes.T >= 0)
     assert codes.tolist() == [sum(1 << int(b) for b in np.flatnonzero(row)) for row in bits]
     queries = rng.normal(size=(4, 16)).astype(np.float32)
     top = np.empty((4, 5), np.int64)
-    _memoir.lsh_top(queries, planes, codes, 20, top)
+    _sketch.lsh_top(queries, planes, codes, 20, top)
     query_bits = (np.hstack([queries / np.linalg.norm(queries, axis=1, keepdims=True), np.zeros((4, 1))]) @ planes.T >= 0)
     for i in range(4):
         distance = (bits != query_bits[i]).sum(axis=1)

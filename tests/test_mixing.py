@@ -1,4 +1,4 @@
-"""Model mixing (streamlearn.mixing): the fold is the identity for one member, the average of
+"""Model mixing (streamlearn.service.mixing): the fold is the identity for one member, the average of
 the members' models for several from one base at weight 1/N, each change weighted by its share of
 the examples learned beside it, keyed by names, and a mixed model learns on exactly as the model
 it was written from."""
@@ -11,8 +11,8 @@ import pytest
 
 from streamlearn import (ExtremeSVM, MulticlassLogisticRegression, MulticlassPerceptron, MulticlassSVM,
                          OneVsRestLogisticRegression, OneVsRestPegasos)
-from streamlearn.checkpoint import pack, unpack
-from streamlearn.mixing import MixState, check_mixable
+from streamlearn.service.checkpoint import pack, unpack
+from streamlearn.service.mixing import MixState, check_mixable
 
 MIXABLE = [MulticlassSVM, MulticlassLogisticRegression, MulticlassPerceptron, OneVsRestPegasos,
            OneVsRestLogisticRegression]
@@ -245,7 +245,7 @@ def test_coverage_tiles_each_partition_whatever_order_the_members_publish_in():
     """Members publish the ranges they learned; a member dies after learning (not publishing)
     part of its partition, another takes the partition over from the coverage: the accepted
     ranges tile every partition exactly once, and two members folding the same log agree."""
-    from streamlearn.mixing import Coverage
+    from streamlearn.service.mixing import Coverage
 
     log = [
         ("a", {0: (0, 50), 1: (0, 30)}),
@@ -270,7 +270,7 @@ def test_coverage_tiles_each_partition_whatever_order_the_members_publish_in():
 
 
 def test_coverage_refuses_a_gap_a_backward_range_and_restores_from_its_export():
-    from streamlearn.mixing import Coverage
+    from streamlearn.service.mixing import Coverage
 
     coverage = Coverage()
     assert coverage.accept({3: (10, 20)})  # a first claim may start anywhere (a topic trimmed by retention)
@@ -286,7 +286,7 @@ def test_members_folding_one_mixing_topic_hold_one_model(broker):
     skipped by both, and the shared model holds every accepted change's examples once."""
     from connectors.localbroker import create_topic
     from connectors.mixlog import MixLog
-    from streamlearn.mixing import Coverage, fold_publications
+    from streamlearn.service.mixing import Coverage, fold_publications
 
     create_topic(broker, "mix-one-model")
     X, y = dict_stream(400, seed=5)

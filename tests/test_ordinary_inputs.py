@@ -20,8 +20,8 @@ from streamlearn.base import INTERCEPT_NAME
 
 import streamlearn
 from connectors.formats import UnknownFormat, sniff_format
-from streamlearn import cli as cli_module
-from streamlearn.checkpoint import CheckpointStore
+from streamlearn.service import cli as cli_module
+from streamlearn.service.checkpoint import CheckpointStore
 from helpers import cli, libsvm_lines
 
 NAMES = ("setosa", "versicolor", "virginica")
@@ -325,7 +325,7 @@ def test_a_directory_a_missing_source_and_an_unwritable_checkpoint_say_what_they
 # 15. --quiet is quiet
 def test_quiet_prints_no_progress_lines_however_long_the_job(monkeypatch):
     from connectors.files import FileSource
-    from streamlearn.runner import Runner
+    from streamlearn.service.runner import Runner
 
     monkeypatch.setattr(Runner, "PROGRESS_EVERY", 0.0)
     for progress, expected in ((False, False), (None, True)):
@@ -362,7 +362,7 @@ def test_a_directory_named_like_a_checkpoint_is_skipped(tmp_path, capsys):
 
 
 def test_serve_skips_a_directory_named_like_a_checkpoint(tmp_path, capsys):
-    from streamlearn.serve import ModelHolder
+    from streamlearn.service.serve import ModelHolder
 
     path = tmp_path / "d.svm"
     path.write_text("\n".join(libsvm_lines(100, seed=9)) + "\n")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from connectors.kafka import encode_value
-from streamlearn.checkpoint import CheckpointStore
+from streamlearn.service.checkpoint import CheckpointStore
 from helpers import PYTHON, assert_same_state, cli, libsvm_lines, records, train_reference, train_reference_records
 from conftest import PATIENCE
 
@@ -56,7 +56,7 @@ def test_predictions_file_has_each_record_in_order_and_unlabelled_records_are_no
 
 def test_train_is_a_shell_filter_with_predictions_to_stdout(tmp_path):
     text, _ = _stream(300, seed=4)
-    result = subprocess.run([PYTHON, "-m", "streamlearn.cli", "train", "-", "--predictions", "-", "--quiet"],
+    result = subprocess.run([PYTHON, "-m", "streamlearn.service.cli", "train", "-", "--predictions", "-", "--quiet"],
                             input=text.encode(), capture_output=True, check=True)
     lines = [json.loads(l) for l in result.stdout.decode().splitlines()]
     assert len(lines) == 300 and all(l["position"]["source"] == "stdin" for l in lines)
@@ -108,7 +108,7 @@ def test_predictions_to_a_topic_are_at_least_once_with_the_input_position_as_the
         producer.send(source, encode_value(recs[i : i + 20]), key=f"k{n}".encode(), partition=0)
     producer.flush()
     producer.close()
-    args = [PYTHON, "-m", "streamlearn.cli", "train", f"kafka://{broker}/{source}?group=p&client={client}",
+    args = [PYTHON, "-m", "streamlearn.service.cli", "train", f"kafka://{broker}/{source}?group=p&client={client}",
             "--predictions", f"kafka://{broker}/{out}", "--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", "500",
             "--batch-records", "100", "--idle-timeout", "3", "--quiet", "--resume"]
     first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import streamlearn
-from streamlearn.checkpoint import CheckpointStore
+from streamlearn.service.checkpoint import CheckpointStore
 from helpers import assert_same_state
 
 CASES = [(name, i, params)

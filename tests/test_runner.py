@@ -14,8 +14,8 @@ import pytest
 import streamlearn
 from connectors import FileSource, JsonLinesSink
 from connectors.libsvm import parse_libsvm_bytes
-from streamlearn.checkpoint import CheckpointStore
-from streamlearn.runner import Runner
+from streamlearn.service.checkpoint import CheckpointStore
+from streamlearn.service.runner import Runner
 from helpers import PYTHON, assert_same_state, cli, libsvm_lines, records, train_reference, train_reference_records
 
 BAD_LINES = {
@@ -159,7 +159,7 @@ def test_holdout_source_is_evaluated_at_every_checkpoint(tmp_path):
 
 def test_sigterm_finishes_the_batch_checkpoints_and_exits_0(tmp_path):
     lines = libsvm_lines(500)
-    process = subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "train", "-", "--checkpoint-dir", str(tmp_path / "ck"),
+    process = subprocess.Popen([PYTHON, "-m", "streamlearn.service.cli", "train", "-", "--checkpoint-dir", str(tmp_path / "ck"),
                                 "--checkpoint-every", "250", "--checkpoint-interval", "1000", "--quiet"],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     process.stdin.write(("\n".join(lines) + "\n").encode())
@@ -261,7 +261,7 @@ def test_predict_into_a_reader_that_stops_early_exits_quietly_with_code_0(tmp_pa
     path = tmp_path / "d.svm"
     path.write_text("\n".join(libsvm_lines(20_000)) + "\n")
     cli("train", path, "--checkpoint-dir", tmp_path / "ck")
-    process = subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "predict", str(path), "--checkpoint", str(tmp_path / "ck")],
+    process = subprocess.Popen([PYTHON, "-m", "streamlearn.service.cli", "predict", str(path), "--checkpoint", str(tmp_path / "ck")],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     first = json.loads(process.stdout.readline())
     process.stdout.close()
@@ -273,13 +273,13 @@ def test_predict_into_a_reader_that_stops_early_exits_quietly_with_code_0(tmp_pa
 def test_main_module_dispatches_cli_commands(tmp_path):
     result = subprocess.run([PYTHON, "-m", "streamlearn", "inspect", str(tmp_path)], capture_output=True)
     assert result.returncode == 1 and b"no checkpoint in" in result.stderr
-    assert b"usage: streamlearn" in subprocess.run([PYTHON, "-m", "streamlearn.cli", "--help"], capture_output=True).stdout
-    version = subprocess.run([PYTHON, "-m", "streamlearn.cli", "--version"], capture_output=True, text=True)
+    assert b"usage: streamlearn" in subprocess.run([PYTHON, "-m", "streamlearn.service.cli", "--help"], capture_output=True).stdout
+    version = subprocess.run([PYTHON, "-m", "streamlearn.service.cli", "--version"], capture_output=True, text=True)
     assert version.returncode == 0 and version.stdout.startswith(f"streamlearn {streamlearn.__version__} (kernels: ")
 
 
 def test_the_cli_module_loads_no_numpy_and_train_limits_openblas_for_first_order_learners():
-    script = ("import os, sys\nfrom streamlearn import cli\nassert 'numpy' not in sys.modules, 'numpy imported'\n"
+    script = ("import os, sys\nfrom streamlearn.service import cli\nassert 'numpy' not in sys.modules, 'numpy imported'\n"
               "args = cli.make_parser(sys.argv[1:]).parse_args(sys.argv[1:])\ncli._blas_threads_for(args)\n"
               "print(os.environ.get('OPENBLAS_NUM_THREADS'))")
 
@@ -346,7 +346,7 @@ def test_a_runner_answers_its_summary_before_it_runs(tmp_path):
 
 def test_a_runner_takes_its_options_as_one_dataclass_or_as_keywords(tmp_path):
     """``RunnerOptions`` checks its values when made; keywords override a given options object."""
-    from streamlearn.runner import RunnerOptions
+    from streamlearn.service.runner import RunnerOptions
 
     with pytest.raises(ValueError, match="hold-out fraction"):
         RunnerOptions(holdout=1.5)
@@ -354,6 +354,6 @@ def test_a_runner_takes_its_options_as_one_dataclass_or_as_keywords(tmp_path):
     path.write_text("\n".join(libsvm_lines(5)) + "\n")
     options = RunnerOptions(checkpoint_every=2, progress=False)
     runner = Runner(streamlearn.MulticlassSVM(), FileSource([str(path)]), options, checkpoint_every=3)
-    assert runner.options.checkpoint_every == runner.checkpoint_every == 3 and options.checkpoint_every == 2
+    assert runner.options.checkpoint_every == 3 and options.checkpoint_every == 2
     with pytest.raises(ValueError, match="max_classes must be a positive integer"):
         Runner(streamlearn.MulticlassSVM(), FileSource([str(path)]), options, max_classes=0)

@@ -79,7 +79,7 @@ def _daemon(bootstrap: str, topic: str, group: str, ck, *extra, env=None) -> sub
 
 def _accuracy(ck, split) -> float:
     from streamlearn import learner_from_state
-    from streamlearn.checkpoint import CheckpointStore
+    from streamlearn.service.checkpoint import CheckpointStore
 
     model = learner_from_state(CheckpointStore(ck).load_latest()["learner"])
     return float(np.mean(np.asarray(model.predict_many(split.X_test)) == split.y_test))
@@ -95,7 +95,7 @@ def check_exactly_once(bootstrap: str, mix_topic: str, ends: dict, n_records: in
     """Fold the mixing topic as a member does and check that the accepted ranges tile every
     partition; the accepted examples per member."""
     from connectors.mixlog import MixLog
-    from streamlearn.mixing import Coverage
+    from streamlearn.service.mixing import Coverage
 
     log = MixLog(bootstrap, mix_topic)
     try:
@@ -188,7 +188,7 @@ def test_mixing_refuses_what_cannot_mix_with_one_clear_line(tmp_path, broker, mn
 
 
 def test_mix_every_must_be_positive():
-    from streamlearn.mixing import GroupMixer
+    from streamlearn.service.mixing import GroupMixer
 
     with pytest.raises(ValueError, match="mix_every must be a positive integer"):
         GroupMixer(log=None, every=0, member="m")
@@ -198,7 +198,7 @@ def test_mix_every_must_be_positive():
 
 
 def _group_examples(ck) -> int:
-    from streamlearn.checkpoint import CheckpointStore
+    from streamlearn.service.checkpoint import CheckpointStore
 
     payload = CheckpointStore(ck).load_latest() if ck.exists() else None
     return payload["mixing"]["examples"] if payload and "mixing" in payload else 0

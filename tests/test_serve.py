@@ -15,14 +15,14 @@ import pytest
 
 import streamlearn
 from connectors.kafka import encode_value
-from streamlearn.checkpoint import CheckpointStore
+from streamlearn.service.checkpoint import CheckpointStore
 from helpers import PYTHON, cli, libsvm_lines, records
 
 pytestmark = pytest.mark.slow  # whole processes or every river check: not in the quick subset
 
 
 def _start_service(directory, *extra):
-    process = subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "serve", "--checkpoint-dir", str(directory), "--port", "0",
+    process = subprocess.Popen([PYTHON, "-m", "streamlearn.service.cli", "serve", "--checkpoint-dir", str(directory), "--port", "0",
                                 "--reload-interval", "0.1", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = process.stderr.readline()
     assert "streamlearn serve: http://" in line, line + process.stderr.read()
@@ -129,7 +129,7 @@ def test_answers_come_from_whole_checkpoints_while_a_daemon_learns_a_topic(tmp_p
     recs = records(6000, seed=12)
     create_topic(broker, "served")
     ck = tmp_path / "ck"
-    daemon = subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "train", f"kafka://{broker}/served?group=s", "--checkpoint-dir",
+    daemon = subprocess.Popen([PYTHON, "-m", "streamlearn.service.cli", "train", f"kafka://{broker}/served?group=s", "--checkpoint-dir",
                                str(ck), "--checkpoint-interval", "0.2", "--keep", "1000", "--idle-timeout", "4", "--quiet",
                                "--batch-records", "50"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -182,7 +182,7 @@ def test_train_serve_answers_from_the_live_model_never_from_a_half_learned_batch
     number of batches learned, and its probabilities are those of a model trained on exactly
     that many batches (50 lines each), not of a batch learned in part."""
     lines = libsvm_lines(3000, seed=6)
-    daemon = subprocess.Popen([PYTHON, "-m", "streamlearn.cli", "train", "-", "--serve", ":0", "--batch-records", "50",
+    daemon = subprocess.Popen([PYTHON, "-m", "streamlearn.service.cli", "train", "-", "--serve", ":0", "--batch-records", "50",
                                "--quiet"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = daemon.stderr.readline().split()[-1].rstrip("/")
     assert url.startswith("http://127.0.0.1:"), url
@@ -287,7 +287,7 @@ def test_a_model_with_an_intercept_takes_the_batch_road_for_integer_names():
     import numpy as np
     import scipy.sparse as sp
 
-    from streamlearn.serve import integer_names
+    from streamlearn.service.serve import integer_names
 
     rng = np.random.default_rng(0)
     X = sp.random(300, 40, density=0.2, random_state=1, format="csr")

@@ -67,6 +67,7 @@ def loss_coefficients(loss, scores, y, n_classes):
             scores[k] = -s * sigmoid(-s * scores[k])
 
 
+# over 80 lines: the whole mini-batch loop is one compiled call, so the store's scalars stay in locals across groups
 @njit(cache=True, nogil=True)
 def learn_groups(
     indptr, indices, data, y, group_size,

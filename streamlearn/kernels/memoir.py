@@ -1,29 +1,7 @@
-"""Kernels of the extreme-classification learner (002_d116c1700f27e6e6.txt, MEMOIR): sparse
-class rows, the Crammer–Singer step with an exact or candidate-based most violating class,
-ℓ1 truncation, count sketches and SimpleLSH codes.
-
-**The store** (the tuple ``store``; :class:`streamlearn.memoir.SparseClassRows` owns it). Only
-touched weights exist. Weight ``(k, j)`` has a stable id (``cls[id] = k``, ``col[id] = j``) found
-by a hash table (``table``: id or -1; open addressing, linear probing) and a place in the
-*pool*: column ``j``'s weights lie together at ``pool[col_start[j] : col_start[j] + col_len[j]]``
-(``pool_cls``, ``pool_val`` — the value of ``V`` — and ``pool_avg``, the averaged iterate's
-correction; ``pool_id`` and ``pos[id]`` link the two). An exact scan of a row reads, for each of
-its columns, one contiguous run of (class, value) pairs: the inverted index at memory speed. A
-column that fills its room moves to the pool's end with twice the room (``POOL_WASTE`` counts
-what it left); a compaction rewrites the pool, dropping the weights ℓ1 truncation set to 0. A
-chain per class (``class_head[k]``, ``next_class[id]``) lists a row, for truncation and sketches.
-
-The weights are ``W = g · V`` with one global scale ``g`` (``scalars[G]``): the Pegasos shrink
-``W ← (1 − 1/t) W`` (002 Alg. 1 line 4) is one multiplication, never a pass over the rows, and a
-uniform rescale never changes an argmax. ``scalars`` holds, by index: ``G``; ``SQ`` = ``Σ V²``
-(the Frobenius norm for the projection, Alg. 1 line 9); ``A``, the averaged iterate's running
-coefficient; ``AW``, the sum of the steps' weights in the average. ``counts`` holds ``N_USED``
-ids in use, ``N_ZERO`` weights truncation set to 0, ``POOL_END`` the pool's first free place,
-``POOL_WASTE`` places left behind by moved columns.
-
-**The averaged iterate** (as :mod:`streamlearn.kernels.scaled`, with one global coefficient):
-``Σ_s c_s W_s = U + A · V``; a change ``δ`` of ``V`` costs ``U −= A δ``; after step ``s``,
-``A += c_s g``; the average is ``(U + A V) / Σ_s c_s``.
+"""Kernels of the extreme-classification learner (002_d116c1700f27e6e6.txt, MEMOIR): the
+Crammer–Singer step with an exact or candidate-based most violating class, ℓ1 truncation and
+prediction, over the class rows of :mod:`.memoir_store` (whose docstring describes the store, its
+global scale and the averaged iterate); the sketches and SimpleLSH codes are in :mod:`.memoir_sketch`.
 """
 
 from __future__ import annotations
@@ -31,328 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-G, SQ, A, AW = 0, 1, 2, 3
-N_USED, N_ZERO, POOL_END, POOL_WASTE = 0, 1, 2, 3
-#: the room a column gets when it first appears in the pool
-FIRST_ROOM = 4
-_MIX_CLASS = np.uint64(0x9E3779B97F4A7C15)
-_MIX_COL = np.uint64(0xC2B2AE3D27D4EB4F)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _home(k, j, mask):
-    h = np.uint64(k) * _MIX_CLASS ^ np.uint64(j) * _MIX_COL
-    return np.int64((h ^ (h >> np.uint64(29))) & np.uint64(mask))
-
-
-@njit(cache=True, nogil=True)
-def find(store, k, j):
-    """The id of weight ``(k, j)``, or -1."""
-    table, cls, col = store[0], store[1], store[2]
-    mask = len(table) - 1
-    h = _home(k, j, mask)
-    while True:
-        e = table[h]
-        if e < 0:
-            return -1
-        if cls[e] == k and col[e] == j:
-            return e
-        h = (h + 1) & mask
-
-
-@njit(cache=True, nogil=True)
-def _move_column(store, counts, j, room):
-    """Move column ``j``'s weights to the pool's end, with room for ``room``."""
-    table, cls, col, pos, next_class, class_head, pool_id, pool_cls, pool_val, pool_avg, col_start, col_len, col_cap = store
-    start, n = col_start[j], col_len[j]
-    new = counts[POOL_END]
-    for q in range(n):
-        e = pool_id[start + q]
-        pool_id[new + q], pool_cls[new + q], pool_val[new + q] = e, pool_cls[start + q], pool_val[start + q]
-        if len(pool_avg):
-            pool_avg[new + q] = pool_avg[start + q]
-        pos[e] = new + q
-    counts[POOL_WASTE] += col_cap[j]
-    col_start[j], col_cap[j] = new, room
-    counts[POOL_END] = new + room
-
-
-@njit(cache=True, nogil=True)
-def find_or_add(store, counts, k, j):
-    """The id of weight ``(k, j)``, added (value 0) if absent; the caller guarantees room:
-    id arrays longer than ``counts[N_USED]``, the table at most half full, and in the pool
-    ``needed_room`` places beyond ``counts[POOL_END]``."""
-    table, cls, col, pos, next_class, class_head, pool_id, pool_cls, pool_val, pool_avg, col_start, col_len, col_cap = store
-    mask = len(table) - 1
-    h = _home(k, j, mask)
-    while True:
-        e = table[h]
-        if e < 0:
-            break
-        if cls[e] == k and col[e] == j:
-            return e
-        h = (h + 1) & mask
-    e = counts[N_USED]
-    counts[N_USED] = e + 1
-    table[h] = e
-    cls[e], col[e] = k, j
-    next_class[e] = class_head[k]
-    class_head[k] = e
-    if col_len[j] == col_cap[j]:
-        _move_column(store, counts, j, max(FIRST_ROOM, 2 * col_cap[j]))
-    p = col_start[j] + col_len[j]
-    col_len[j] += 1
-    pool_id[p], pool_cls[p], pool_val[p] = e, k, 0.0
-    if len(pool_avg):
-        pool_avg[p] = 0.0
-    pos[e] = p
-    return e
-
-
-@njit(cache=True, nogil=True)
-def needed_room(store, indptr, indices, first_row, n_rows):
-    """Pool places that adding every column of these rows to two classes could take at most
-    (each column may move twice, to twice its room, and then hold two more)."""
-    col_cap = store[12]
-    total = 0
-    for p in range(indptr[first_row], indptr[first_row + n_rows]):
-        j = indices[p]
-        total += 2 * (4 * max(col_cap[j], FIRST_ROOM) + 2)
-    return total
-
-
-@njit(cache=True, nogil=True)
-def rebuild_table(store, n_used):
-    """The hash table and the class chains from the id arrays (after a resize or a compaction);
-    ids are inserted in increasing order, so the same ids give the same table."""
-    table, cls, col, pos, next_class, class_head = store[0], store[1], store[2], store[3], store[4], store[5]
-    table[:] = -1
-    class_head[:] = -1
-    mask = len(table) - 1
-    for e in range(n_used):
-        h = _home(cls[e], col[e], mask)
-        while table[h] >= 0:
-            h = (h + 1) & mask
-        table[h] = e
-        next_class[e] = class_head[cls[e]]
-        class_head[cls[e]] = e
-
-
-@njit(cache=True, nogil=True)
-def compact(store, counts, new_pool_id, new_pool_cls, new_pool_val, new_pool_avg, n_columns):
-    """Rewrite the pool into the ``new_pool_*`` arrays, column by column, without the weights
-    that are 0 in value and in average correction, each column with room ``max(FIRST_ROOM,
-    len + len // 2)``; ids are given anew in pool order. Returns the new number of ids; the
-    caller swaps the arrays in and rebuilds the table (:func:`rebuild_table`)."""
-    table, cls, col, pos, next_class, class_head, pool_id, pool_cls, pool_val, pool_avg, col_start, col_len, col_cap = store
-    averaged = len(pool_avg) > 0
-    end = 0
-    n_ids = 0
-    for j in range(n_columns):
-        start, n = col_start[j], col_len[j]
-        col_start[j] = end
-        kept = 0
-        for q in range(n):
-            v = pool_val[start + q]
-            u = pool_avg[start + q] if averaged else 0.0
-            if v == 0.0 and u == 0.0:
-                continue
-            p = end + kept
-            new_pool_id[p], new_pool_cls[p], new_pool_val[p] = n_ids, pool_cls[start + q], v
-            if averaged:
-                new_pool_avg[p] = u
-            cls[n_ids], col[n_ids], pos[n_ids] = pool_cls[start + q], j, p
-            n_ids += 1
-            kept += 1
-        col_len[j] = kept
-        col_cap[j] = max(FIRST_ROOM, kept + kept // 2) if kept else 0
-        end += col_cap[j]
-    counts[N_USED], counts[N_ZERO], counts[POOL_END], counts[POOL_WASTE] = n_ids, 0, end, 0
-    return n_ids
-
-
-@njit(cache=True, nogil=True)
-def exact_scores(indptr, indices, data, row, store, n_classes, scores, mark, stamp, touched):
-    """``scores[k] = (V x)_k`` by the inverted index: one contiguous run of the pool per
-    column of row ``row``. Two ways, by the run lengths: when they sum to more than
-    ``n_classes``, every score ``scores[0 : n_classes]`` is written (dense; returns -1): a
-    scattered add per entry without book-keeping, then scans of ``K`` contiguous scores are
-    cheaper; otherwise only the classes the runs reach are written, listed in ``touched`` and
-    marked ``mark[k] = stamp`` (returns how many), every other class scoring 0. Either way each
-    class's terms are summed in the same order."""
-    pool_cls, pool_val, col_start, col_len = store[7], store[8], store[10], store[11]
-    scan = 0
-    for p in range(indptr[row], indptr[row + 1]):
-        if indices[p] < len(col_len):
-            scan += col_len[indices[p]]
-    if scan > n_classes:  # (the two roads repeat their loop head on purpose: this one's inner loop has no branch)
-        scores[:n_classes] = 0.0
-        for p in range(indptr[row], indptr[row + 1]):
-            j = indices[p]
-            if j >= len(col_len):
-                continue
-            x = data[p]
-            start = col_start[j]
-            for q in range(start, start + col_len[j]):  # every class in the pool exists: no bound to check
-                scores[pool_cls[q]] += x * pool_val[q]
-        return -1
-    n_touched = 0
-    for p in range(indptr[row], indptr[row + 1]):
-        j = indices[p]
-        if j >= len(col_len):
-            continue
-        x = data[p]
-        start = col_start[j]
-        for q in range(start, start + col_len[j]):
-            k = pool_cls[q]
-            if k < n_classes:
-                if mark[k] != stamp:
-                    mark[k] = stamp
-                    touched[n_touched] = k
-                    n_touched += 1
-                    scores[k] = x * pool_val[q]
-                else:
-                    scores[k] += x * pool_val[q]
-    return n_touched
-
-
-@njit(cache=True, nogil=True)
-def sparse_dot(indptr, indices, data, row, store, k, of_average):
-    """``(V x)_k`` (``of_average``: ``(U x)_k``) for one class by hash look-ups."""
-    pos = store[3]
-    values = store[9] if of_average else store[8]
-    s = 0.0
-    for p in range(indptr[row], indptr[row + 1]):
-        if indices[p] >= len(store[11]):
-            continue
-        e = find(store, k, indices[p])
-        if e >= 0:
-            s += data[p] * values[pos[e]]
-    return s
-
-
-# ----------------------------------------------------------------------------- sketches
-@njit(cache=True, nogil=True, inline="always")
-def _bucket(j, i, m):
-    """Position and sign of column ``j`` in the ``i``-th of a count sketch's hashes."""
-    h = (np.uint64(j) + np.uint64(i + 1) * _MIX_CLASS) * _MIX_COL
-    h ^= h >> np.uint64(31)
-    h *= _MIX_CLASS
-    sign = 1.0 if (h >> np.uint64(63)) == np.uint64(0) else -1.0
-    return np.int64((h >> np.uint64(8)) % np.uint64(m)), sign
-
-
-@njit(cache=True, nogil=True)
-def sketch_rows(indptr, indices, data, n_hashes, out):
-    """Count sketches of CSR rows: ``out[i] = Σ_j x_j · s_j`` with ``s_j`` the column's
-    ``n_hashes`` signed positions scaled by ``1/sqrt(n_hashes)`` (a sparse random projection:
-    inner products are preserved in expectation)."""
-    m = out.shape[1]
-    norm = 1.0 / np.sqrt(n_hashes)
-    for i in range(len(indptr) - 1):
-        out[i, :] = 0.0
-        for p in range(indptr[i], indptr[i + 1]):
-            for h in range(n_hashes):
-                b, sign = _bucket(indices[p], h, m)
-                out[i, b] += sign * norm * data[p]
-
-
-@njit(cache=True, nogil=True)
-def sketch_classes(classes, n_listed, store, n_hashes, S):
-    """Recompute the sketches ``S[k]`` of the listed classes from their rows."""
-    col, pos, next_class, class_head, pool_val = store[2], store[3], store[4], store[5], store[8]
-    m = S.shape[1]
-    norm = 1.0 / np.sqrt(n_hashes)
-    for q in range(n_listed):
-        k = classes[q]
-        S[k, :] = 0.0
-        e = class_head[k]
-        while e >= 0:
-            v = pool_val[pos[e]]
-            if v != 0.0:
-                for h in range(n_hashes):
-                    b, sign = _bucket(col[e], h, m)
-                    S[k, b] += np.float32(sign * norm * v)
-            e = next_class[e]
-
-
-# ------------------------------------------------------------------------- SimpleLSH
-@njit(cache=True, nogil=True)
-def lsh_codes(vectors, listed, n_listed, planes, max_norm, codes):
-    """SimpleLSH codes (Neyshabur & Srebro 2015, 002's MEMOIR-LSH): for each listed row
-    ``v`` of ``vectors``, bit ``b`` of ``codes[k]`` is the sign of
-    ``planes[b] · [v / M, sqrt(1 − ‖v‖² / M²)]`` (``M = max_norm`` bounds every ‖v‖)."""
-    m = vectors.shape[1]
-    for q in range(n_listed):
-        k = listed[q]
-        sq = 0.0
-        for c in range(m):
-            sq += np.float64(vectors[k, c]) ** 2
-        tail = np.sqrt(max(0.0, 1.0 - sq / (max_norm * max_norm)))
-        code = np.uint64(0)
-        for b in range(planes.shape[0]):
-            dot = planes[b, m] * tail
-            for c in range(m):
-                dot += planes[b, c] * vectors[k, c] / max_norm
-            if dot >= 0.0:
-                code |= np.uint64(1) << np.uint64(b)
-        codes[k] = code
-
-
-@njit(cache=True, nogil=True)
-def _popcount(x):
-    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
-    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
-    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
-    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
-
-
-@njit(cache=True, nogil=True)
-def lsh_top(queries, planes, codes, n_classes, out):
-    """For each query row (a sketch), the ``out.shape[1]`` classes below ``n_classes`` whose
-    codes are nearest in Hamming distance to the query's code (the query is normalised and its
-    SimpleLSH tail is 0; ties at the cut-off by class index; in no particular order: the
-    learner re-ranks them exactly); -1 pads."""
-    m = queries.shape[1]
-    n_bits = planes.shape[0]
-    want = out.shape[1]
-    counts = np.zeros(n_bits + 2, np.int64)
-    distance = np.empty(n_classes, np.int64)
-    for i in range(queries.shape[0]):
-        sq = 0.0
-        for c in range(m):
-            sq += np.float64(queries[i, c]) ** 2
-        norm = np.sqrt(sq) if sq > 0 else 1.0
-        code = np.uint64(0)
-        for b in range(n_bits):
-            dot = 0.0
-            for c in range(m):
-                dot += planes[b, c] * queries[i, c] / norm
-            if dot >= 0.0:
-                code |= np.uint64(1) << np.uint64(b)
-        counts[:] = 0
-        for k in range(n_classes):
-            d = _popcount(code ^ codes[k])
-            distance[k] = d
-            counts[d] += 1
-        cutoff, taken = 0, 0  # the smallest distance that, with the nearer ones, fills the list
-        while cutoff <= n_bits and taken + counts[cutoff] < want:
-            taken += counts[cutoff]
-            cutoff += 1
-        n = 0
-        for k in range(n_classes):  # the nearer ones: fewer than wanted
-            if distance[k] < cutoff:
-                out[i, n] = k
-                n += 1
-        for k in range(n_classes):  # then those at the cut-off, by class index
-            if n >= want:
-                break
-            if distance[k] == cutoff:
-                out[i, n] = k
-                n += 1
-        for q in range(n, want):
-            out[i, q] = -1
-
+from .memoir_store import A, AW, G, N_ZERO, POOL_END, SQ, exact_scores, find_or_add, needed_room, sparse_dot
 
 # ------------------------------------------------------------------------------ learning
 L2, L1 = 0, 1
@@ -380,7 +37,7 @@ def _random_other(rng, n_classes, y):
 def _add(store, counts, scalars, indptr, indices, data, row, k, amount, averaged, S, xs):
     """``V[k] += amount · x_row``: ``Σ V²`` kept, ``U −= A δ`` when averaging, the sketch
     ``S[k] += amount · sketch(x_row)`` when there are sketches."""
-    pos, pool_val, pool_avg = store[3], store[8], store[9]
+    pos, pool_val, pool_avg = store.pos, store.pool_val, store.pool_avg
     a = scalars[A]
     sq = 0.0
     for p in range(indptr[row], indptr[row + 1]):
@@ -453,7 +110,7 @@ def _violator(store, indptr, indices, data, row, y, n_classes, candidates, exact
 def truncate_rows(store, counts, scalars, classes, n_listed, threshold):
     """ℓ1 truncation (002 Eq. 13) of the listed rows: every weight moves ``threshold`` toward 0,
     and one within ``threshold`` of it becomes 0 (counted in ``counts[N_ZERO]``)."""
-    pos, next_class, class_head, pool_val = store[3], store[4], store[5], store[8]
+    pos, next_class, class_head, pool_val = store.pos, store.next_class, store.class_head, store.pool_val
     sq = 0.0
     for q in range(n_listed):
         e = class_head[classes[q]]
@@ -472,6 +129,7 @@ def truncate_rows(store, counts, scalars, classes, n_listed, threshold):
     scalars[SQ] += sq
 
 
+# over 80 lines: the whole mini-batch loop is one compiled call, so the store's scalars stay in locals across groups
 @njit(cache=True, nogil=True)
 def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, store, counts, scalars, t,
                  lam, penalty, project, eta0, eta_decay, averaged, average_power, candidates, exact, lowest,
@@ -509,7 +167,7 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, store
     radius = 1.0 / np.sqrt(lam)
     for g in range(n_groups):
         first = g * group_size
-        if counts[POOL_END] + needed_room(store, indptr, indices, first, group_size) > len(store[8]):
+        if counts[POOL_END] + needed_room(store, indptr, indices, first, group_size) > len(store.pool_val):
             return t, n_classes, n_changed, stamp, renormalized, first  # the caller grows the pool, then goes on
         for i in range(group_size):
             n_classes = max(n_classes, y[first + i] + 1)
@@ -569,7 +227,7 @@ def _renormalize(store, counts, scalars, S):
     """Fold the global scale into ``V`` (and the sketches): ``U ← U + A V``, ``V ← g V``,
     ``A ← 0``, ``g ← 1`` (as :func:`streamlearn.kernels.scaled.renormalize_columns`: ``U + A V``
     cancels about as many digits as ``1/g`` has, so ``A`` starts again from 0)."""
-    pool_val, pool_avg = store[8], store[9]
+    pool_val, pool_avg = store.pool_val, store.pool_avg
     g = scalars[G]
     for p in range(counts[POOL_END]):
         if len(pool_avg):
@@ -587,7 +245,7 @@ def _renormalize(store, counts, scalars, S):
 @njit(cache=True, nogil=True)
 def _add_average_scores(indptr, indices, data, row, store, n_classes, avg_scores):
     """``avg_scores[k] += (U x)_k`` over the column runs of row ``row``, in pool order."""
-    pool_cls, pool_avg, col_start, col_len = store[7], store[9], store[10], store[11]
+    pool_cls, pool_avg, col_start, col_len = store.pool_cls, store.pool_avg, store.col_start, store.col_len
     for p in range(indptr[row], indptr[row + 1]):
         j = indices[p]
         if j >= len(col_len):
@@ -597,6 +255,7 @@ def _add_average_scores(indptr, indices, data, row, store, n_classes, avg_scores
                 avg_scores[pool_cls[q]] += data[p] * pool_avg[q]
 
 
+# over 80 lines: one pass per row scores the last and the averaged iterate and re-ranks the candidates together
 @njit(cache=True, nogil=True)
 def predict_rows(indptr, indices, data, store, scalars, n_classes, averaged, candidates, exact, scores, avg_scores,
                  mark, stamp, touched, y, predicted, p_true):

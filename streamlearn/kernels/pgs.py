@@ -121,6 +121,7 @@ def _binary_coefficient(loss, margin, y):
     return margin - y  # SQUARED and REGRESSION: d/dm (m - y)² / 2
 
 
+# over 80 lines: the whole mini-batch loop is one compiled call, so the dual state stays in locals across groups
 @njit(cache=True, nogil=True)
 def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N, stats, n_active, t,
                  sigma, p, q, bound, loss, regularizer,

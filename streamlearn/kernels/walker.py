@@ -161,6 +161,7 @@ def _name_id(key, length, slots, hashes, name_start, name_end, arena, counts):
     return i
 
 
+# over 80 lines: one state machine over the msgpack bytes; a call per value would cost more than the walk
 @njit(cache=True, nogil=True)
 def walk_records(buf, slots, hashes, name_start, name_end, arena, counts, last_seen, stamp,
                  indptr, ids, values, label_int, label_start, label_end, name_key):

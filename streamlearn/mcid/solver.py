@@ -1,77 +1,18 @@
-"""The multi-class Pegasos family (MCID) of Chen, Chen & Yang,
-*Characterizing Inverse Time Dependency in Multi-class Learning*
-(``../shared/papers/000_9ee2d88cd77f9d98.txt``).
-
-All five learners run the MCID solver (Alg. 1): for each mini-batch ``A_t`` of ``r``
-consecutive stream examples,
-
-    W^(t) = (1 - 1/t) W^(t-1) - 1/(lam t r) * sum_{(x, y) in A_t} dl/dW (W^(t-1))   (Eq. 14)
-
-with the step ``eta_t = 1/(lam t)`` of the objective
-``lam/2 ||W||_F^2 + E[l(W; x, y)]`` (Eq. 3). They differ only in the loss ``l``:
-
-=============================  =========================================  ===========
-learner                        loss                                       paper
-=============================  =========================================  ===========
-MulticlassLogisticRegression   softmax cross-entropy                      Alg. 2, Eq. 15
-MulticlassSVM                  Crammer–Singer hinge                       Alg. 3, Eq. 16
-MulticlassPerceptron           max_k w_k.x - w_y.x                        Alg. 4, Eq. 17
-OneVsRestPegasos               K binary hinge losses ("K-Pegasos")        Sec. V-C
-OneVsRestLogisticRegression    K binary logistic losses ("K-binaryLR")    Sec. V-C
-=============================  =========================================  ===========
-
-In a stream the mini-batch is not sampled at random (Alg. 1 line 3): it is the next
-``batch_size`` examples, in order. The learners are therefore deterministic: ties in an
-argmax go to the lowest class index, and ``seed`` has no effect on them (it is kept so
-that every streamlearn learner takes one and checkpoints record it).
-
-Options, both off by default:
-
-* ``project=True`` — after each step, project ``W`` onto the ball of radius
-  ``1/sqrt(lam)``, which contains the optimum (Pegasos' optional projection). It bounds
-  the early iterates, which helps with a small ``lam`` and a large first gradient; for
-  the one-vs-rest learners each class is projected onto its own ball, as K separate
-  Pegasos runs would do.
-* ``average=True`` — predict with the averaged iterate ``(1/t) sum_s W^(s)`` instead of
-  the last one. It smooths the zig-zag of the 1/(lam t) steps and usually gives better
-  held-out accuracy early in the stream; it costs a second weight matrix (memory x2)
-  and one more sparse update per touched weight. Learning is unchanged: the iterates
-  ``W^(t)`` are the same with or without it.
-* ``average_power=q`` (with ``average=True``) — weight step ``s`` by ``s**q`` in that
-  average: ``sum_s s^q W^(s) / sum_s s^q``. ``q = 0`` is the plain average; ``q > 0`` is
-  the polynomial-decay averaging of Shamir & Zhang (ICML 2013), which forgets the first,
-  largest steps faster — in a single pass the plain average still carries them. The
-  defaults (``average=True``, ``q = 2``, no projection, and each learner's λ:
-  :attr:`~_MCIDLearner.default_lam`) are the configuration with the smallest validation regret
-  across five data sets, one pass (``bench/results/defaults.md``).
-* ``adapt=True`` (the default) — watch the prequential mistakes with a Page-Hinkley test and,
-  when the error rises, restart the step schedule and the average from the current weights, so
-  that a model follows a changing stream however long it has run (:mod:`streamlearn.adaptation`).
-  On a stream that does not change nothing fires and the steps are the paper's.
-* ``calibrate=True`` (the default) — probabilities are ``softmax(scores / temperature)``, with the
-  one temperature that minimises the log-loss of the last 1,024 examples' prequential scores
-  (:mod:`streamlearn.calibration`); it leaves every prediction unchanged. ``False``: the raw
-  softmax of the scores (the sigmoids normalised, for ``OneVsRestLogisticRegression``).
-* ``lam="auto"`` — learn one model per λ in :data:`AUTO_LAMBDAS` on the same stream and
-  predict with the one whose progressive (test-then-train) accuracy is highest, each example
-  weighted by the square of its step so that the early steps, where a large λ always looks
-  best, fade. Every example is learned by every candidate: the compute and the memory are
-  ``len(AUTO_LAMBDAS)`` times those of one λ. ``selected_lam`` says which λ predicts now.
-  It needs no validation split, and on data where the default λ is far from the best it
-  recovers most of the gap (``bench/results/defaults.md``, column *lam="auto"*).
-"""
+"""The solver the five MCID learners share (000 Alg. 1; the family is described in
+:mod:`streamlearn.mcid`): the weight store and its averaged iterate, ``lam="auto"``'s candidates,
+the change watch and its restarts, the temperature, and the state checkpoints and mixing carry."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .adaptation import CHECK_EVERY, RESTART_EXAMPLES, ChangeWatch, mistake_of_one, mistakes_of
-from .base import StreamClassifier, average_power_of, check_positive, hide_unknown_classes
-from .calibration import TemperatureCalibration
-from .errors import InvalidParameterError
-from .batches import SparseRows
-from .kernels import codes, compiled
-from .weights import ScaledWeights
+from ..adaptation import CHECK_EVERY, RESTART_EXAMPLES, ChangeWatch, mistake_of_one, mistakes_of
+from ..base import StreamClassifier, average_power_of, check_positive, hide_unknown_classes
+from ..calibration import TemperatureCalibration
+from ..errors import InvalidParameterError
+from ..batches import SparseRows
+from ..kernels import codes, compiled
+from ..weights import ScaledWeights
 
 _mcid = compiled("mcid")
 #: the power of the averaged iterate by default: chosen, with each learner's λ and no projection,
@@ -87,7 +28,7 @@ _scores_batch = _scaled.trusting("scores_batch", frozenset(range(3, 7)))
 _NO_SCORES = np.zeros((0, 0))  # learn_groups' scores_out when no scores are asked for
 
 
-class _MCIDLearner(StreamClassifier):
+class MCIDLearner(StreamClassifier):
     """Shared implementation: lazily scaled weights + the compiled Alg. 1 step."""
 
     _loss: int = codes.CRAMMER_SINGER
@@ -180,7 +121,7 @@ class _MCIDLearner(StreamClassifier):
 
     # ------------------------------------------------------- parameter mixing's surface
     def mixing_state(self) -> dict:
-        """The model as dense arrays, for parameter mixing (:mod:`streamlearn.mixing`): ``classes``,
+        """The model as dense arrays, for parameter mixing (:mod:`streamlearn.service.mixing`): ``classes``,
         ``features`` (:attr:`feature_keys`), ``W`` (K × d, the current iterate), ``S`` (K × d, the
         averaged iterate's running sum ``Σ_s c_s W_s`` undivided; ``None`` without averaging),
         ``average_weight`` (``Σ_s c_s``) and ``t``. Every column the feature space holds has weights
@@ -397,195 +338,3 @@ def lambda_candidates(lam) -> tuple:
         raise InvalidParameterError(f"lam must be a positive finite number or 'auto', got {lam!r}")
     check_positive("lam", lam)
     return (float(lam),)
-
-
-class MulticlassSVM(_MCIDLearner):
-    """Multi-class SVM (Crammer–Singer hinge) by the MCID solver — 000, Alg. 3 / Eq. 16.
-
-    On each example, ``k* = argmax_{k != y} w_k.x``; if ``1 + w_k*.x - w_y.x > 0`` the step
-    moves ``w_y`` towards ``x`` and ``w_k*`` away from it. ``predict_proba_one`` is the
-    softmax of the scores at the temperature fitted on the stream (``calibrate``): the hinge
-    loss estimates no probabilities, the temperature makes them honest about its mistakes.
-
-    Parameters
-    ----------
-    lam
-        Regularisation strength λ > 0; the step is 1/(λ t). ``None``: the learner's
-        :attr:`default_lam` (here 3e-4), chosen across data sets. ``"auto"``: learn with every λ
-        of :data:`AUTO_LAMBDAS` at once and predict with the best so far by progressive accuracy
-        (see the module docstring; costs 4x the compute and memory).
-    batch_size
-        Mini-batch size r: one step per r examples.
-    project
-        Project onto the ball of radius 1/√λ after each step (see the module docstring).
-    average
-        Predict with the averaged iterate (see the module docstring).
-    average_power
-        Weight step s by s**average_power in that average (0: the plain average; 2: the
-        polynomial-decay averaging recommended for a single pass; see the module docstring).
-    n_bits
-        ``None`` for a growing feature vocabulary, or hash feature names into 2**n_bits columns.
-    seed
-        Recorded only; the learner is deterministic.
-    standardize
-        Scale every feature online to zero mean and unit variance, with statistics learned
-        and checkpointed with the model (:mod:`streamlearn.scaling`): for dense, unscaled features.
-    fit_intercept
-        Learn an intercept per class (default): a feature of value
-        ``streamlearn.base.INTERCEPT_VALUE`` (0.1) on every row, after ``standardize``,
-        regularised with the other weights — it keeps the objective strongly convex, which the
-        1/(λt) step assumes; the small value keeps it from swamping sparse rows (its weight
-        column is that of the reserved name ``streamlearn.base.INTERCEPT_NAME``).
-        ``False``: the papers' model, through the origin.
-    adapt
-        Follow a stream that changes (default): a Page-Hinkley test on the prequential mistakes
-        restarts the step schedule and the average when the error rises
-        (:mod:`streamlearn.adaptation`); ``False``: the papers' solver exactly, for a stationary stream.
-    calibrate
-        Fit the probabilities' temperature on the last 1,024 examples' prequential scores
-        (default; :mod:`streamlearn.calibration`); ``False``: the raw softmax of the scores.
-
-    Attributes
-    ----------
-    classes
-        The labels seen so far, in class-index order (columns of ``decision_function_many``).
-    n_steps, n_pending
-        Steps taken; examples waiting for a full mini-batch (:meth:`flush` learns them).
-    weight_matrix()
-        The dense ``(K, d)`` weights predictions use.
-    n_changes
-        Changes of the stream detected so far (see ``adapt``).
-    temperature
-        The probabilities' temperature (1 with ``calibrate=False``).
-    selected_lam
-        The λ of the model that predicts (``lam``, its default, or the leader with ``lam="auto"``).
-    default_lam
-        The λ a learner takes when ``lam`` is not given (a class attribute).
-
-    Examples
-    --------
-    >>> from streamlearn import MulticlassSVM
-    >>> model = MulticlassSVM(lam=0.01)
-    >>> for _ in range(20):
-    ...     model.learn_one({"x": 1.0, "bias": 1.0}, "right")
-    ...     model.learn_one({"x": -1.0, "bias": 1.0}, "left")
-    ...     model.learn_one({"y": 1.0, "bias": 1.0}, "up")
-    >>> model.predict_one({"x": 0.8, "bias": 1.0}), model.predict_one({"y": 2.0, "bias": 1.0})
-    ('right', 'up')
-    """
-
-    _loss = codes.CRAMMER_SINGER
-
-
-class MulticlassLogisticRegression(_MCIDLearner):
-    """Multi-class (softmax) logistic regression by the MCID solver — 000, Alg. 2 / Eq. 15.
-
-    Every class moves on every example by ``-(p_k - [k = y]) x / (λ t r)``, so a step costs
-    O(K nnz(x)). ``predict_proba_one`` is the model's softmax (Eq. 4) at the fitted
-    temperature: the regularised, averaged iterate of a long stream is overconfident (margins of
-    hundreds), the temperature brings its log-loss back to the data's.
-
-    Parameters and attributes are those of :class:`MulticlassSVM`; its default λ is 3e-5.
-
-    Examples
-    --------
-    >>> from streamlearn import MulticlassLogisticRegression
-    >>> model = MulticlassLogisticRegression(lam=0.01)
-    >>> for _ in range(50):
-    ...     model.learn_one({"a": 1.0}, 0)
-    ...     model.learn_one({"b": 1.0}, 1)
-    >>> proba = model.predict_proba_one({"a": 1.0})
-    >>> proba[0] > 0.9, round(sum(proba.values()), 6)
-    (True, 1.0)
-    """
-
-    _loss = codes.SOFTMAX
-    default_lam = 3e-5
-
-
-class MulticlassPerceptron(_MCIDLearner):
-    """Regularised multi-class perceptron by the MCID solver — 000, Alg. 4 / Eq. 17.
-
-    ``k* = argmax_k w_k.x`` over *all* classes; when ``k* != y``, ``w_y`` moves towards ``x``
-    and ``w_k*`` away from it (when ``k* = y`` the two moves cancel). ``predict_proba_one``
-    is the softmax of the scores at the fitted temperature.
-
-    Parameters and attributes are those of :class:`MulticlassSVM`; its default λ is 1e-6.
-
-    Examples
-    --------
-    >>> from streamlearn import MulticlassPerceptron
-    >>> model = MulticlassPerceptron(lam=0.01)
-    >>> for _ in range(10):
-    ...     model.learn_one({"a": 1.0}, "A")
-    ...     model.learn_one({"b": 1.0}, "B")
-    >>> model.predict_one({"b": 3.0})
-    'B'
-    """
-
-    _loss = codes.PERCEPTRON
-    default_lam = 1e-6
-
-
-class OneVsRestPegasos(_MCIDLearner):
-    """K binary Pegasos SVMs, one per class against the rest ("K-Pegasos", 000 Sec. V-C).
-
-    The paper's baseline for :class:`MulticlassSVM`: the same step size, mini-batches and
-    iteration count, but each class ``k`` learns the binary hinge loss
-    ``max(0, 1 - s_k w_k.x)`` with ``s_k = +1`` if ``y = k`` else ``-1``. A class first seen
-    mid-stream starts from zero (it did not see the earlier examples as negatives).
-    ``predict_proba_one`` is the softmax of the K scores at the fitted temperature; ``project=True``
-    projects each class onto its own 1/√λ ball.
-
-    Parameters and attributes are those of :class:`MulticlassSVM`; its default λ is 3e-5.
-
-    Examples
-    --------
-    >>> from streamlearn import OneVsRestPegasos
-    >>> model = OneVsRestPegasos(lam=0.01)
-    >>> for _ in range(20):
-    ...     model.learn_one({"a": 1.0}, "A")
-    ...     model.learn_one({"b": 1.0}, "B")
-    >>> model.predict_one({"a": 1.0})
-    'A'
-    """
-
-    _loss = codes.OVR_HINGE
-    default_lam = 3e-5
-    _per_class_ball = True
-
-
-class OneVsRestLogisticRegression(_MCIDLearner):
-    """K binary logistic regressions, one per class ("K-binaryLR", 000 Sec. V-C).
-
-    Each class ``k`` minimises ``log(1 + exp(-s_k w_k.x))`` with the MCID step (the
-    ℓ2 case of the Primal Gradient Solver of 003, which the paper uses as this baseline).
-    ``predict_proba_one`` is the softmax of the K scores at the fitted temperature: the K
-    sigmoids ``σ(w_k.x)`` are binary probabilities, normalised they are not a calibrated
-    multi-class distribution (they are what ``calibrate=False`` gives).
-
-    Parameters and attributes are those of :class:`MulticlassSVM`; its default λ is 3e-5.
-
-    Examples
-    --------
-    >>> from streamlearn import OneVsRestLogisticRegression
-    >>> model = OneVsRestLogisticRegression(lam=0.01)
-    >>> for _ in range(30):
-    ...     model.learn_one({"a": 1.0}, "A")
-    ...     model.learn_one({"b": 1.0}, "B")
-    >>> model.predict_one({"b": 1.0})
-    'B'
-    """
-
-    _loss = codes.OVR_LOGISTIC
-    default_lam = 3e-5
-    _per_class_ball = True
-
-    def _uncalibrated_probabilities(self, scores: np.ndarray) -> np.ndarray:
-        sig = 0.5 * (1.0 + np.tanh(0.5 * scores))  # σ(z), stable for large |z|
-        total = sig.sum(axis=1, keepdims=True)
-        flat = total[:, 0] <= 0.0  # every sigmoid underflowed: fall back to the scores' softmax
-        sig[~flat] /= total[~flat]
-        if flat.any():
-            sig[flat] = super()._uncalibrated_probabilities(scores[flat])
-        return sig

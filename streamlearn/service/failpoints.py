@@ -9,7 +9,7 @@ flushed but those the point flushes itself) the N-th time it reaches ``POINT``:
 * ``metrics-line``: a checkpoint's metrics line is written and synced, the checkpoint not yet saved;
 * ``dead-letter``: a dead letter is written and synced, the next checkpoint not yet saved.
 * ``mix-published``: a member of a mixing group has published its change, not yet folded it
-  nor checkpointed (:class:`~streamlearn.mixing.GroupMixer`).
+  nor checkpointed (:class:`~streamlearn.service.mixing.GroupMixer`).
 
 Unset (always, outside tests), :func:`reached` costs one comparison.
 

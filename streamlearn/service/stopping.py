@@ -3,7 +3,7 @@
 The command calls :func:`catch` before it imports the learners, opens the source or
 resumes a checkpoint, so a signal in that time is not Python's default death
 (status 143, no checkpoint) but a request that the runner honours as soon as its loop
-starts: a final checkpoint, then exit code 0 (see :class:`streamlearn.runner.Runner`).
+starts: a final checkpoint, then exit code 0 (see :class:`streamlearn.service.runner.Runner`).
 
 >>> previous = catch()
 >>> requested()

@@ -7,7 +7,7 @@ import dataclasses
 
 import numpy as np
 
-from .base import StreamClassifier
+from ..base import StreamClassifier
 from .metrics import ClassificationMetrics
 
 
@@ -134,3 +134,19 @@ def evaluate_source(model: StreamClassifier, source, coverage: FeatureCoverage |
         source.close()
     return {**metrics.summary(), "bad_records": bad, "unknown_features": round(coverage.unknown_share, 6),
             "unknown_labels": round(coverage.unknown_label_share, 6)}
+
+
+def evaluate_held_out(model: StreamClassifier, source, threshold: np.uint64) -> dict:
+    """The metrics' summary of the records of ``source`` whose hash is below ``threshold`` (a
+    hash hold-out read again), nothing learned; the source is closed after."""
+    metrics = ClassificationMetrics()
+    try:
+        for batch in source:
+            held = batch.hashes < threshold if len(batch) else None
+            if held is not None and held.any():
+                kept = batch.take(held)
+                scored = score_batch(model, kept.X, kept.y)
+                metrics.update(kept.y, scored.predicted, scored.p_true)
+    finally:
+        source.close()
+    return metrics.summary()

@@ -49,14 +49,13 @@ Two learners, both river classifiers:
 from __future__ import annotations
 
 import numpy as np
-from river import base as river_base
 
-from .base import STATE_FORMAT, PendingRows, StreamClassifier, is_pandas_frame, check_positive
-from .errors import InvalidInputError, InvalidParameterError
-from .batches import SparseRows
-from .kernels import codes, compiled
-from .kernels.codes import CRAMMER_SINGER, SOFTMAX
-from .weights import class_capacity
+from ..base import StreamClassifier, check_positive
+from ..errors import InvalidInputError, InvalidParameterError
+from ..batches import SparseRows
+from ..kernels import codes, compiled
+from ..kernels.codes import CRAMMER_SINGER, SOFTMAX
+from ..weights import class_capacity
 
 _pgs = compiled("pgs")
 
@@ -164,7 +163,9 @@ class _PGSLearner(StreamClassifier):
                      S, N, n_classes, g)
         return Phi, g
 
-    def _column_scores(self, rows: SparseRows, n_classes: int) -> np.ndarray:
+    def column_scores(self, rows: SparseRows, n_classes: int) -> np.ndarray:
+        """Each encoded row's score for each of the first ``n_classes`` columns of the weights (the
+        iterate the learner predicts with): classes, or the regressor's one output."""
         self._reserve(self._features.n_columns, n_classes)
         out = np.zeros((rows.n_rows, n_classes))
         if self.iterate == "average" and self._t > 0:
@@ -334,8 +335,14 @@ class PrimalGradientSolver(_PGSLearner):
         yield {"loss": "logistic", "p": 1.5, "sigma": 1e-2, "batch_size": 3, "bound": 10.0, "iterate": "random", "seed": 1}
         yield {"loss": "squared", "p": 1.8, "sigma": 1e-2, "bound": 5.0, "iterate": "average", "fit_intercept": True}
 
+    def as_regression(self) -> "PrimalGradientSolver":
+        """This solver with real targets and the squared loss: the learner inside
+        :class:`~streamlearn.pgs.PrimalGradientRegressor` (003 Sec. 5.3)."""
+        self._loss_code = codes.REGRESSION
+        return self
+
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:
-        margin = self._column_scores(rows, 1)[:, 0]
+        margin = self.column_scores(rows, 1)[:, 0]
         return np.column_stack([np.zeros(rows.n_rows), margin])  # softmax([0, m]) = sigmoid(m)
 
 
@@ -400,112 +407,4 @@ class MulticlassPGS(_PGSLearner):
         yield {"p": 1.8, "sigma": 1e-2, "iterate": "average", "standardize": True, "fit_intercept": True}
 
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:
-        return self._column_scores(rows, len(self._labels))
-
-
-
-class PrimalGradientRegressor(PendingRows, river_base.MiniBatchRegressor):
-    """Least-squares regression by the Primal Gradient Solver (003, Fig. 1 + Fig. 2, Sec. IV):
-    real-valued targets, loss ``(w.x − y)² / 2``, on the bounded domain ``||w||_p <= B``.
-
-    ``bound`` has no default: the least-squares loss is not Lipschitz on all of ℝⁿ, so the
-    solver's guarantee holds only on a bounded domain — ``None`` is refused with that
-    reason. The other parameters are those of :class:`PrimalGradientSolver`; mini-batch
-    semantics are the same (``learn_many`` equals the ``learn_one`` loop). It shares the
-    solver's state and kernel (a binary solver whose targets are real numbers).
-
-    Parameters
-    ----------
-    bound
-        ``B`` of the domain ``||w||_p <= B`` (required).
-    p, sigma, batch_size, iterate, seed
-        As :class:`PrimalGradientSolver`.
-
-    Attributes
-    ----------
-    n_pending
-        Examples waiting for a full mini-batch (:meth:`flush` learns them).
-
-    Examples
-    --------
-    >>> from streamlearn import PrimalGradientRegressor
-    >>> model = PrimalGradientRegressor(bound=10.0, sigma=0.01)
-    >>> for _ in range(200):
-    ...     model.learn_one({"a": 1.0}, 2.0)
-    ...     model.learn_one({"b": 1.0}, -1.0)
-    >>> round(model.predict_one({"a": 1.0}), 2), round(model.predict_one({"b": 1.0}), 2)  # σ shrinks 2 and -1 a little
-    (1.96, -0.98)
-    """
-
-    _target_dtype = np.dtype(np.float64)  # real targets (PendingRows)
-
-    def __init__(self, bound: float | None, p: float = 2.0, sigma: float = 1e-4, batch_size: int = 1,
-                 iterate: str = "last", seed: int | None = None):
-        if bound is None:
-            raise InvalidParameterError(
-                "PrimalGradientRegressor needs a bound B: the least-squares loss is not Lipschitz on all of R^n, "
-                "so the solver's guarantee (003, Sec. III) holds only on the domain ||w||_p <= B")
-        self.bound, self.p, self.sigma, self.batch_size, self.iterate, self.seed = bound, p, sigma, batch_size, iterate, seed
-        self._solver = PrimalGradientSolver(loss="squared", p=p, sigma=sigma, batch_size=batch_size, bound=bound,
-                                            iterate=iterate, seed=seed)
-        self._solver._loss_code = codes.REGRESSION
-        self._pending_cols, self._pending_vals, self._pending_y = [], [], []
-
-    @classmethod
-    def _unit_test_params(cls):
-        yield {"bound": 100.0, "sigma": 1e-3}
-        yield {"bound": 5.0, "p": 1.5, "sigma": 1e-2, "batch_size": 3, "iterate": "average"}
-
-    @staticmethod
-    def _target(y, row: int = 0) -> float:
-        if isinstance(y, bool) or not isinstance(y, (int, float, np.integer, np.floating)) or not np.isfinite(y):
-            raise InvalidInputError("bad-label", f"target {y!r} is not a finite number", row)
-        return float(y)
-
-    def learn_one(self, x: dict, y) -> None:
-        target = self._target(y)
-        self._gather(*self._solver.feature_space.encode_one(x, grow=True), target)
-
-    def learn_many(self, X, y) -> None:
-        targets = np.asarray([self._target(v, i) for i, v in enumerate(y.tolist() if hasattr(y, "tolist") else y)])
-        n_rows = X.shape[0] if hasattr(X, "shape") else len(X)
-        if len(targets) != n_rows:
-            raise InvalidInputError("length-mismatch", f"X has {n_rows} rows but y has {len(targets)} targets")
-        self._learn_rows(self._solver.feature_space.encode_many(X, grow=True), targets)
-
-    def _learn_groups(self, rows: SparseRows, targets: np.ndarray) -> None:
-        self._solver._learn_groups(rows, np.ascontiguousarray(targets, dtype=np.float64))
-
-    def predict_one(self, x: dict) -> float:
-        cols, vals = self._solver.feature_space.encode_one(x, grow=False)
-        return float(self._solver._column_scores(SparseRows(np.array([0, len(cols)], np.int64), cols, vals), 1)[0, 0])
-
-    def predict_many(self, X):
-        rows = self._solver.feature_space.encode_many(X, grow=False)
-        predictions = self._solver._column_scores(rows, 1)[:, 0]
-        if is_pandas_frame(X):
-            import pandas as pd
-
-            return pd.Series(predictions, index=X.index)
-        return predictions
-
-    def weight_matrix(self) -> np.ndarray:
-        """``w`` as a ``(1, d)`` array over the feature space's columns."""
-        return self._solver.weight_matrix()
-
-    def export_state(self) -> dict:
-        """Everything needed to resume (see :meth:`StreamClassifier.export_state`): the
-        solver's state and the examples waiting for a full mini-batch."""
-        return {"format": STATE_FORMAT, "class": type(self).__name__, "params": self._get_params(),
-                "solver": self._solver.export_state(), "pending": self._export_pending()}
-
-    @classmethod
-    def from_state(cls, state: dict) -> "PrimalGradientRegressor":
-        if state.get("format") != STATE_FORMAT or state.get("class") != cls.__name__:
-            raise ValueError(f"state holds a {state.get('class')} of format {state.get('format')!r}, not a "
-                             f"{cls.__name__} of format {STATE_FORMAT}")
-        regressor = cls(**state["params"])
-        regressor._solver = PrimalGradientSolver.from_state(state["solver"])
-        regressor._solver._loss_code = codes.REGRESSION
-        regressor._restore_pending(state["pending"])
-        return regressor
+        return self.column_scores(rows, len(self._labels))

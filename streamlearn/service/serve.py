@@ -13,7 +13,7 @@ Endpoints (JSON in and out):
   first model is loaded and when the newest checkpoint is older than ``max_age``.
 * ``GET /`` — a live page: the learning curves (prequential and held-out accuracy, throughput,
   dead letters over records learned, from ``GET /curves``) and the served model, redrawn every
-  2 s with uPlot, which the package ships (``streamlearn/static``).
+  2 s with uPlot, which the package ships (``streamlearn/service/static``).
 * ``GET /metrics`` — Prometheus text: requests by endpoint and status, latency histogram, model
   age, records learned, prequential accuracy and log-loss and dead letters from the last line of
   the directory's ``metrics.jsonl``, reloads and skipped (corrupt) checkpoints.
@@ -66,7 +66,7 @@ class LoadedModel:
     """A learner restored from one checkpoint, with what ``/model`` reports about it."""
 
     def __init__(self, payload: dict):
-        from . import learner_from_state
+        from .. import learner_from_state
 
         self.model = learner_from_state(payload["learner"])
         self.path = pathlib.Path(payload["path"])

@@ -16,7 +16,7 @@ oracle (:mod:`streamlearn.mips`) instead of a scan over all ``K`` rows:
   (Eq. 13): a sparse model;
 * ``oracle="lsh"`` with ``penalty="l2"`` is MEMOIR-LSH.
 
-How it stays bounded in ``K`` and ``d`` (the store of :mod:`streamlearn.kernels.memoir`):
+How it stays bounded in ``K`` and ``d`` (the store of :mod:`streamlearn.kernels.memoir_store`):
 class rows are sparse (only touched weights exist, so memory follows the model's non-zeros,
 never ``K × d``); the Pegasos shrink is one global scale kept outside the rows and the index
 (a uniform rescale never changes an argmax); a new class is a new, empty row, at any time; the
@@ -44,149 +44,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import StreamClassifier, average_power_of, check_positive
-from .errors import InvalidParameterError
-from .batches import SparseRows
-from .kernels import compiled
-from .mips import ORACLES, make_oracle
+from ..base import StreamClassifier, average_power_of, check_positive
+from ..errors import InvalidParameterError
+from ..batches import SparseRows
+from ..kernels import compiled
+from ..mips import ORACLES, make_oracle
+from .store import RENORMALIZE_BELOW, SparseClassRows
 
 _memoir = compiled("memoir")
+_store_kernels = compiled("memoir_store")
+_sketch = compiled("memoir_sketch")
 _EMPTY_CANDIDATES = np.zeros((0, 0), np.int64)
 _EMPTY_SKETCH = np.zeros((0, 0), np.float32)
-#: the global scale is folded into the rows below this: with an averaged iterate ``U + A V``
-#: cancels about log10(1/g) digits (4 of 16 here), without one only the sketches' float32 range matters
-RENORMALIZE_BELOW = {True: 1e-4, False: 1e-30}
-
-
-class SparseClassRows:
-    """The store of :mod:`streamlearn.kernels.memoir` (ids, hash table, class chains, the
-    column-major pool), grown by doubling; exported column by column in pool order (what an
-    exact scan sums in), so a restored store scores bit for bit as the saved one."""
-
-    _IDS = ("cls", "col", "pos", "next_class")
-    _POOL = ("pool_id", "pool_cls", "pool_val", "pool_avg")
-
-    def __init__(self, averaged: bool):
-        self.averaged = averaged
-        self.cls, self.col, self.pos, self.next_class = (np.zeros(0, np.int64) for _ in range(4))
-        self.pool_id, self.pool_cls = np.zeros(0, np.int64), np.zeros(0, np.int64)
-        self.pool_val, self.pool_avg = np.zeros(0), np.zeros(0)
-        self.table = np.full(16, -1, np.int64)
-        self.class_head = np.zeros(0, np.int64)
-        self.col_start, self.col_len, self.col_cap = (np.zeros(0, np.int64) for _ in range(3))
-        self.counts = np.zeros(4, np.int64)  # N_USED, N_ZERO, POOL_END, POOL_WASTE
-        self.scalars = np.array([1.0, 0.0, 0.0, 0.0])  # G, SQ, A, AW
-
-    @property
-    def n_used(self) -> int:
-        return int(self.counts[0])
-
-    def arrays(self) -> tuple:
-        """The tuple the kernels take."""
-        return (self.table, self.cls, self.col, self.pos, self.next_class, self.class_head, self.pool_id, self.pool_cls,
-                self.pool_val, self.pool_avg if self.averaged else self.pool_avg[:0], self.col_start, self.col_len,
-                self.col_cap)
-
-    def reserve(self, n_columns: int, n_classes: int, new_entries: int, pool_room: int = 0) -> None:
-        """Room for ``new_entries`` more ids, ``n_columns`` columns, ``n_classes`` rows and
-        ``pool_room`` free places in the pool."""
-        if n_columns > len(self.col_len):
-            size = max(n_columns, 2 * len(self.col_len))
-            self.col_start, self.col_len, self.col_cap = (_grown(a, size) for a in (self.col_start, self.col_len, self.col_cap))
-        if n_classes > len(self.class_head):
-            self.class_head = np.concatenate([self.class_head, np.full(max(n_classes, 2 * len(self.class_head)) - len(self.class_head), -1)])
-        needed = self.n_used + new_entries
-        rebuild = False
-        if needed > len(self.cls):
-            size = max(needed, 2 * len(self.cls), 1024)
-            for name in self._IDS:
-                setattr(self, name, _grown(getattr(self, name), size))
-            rebuild = True
-        if 2 * needed > len(self.table):
-            self.table = np.full(1 << int(np.ceil(np.log2(max(4 * needed, 16)))), -1, np.int64)
-            rebuild = True
-        if rebuild:
-            self._rebuild()
-        self._pool_room(pool_room)
-
-    def _pool_room(self, room: int) -> None:
-        """At least ``room`` free places in the pool: compact it when half of it is left
-        behind by moved columns or zeros, grow it otherwise."""
-        end = int(self.counts[2])
-        if end + room <= len(self.pool_val):
-            return
-        if self.counts[3] + self.counts[1] > end // 2:
-            self.compact(force=True)
-            end = int(self.counts[2])
-            if end + room <= len(self.pool_val):
-                return
-        size = max(end + room, 2 * len(self.pool_val), 4096)
-        for name in self._POOL:
-            if name != "pool_avg" or self.averaged:
-                setattr(self, name, _grown(getattr(self, name), size))
-
-    def _rebuild(self) -> None:
-        _memoir.rebuild_table(self.arrays(), self.n_used)
-
-    def compact(self, force: bool = False) -> None:
-        """Rewrite the pool without the places moved columns left and without the weights ℓ1
-        truncation set to 0 (when those are a quarter of it, or ``force``)."""
-        if not force and (self.counts[1] + self.counts[3]) * 4 < max(int(self.counts[2]), 1):
-            return
-        size = max(len(self.pool_val), 16)
-        new = [np.zeros(size, np.int64), np.zeros(size, np.int64), np.zeros(size), np.zeros(size if self.averaged else 0)]
-        _memoir.compact(self.arrays(), self.counts, *new, len(self.col_len))
-        self.pool_id, self.pool_cls, self.pool_val = new[0], new[1], new[2]
-        if self.averaged:
-            self.pool_avg = new[3]
-        self._rebuild()
-
-    def export(self) -> dict:
-        """The weights column by column in pool order, the scalars and the zero count: the same
-        model exports the same state whatever its growth history (capacities are not state)."""
-        lengths = np.trim_zeros(self.col_len, "b")
-        order = np.concatenate([np.arange(s, s + n) for s, n in zip(self.col_start.tolist(), lengths.tolist()) if n]
-                               or [np.zeros(0, np.int64)])
-        state = {"cls": self.pool_cls[order].copy(), "val": self.pool_val[order].copy(), "col_len": lengths.copy(),
-                 "counts": self.counts[:2].copy(), "scalars": self.scalars.copy()}
-        if self.averaged:
-            state["avg"] = self.pool_avg[order].copy()
-        return state
-
-    @classmethod
-    def restore(cls, state: dict, averaged: bool, n_classes: int) -> "SparseClassRows":
-        store = cls(averaged)
-        lengths = np.asarray(state["col_len"], np.int64)
-        n = int(lengths.sum())
-        store.col_len, store.col_cap = lengths.copy(), np.where(lengths > 0, np.maximum(4, lengths), 0)
-        store.col_start = np.concatenate([[0], np.cumsum(store.col_cap)[:-1]]).astype(np.int64) if len(lengths) else lengths.copy()
-        end = int(store.col_cap.sum())
-        store.pool_id, store.pool_cls = np.zeros(end, np.int64), np.zeros(end, np.int64)
-        store.pool_val, store.pool_avg = np.zeros(end), np.zeros(end if averaged else 0)
-        places = np.concatenate([np.arange(s, s + k) for s, k in zip(store.col_start.tolist(), lengths.tolist()) if k]
-                                or [np.zeros(0, np.int64)])
-        store.pool_id[places] = np.arange(n)
-        store.pool_cls[places] = np.asarray(state["cls"], np.int64)
-        store.pool_val[places] = np.asarray(state["val"], np.float64)
-        if averaged:
-            store.pool_avg[places] = np.asarray(state["avg"], np.float64)
-        store.cls = np.asarray(state["cls"], np.int64).copy()
-        store.col = np.repeat(np.arange(len(lengths)), lengths).astype(np.int64)
-        store.pos, store.next_class = places.astype(np.int64), np.zeros(n, np.int64)
-        store.class_head = np.full(n_classes, -1, np.int64)
-        store.table = np.full(1 << int(np.ceil(np.log2(max(4 * n, 16)))), -1, np.int64)
-        store.counts = np.array([n, int(state["counts"][1]), end, 0], np.int64)
-        store.scalars = np.asarray(state["scalars"], np.float64).copy()
-        store._rebuild()
-        return store
-
-
-def _grown(array: np.ndarray, size: int) -> np.ndarray:
-    out = np.zeros(size, array.dtype)
-    out[: len(array)] = array
-    return out
-
-
 class ExtremeSVM(StreamClassifier):
     """Crammer–Singer SVM for many classes with an inexact margin (002; see the module docstring).
 
@@ -406,7 +275,7 @@ class ExtremeSVM(StreamClassifier):
                 self._is_changed[new] = False
             else:
                 if self.penalty == "l1" and len(new):  # truncation changed whole rows: sketch them again
-                    _memoir.sketch_classes(new, len(new), self._store.arrays(), _SKETCH_HASHES, self._sketches)
+                    _sketch.sketch_classes(new, len(new), self._store.arrays(), _SKETCH_HASHES, self._sketches)
                 self._n_pending += n_changed
                 self._needs_rebuild = self._needs_rebuild or renormalized
                 self._since_refresh += done
@@ -414,7 +283,7 @@ class ExtremeSVM(StreamClassifier):
                     self._refresh_index()
             start += done
             if start < stop:  # the next group might not fit in the pool: make room, then go on
-                self._store.reserve(0, 0, 0, _memoir.needed_room(self._store.arrays(), indptr, indices, start,
+                self._store.reserve(0, 0, 0, _store_kernels.needed_room(self._store.arrays(), indptr, indices, start,
                                                                  self.batch_size))
         if self.penalty == "l1":
             self._store.compact()
@@ -449,7 +318,7 @@ class ExtremeSVM(StreamClassifier):
 
     def _row_sketches(self, indptr, indices, data) -> np.ndarray:
         out = np.empty((len(indptr) - 1, self.sketch_dim), np.float32)
-        _memoir.sketch_rows(indptr, indices, data, _SKETCH_HASHES, out)
+        _sketch.sketch_rows(indptr, indices, data, _SKETCH_HASHES, out)
         return out
 
     # --------------------------------------------------------------- prediction
@@ -489,7 +358,7 @@ class ExtremeSVM(StreamClassifier):
         if self._labels.labels:
             names = self._labels.labels
             labels[:] = [names[k] for k in self._predict_rows(rows, None)[0].tolist()]
-        from .base import is_pandas_frame
+        from ..base import is_pandas_frame
 
         if is_pandas_frame(X):
             import pandas as pd

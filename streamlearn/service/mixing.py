@@ -80,8 +80,8 @@ import time
 import numpy as np
 
 from . import failpoints
-from .errors import InvalidParameterError
-from .weights import grown
+from ..errors import InvalidParameterError
+from ..weights import grown
 
 
 def check_mixable(model) -> None:
@@ -125,7 +125,7 @@ class MixState:
 
     def change(self, model, examples: int = 0) -> dict:
         """What ``model`` learned since this state (its base), a plain dict that msgpack carries
-        (:mod:`streamlearn.checkpoint`'s encoding): ``labels``, ``features`` (names), ``W`` and ``S``
+        (:mod:`streamlearn.service.checkpoint`'s encoding): ``labels``, ``features`` (names), ``W`` and ``S``
         (``len(labels) × len(features)``, its weights minus this state's; ``S`` empty without an
         averaged iterate), ``average_weight`` (the change of ``Σc``), ``steps`` (of ``t``),
         ``examples`` (how many it learned: counted by the caller, carried along) and

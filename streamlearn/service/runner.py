@@ -8,7 +8,7 @@ For every batch a source yields (:mod:`connectors`):
 2. with a hash hold-out (``holdout=0.05``), the records whose stable hash falls in the
    first 5 % of the hash range are only *scored* (hold-out metrics), never learned;
 3. the other records are scored by the current model before they are learned
-   (prequential accuracy, macro-F1, log-loss: :class:`~streamlearn.metrics.ClassificationMetrics`),
+   (prequential accuracy, macro-F1, log-loss: :class:`~streamlearn.service.metrics.ClassificationMetrics`),
    then learned with ``learn_many`` (every learner of the project). A record the learner
    refuses although it is well formed (a third class for a binary learner, a feature past a
    least-squares learner's ``max_features``) is a dead letter too: the learner leaves the
@@ -26,7 +26,7 @@ one to resume from.
 
 SIGTERM / SIGINT: the current batch is finished, a final checkpoint is written, the
 position committed, and :meth:`Runner.run` returns 0; a signal that came while the
-``streamlearn`` command was starting (:mod:`streamlearn.stopping`) stops the runner before
+``streamlearn`` command was starting (:mod:`streamlearn.service.stopping`) stops the runner before
 its first batch the same way. A source that blocks while waiting for input (stdin) is
 interrupted; the records it had not yet handed over are not part of the checkpoint and are
 read again on resume.
@@ -49,117 +49,26 @@ import time
 import numpy as np
 
 from connectors.errors import SourceUnavailable
-from connectors.protocols import Endless, Hashing, Replayable
-from connectors.records import Batch, DeadLetter
-from connectors.sinks import NullSink, json_key, to_json_line
+from connectors.protocols import Endless, Hashing, Replayable, reading_of
+from connectors.records import Batch
+from connectors.sinks import NullSink, json_key
 
 from . import failpoints, stopping
-from .base import StreamClassifier
-from .errors import InvalidInputError
-from .evaluation import Scored, evaluate_source, score_batch
-from .features import LabelSpace
+from ..base import StreamClassifier
+from ..errors import InvalidInputError
+from .bad_records import BadRecords, TooManyErrors
+from .evaluation import Scored, evaluate_held_out, evaluate_source, score_batch
 from .metrics import ClassificationMetrics
+from .progress import progress_reporter
+from .run_options import RunnerOptions
 
 HASH_RANGE = float(2**64)
 
 
 #: the exit codes :meth:`Runner.run` returns (the ``streamlearn`` command adds 1: an error, 2: a usage error)
 EXIT_OK, EXIT_SOURCE_LOST, EXIT_BAD_RECORDS = 0, 1, 3
-#: a fresh stream is judged on its first this many records (see ``check_start``)
-START_SAMPLE = 100
-
-
-class TooManyErrors(RuntimeError):
-    """More bad records than ``max_errors``, or a stream that starts with mostly bad records."""
-
-    def __init__(self, message: str, reasons: dict | None = None):
-        super().__init__(message)
-        self.reasons = reasons or {}
-
-
 class _Stop(BaseException):
     """Raised by the signal handler while the runner waits on a blocking source."""
-
-
-@dataclasses.dataclass
-class RunnerOptions:
-    """How a :class:`Runner` runs (checked when made: a bad value is a ``ValueError``).
-
-    Attributes
-    ----------
-    checkpoint_dir
-        Where checkpoints go (``None``: no checkpoints, no resume).
-    checkpoint_every, checkpoint_interval
-        Checkpoint after this many learned examples and/or this many seconds.
-    keep
-        Checkpoints kept.
-    holdout
-        ``None``, a fraction in (0, 1) (hash split of the stream) or a callable returning a
-        fresh labelled source evaluated in full at every checkpoint.
-    metrics_sink, dead_letter_sink
-        Sinks (:mod:`connectors.sinks`) for metrics lines and dead letters.
-    max_errors
-        Stop (exit code 3) once more than this many records were bad; ``None``: never.
-    check_start
-        Stop (exit code 3) a fresh stream when more than half of its first ``START_SAMPLE``
-        records (or of all of them, if it has fewer) are bad: the wrong format, label column or
-        learner, most likely (the exception names the reasons; the ``streamlearn`` command turns
-        them into a hint). The command sets it unless ``--max-errors`` is given.
-    max_classes
-        Bound on the model's classes, against a stream that brings ever new labels (memory grows
-        with the classes): once the model has this many, a record with a label it has not seen
-        is a dead letter ("refused-class-limit"), scored by nobody and learned by nobody; new
-        labels within the bound are taken in order of first appearance. ``None``: unbounded.
-    predictions_sink, proba
-        A sink for one prediction line per valid record, in stream order: its position, the
-        class predicted for it before it was learned (the prequential prediction; a held-out or
-        unlabelled record is predicted by the model as it stood before its batch) and its label
-        (``null``: unlabelled), and with ``proba`` the probability of every class. With a
-        predictions sink the source's records may lack a label (open it ``labelled=False``): an
-        unlabelled record is predicted and not learned. The sink's size is in every
-        checkpoint, so a resumed file sink holds each line once.
-    mixer
-        A :class:`~streamlearn.mixing.GroupMixer`: this daemon is one member of a group that
-        mixes one model (the source subscribed to the group). Checkpoints are then taken right
-        after a mix, hold the mixer's state, and their position is the shared coverage.
-    model_lock
-        A lock held while a batch is processed (``streamlearn train --serve`` shares it with the
-        service, which predicts under it).
-    log, progress
-        Where progress goes (``None``: stderr): ``progress=True`` a tqdm bar, ``None`` a bar on a
-        terminal and else a JSON line every 10 s, ``False`` nothing (``streamlearn train --quiet``).
-    """
-
-    checkpoint_dir: object = None
-    checkpoint_every: int | None = 10_000
-    checkpoint_interval: float | None = 60.0
-    keep: int = 3
-    holdout: object = None
-    metrics_sink: object = None
-    dead_letter_sink: object = None
-    max_errors: int | None = None
-    check_start: bool = False
-    max_classes: int | None = None
-    predictions_sink: object = None
-    proba: bool = False
-    mixer: object = None
-    model_lock: object = None
-    log: object = None
-    progress: bool | None = None
-
-    def __post_init__(self):
-        holdout = self.holdout
-        if holdout is not None and not callable(holdout) and not 0.0 < float(holdout) < 1.0:
-            raise ValueError(f"a hold-out fraction must be in (0, 1), got {holdout!r}")
-        if self.checkpoint_every is not None and int(self.checkpoint_every) < 1:
-            raise ValueError(f"checkpoint_every must be positive, got {self.checkpoint_every!r}")
-        if self.checkpoint_interval is not None and not float(self.checkpoint_interval) > 0:
-            raise ValueError(f"checkpoint_interval must be a positive number of seconds, got {self.checkpoint_interval!r}")
-        if self.max_errors is not None and int(self.max_errors) < 0:  # -1 stopped the stream after its first batch
-            raise ValueError(f"max_errors must be 0 or more, got {self.max_errors!r}")
-        max_classes = self.max_classes
-        if max_classes is not None and (isinstance(max_classes, bool) or int(max_classes) != max_classes or max_classes < 1):
-            raise ValueError(f"max_classes must be a positive integer, got {max_classes!r}")
 
 
 class Runner:
@@ -174,46 +83,33 @@ class Runner:
 
     def __init__(self, model: StreamClassifier, source, options: RunnerOptions | None = None, **keywords):
         self.options = options = dataclasses.replace(options or RunnerOptions(), **keywords)
-        checkpoint_dir, checkpoint_every, checkpoint_interval = options.checkpoint_dir, options.checkpoint_every, options.checkpoint_interval
-        keep, holdout, max_errors, check_start = options.keep, options.holdout, options.max_errors, options.check_start
-        metrics_sink, dead_letter_sink, predictions_sink = options.metrics_sink, options.dead_letter_sink, options.predictions_sink
-        max_classes, proba, mixer, model_lock = options.max_classes, options.proba, options.mixer, options.model_lock
-        log, progress = options.log, options.progress
-        self.max_classes = max_classes
-        self.predictions, self.proba = predictions_sink, bool(proba)
-        self.model_lock = model_lock if model_lock is not None else contextlib.nullcontext()
+        self.model, self.source, self.mixer = model, source, options.mixer
+        self.predictions = options.predictions_sink
+        self.model_lock = options.model_lock if options.model_lock is not None else contextlib.nullcontext()
         self.last_update = time.time()  # when the last batch was learned (what a live service reports as its age)
-        self.model, self.source = model, source
-        self.mixer = mixer
-        if isinstance(source, Hashing) and (holdout is None or callable(holdout)):
+        if isinstance(source, Hashing) and (options.holdout is None or callable(options.holdout)):
             source.with_hashes = False  # only a hash hold-out needs record hashes
-        if checkpoint_dir:
+        if options.checkpoint_dir:
             from .checkpoint import BackgroundWriter, CheckpointStore  # here: msgpack and hashlib are not needed without checkpoints
 
-            self.store = CheckpointStore(checkpoint_dir, keep)
+            self.store = CheckpointStore(options.checkpoint_dir, options.keep)
             self._writer = BackgroundWriter(self.store)
         else:
             self.store = self._writer = None
         self._in_flight = None  # (future of the checkpoint being written, the position it holds)
-        self.checkpoint_every = checkpoint_every
-        self.checkpoint_interval = checkpoint_interval
-        self.holdout = holdout
-        self.metrics_sink = metrics_sink or NullSink()
-        self.dead_letters = dead_letter_sink or NullSink()
-        self.max_errors = max_errors
-        self.check_start = check_start
-        self.dead_reasons: dict[str, int] = {}
+        self.metrics_sink = options.metrics_sink or NullSink()
+        self.dead_letters = options.dead_letter_sink or NullSink()
         self.stopped_by_signal = False
         self.stop_signal: int | None = None  # the first SIGTERM / SIGINT that stopped the run
-        self.first_dead_record: bytes | None = None  # of this run: what the command's hint looks at
         self.stop_error = None
         self._last_holdout = None  # a hold-out source's last evaluation
         self._final_holdout = None
-        self.log = log or sys.stderr
-        self.progress = self.log.isatty() if progress is None and hasattr(self.log, "isatty") else bool(progress)
-        self.quiet = progress is False
+        self.log = options.log or sys.stderr
+        progress = options.progress
+        self.bar = self.log.isatty() if progress is None and hasattr(self.log, "isatty") else bool(progress)
         self.counters = {"seen": 0, "learned": 0, "held_out": 0, "unlabelled": 0, "dead_letters": 0, "batches": 0,
                          "checkpoints": 0, "changes": 0}
+        self.bad = BadRecords(self.dead_letters, self.counters, options.max_errors, options.check_start)
         self.prequential = ClassificationMetrics()
         self.holdout_metrics = ClassificationMetrics()
         self.position = None
@@ -228,7 +124,17 @@ class Runner:
         self._rate_mark = (time.monotonic(), 0)
         self._learned_at_checkpoint = 0
         self._checkpoint_time = time.monotonic()
-        self._judging_start = self._changed = self._source_ended = False
+        self._changed = self._source_ended = False
+
+    @property
+    def dead_reasons(self) -> dict:
+        """The dead letters of the job, counted by reason."""
+        return self.bad.reasons
+
+    @property
+    def first_dead_record(self) -> bytes | None:
+        """The first bad record of this run (what the command's hint looks at)."""
+        return self.bad.first_record
 
     # ----------------------------------------------------------------- resume
     def resume(self) -> bool:
@@ -238,7 +144,7 @@ class Runner:
         payload = self.store.load_latest()
         if payload is None:
             return False
-        from . import learner_from_state
+        from .. import learner_from_state
 
         self.model = learner_from_state(payload["learner"])
         self.position = payload["position"]
@@ -246,7 +152,7 @@ class Runner:
             self.source.seek(self.position)
         state = payload["runner"]
         self.counters.update(state["counters"])
-        self.dead_reasons = dict(state.get("dead_reasons", {}))
+        self.bad.reasons = dict(state.get("dead_reasons", {}))
         self.prequential = ClassificationMetrics.restore(state["prequential"])
         self.holdout_metrics = ClassificationMetrics.restore(state["holdout"])
         self.dead_letters.truncate(state["sinks"].get("dead_letters"))
@@ -269,7 +175,7 @@ class Runner:
             "position": self.position,
             "runner": {
                 "source": self.source.name,
-                "reading": source_reading(self.source),
+                "reading": reading_of(self.source),
                 "counters": dict(self.counters),
                 "dead_reasons": dict(self.dead_reasons),
                 "prequential": self.prequential.export(),
@@ -308,7 +214,7 @@ class Runner:
 
     def _settle(self, wait: bool) -> None:
         """Once the checkpoint being written is durable (``wait``: wait for it), commit the
-        position it holds; a failed write raises its :class:`~streamlearn.checkpoint.CheckpointError` here."""
+        position it holds; a failed write raises its :class:`~streamlearn.service.checkpoint.CheckpointError` here."""
         if self._in_flight is None or not (wait or self._in_flight[0].done()):
             return
         future, position = self._in_flight
@@ -324,9 +230,9 @@ class Runner:
         rate = (learned - self._rate_mark[1]) / max(now - self._rate_mark[0], 1e-9)
         self._rate_mark = (now, learned)
         holdout = None
-        if callable(self.holdout):
-            holdout = self._last_holdout = evaluate_source(self.model, self.holdout())
-        elif self.holdout is not None:
+        if callable(self.options.holdout):
+            holdout = self._last_holdout = evaluate_source(self.model, self.options.holdout())
+        elif self.options.holdout is not None:
             holdout = self.holdout_metrics.summary()
         return {
             "time": time.time(),
@@ -346,21 +252,21 @@ class Runner:
 
     def _process(self, batch: Batch) -> None:
         for dead in batch.dead:
-            self._dead_letter(dead)
+            self.bad.write(dead)
         if len(batch):
             if self._data_span[0] is None:
                 self._data_span[0] = time.perf_counter()
             train, rows = batch, np.arange(len(batch))  # rows: each record's index in the batch
             lines: dict | None = {} if self.predictions is not None else None  # index -> prediction line
-            with_proba = lines is not None and self.proba
+            with_proba = lines is not None and self.options.proba
             if lines is not None:
-                unlabelled = _unlabelled(batch.y)
+                unlabelled = batch.unlabelled()
                 if unlabelled.any():
                     asked = batch.take(unlabelled)
                     self._note(lines, asked, rows[unlabelled], score_batch(self.model, asked.X, None, return_proba=with_proba))
                     self.counters["unlabelled"] += len(asked)
                     train, rows = batch.take(~unlabelled), rows[~unlabelled]
-            if self.holdout is not None and not callable(self.holdout):
+            if self.options.holdout is not None and not callable(self.options.holdout):
                 held = train.hashes < self._hash_threshold()
                 if held.any():
                     kept = train.take(held)
@@ -369,8 +275,8 @@ class Runner:
                     self.counters["held_out"] += len(kept)
                     self._note(lines, kept, rows[held], scored)
                     train, rows = train.take(~held), rows[~held]
-            if len(train) and self.max_classes is not None:
-                within = self._within_class_limit(train)
+            if len(train) and self.options.max_classes is not None:
+                within = self.bad.within_class_limit(self.model, train, self.options.max_classes)
                 train, rows = train.take(within), rows[within]
             if len(train):
                 try:
@@ -395,29 +301,7 @@ class Runner:
             self._changed = True
         if batch.position is not None:
             self.position = batch.position
-        # the batch is fully handled (valid records learned), so a checkpoint after a stop is consistent
-        if self.max_errors is not None and self.counters["dead_letters"] > self.max_errors:
-            raise TooManyErrors(f"{self.counters['dead_letters']} bad records, more than --max-errors {self.max_errors}",
-                                self.dead_reasons)
-        if self._judging_start and self.counters["seen"] + self.counters["dead_letters"] >= START_SAMPLE:
-            self._judge_start()
-
-    def _judge_start(self) -> None:
-        """Stop a fresh stream whose first records are mostly bad (see ``check_start``)."""
-        self._judging_start = False
-        # a record over --max-classes is the bound the user set doing its work, not a sign of a wrong format or learner
-        bad = self.counters["dead_letters"] - self.dead_reasons.get("refused-class-limit", 0)
-        total = self.counters["seen"] + self.counters["dead_letters"] - sum(n for reason, n in self.dead_reasons.items() if reason.startswith("refused"))
-        if bad and 2 * bad > total:
-            raise TooManyErrors(f"{bad:,} of the first {total:,} records are bad", self.dead_reasons)
-
-    def _dead_letter(self, dead: DeadLetter) -> None:
-        self.dead_letters.write(dead.to_json())
-        if self.first_dead_record is None:
-            self.first_dead_record = dead.record
-        self.counters["dead_letters"] += 1
-        self.dead_reasons[dead.reason] = self.dead_reasons.get(dead.reason, 0) + 1
-        failpoints.reached("dead-letter", prepare=self.dead_letters.sync)
+        self.bad.check()  # the batch is fully handled (valid records learned): a checkpoint after a stop is consistent
 
     def _learn_one_by_one(self, batch: Batch, return_proba: bool = False) -> tuple[np.ndarray, Scored]:
         """Score and learn a batch the learner refused record by record (in order, so the
@@ -431,7 +315,7 @@ class Runner:
             try:
                 scored = score_batch(self.model, one.X, one.y, learn=True, return_proba=return_proba)
             except InvalidInputError as error:
-                self._refuse(batch, i, error.reason, str(error))
+                self.bad.refuse(batch, i, error.reason, str(error))
                 continue
             accepted[i] = True
             predicted.append(scored.predicted[0])
@@ -453,36 +337,12 @@ class Runner:
                 line["proba"] = {} if predicted[j] is None else {json_key(c): float(p) for c, p in zip(classes, proba[j])}
             lines[i] = line
 
-    def _refuse(self, batch: Batch, i: int, reason: str, message: str) -> None:
-        """Record ``i`` of a decoded batch, well formed but not learned, as a dead letter."""
-        one = batch.take(np.arange(len(batch)) == i)
-        record = to_json_line({"x": _features_of(one.X), "y": one.y[0]}).rstrip("\n").encode()
-        self._dead_letter(DeadLetter(batch.locate(i), f"refused-{reason}", message, record))
-
-    def _within_class_limit(self, train: Batch) -> np.ndarray:
-        """Mask of the records of ``train`` the model may learn under ``max_classes``; the
-        others become dead letters (see the class docstring)."""
-        known = self.model.class_indices(train.y) >= 0
-        if known.all():
-            return known
-        room = self.max_classes - len(self.model.classes)
-        taken: set = set()
-        for i in np.flatnonzero(~known).tolist():
-            label = LabelSpace.normalize(train.y[i])
-            if label in taken or len(taken) < room:
-                taken.add(label)
-                known[i] = True
-            else:
-                self._refuse(train, i, "class-limit", f"the model has its {self.max_classes:,} classes (--max-classes) "
-                             f"and this record's label {label!r} is not one of them")
-        return known
-
     def _due(self) -> bool:
         if not self._changed:  # the last checkpoint holds this very state (an idle source, a finished job resumed)
             return False
-        if self.counters["learned"] - self._learned_at_checkpoint >= (self.checkpoint_every or float("inf")):
+        if self.counters["learned"] - self._learned_at_checkpoint >= (self.options.checkpoint_every or float("inf")):
             return True
-        if self.checkpoint_interval is not None and time.monotonic() - self._checkpoint_time >= self.checkpoint_interval:
+        if self.options.checkpoint_interval is not None and time.monotonic() - self._checkpoint_time >= self.options.checkpoint_interval:
             return True
         return False
 
@@ -498,11 +358,11 @@ class Runner:
         handlers = {s: signal.signal(s, self._handle_signal) for s in stopping.SIGNALS}
         self._stop_requested = self._stop_requested or stopping.requested()  # a signal while the command started
         self.stop_signal = self.stop_signal or stopping.first()
-        self._judging_start = self.check_start and self.counters["seen"] + self.counters["dead_letters"] == 0
+        self.bad.start_run()
         self._changed = False
         self._source_ended = False
         self.stop_error = None
-        bar = self._progress_bar()
+        bar = progress_reporter(self.log, self.bar, self.options.progress is False, self.counters, self.prequential, self.PROGRESS_EVERY)
         code = EXIT_OK
         try:
             if self.mixer is not None:
@@ -519,9 +379,9 @@ class Runner:
                     batch = next(batches)
                 except StopIteration:
                     self._source_ended = not (isinstance(self.source, Endless) and self.source.endless)
-                    if self._judging_start:  # a stream shorter than the sample is judged whole
+                    if self.bad.judging_start:  # a stream shorter than the sample is judged whole
                         try:
-                            self._judge_start()
+                            self.bad.judge_start()
                         except TooManyErrors as error:
                             self.stop_error, code = error, EXIT_BAD_RECORDS
                     break
@@ -547,22 +407,7 @@ class Runner:
                 self._settle(wait=False)
                 if mixed and self._due():  # with a mixer, only a mixed model is a consistent checkpoint
                     self.checkpoint()
-            self.stopped_by_signal = self._stop_requested
-            if self._source_ended and self.model.n_pending:  # the end of a finite stream: its last, smaller mini-batch
-                self.model.flush()
-                self._changed = True
-            if self.mixer is not None:
-                with self.model_lock:
-                    if code == EXIT_SOURCE_LOST:  # no broker to publish to: what was not mixed is learned again later
-                        self.mixer.abandon(self.model)
-                        self.position = self.mixer.position(self.source)
-                        self._changed = True
-                    else:
-                        self._mix(None)
-            if self._changed or self.last_checkpoint_path is None:
-                self.checkpoint(wait=True)
-            self._settle(wait=True)
-            self._final_holdout = self.final_holdout()
+            self._finish(code)
         finally:
             self._waiting = False
             if self._in_flight is not None:  # an error stopped the loop: the write in flight still finishes
@@ -572,6 +417,26 @@ class Runner:
             bar(None)
             self.source.close()
         return code
+
+    def _finish(self, code: int) -> None:
+        """The end of a run that stopped in order: the last mini-batch of a finite stream, the last
+        mix, the final checkpoint (waited for) and the final hold-out figure."""
+        self.stopped_by_signal = self._stop_requested
+        if self._source_ended and self.model.n_pending:  # the end of a finite stream: its last, smaller mini-batch
+            self.model.flush()
+            self._changed = True
+        if self.mixer is not None:
+            with self.model_lock:
+                if code == EXIT_SOURCE_LOST:  # no broker to publish to: what was not mixed is learned again later
+                    self.mixer.abandon(self.model)
+                    self.position = self.mixer.position(self.source)
+                    self._changed = True
+                else:
+                    self._mix(None)
+        if self._changed or self.last_checkpoint_path is None:
+            self.checkpoint(wait=True)
+        self._settle(wait=True)
+        self._final_holdout = self.final_holdout()
 
     def _mix(self, learned: int | None) -> bool:
         """After a batch that learned ``learned`` examples: let the mixer mix when due (``None``:
@@ -586,40 +451,9 @@ class Runner:
         self._changed = True
         return True
 
-    def _progress_bar(self):
-        """A callable updating a tqdm bar (terminal), printing a line every 10 s, or (quiet) doing nothing."""
-        if self.quiet:
-            return lambda batch: None
-        if self.progress:
-            from tqdm import tqdm
-
-            bar = tqdm(unit=" ex", file=self.log, dynamic_ncols=True, smoothing=0.1)
-
-            def update(batch):
-                if batch is None:
-                    bar.close()
-                    return
-                bar.update(len(batch))
-                acc = self.prequential.summary()["accuracy"]
-                if acc is not None and self.counters["batches"] % 10 == 0:
-                    bar.set_postfix(acc=f"{acc:.4f}", dead=self.counters["dead_letters"], refresh=False)
-
-            return update
-        last = [time.monotonic()]
-
-        def log_line(batch):
-            if batch is None or time.monotonic() - last[0] < self.PROGRESS_EVERY:
-                return
-            last[0] = time.monotonic()
-            summary = self.prequential.summary()
-            self.log.write(to_json_line({"progress": {**self.counters, "accuracy": summary["accuracy"]}}))
-            self.log.flush()
-
-        return log_line
-
     def _hash_threshold(self) -> np.uint64:
         """Records whose hash is below this are held out."""
-        return np.uint64(min(float(self.holdout) * HASH_RANGE, HASH_RANGE - 1))
+        return np.uint64(min(float(self.options.holdout) * HASH_RANGE, HASH_RANGE - 1))
 
     def final_holdout(self) -> dict | None:
         """The final model's figures on the hold-out data: a hold-out source's last evaluation
@@ -627,25 +461,13 @@ class Runner:
         ``None`` for a stream that cannot be read again (stdin, Kafka) or a job that was stopped.
         The running hold-out figure differs: each held-out record is scored once, when it
         passes, by the model of that moment (from the untrained one on)."""
-        if self.holdout is None or self.stopped_by_signal or self.stop_error is not None:
+        if self.options.holdout is None or self.stopped_by_signal or self.stop_error is not None:
             return None
-        if callable(self.holdout):
-            return self._last_holdout if self._last_holdout is not None else evaluate_source(self.model, self.holdout())
+        if callable(self.options.holdout):
+            return self._last_holdout if self._last_holdout is not None else evaluate_source(self.model, self.options.holdout())
         if not isinstance(self.source, Replayable):
             return None
-        threshold = self._hash_threshold()
-        metrics = ClassificationMetrics()
-        source = self.source.replay()
-        try:
-            for batch in source:
-                held = batch.hashes < threshold if len(batch) else None
-                if held is not None and held.any():
-                    kept = batch.take(held)
-                    scored = score_batch(self.model, kept.X, kept.y)
-                    metrics.update(kept.y, scored.predicted, scored.p_true)
-        finally:
-            source.close()
-        return metrics.summary()
+        return evaluate_held_out(self.model, self.source.replay(), self._hash_threshold())
 
     def summary(self) -> dict:
         """Counters, metrics, the share of time spent checkpointing (and mixing, with a mixer), and ``data_seconds``:
@@ -656,10 +478,10 @@ class Runner:
         first, last = self._data_span
         data_seconds = (last - first) if first is not None else 0.0
         during_data = sum(d for t, d in self._checkpoint_log if first is not None and first <= t <= last)
-        if callable(self.holdout):
+        if callable(self.options.holdout):
             running = self._last_holdout
         else:
-            running = self.holdout_metrics.summary() if self.holdout is not None else None
+            running = self.holdout_metrics.summary() if self.options.holdout is not None else None
         return {**self.counters, "dead_reasons": dict(self.dead_reasons), "prequential": self.prequential.summary(),
                 "holdout": running, "holdout_final": self._final_holdout,
                 "elapsed_s": elapsed, "checkpoint_share": self.checkpoint_seconds / elapsed if elapsed else 0.0,
@@ -667,24 +489,3 @@ class Runner:
                 "checkpoint_write_seconds": self._writer.seconds if self._writer is not None else 0.0,
                 "checkpoint": self.last_checkpoint_path,
                 **({} if self.mixer is None else {"mixing": self.mixer.summary()})}
-
-
-def source_reading(source) -> dict:
-    """How a source reads its records (format, label column, header), kept in checkpoints so that
-    ``streamlearn predict`` and ``evaluate`` read other data of the same kind the same way."""
-    return {"format": getattr(source, "format", None), "label_column": getattr(source, "label_column", None),
-            "no_header": bool(getattr(source, "no_header", False))}
-
-
-def _unlabelled(y) -> np.ndarray:
-    """Mask of the records without a label (``None``) of a batch."""
-    if isinstance(y, np.ndarray) and y.dtype != object:
-        return np.zeros(len(y), bool)
-    return np.array([label is None for label in y], bool)
-
-
-def _features_of(X) -> dict:
-    """The features of a one-record batch (a list of one dict, or a one-row CSR matrix)."""
-    if isinstance(X, list):
-        return X[0]
-    return X.row_dicts()[0] if hasattr(X, "row_dicts") else dict(zip(X.indices.tolist(), X.data.tolist()))

@@ -1,0 +1,92 @@
+"""What the commands share: their errors and exit codes, the learner from its name and parameters,
+the source of a command line, and the model of a checkpoint directory."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ...errors import StreamlearnError
+
+
+#: exit codes beyond 0 and the runner's (see the module docstring)
+EXIT_ERROR, EXIT_USAGE, EXIT_NOTHING_LEARNED = 1, 2, 4
+
+
+LEARNER_DEFAULT = "MulticlassSVM"
+
+
+class ConfigError(ValueError):
+    """Bad command-line configuration: printed as one line, exit code 1."""
+
+
+class UsageError(ConfigError):
+    """A command line that misses what it needs (exit code 2, as argparse's own usage errors)."""
+
+
+def build_learner(name: str, params: list[str]):
+    """A learner from its class name and ``KEY=VALUE`` parameters, each parsed by the
+    parameter's declared type (:mod:`streamlearn.params`; clear errors); only that learner's
+    module is imported."""
+    import streamlearn
+
+    from ...params import parse_params
+
+    if name not in streamlearn.LEARNER_NAMES:
+        raise ConfigError(f"unknown learner {name!r}; choose one of: {', '.join(sorted(streamlearn.LEARNER_NAMES))}")
+    cls = getattr(streamlearn, name)
+    try:
+        return cls(**parse_params(cls, params))
+    except (TypeError, StreamlearnError, ValueError) as error:
+        raise ConfigError(f"{name}: {error}") from None
+
+
+def open_command_source(args, labelled: bool, passes: int = 1, until_end: bool = False):
+    import connectors
+
+    return connectors.open_source(bundled_paths(args.source), args.format, labelled, args.batch_records, passes,
+                                  args.label_column, getattr(args, "idle_timeout", None), until_end,
+                                  getattr(args, "broker_timeout", None), subscribe=bool(getattr(args, "mix_topic", None)),
+                                  no_header=args.no_header)
+
+
+def bundled_paths(sources: list[str]) -> list[str]:
+    """Sources with the name of a bundled data set (``letter``, ``letter.t``: see
+    :mod:`streamlearn.datasets`) that is not a file here replaced by the bundled file's path."""
+    from ...datasets import BUNDLED
+
+    out = []
+    for source in sources:
+        if source in BUNDLED and not os.path.exists(source):
+            print(f"streamlearn: {source!r} is the bundled data set {BUNDLED[source]}", file=sys.stderr)
+            source = str(BUNDLED[source])
+        out.append(source)
+    return out
+
+
+def load_checkpointed(directory):
+    from ..checkpoint import CheckpointStore
+
+    payload = CheckpointStore(directory).load_latest()
+    if payload is None:
+        raise ConfigError(f"no checkpoint in {directory!r}")
+    import streamlearn
+
+    return streamlearn.learner_from_state(payload["learner"]), payload
+
+
+def add_source_options(p, required: bool = True) -> None:
+    p.add_argument("source", nargs="+" if required else "*",
+                   help="file path(s) or glob(s), - for stdin, or kafka://HOST:PORT/TOPIC?group=NAME[&client=confluent]")
+    p.add_argument("--format", help="libsvm, csv, jsonl or msgpack (default: guessed from the file name; libsvm for stdin)")
+    p.add_argument("--label-column", help="CSV: the label column's name or 0-based index; JSON lines and msgpack: a flat "
+                                          "record's label field (default: one named y, label, class or target)")
+    p.add_argument("--no-header", action="store_true", help="CSV: the files have no header line (columns are named "
+                                                            "0, 1, ...; found without it when the first line is numbers)")
+    p.add_argument("--batch-records", type=int, default=1000, help="records per batch (default: 1000): the unit of reading, learning and checkpoint positions")
+
+
+def top_reasons(counts: dict, top: int = 3) -> str:
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    text = ", ".join(f"{reason} {n:,}" for reason, n in ranked[:top])
+    return text + (", ..." if len(ranked) > top else "")
