@@ -40,7 +40,6 @@ import sys
 import tempfile
 import time
 
-
 from bench.common import machine, pyplot
 from bench.data import load
 
@@ -136,45 +135,6 @@ def _start_service(directory) -> subprocess.Popen:
     return service
 
 
-def asgi_app(directory):
-    """The same ``/predict`` (:func:`streamlearn.service.serve.predict`) as a Starlette app, for uvicorn: the
-    ASGI stack the service could have used, measured against the standard library's server."""
-    from starlette.applications import Starlette
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
-
-    from streamlearn.service.serve import BadRequest, ModelHolder, predict
-
-    holder = ModelHolder(directory)
-    holder.refresh()
-
-    async def answer(request):
-        try:
-            status, obj = predict(holder, await request.body(), request.url.query)
-        except BadRequest as error:
-            status, obj = error.status, {"error": str(error)}
-        return JSONResponse(obj, status_code=status)
-
-    return Starlette(routes=[Route("/predict", answer, methods=["POST"])])
-
-
-def _start_asgi(directory) -> subprocess.Popen | None:
-    """uvicorn serving :func:`asgi_app` on a free port (``None`` without uvicorn and starlette)."""
-    import importlib.util
-
-    if importlib.util.find_spec("uvicorn") is None or importlib.util.find_spec("starlette") is None:
-        return None
-    from connectors.localbroker import _wait_for_port, free_port
-
-    port = free_port()
-    code = (f"import uvicorn; from bench.serve_bench import asgi_app; "
-            f"uvicorn.run(asgi_app({str(directory)!r}), host='127.0.0.1', port={port}, log_level='error')")
-    process = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(RESULTS.parents[1])})
-    _wait_for_port(port, process, 60)
-    process.url = f"http://127.0.0.1:{port}"
-    return process
-
-
 def in_process(model, records, repeats: int) -> dict:
     """``predict_many`` on the records, after a warm-up call: the median time and records/s."""
     model.predict_many(records)
@@ -222,16 +182,6 @@ def run(seconds: float, connections: tuple, repeats: int, wrk_repeats: int) -> d
                            for key, rows in runs.items()}
             single = str(tmp / f"{len(bodies['1 record'])}.json")
             out["paced"] = wrk(url, tmp, single, 8, seconds, delay_ms=7)
-            asgi = _start_asgi(served)
-            if asgi is not None:  # the alternative stack, same requests (its own histogram is not there: wrk's figures only)
-                try:
-                    out["asgi"] = {f"{name}, {c} connections": parse_wrk(subprocess.run(
-                        _wrk_command(f"{asgi.url}/predict", tmp, str(tmp / f"{len(body)}.json"), c, seconds),
-                        capture_output=True, text=True, check=True, timeout=seconds + 60).stdout)
-                        for name, body in bodies.items() for c in (1, 8)}
-                finally:
-                    asgi.terminate()
-                    asgi.wait(timeout=30)
             # hot reload under load: the same run with and without a new checkpoint arriving
             out["no_reload"] = wrk(url, tmp, single, 8, seconds)
             fresh = tmp / "fresh"
@@ -295,15 +245,6 @@ def write_report(results: dict, out: pathlib.Path) -> None:
             lines.append(f"| {name} | {connections.split()[0]} | {row['requests_per_s']:,.0f} | {row['records_per_s']:,.0f} | "
                          f"{100 * row['records_per_s'] / ip['records_per_s']:.0f} % | {1000 * row['p50_s']:.2f} | "
                          f"{1000 * row['p99_s']:.2f} | {1000 * row['max_s']:.1f} | {1000 * row['server_p99_bucket_s']:g} |")
-        if results.get("asgi"):
-            lines += ["", "The same `/predict` (`streamlearn.service.serve.predict`) as a Starlette app under uvicorn (one wrk run per row):", "",
-                      "| request | connections | requests/s, uvicorn | requests/s, standard library | p99 ms, uvicorn | p99 ms, standard library |",
-                      "|---|---:|---:|---:|---:|---:|"]
-            for key, row in results["asgi"].items():
-                name, connections = key.split(", ")
-                ours = results["http"][key]
-                lines.append(f"| {name} | {connections.split()[0]} | {row['requests_per_s']:,.0f} | {ours['requests_per_s']:,.0f} | "
-                             f"{1000 * row['p99_s']:.2f} | {1000 * ours['p99_s']:.2f} |")
         paced, still, reload = results["paced"], results["no_reload"], results["reload"]
         lines += ["", f"Single records paced by wrk (8 connections, 7 ms between a connection's requests): "
                   f"{paced['requests_per_s']:,.0f} requests/s, p50 {1000 * paced['p50_s']:.2f} ms, "

@@ -161,7 +161,7 @@ def check_label(y):
 
 
 def check_features(x) -> dict:
-    """Validate a feature dict: string or integer names, finite numeric values, at least one."""
+    """Validate a feature dict: string or integer names, finite numeric values (not booleans), at least one."""
     if not isinstance(x, dict):
         raise RecordError("malformed", f"features must be a mapping, got {type(x).__name__}")
     if not x:
@@ -175,7 +175,7 @@ def check_features(x) -> dict:
     for name, value in x.items():
         if not isinstance(name, (str, int)) or isinstance(name, bool):
             raise RecordError("malformed", f"feature name {name!r} is not a string or an integer")
-        if not isinstance(value, _NUMBERS):
+        if not isinstance(value, _NUMBERS) or isinstance(value, bool):  # JSON's true is not a number: 1 or 0 is
             raise RecordError("non-numeric", f"value of feature {name!r} is {value!r}, not a number")
         try:
             finite = math.isfinite(value)

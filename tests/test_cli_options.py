@@ -306,6 +306,43 @@ def run_plot(f):
     assert (f["dir"] / "curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@covers("serve:--token-file", "serve:--no-auth", "serve:--certfile", "serve:--keyfile", "train:--token-file", "train:--no-auth",
+        "train:--certfile", "train:--keyfile")
+def run_service_security(f):
+    """The token and HTTPS options of both services (tests/test_serve.py tries them further)."""
+    import ssl
+    import subprocess
+    import urllib.error
+    import urllib.request
+
+    from helpers import PYTHON, self_signed_certificate
+
+    (f["dir"] / "token").write_text("t0ken-" + "z" * 20)
+    cert, key = self_signed_certificate(f["dir"])
+    trusting = ssl.create_default_context(cafile=str(cert))
+
+    def status(url, token=None):
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+        try:
+            return urllib.request.urlopen(request, timeout=30, context=trusting).status
+        except urllib.error.HTTPError as error:
+            return error.code
+
+    service = subprocess.Popen([PYTHON, "-m", "streamlearn.service.cli", "serve", "--checkpoint-dir", str(f["model"]), "--port", "0",
+                                "--host", "0.0.0.0", "--no-auth", "--token-file", str(f["dir"] / "token"),
+                                "--certfile", str(cert), "--keyfile", str(key)], stderr=subprocess.PIPE, text=True)
+    try:
+        port = service.stderr.readline().split()[2].rstrip("/").rsplit(":", 1)[1]
+        url = f"https://127.0.0.1:{port}/model"
+        assert status(url) == 401 and status(url, "t0ken-" + "z" * 20) == 200
+    finally:
+        service.terminate()
+        service.wait(timeout=30)
+    result = cli("train", f["train"], "--serve", "0.0.0.0:0", "--no-auth", "--token-file", f["dir"] / "token",
+                 "--certfile", cert, "--keyfile", key, "--quiet")
+    assert "serving the live model at https://0.0.0.0:" in result.stderr.decode() and _summary(result)["learned"] == 600
+
+
 def parser_options() -> set:
     """``command:option`` for every option (and positional) of every command."""
     options = set()

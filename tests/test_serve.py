@@ -16,16 +16,17 @@ import pytest
 import streamlearn
 from connectors.kafka import encode_value
 from streamlearn.service.checkpoint import CheckpointStore
-from helpers import PYTHON, cli, libsvm_lines, records
+from helpers import PYTHON, cli, libsvm_lines, records, self_signed_certificate
 
 pytestmark = pytest.mark.slow  # whole processes or every river check: not in the quick subset
 
 
-def _start_service(directory, *extra):
+def _start_service(directory, *extra, env=None):
     process = subprocess.Popen([PYTHON, "-m", "streamlearn.service.cli", "serve", "--checkpoint-dir", str(directory), "--port", "0",
-                                "--reload-interval", "0.1", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                "--reload-interval", "0.1", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=env)
     line = process.stderr.readline()
-    assert "streamlearn serve: http://" in line, line + process.stderr.read()
+    assert line.startswith(("streamlearn serve: http://", "streamlearn serve: https://")), line + process.stderr.read()
     process.url = line.split()[2].rstrip("/")
     return process
 
@@ -37,11 +38,11 @@ def _stop(process) -> str:
     return err
 
 
-def _call(url, body=None, headers=None):
+def _call(url, body=None, headers=None, context=None):
     """(status, parsed JSON or text) of a GET (no body) or POST."""
     request = urllib.request.Request(url, data=body, headers=headers or {}, method="POST" if body is not None else "GET")
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=30, context=context) as response:
             status, raw, kind = response.status, response.read(), response.headers.get("Content-Type", "")
     except urllib.error.HTTPError as error:
         status, raw, kind = error.code, error.read(), error.headers.get("Content-Type", "")
@@ -87,6 +88,7 @@ def test_predictions_model_health_metrics_and_bad_requests(trained, tmp_path):
         assert sorted(info["classes"]) == [1, 2, 3, 4, 5] and info["age_seconds"] >= 0
         assert _call(f"{url}/healthz")[0] == 200
         bad = [(b"{not json", 400), (b'{"x": {"a": NaN}}', 400), (b'{"x": {"a": "one"}}', 422), (b'{"y": 1}', 422),
+               (b'{"x": {"1": true}}', 422),
                (b"[]", 400), (b'{"x": {"a": 1e999}}', 400), (b"x" * (2 << 20), 413)]
         for body, expected in bad:
             status, answer = _call(f"{url}/predict", body)
@@ -217,6 +219,39 @@ def test_train_serve_answers_from_the_live_model_never_from_a_half_learned_batch
             assert answer["proba"] == pytest.approx(expected)
 
 
+def test_train_serve_takes_the_token_and_tls_options_and_refuses_them_alone(tmp_path):
+    """``train --serve`` is secured as ``serve`` is (its token guards the live model); the
+    security options without ``--serve`` are a configuration error, not ignored."""
+    import ssl
+
+    token = "live-" + "y" * 20
+    (tmp_path / "token").write_text(token)
+    cert, key = self_signed_certificate(tmp_path)
+    daemon = subprocess.Popen([PYTHON, "-m", "streamlearn.service.cli", "train", "-", "--serve", "127.0.0.1:0", "--quiet",
+                               "--token-file", str(tmp_path / "token"), "--certfile", str(cert), "--keyfile", str(key)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = daemon.stderr.readline().split()[-1].rstrip("/")
+    assert url.startswith("https://127.0.0.1:"), url
+    trusting = ssl.create_default_context(cafile=str(cert))
+    daemon.stdin.write("\n".join(libsvm_lines(200, seed=2)) + "\n")
+    daemon.stdin.flush()
+    try:
+        assert _call(f"{url}/model", context=trusting)[0] == 401
+        for _ in range(200):
+            status, info = _call(f"{url}/model", headers={"Authorization": f"Bearer {token}"}, context=trusting)
+            if status == 200:
+                break
+            time.sleep(0.05)
+        assert status == 200 and info["learner"] == "MulticlassSVM"
+    finally:
+        daemon.stdin.close()
+        assert daemon.wait(timeout=60) == 0
+    assert token not in daemon.stderr.read()
+    for option in (("--token-file", str(tmp_path / "token")), ("--no-auth",), ("--certfile", str(cert))):
+        alone = cli("train", "-", *option, input=b"1 1:1\n", check=False, text=False)
+        assert alone.returncode == 1 and b"give --serve" in alone.stderr, alone.stderr
+
+
 def _chromium():
     import shutil
 
@@ -245,14 +280,13 @@ def test_the_live_page_draws_every_line_of_the_metrics_log_in_a_real_browser(tra
 
 
 def _raw(url: str, request: bytes) -> bytes:
-    """The status line a raw ``request`` gets (its write side then closed), or ``b""`` when the
-    service closes the connection without an answer."""
+    """The status line a raw ``request`` gets, or ``b""`` when the service closes the connection
+    without an answer."""
     import socket
 
     host, port = url.split("//")[1].split(":")
     with socket.create_connection((host, int(port)), timeout=30) as connection:
         connection.sendall(request)
-        connection.shutdown(socket.SHUT_WR)
         answer = b""
         while chunk := connection.recv(65536):
             answer += chunk
@@ -261,23 +295,127 @@ def _raw(url: str, request: bytes) -> bytes:
 
 def test_hostile_requests_get_an_answer_and_valid_feature_names_a_prediction(trained):
     """Issue 43's campaign: a length of -1 or two lengths are refused before any body is read
-    (they walked past --max-body, or took the first); a length that is not a number on an
-    unknown path, and an HTTP/0.9 request line, neither crash a handler nor print a traceback;
-    feature names that look like numbers but are not int64 text stay text names (they gave 500)."""
-    service = _start_service(trained)
+    (they walked past --max-body, or took the first); a length that is not a number, and an
+    HTTP/0.9 request line, neither crash the service nor print a traceback; a chunked body is
+    bounded by --max-body as a sized one is; feature names that look like numbers but are not
+    int64 text stay text names (they gave 500)."""
+    service = _start_service(trained, "--max-body", "100000")
     try:
         body = b"[" + b"1," * 10_000 + b"1]"
-        assert _raw(service.url, b"POST /predict HTTP/1.1\r\nContent-Length: -1\r\n\r\n" + body) == b"HTTP/1.1 400 Bad Request"
-        two = b"POST /predict HTTP/1.1\r\nContent-Length: 8\r\nContent-Length: 9\r\n\r\n" + b'{"1": 1}'
+        close = b"Host: t\r\nConnection: close\r\n"
+        assert _raw(service.url, b"POST /predict HTTP/1.1\r\n" + close + b"Content-Length: -1\r\n\r\n" + body) == b"HTTP/1.1 400 Bad Request"
+        two = b"POST /predict HTTP/1.1\r\n" + close + b"Content-Length: 8\r\nContent-Length: 9\r\n\r\n" + b'{"1": 1}'
         assert _raw(service.url, two) == b"HTTP/1.1 400 Bad Request"
-        assert _raw(service.url, b"POST /nowhere HTTP/1.1\r\nContent-Length: abc\r\n\r\n") == b"HTTP/1.1 404 Not Found"
-        assert _raw(service.url, b"GET /model\r\n\r\n") == b""
+        assert _raw(service.url, b"POST /nowhere HTTP/1.1\r\n" + close + b"Content-Length: abc\r\n\r\n") == b"HTTP/1.1 400 Bad Request"
+        assert not _raw(service.url, b"GET /model\r\n\r\n").startswith(b"HTTP/1.1 5")
+        chunk = b"%x\r\n%s\r\n" % (60_000, b" " * 60_000)
+        chunked = b"POST /predict HTTP/1.1\r\n" + close + b"Transfer-Encoding: chunked\r\n\r\n" + chunk * 2 + b"0\r\n\r\n"
+        assert _raw(service.url, chunked) == b"HTTP/1.1 413 Request Entity Too Large"
         for name in ("\u00b2", "9" * 5000, "9223372036854775807", "017", "-0", "1"):
             status, answer = _call(service.url + "/predict", json.dumps({name: 1.0}).encode())
             assert status == 200 and "prediction" in answer, (name[:20], status, answer)
     finally:
         err = _stop(service)
     assert "Traceback" not in err, err[-3000:]
+
+
+def test_a_token_guards_every_endpoint_but_health_and_the_page_and_is_never_written(trained, tmp_path):
+    """``--token-file`` (or ``$STREAMLEARN_TOKEN``): 401 without the bearer token or with a wrong
+    one, the answer with it; ``/healthz`` and the live page's files stay open; the token appears
+    in neither the service's output nor an answer."""
+    import os
+
+    token = "s3cret-" + "x" * 24
+    (tmp_path / "token").write_text(token + "\n")
+    good, bad = {"Authorization": f"Bearer {token}"}, {"Authorization": "Bearer nope"}
+    body = json.dumps({"x": {"1": 0.5}}).encode()
+    for extra, env in ((("--token-file", str(tmp_path / "token")), None), ((), {**os.environ, "STREAMLEARN_TOKEN": token})):
+        service = _start_service(trained, *extra, env=env)
+        try:
+            url = service.url
+            for path, data in (("/model", None), ("/curves", None), ("/metrics", None), ("/predict", body)):
+                assert _call(url + path, data)[0] == 401 and _call(url + path, data, bad)[0] == 401, path
+                status, answer = _call(url + path, data, good)
+                assert status == 200 and token not in str(answer), path
+            assert _call(url + "/healthz")[0] == 200 and _call(url + "/")[0] == 200
+            assert _call(url + "/static/uPlot.min.css")[0] == 200
+        finally:
+            err = _stop(service)
+        assert token not in err
+
+
+def test_a_service_other_machines_can_reach_needs_a_token_or_no_auth(trained, tmp_path):
+    refused = cli("serve", "--checkpoint-dir", trained, "--host", "0.0.0.0", "--port", "0", check=False, text=True)
+    assert refused.returncode == 1 and "--token-file" in refused.stderr and "--no-auth" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    (tmp_path / "empty-token").write_text("\n")
+    empty = cli("serve", "--checkpoint-dir", trained, "--token-file", tmp_path / "empty-token", check=False, text=True)
+    assert empty.returncode == 1 and "is empty" in empty.stderr
+    opened = _start_service(trained, "--host", "0.0.0.0", "--no-auth")
+    try:
+        port = opened.url.rsplit(":", 1)[1]
+        assert _call(f"http://127.0.0.1:{port}/healthz")[0] == 200
+    finally:
+        _stop(opened)
+
+
+def test_https_with_a_certificate_and_its_key(trained, tmp_path):
+    """``--certfile`` / ``--keyfile``: the service speaks HTTPS (a client that trusts the certificate
+    gets its answers; plain HTTP does not); a certificate without its key, or files that are not a
+    certificate, are one line and exit 1."""
+    import ssl
+
+    cert, key = self_signed_certificate(tmp_path)
+    service = _start_service(trained, "--certfile", cert, "--keyfile", key)
+    try:
+        assert service.url.startswith("https://")
+        trusting = ssl.create_default_context(cafile=str(cert))
+        status, answer = _call(service.url + "/predict", json.dumps({"x": {"1": 0.5}}).encode(), context=trusting)
+        assert status == 200 and "prediction" in answer
+        with pytest.raises(urllib.error.URLError):
+            _call(service.url + "/healthz")  # the system's trust store does not know this certificate
+        with pytest.raises((urllib.error.URLError, ConnectionError)):
+            _call(service.url.replace("https://", "http://") + "/healthz")
+    finally:
+        _stop(service)
+    alone = cli("serve", "--checkpoint-dir", trained, "--certfile", cert, check=False, text=True)
+    assert alone.returncode == 1 and "--keyfile" in alone.stderr
+    (tmp_path / "junk.pem").write_text("not a certificate\n")
+    junk = cli("serve", "--checkpoint-dir", trained, "--certfile", tmp_path / "junk.pem", "--keyfile", key, check=False, text=True)
+    assert junk.returncode == 1 and len(junk.stderr.strip().splitlines()) == 1, junk.stderr
+
+
+def test_the_application_mounts_under_a_prefix_and_reloads_by_itself(trained):
+    """``app(checkpoint_dir)``: the ASGI application a user mounts in their own app, with its own
+    reload thread; here run mounted at ``/model-service`` (uvicorn's ``root_path``: the path a
+    proxy took off, which the application finds in front of each path and routes below)."""
+    import uvicorn
+
+    from streamlearn.service.serve import app
+    from streamlearn.service.serve.server import bind
+
+    service = app(trained, reload_interval=0.1)
+    server = uvicorn.Server(uvicorn.Config(service, lifespan="off", log_level="critical", root_path="/model-service"))
+    sock = bind("127.0.0.1", 0)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"  # as the proxy forwards it
+        for _ in range(100):
+            try:
+                if _call(url + "/healthz")[0] == 200:
+                    break
+            except urllib.error.URLError:
+                pass
+            time.sleep(0.05)
+        status, answer = _call(url + "/predict", json.dumps({"x": {"1": 0.5}}).encode())
+        assert status == 200 and answer["sequence"] == service.holder.current.sequence
+        assert _call(url + "/model")[1]["records_learned"] == 500
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        service.stop.set()
+        sock.close()
 
 
 def test_a_model_with_an_intercept_takes_the_batch_road_for_integer_names():

@@ -90,3 +90,29 @@ def top_reasons(counts: dict, top: int = 3) -> str:
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     text = ", ".join(f"{reason} {n:,}" for reason, n in ranked[:top])
     return text + (", ..." if len(ranked) > top else "")
+
+
+def add_security_options(p, what: str) -> None:
+    """The options that secure an HTTP service (``serve``, ``train --serve``); ``what``: the service, in the help."""
+    p.add_argument("--token-file", metavar="FILE",
+                   help=f"{what} needs `Authorization: Bearer TOKEN`, TOKEN the first line of FILE (default: the "
+                        "STREAMLEARN_TOKEN environment variable, if set); GET /healthz and the live page's files stay open")
+    p.add_argument("--no-auth", action="store_true",
+                   help=f"let {what} listen on an address other than loopback without a token")
+    p.add_argument("--certfile", metavar="PEM", help=f"{what} speaks HTTPS with this certificate (chain) ...")
+    p.add_argument("--keyfile", metavar="PEM", help="... and this private key")
+
+
+def security_of(args, host: str) -> dict:
+    """``serve``'s keywords for the token and TLS the options give, after refusing a service
+    reachable from other machines without a token (see :func:`~streamlearn.service.serve.check_exposure`)."""
+    from ..serve import ServiceConfigError, check_exposure, read_token
+
+    try:
+        token = read_token(args.token_file)
+        check_exposure(host, token, args.no_auth)
+    except ServiceConfigError as error:
+        raise ConfigError(str(error)) from None
+    if (args.certfile is None) != (args.keyfile is None):
+        raise ConfigError("HTTPS needs both --certfile and --keyfile")
+    return {"token": token, "certfile": args.certfile, "keyfile": args.keyfile}

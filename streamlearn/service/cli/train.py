@@ -7,8 +7,9 @@ import sys
 import json
 import os
 
-from .common import (EXIT_ERROR, EXIT_NOTHING_LEARNED, LEARNER_DEFAULT, ConfigError, UsageError, add_source_options,
-                     build_learner, bundled_paths, load_checkpointed, open_command_source, top_reasons)
+from .common import (EXIT_ERROR, EXIT_NOTHING_LEARNED, LEARNER_DEFAULT, ConfigError, UsageError, add_security_options,
+                     add_source_options, build_learner, bundled_paths, load_checkpointed, open_command_source, security_of,
+                     top_reasons)
 
 
 #: checkpoint cadence when none is given: (every N learned examples, every S seconds)
@@ -72,6 +73,10 @@ def _check_train_options(args) -> None:
             raise ConfigError(f"{option} must be a positive {what}, got {value:g}")
     if args.max_errors is not None and args.max_errors < 0:
         raise ConfigError(f"--max-errors must be 0 or more, got {args.max_errors}")
+    secured = [o for o, v in (("--token-file", args.token_file), ("--no-auth", args.no_auth), ("--certfile", args.certfile),
+                              ("--keyfile", args.keyfile)) if v]
+    if secured and not args.serve:
+        raise ConfigError(f"{secured[0]} secures the service of --serve: give --serve [HOST]:PORT too")
     streamed = args.source[0] == "-" or args.source[0].startswith("kafka://")
     if args.passes != 1 and streamed:
         raise ConfigError(f"--passes {args.passes}: stdin and Kafka are read once; save the stream to a file for several passes")
@@ -286,26 +291,29 @@ def _serve_live(args, runner, metrics_path):
     thread; returns the function that stops it."""
     import threading
 
-    from ..serve import LiveHolder, serve
+    from ..serve import LiveHolder, ServiceConfigError, serve
 
     host, _, port = args.serve.rpartition(":")
     try:
         port = int(port)
     except ValueError:
         raise ConfigError(f"--serve takes [HOST]:PORT, e.g. :8080, not {args.serve!r}") from None
+    host = host or "127.0.0.1"
+    security = security_of(args, host)
     stop, started = threading.Event(), threading.Event()
     failure: list = []
 
-    def ready(server):
-        shown_host, shown_port = server.server_address[:2]
-        print(f"streamlearn: serving the live model at http://{shown_host}:{shown_port}/", file=sys.stderr, flush=True)
+    def ready(listening):
+        shown_host, shown_port = listening.server_address[:2]
+        print(f"streamlearn: serving the live model at {listening.scheme}://{shown_host}:{shown_port}/", file=sys.stderr,
+              flush=True)
         started.set()
 
     def run():
         try:
-            serve(None, host or "127.0.0.1", port, ready=ready, stop=stop,
-                  holder=LiveHolder(runner, runner.model_lock, metrics_path if metrics_path != "-" else None))
-        except OSError as error:  # the port is taken
+            serve(None, host, port, ready=ready, stop=stop,
+                  holder=LiveHolder(runner, runner.model_lock, metrics_path if metrics_path != "-" else None), **security)
+        except (OSError, ServiceConfigError) as error:  # the port is taken, a certificate that does not load
             failure.append(error)
             started.set()
 
@@ -361,6 +369,7 @@ def add_train_options(p) -> None:
     p.add_argument("--serve", metavar="[HOST]:PORT",
                    help="answer predictions over HTTP from the model being learned, as streamlearn serve does from "
                         "checkpoints (HOST defaults to 127.0.0.1; PORT 0: any free port)")
+    add_security_options(p, "--serve")
     p.add_argument("--max-classes", type=int, metavar="N",
                    help="at most N classes: once the model has N, a record with a new label is a dead letter "
                         "(bounds memory against a stream of ever new labels; --param n_bits=B bounds the features)")

@@ -7,7 +7,7 @@ import json
 import sys
 import os
 
-from .common import ConfigError
+from .common import ConfigError, add_security_options, security_of
 
 
 def cmd_inspect(args) -> int:
@@ -80,19 +80,24 @@ def cmd_serve(args) -> int:
     import signal
     import threading
 
-    from ..serve import serve
+    from ..serve import ServiceConfigError, serve
 
     if not os.path.isdir(args.checkpoint_dir):
         raise ConfigError(f"no checkpoint directory {args.checkpoint_dir!r} (streamlearn train --checkpoint-dir writes one)")
+    security = security_of(args, args.host)
     stop = threading.Event()
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, lambda *_: stop.set())
 
-    def ready(server):
-        host, port = server.server_address[:2]
-        print(f"streamlearn serve: http://{host}:{port}/ serving {args.checkpoint_dir}", file=sys.stderr, flush=True)
+    def ready(listening):
+        host, port = listening.server_address[:2]
+        print(f"streamlearn serve: {listening.scheme}://{host}:{port}/ serving {args.checkpoint_dir}", file=sys.stderr, flush=True)
 
-    serve(args.checkpoint_dir, args.host, args.port, args.max_age, args.max_body, args.reload_interval, ready, stop)
+    try:
+        serve(args.checkpoint_dir, args.host, args.port, args.max_age, args.max_body, args.reload_interval, ready, stop,
+              **security)
+    except ServiceConfigError as error:
+        raise ConfigError(str(error)) from None
     return 0
 
 
@@ -137,6 +142,7 @@ def add_serve_options(p) -> None:
                    help="largest /predict body accepted (default: 1 MiB; larger: 413)")
     p.add_argument("--reload-interval", type=float, default=1.0, metavar="S",
                    help="look for a new checkpoint every S seconds (default: 1)")
+    add_security_options(p, "the service")
     p.set_defaults(func=cmd_serve)
 
 

@@ -1,0 +1,184 @@
+"""The service as an ASGI application: what ``streamlearn serve`` runs under uvicorn, and what a
+user mounts in their own ASGI app (FastAPI, Starlette) with :func:`app`.
+
+Requests are answered on the event loop itself: a prediction's cost is NumPy and the compiled
+kernels, which hold the GIL for most of it, so a thread pool would add a hand-over and no
+throughput. A body is bounded before it is read (``Content-Length`` over ``max_body``: 413
+without reading it; a chunked body is cut off at ``max_body``) and must arrive within
+``BODY_TIMEOUT`` seconds (408).
+
+With a ``token``, every endpoint but ``GET /healthz`` and the live page's own files (``/``,
+``/static/``) needs ``Authorization: Bearer TOKEN`` (401 otherwise); the live page asks for the
+token once and sends it with its requests. The token is compared in constant time and never
+written anywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import pathlib
+import threading
+import time
+
+from .holders import ModelHolder
+from .prometheus import make_metrics
+from .records import BadRequest, predict
+
+#: seconds the whole body of a request may take to arrive once its headers have
+BODY_TIMEOUT = 30.0
+#: the live page (``GET /``) and the chart library it draws with (uPlot, MIT licence, shipped as is)
+STATIC = pathlib.Path(__file__).resolve().parents[1] / "static"
+STATIC_TYPES = {"index.html": "text/html; charset=utf-8", "uPlot.iife.min.js": "text/javascript",
+                "uPlot.min.css": "text/css", "uPlot.LICENSE": "text/plain"}
+JSON_TYPE = "application/json"
+
+
+def create_app(holder: ModelHolder, max_age: float | None = None, max_body: int = 1 << 20, token: str | None = None):
+    """The ASGI application serving ``holder``'s model (see the module docstring)."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    registry, requests, latency = make_metrics(holder)
+    expected = f"Bearer {token}".encode() if token else None
+
+    def model_info():
+        loaded = holder.current
+        if loaded is None:
+            return 503, {"error": "no model loaded yet"}
+        return 200, {**loaded.info, "age_seconds": time.time() - loaded.created}
+
+    def health():
+        loaded = holder.current
+        if loaded is None:
+            return 503, {"status": "no model loaded yet"}
+        age = time.time() - loaded.created
+        if max_age is not None and age > max_age:
+            return 503, {"status": f"the newest checkpoint is {age:.0f} s old (--max-age {max_age:g})"}
+        return 200, {"status": "ok", "sequence": loaded.sequence, "age_seconds": age}
+
+    routes = {("GET", "/model"): model_info, ("GET", "/healthz"): health, ("GET", "/curves"): lambda: (200, holder.curves()),
+              ("GET", "/metrics"): lambda: (200, generate_latest(registry))}
+
+    def authorized(headers: list) -> bool:
+        given = next((value for name, value in headers if name == b"authorization"), b"")
+        return hmac.compare_digest(given, expected)
+
+    async def answer(scope, receive) -> tuple[str, int, object]:
+        method, path = scope["method"], route_path(scope)
+        if method in ("GET", "HEAD") and (path == "/" or path.startswith("/static/")):
+            name = "index.html" if path == "/" else path[len("/static/"):]
+            if name not in STATIC_TYPES:
+                return "static", 404, {"error": f"no such file: {name}"}
+            return "static", 200, ((STATIC / name).read_bytes(), STATIC_TYPES[name])
+        if method == "POST" and path == "/predict":
+            endpoint, work = "predict", None
+        elif (method, path) in routes:
+            endpoint, work = path[1:], routes[(method, path)]
+        else:
+            return "other", 404, {"error": f"no such endpoint: {method} {path}"}
+        if expected is not None and path != "/healthz" and not authorized(scope["headers"]):
+            return endpoint, 401, {"error": "this service needs its token: Authorization: Bearer TOKEN"}
+        if work is not None:
+            return (endpoint, *work())
+        body = await read_body(scope, receive, max_body)
+        return (endpoint, *predict(holder, body, scope["query_string"].decode("latin-1")))
+
+    async def application(scope, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            await lifespan(receive, send)
+            return
+        if scope["type"] != "http":  # a websocket: nothing here speaks it
+            await send({"type": "websocket.close", "code": 1003})
+            return
+        start = time.perf_counter()
+        try:
+            endpoint, status, result = await answer(scope, receive)
+        except BadRequest as error:
+            endpoint, status, result = "predict", error.status, {"error": str(error)}
+        except Exception as error:  # noqa: BLE001 - one bad request never takes the service down
+            endpoint, status, result = "other", 500, {"error": f"{type(error).__name__}: {error}"}
+        if isinstance(result, tuple):
+            body, content_type = result
+        elif isinstance(result, bytes):
+            body, content_type = result, CONTENT_TYPE_LATEST
+        else:
+            body, content_type = json.dumps(result, default=str).encode(), JSON_TYPE
+        headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
+        if status == 401:
+            headers.append((b"www-authenticate", b'Bearer realm="streamlearn"'))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
+        requests.labels(endpoint, str(status)).inc()
+        latency.labels(endpoint).observe(time.perf_counter() - start)
+
+    application.holder = holder
+    return application
+
+
+def route_path(scope) -> str:
+    """The request's path below where the application is mounted (``root_path``, which ASGI servers
+    and frameworks leave in ``path`` or take out of it, depending on their version)."""
+    path, root = scope["path"], scope.get("root_path", "").rstrip("/")
+    if root and (path == root or path.startswith(root + "/")):
+        path = path[len(root):]
+    return path or "/"
+
+
+async def read_body(scope, receive, max_body: int) -> bytes:
+    """A request's body, refused with a :class:`BadRequest` past ``max_body`` bytes (before it is
+    read when its ``Content-Length`` says so) or when it does not arrive within ``BODY_TIMEOUT``."""
+    lengths = {value for name, value in scope["headers"] if name == b"content-length"}
+    if len(lengths) > 1:
+        raise BadRequest(400, f"{len(lengths)} different Content-Length headers")
+    if lengths and int(lengths.pop()) > max_body:
+        raise BadRequest(413, f"the body is more than --max-body {max_body:,} bytes")
+    chunks, size = [], 0
+    deadline = time.monotonic() + BODY_TIMEOUT
+    while True:
+        try:
+            message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            raise BadRequest(408, f"the body did not arrive within {BODY_TIMEOUT:g} s") from None
+        if message["type"] == "http.disconnect":
+            raise BadRequest(400, "the client went away before its body ended")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > max_body:
+            raise BadRequest(413, f"the body is more than --max-body {max_body:,} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def lifespan(receive, send) -> None:
+    """ASGI's start-up and shut-down messages: nothing to prepare (the holder already reloads)."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+def app(checkpoint_dir, *, max_age: float | None = None, max_body: int = 1 << 20, token: str | None = None,
+        reload_interval: float = 1.0):
+    """The service of ``checkpoint_dir`` as an ASGI application, to mount in another ASGI app
+    (``starlette.routing.Mount("/model", app("ckpt"))``) or run with any ASGI server. A daemon
+    thread reloads the newest checkpoint every ``reload_interval`` seconds until ``stop.set()``
+    (the application's ``stop`` attribute).
+
+    >>> import tempfile
+    >>> service = app(tempfile.mkdtemp())
+    >>> service.holder.current is None
+    True
+    >>> service.stop.set()
+    """
+    holder = ModelHolder(checkpoint_dir)
+    holder.refresh()
+    stop = threading.Event()
+    threading.Thread(target=holder.watch, args=(reload_interval, stop), name="streamlearn-reload", daemon=True).start()
+    application = create_app(holder, max_age, max_body, token)
+    application.stop = stop
+    return application

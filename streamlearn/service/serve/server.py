@@ -1,0 +1,118 @@
+"""``streamlearn serve`` and ``train --serve``: the ASGI application (:mod:`.app`) run by uvicorn,
+with the reload thread, optional TLS and the bearer token.
+
+A service bound to an address other than loopback must have a token (``--token-file`` or the
+``STREAMLEARN_TOKEN`` environment variable) unless the user says ``--no-auth``: otherwise anyone
+who reaches the port reads the model and its predictions.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import threading
+
+from .app import create_app
+from .holders import ModelHolder, settle_garbage
+
+#: seconds an idle keep-alive connection stays open
+KEEP_ALIVE_TIMEOUT = 30.0
+#: connections served at once; beyond, uvicorn answers 503 (a stalled client costs a socket, not a thread)
+MAX_CONNECTIONS = 1000
+TOKEN_VARIABLE = "STREAMLEARN_TOKEN"
+
+
+class ServiceConfigError(ValueError):
+    """A service that cannot start as asked (a token missing or unreadable, a certificate without its key)."""
+
+
+def read_token(token_file: str | None) -> str | None:
+    """The bearer token: the first line of ``token_file``, else ``$STREAMLEARN_TOKEN``, else ``None``.
+    The token itself never appears in an error."""
+    if token_file:
+        try:
+            with open(token_file, encoding="utf-8") as f:
+                token = f.readline().strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise ServiceConfigError(f"cannot read the token file {token_file!r}: {getattr(error, 'strerror', None) or error}") from None
+        if not token:
+            raise ServiceConfigError(f"the token file {token_file!r} is empty")
+        return token
+    token = os.environ.get(TOKEN_VARIABLE, "").strip()
+    return token or None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``127.0.0.1``, ``::1``, ``localhost``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, token: str | None, no_auth: bool) -> None:
+    """Refuse a service reachable from other machines without a token, unless ``no_auth`` says so."""
+    if token is None and not no_auth and not is_loopback(host):
+        raise ServiceConfigError(f"serving on {host} without a token lets anyone who reaches the port read the model: "
+                                 f"give --token-file FILE (or ${TOKEN_VARIABLE}), or say --no-auth")
+
+
+class Listening:
+    """What ``ready`` is given: the address the service listens on (``server_address``) and its scheme."""
+
+    def __init__(self, sock: socket.socket, tls: bool):
+        self.server_address = sock.getsockname()
+        self.scheme = "https" if tls else "http"
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``:``port`` (``port`` 0: one the system picks)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def serve(directory, host: str = "127.0.0.1", port: int = 8080, max_age: float | None = None, max_body: int = 1 << 20,
+          reload_interval: float = 1.0, ready=None, stop: threading.Event | None = None, log=None, holder=None,
+          token: str | None = None, certfile: str | None = None, keyfile: str | None = None) -> None:
+    """Run the service until ``stop`` is set (or forever); ``ready(listening)`` is called once it
+    listens (:class:`Listening`). ``holder``: what to serve instead of ``directory``'s checkpoints
+    (a :class:`~.holders.LiveHolder`). ``certfile`` / ``keyfile``: serve HTTPS."""
+    import uvicorn
+
+    if (certfile is None) != (keyfile is None):
+        raise ServiceConfigError("TLS needs both --certfile and --keyfile")
+    if holder is None:
+        holder = ModelHolder(directory, log)
+        holder.refresh()
+    stop = stop or threading.Event()
+    threading.Thread(target=holder.watch, args=(reload_interval, stop), name="streamlearn-reload", daemon=True).start()
+    config = uvicorn.Config(create_app(holder, max_age, max_body, token), lifespan="off", log_level="critical",
+                            access_log=False, server_header=False, timeout_keep_alive=KEEP_ALIVE_TIMEOUT,
+                            limit_concurrency=MAX_CONNECTIONS, ssl_certfile=certfile, ssl_keyfile=keyfile)
+    if certfile is not None:
+        try:
+            config.load()  # the certificate and key are read now: a bad pair is one line, before anything listens
+        except (OSError, ValueError) as error:
+            raise ServiceConfigError(f"cannot use --certfile {certfile!r} / --keyfile {keyfile!r}: {error}") from None
+    server = uvicorn.Server(config)
+    sock = bind(host, port)
+    threading.Thread(target=lambda: (stop.wait(), setattr(server, "should_exit", True)), daemon=True).start()
+    settle_garbage()  # the application's imports too
+    if ready is not None:
+        ready(Listening(sock, certfile is not None))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        stop.set()
+        sock.close()
