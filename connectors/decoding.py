@@ -40,7 +40,7 @@ class Cursor:
         self.crc = zlib.crc32(piece, self.crc)
 
 
-def _cut_lines(array: np.ndarray, start: int, max_lines: int, final: bool) -> tuple[int, int]:
+def cut_lines(array: np.ndarray, start: int, max_lines: int, final: bool) -> tuple[int, int]:
     """End of the first ``max_lines`` complete lines of ``array[start:]`` (bytes as uint8)
     and their count (at the end of the stream a last line without its newline counts as
     complete)."""
@@ -133,7 +133,7 @@ def _mapped_pieces(array: np.ndarray, view: memoryview, cursor: Cursor, max_reco
         cursor.advance(UTF8_BOM, 0)
         position = len(UTF8_BOM)
     while position < len(array):
-        end, n_lines = _cut_lines(array, position, max_records, True)
+        end, n_lines = cut_lines(array, position, max_records, True)
         yield view[position:end], n_lines
         position = end
 
@@ -168,7 +168,7 @@ def _stream_pieces(read, decoder, origin: str, cursor: Cursor, max_records: int,
         array, view = np.frombuffer(buf, np.uint8), memoryview(buf)  # a piece is a view: no copy per piece
         start = waiting_end = waiting_lines = 0
         while start < len(buf):
-            end, n_lines = _cut_lines(array, start, max_records, final and not broken)
+            end, n_lines = cut_lines(array, start, max_records, final and not broken)
             if end == start:
                 break
             if n_lines < max_records and not final:  # wait for the rest of the batch

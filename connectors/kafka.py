@@ -191,8 +191,8 @@ class KafkaSource:
         self.mix_due = False
         self._polled: collections.deque = collections.deque()  # fetched, not yet in a batch: not in the position
         self.name = f"kafka://{bootstrap}/{topic}?group={self.group}"
-        self._offsets: dict[int, int] = {}
-        self._consumer = None
+        self.offsets: dict[int, int] = {}
+        self.consumer = None
         self.until_end = until_end
         self._end: dict[int, int] = {}  # with until_end: where each partition ended at connection
         self.with_hashes = True  # record hashes, for hash hold-outs (the runner turns them off otherwise)
@@ -202,10 +202,10 @@ class KafkaSource:
     def seek(self, position: dict) -> None:
         if position.get("kind") != self.kind or position.get("topic") != self.topic:
             raise ValueError(f"the checkpoint was taken on {position.get('topic') or position.get('kind')}, not on topic {self.topic!r}")
-        self._offsets = {int(p): int(o) for p, o in position["offsets"].items()}
+        self.offsets = {int(p): int(o) for p, o in position["offsets"].items()}
         if self.subscribe:
-            self.set_starts(self._offsets)
-            self._offsets = {}
+            self.set_starts(self.offsets)
+            self.offsets = {}
 
     def set_starts(self, offsets: dict) -> None:
         """Subscribed: where each partition starts when the group gives it to this member."""
@@ -224,65 +224,65 @@ class KafkaSource:
     def rewind(self, offsets: dict) -> None:
         """Subscribed: read the given partitions of this member's from ``offsets`` on (what was
         read of them since, and not yet taken into a batch, is dropped)."""
-        wanted = {int(p): int(o) for p, o in offsets.items() if int(p) in self.owned and self._offsets.get(int(p)) != int(o)}
-        if not wanted or self._consumer is None:
+        wanted = {int(p): int(o) for p, o in offsets.items() if int(p) in self.owned and self.offsets.get(int(p)) != int(o)}
+        if not wanted or self.consumer is None:
             return
-        moved = self._consumer.rewind(wanted)
-        self._offsets.update(moved)
+        moved = self.consumer.rewind(wanted)
+        self.offsets.update(moved)
         self._polled = collections.deque(m for m in self._polled if isinstance(m, MARKERS) or m.partition not in moved)
 
-    def _left_to_learn(self) -> bool:
+    def left_to_learn(self) -> bool:
         """Subscribed: whether some partition holds records past the group's coverage (the
         starts :meth:`set_starts` was last given), or its end could not be learned."""
-        if not self.subscribe or self._consumer is None:
+        if not self.subscribe or self.consumer is None:
             return False
-        partitions = self._consumer.partitions()
-        ends = self._consumer.end_offsets(partitions)
+        partitions = self.consumer.partitions()
+        ends = self.consumer.end_offsets(partitions)
         return len(ends) < len(partitions) or any(end > self._starts.get(p, 0) for p, end in ends.items())
 
     def _follow(self, marker) -> None:
         """Take a group change (:class:`~connectors.kafka_clients.Assigned` / ``Revoked``) into the position."""
         if isinstance(marker, Assigned):
-            self._offsets.update({p: o for p, o in marker.offsets.items() if o is not None})
+            self.offsets.update({p: o for p, o in marker.offsets.items() if o is not None})
             self.owned |= set(marker.offsets)
             self.group_size = marker.group_size
         else:
             self.owned -= marker.partitions
             for p in marker.partitions:
-                self._offsets.pop(p, None)
+                self.offsets.pop(p, None)
 
     def _connect(self):
         consumer = make_client(self.client, self.bootstrap, self.group, self.topic, self.consumer_options)
         consumer.while_waiting = self._watch.away  # a call waiting for a broker that went away reports it
         if self.subscribe:
             consumer.subscribe(lambda p: self._starts.get(p))
-            self._consumer = consumer
+            self.consumer = consumer
             return consumer
         try:
-            self._offsets = consumer.assign(self._offsets)  # the starting offsets, resolved: the first position
+            self.offsets = consumer.assign(self.offsets)  # the starting offsets, resolved: the first position
             if self.until_end:
-                self._end = consumer.end_offsets(self._offsets)
-                if len(self._end) < len(self._offsets):  # reading less than the whole topic would go unnoticed
+                self._end = consumer.end_offsets(self.offsets)
+                if len(self._end) < len(self.offsets):  # reading less than the whole topic would go unnoticed
                     raise SourceUnavailable(f"{self.bootstrap} did not say where {self.topic}'s partitions "
-                                            f"{sorted(set(self._offsets) - set(self._end))} end")
+                                            f"{sorted(set(self.offsets) - set(self._end))} end")
         except BaseException:
             consumer.close()
             raise
-        self._consumer = consumer
+        self.consumer = consumer
         return consumer
 
     def _at_end(self) -> bool:
-        return self.until_end and all(self._offsets.get(p, 0) >= end for p, end in self._end.items())
+        return self.until_end and all(self.offsets.get(p, 0) >= end for p, end in self._end.items())
 
     def _position(self) -> dict:
-        return {"kind": self.kind, "topic": self.topic, "offsets": {str(p): o for p, o in sorted(self._offsets.items())}}
+        return {"kind": self.kind, "topic": self.topic, "offsets": {str(p): o for p, o in sorted(self.offsets.items())}}
 
     def __iter__(self):
         """Batches of whole messages holding at least ``batch_records`` records (fewer when the
         topic has no more for now, or after ``poll_timeout_ms`` of gathering): cut by count, not
         by what one fetch happened to bring, so a replay after a restart cuts the same batches.
         With ``until_end`` the stream ends once the offsets reach the ends found at connection."""
-        consumer = self._consumer or self._connect()
+        consumer = self.consumer or self._connect()
         yield empty_batch(self._position())
         watch = self._watch
         # seconds spent polling in vain since the last message, each poll counted at most its timeout:
@@ -303,7 +303,7 @@ class KafkaSource:
                 if watch.away():  # not idle: the idle clock starts again when the broker is back
                     idle = 0.0
                 elif self.idle_timeout is not None and idle > self.idle_timeout:
-                    if self._left_to_learn():  # the group's work is not done: a member that leaves now may leave records behind
+                    if self.left_to_learn():  # the group's work is not done: a member that leaves now may leave records behind
                         idle = 0.0
                     else:
                         return
@@ -332,9 +332,9 @@ class KafkaSource:
             before = len(builder)
             builder.add(message)
             if self.subscribe:
-                start = self._offsets.get(message.partition, message.offset)
+                start = self.offsets.get(message.partition, message.offset)
                 self._round.setdefault(message.partition, [start, start])[1] = message.offset + 1
-            self._offsets[message.partition] = max(self._offsets.get(message.partition, 0), message.offset + 1)
+            self.offsets[message.partition] = max(self.offsets.get(message.partition, 0), message.offset + 1)
             size = len(builder) - before
             per_message = max(1.0, size if per_message is None else 0.9 * per_message + 0.1 * size)
             deadline = deadline or time.monotonic() + self.poll_timeout_ms / 1000
@@ -342,8 +342,8 @@ class KafkaSource:
 
     def committed(self) -> dict:
         """The group's committed offsets ``{partition: offset}`` (for checks and ``inspect``)."""
-        consumer = self._consumer or self._connect()
-        return {p: consumer.committed(p) for p in sorted(self._offsets)}
+        consumer = self.consumer or self._connect()
+        return {p: consumer.committed(p) for p in sorted(self.offsets)}
 
     def commit(self, position: dict) -> None:
         """Commit a position's offsets to the group (synchronously).
@@ -352,7 +352,7 @@ class KafkaSource:
         moved) is reported on stderr and not retried here: the checkpoint, written before,
         holds the position and a restart seeks to it, so nothing is lost or learned twice;
         the group's offsets only lag until the next checkpoint's commit goes through."""
-        if self._consumer is None:
+        if self.consumer is None:
             return
         try:
             if not self._watch.reachable():  # a commit to a broker that is away would wait for it
@@ -361,18 +361,18 @@ class KafkaSource:
             if self.subscribe:  # a member commits the partitions it holds; the others' owners commit theirs
                 offsets = {p: o for p, o in offsets.items() if p in self.owned}
             if offsets:
-                self._consumer.commit(offsets)
+                self.consumer.commit(offsets)
         except CommitFailed as error:
             print(f"streamlearn: could not commit offsets {position['offsets']} to group {self.group!r} ({error}); "
                   "the checkpoint holds them, the next checkpoint commits again", file=sys.stderr)
 
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        if self.consumer is not None:
+            self.consumer.close()
+            self.consumer = None
 
 
-_PRUNE_EVERY = 10_000  # sent messages between two looks at which of them are known delivered
+PRUNE_EVERY = 10_000  # sent messages between two looks at which of them are known delivered
 
 
 class KafkaSinkError(ValueError):
@@ -393,9 +393,9 @@ class KafkaSink:
 
         self.topic = topic
         self.name = f"kafka://{bootstrap}/{topic}"
-        self._sent: list = []  # futures of the messages since the last sync
+        self.unconfirmed: list = []  # futures of the messages since the last sync
         try:
-            self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+            self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
         except KafkaError as error:
             raise unreachable(bootstrap, error) from None
 
@@ -403,16 +403,16 @@ class KafkaSink:
         from kafka.errors import KafkaError
 
         try:
-            self._sent.append(self._producer.send(self.topic, json.dumps(obj, default=str).encode("utf-8")))
+            self.unconfirmed.append(self.producer.send(self.topic, json.dumps(obj, default=str).encode("utf-8")))
         except KafkaError as error:  # no metadata within max_block_ms, a message too large...
             raise KafkaSinkError(f"cannot write to {self.name}: {error}") from None
-        if len(self._sent) >= _PRUNE_EVERY:  # predictions between syncs can be millions: keep what is not yet known good
-            self._sent = [future for future in self._sent if not future.is_done or future.failed()]
+        if len(self.unconfirmed) >= PRUNE_EVERY:  # predictions between syncs can be millions: keep what is not yet known good
+            self.unconfirmed = [future for future in self.unconfirmed if not future.is_done or future.failed()]
 
     def sync(self) -> None:
-        self._producer.flush()
-        failed = [future for future in self._sent if future.failed()]
-        self._sent = []
+        self.producer.flush()
+        failed = [future for future in self.unconfirmed if future.failed()]
+        self.unconfirmed = []
         if failed:
             raise KafkaSinkError(f"{len(failed)} message(s) to {self.name} were not written ({failed[0].exception}); "
                                  "restart with --resume: they are sent again")
@@ -427,4 +427,4 @@ class KafkaSink:
         try:
             self.sync()
         finally:
-            self._producer.close()
+            self.producer.close()

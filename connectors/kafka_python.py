@@ -30,18 +30,18 @@ class KafkaPythonClient:
         from kafka.errors import KafkaError
 
         self.bootstrap, self.topic = bootstrap, topic
-        self._thread = None
+        self.poll_thread = None
         self._probe = None  # a consumer of no group, made by end_offsets
-        self.while_waiting = None  # see _call
+        self.while_waiting = None  # see call
         self._assignor = group_sized_assignor()  # used only by subscribe(): assign() joins no group
         try:
-            self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+            self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                                            auto_offset_reset="earliest", partition_assignment_strategy=[self._assignor],
                                            **{**self.DEFAULTS, **options})
         except KafkaError as error:
             raise unreachable(bootstrap, error) from None
 
-    def _partition(self, p: int):
+    def partition(self, p: int):
         from kafka import TopicPartition
 
         return TopicPartition(self.topic, p)
@@ -49,9 +49,9 @@ class KafkaPythonClient:
     def assign(self, starts: dict) -> dict:
         """Assign every partition, each from ``starts[p]`` (or its beginning); the offsets it
         starts at. Then the poll thread starts."""
-        consumer = self._consumer
+        consumer = self.consumer
         partitions = wait_for_partitions(lambda: consumer.partitions_for_topic(self.topic), self.topic, self.bootstrap)
-        assigned = [self._partition(p) for p in partitions]
+        assigned = [self.partition(p) for p in partitions]
         consumer.assign(assigned)
         for tp in assigned:
             if tp.partition in starts:
@@ -70,7 +70,7 @@ class KafkaPythonClient:
         prefetched messages of a revoked partition are dropped. Then the poll thread starts."""
         from kafka import ConsumerRebalanceListener
 
-        client, consumer = self, self._consumer
+        client, consumer = self, self.consumer
 
         class Listener(ConsumerRebalanceListener):
             def on_partitions_revoked(self, revoked):
@@ -102,7 +102,7 @@ class KafkaPythonClient:
     def rewind(self, offsets: dict) -> dict:
         """Seek the given partitions that are still assigned to ``offsets`` and drop what was
         prefetched of them (a subscribed consumer; the learner's thread); the partitions moved."""
-        consumer = self._consumer
+        consumer = self.consumer
 
         def seek():
             assigned = {tp.partition: tp for tp in consumer.assignment()}
@@ -112,7 +112,7 @@ class KafkaPythonClient:
                 consumer.seek(assigned[p], o)
             return moved
 
-        return self._call(seek)
+        return self.call(seek)
 
     # ------------------------------------------------------------ the poll thread
     def _start(self) -> None:
@@ -125,8 +125,8 @@ class KafkaPythonClient:
         self._error = None
         self._stop = False
         self._ready = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name="streamlearn-kafka-poll", daemon=True)
-        self._thread.start()
+        self.poll_thread = threading.Thread(target=self._run, name="streamlearn-kafka-poll", daemon=True)
+        self.poll_thread.start()
 
     def _run(self) -> None:
         while True:
@@ -147,7 +147,7 @@ class KafkaPythonClient:
             if self._bytes >= self.PREFETCH_BYTES:
                 continue
             try:
-                fetched = self._consumer.poll(timeout_ms=100, max_records=500)
+                fetched = self.consumer.poll(timeout_ms=100, max_records=500)
             except BaseException as error:  # noqa: BLE001 - raised again in the learner's poll
                 with self._ready:
                     self._error = error
@@ -163,14 +163,14 @@ class KafkaPythonClient:
     #: seconds between two calls of ``while_waiting`` while a call waits for the poll thread
     WAITING_SLICE_S = 1.0
 
-    def _call(self, call, watched: bool = True):
+    def call(self, call, watched: bool = True):
         """Run ``call()`` on the poll thread (or here, before it started) and return its result.
 
         A call to a broker that went away can wait for minutes (kafka-python's request timeout):
         while it waits, ``while_waiting()`` (set by the source: it reports the outage and raises
         once ``--broker-timeout`` has passed) runs once a ``WAITING_SLICE_S``, unless ``watched``
         is false (a call bounded by a timeout of its own)."""
-        if self._thread is None or not self._thread.is_alive():
+        if self.poll_thread is None or not self.poll_thread.is_alive():
             return call()
         done: dict = {}
         with self._ready:
@@ -189,8 +189,8 @@ class KafkaPythonClient:
         return done["result"]
 
     def poll(self, timeout_ms: int, max_records: int) -> list:
-        if self._thread is None:
-            fetched = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+        if self.poll_thread is None:
+            fetched = self.consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
             return [m for part in fetched.values() for m in part]
         deadline = time.monotonic() + timeout_ms / 1000
         with self._ready:
@@ -205,7 +205,7 @@ class KafkaPythonClient:
 
     # -------------------------------------------------------------------------
     def partitions(self) -> list[int]:
-        return self._call(lambda: sorted(self._consumer.partitions_for_topic(self.topic) or []))
+        return self.call(lambda: sorted(self.consumer.partitions_for_topic(self.topic) or []))
 
     def end_offsets(self, partitions) -> dict:
         """Each partition's end (high watermark) as a fetch answers it (see :data:`PROBE_TIMEOUT_S`),
@@ -218,7 +218,7 @@ class KafkaPythonClient:
                 self._probe = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
                                             max_partition_fetch_bytes=1, fetch_max_bytes=1, fetch_max_wait_ms=10)
             probe = self._probe
-            parts = [self._partition(p) for p in partitions]
+            parts = [self.partition(p) for p in partitions]
             listed = probe.end_offsets(parts)
             assign_afresh(probe, {tp: max(0, end - 1) for tp, end in listed.items()})  # any offset up to the end will do
             deadline = time.monotonic() + PROBE_TIMEOUT_S
@@ -233,27 +233,27 @@ class KafkaPythonClient:
         from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata
 
-        committed = {self._partition(p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()}
+        committed = {self.partition(p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()}
         try:
-            self._call(lambda: self._consumer.commit(offsets=committed, timeout_ms=self.COMMIT_TIMEOUT_MS), watched=False)
+            self.call(lambda: self.consumer.commit(offsets=committed, timeout_ms=self.COMMIT_TIMEOUT_MS), watched=False)
         except KafkaError as error:
             raise CommitFailed(str(error)) from None
 
     def committed(self, partition: int) -> int | None:
-        return self._call(lambda: self._consumer.committed(self._partition(partition)))
+        return self.call(lambda: self.consumer.committed(self.partition(partition)))
 
     #: seconds to wait at close for the poll thread, which may be inside a call to a broker that went away
     CLOSE_TIMEOUT_S = 5.0
 
     def close(self) -> None:
-        if self._thread is not None:
+        if self.poll_thread is not None:
             with self._ready:
                 self._stop = True
                 self._ready.notify_all()
-            self._thread.join(self.CLOSE_TIMEOUT_S)
-            if self._thread.is_alive():  # still waiting for the broker: the consumer is its, left to the process's exit
+            self.poll_thread.join(self.CLOSE_TIMEOUT_S)
+            if self.poll_thread.is_alive():  # still waiting for the broker: the consumer is its, left to the process's exit
                 return
-            self._thread = None
+            self.poll_thread = None
         if self._probe is not None:
             self._probe.close()
-        self._consumer.close(autocommit=False)
+        self.consumer.close(autocommit=False)

@@ -129,6 +129,12 @@ class FeatureSpace:
         return (1 << self.n_bits) if self.n_bits is not None else len(self._names)
 
     @property
+    def position_cache_size(self) -> int:
+        """Entries of the position cache (the column of each int name a positional batch brought;
+        bounded so that a sparse matrix with far positions does not make it huge)."""
+        return len(self._int_name_columns)
+
+    @property
     def likely_columns(self) -> int:
         """A guess at the columns the stream will bring, for sizing weights ahead: the
         positions positional batches (arrays, sparse matrices, LIBSVM) have spanned so far

@@ -11,7 +11,7 @@ Values are parsed exactly, in the compiled pass: a value whose digits form an in
 most 2**53 and whose decimal exponent is within ±22 with one correctly rounded IEEE operation
 (Clinger's fast path); any other value of at most 18 significant digits (Python's 17-digit
 ``repr`` of a float among them) by the Eisel-Lemire algorithm
-(:func:`streamlearn.kernels.text._eisel_lemire`). The rare rest (more digits, subnormals,
+(:func:`streamlearn.kernels.text.eisel_lemire`). The rare rest (more digits, subnormals,
 overflows, exact halfway cases) is handed to Python's ``float``. So every value equals
 ``float(text)`` bit for bit.
 
@@ -54,7 +54,7 @@ MESSAGES = {
     LABEL_TOO_LONG: f"the label is longer than {MAX_LABEL_LENGTH} bytes",
 }
 
-_POW10 = np.array([10.0**i for i in range(23)])
+POW10 = np.array([10.0**i for i in range(23)])
 
 
 def compressed(path) -> bool:
@@ -102,7 +102,7 @@ def parse_libsvm_bytes(buf, width: int = 0, with_hashes: bool = True, labels_opt
     """
     array = np.frombuffer(buf, np.uint8)
     (line_start, line_end, status, label_start, label_end, label_int, label_is_int,
-     hashes, indptr, indices, data, slow, n_slow) = _text.parse_libsvm(array, _POW10, bool(with_hashes), bool(labels_optional))
+     hashes, indptr, indices, data, slow, n_slow) = _text.parse_libsvm(array, POW10, bool(with_hashes), bool(labels_optional))
     if n_slow:
         starts, ends = np.empty(n_slow, np.int64), np.empty(n_slow, np.int64)
         _text.value_spans(array, line_start, line_end, indptr, slow, starts, ends)

@@ -38,6 +38,11 @@ class RefitWindow:
         # appearance; a batch registers its labels before its examples enter one by one)
         self._classes_so_far = 0
 
+    @property
+    def n_window_rows(self) -> int:
+        """Examples in the refit window now (at most ``window``)."""
+        return len(self._window_rows)
+
     def _learn_groups(self, rows: SparseRows, y: np.ndarray) -> None:
         for i in range(rows.n_rows):
             lo, hi = rows.indptr[i], rows.indptr[i + 1]

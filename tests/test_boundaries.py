@@ -79,6 +79,17 @@ def test_a_module_reads_no_private_name_of_another(module):
     assert private_reads(module) == []
 
 
+TESTS = sorted(p.name for p in (ROOT / "tests").glob("*.py"))
+
+
+@pytest.mark.parametrize("name", TESTS)
+def test_a_test_reads_no_private_name_of_the_code_it_tests(name):
+    """Tests too go through public names: a learner's insides can change without breaking them
+    (a test's own helpers, named with an underscore, are its own)."""
+    path = ROOT / "tests" / name
+    assert private_reads(_module_of(path), path.read_text()) == []
+
+
 def test_the_check_finds_what_it_is_for():
     """A reach into another family's insides, and a private import, are found (the check can fail)."""
     source = "from streamlearn.base import _hidden\n\ndef peek(model):\n    return model._weights.V, model.n_steps\n"

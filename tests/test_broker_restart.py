@@ -184,7 +184,7 @@ def test_a_call_waiting_for_a_broker_that_died_reports_the_outage_and_ends_at_th
     client.while_waiting = BrokerWatch(broker.bootstrap, 2, log=log).away
     started = time.monotonic()
     with pytest.raises(SourceUnavailable, match="--broker-timeout 2"):
-        client._call(lambda: client._consumer.end_offsets([client._partition(0)]))  # a ListOffsets waits for minutes
+        client.call(lambda: client.consumer.end_offsets([client.partition(0)]))  # a ListOffsets waits for minutes
     assert time.monotonic() - started < 10
     assert "is unreachable; waiting for it for up to 2 s" in log.getvalue()
     client.CLOSE_TIMEOUT_S = 0.5  # its poll thread still waits inside the call

@@ -58,9 +58,9 @@ def eight_digit_step():
     """The parser's inline eight-byte step, compiled once as a function of its own."""
     from numba import njit
 
-    from streamlearn.kernels.text import _digits8
+    from streamlearn.kernels.text import digits8
 
-    return njit(lambda buf, k: _digits8(buf, k))
+    return njit(lambda buf, k: digits8(buf, k))
 
 
 def leading_digits(data: bytes) -> tuple[int, int]:
@@ -110,10 +110,10 @@ def test_parsed_edge_values_equal_python_float(text):
 
 def _slow_values(text: bytes) -> int:
     """How many values of a LIBSVM buffer the compiled pass leaves to Python's float."""
-    from streamlearn.libsvm import _POW10
+    from streamlearn.libsvm import POW10
     from streamlearn.kernels import compiled
 
-    return int(compiled("text").parse_libsvm(np.frombuffer(text, np.uint8), _POW10, False, False)[-1])
+    return int(compiled("text").parse_libsvm(np.frombuffer(text, np.uint8), POW10, False, False)[-1])
 
 
 def test_17_digit_values_are_decided_in_the_compiled_pass_bit_for_bit():
@@ -133,24 +133,24 @@ def test_17_digit_values_are_decided_in_the_compiled_pass_bit_for_bit():
 
 
 def test_eisel_lemire_against_exact_rational_rounding():
-    """The kernel (streamlearn.kernels.text._eisel_lemire) against the reference: the exact
+    """The kernel (streamlearn.kernels.text.eisel_lemire) against the reference: the exact
     rational m * 10**e, which Python's Fraction rounds correctly to a float; undecided cases
     (the kernel's fallback) are rare."""
     from fractions import Fraction
 
-    from streamlearn.kernels.text import _eisel_lemire
+    from streamlearn.kernels.text import eisel_lemire
 
     rng = np.random.default_rng(5)
     undecided = 0
     for _ in range(4000):
         mantissa = int(rng.integers(1, 10**int(rng.integers(1, 19)), dtype=np.uint64))
         exponent = int(rng.integers(-300, 290))
-        value, decided = _eisel_lemire(np.uint64(mantissa), exponent)
+        value, decided = eisel_lemire(np.uint64(mantissa), exponent)
         if decided:
             assert struct.pack("<d", value) == struct.pack("<d", float(Fraction(mantissa) * Fraction(10) ** exponent)), (mantissa, exponent)
         undecided += not decided
     assert undecided <= 4
-    assert _eisel_lemire(np.uint64(5), -324) == (0.0, False)  # a subnormal: left to the exact fallback
+    assert eisel_lemire(np.uint64(5), -324) == (0.0, False)  # a subnormal: left to the exact fallback
 
 
 @pytest.mark.parametrize("text, reason", [
@@ -491,7 +491,7 @@ def test_open_source_chooses_the_source(tmp_path):
 def test_cut_lines_matches_a_plain_reference(final):
     """The compiled line cutter: the first ``max_lines`` complete lines from ``start`` (a
     last line without its newline counts only at the end of the stream)."""
-    from connectors.decoding import _cut_lines
+    from connectors.decoding import cut_lines
 
     def reference(buf, start, max_lines):
         ends = [i + 1 for i in range(start, len(buf)) if buf[i] == 10]
@@ -510,7 +510,7 @@ def test_cut_lines_matches_a_plain_reference(final):
         buf = bytes(rng.choice([10, 49, 32], size=int(rng.integers(0, size)), p=p).astype(np.uint8))
         start = int(rng.integers(0, len(buf) + 1))
         max_lines = int(rng.integers(1, most_lines))
-        got = _cut_lines(np.frombuffer(buf, np.uint8), start, max_lines, final)
+        got = cut_lines(np.frombuffer(buf, np.uint8), start, max_lines, final)
         assert got == reference(buf, start, max_lines), (len(buf), start, max_lines)
 
 

@@ -73,7 +73,7 @@ def test_far_apart_positions_take_the_road_of_names_with_the_same_result(n_bits,
     far = sp.csr_matrix((np.ones(3), ([0, 0, 1], [1, 10**12, 2])), shape=(2, 10**12 + 1))
     model = MulticlassSVM(n_bits=n_bits, fit_intercept=False)
     model.learn_many(far, ["a", "b"])
-    assert len(model.feature_space._int_name_columns) < 1 << 23 and model.predict_many(far).tolist() == ["a", "b"]
+    assert model.feature_space.position_cache_size < 1 << 23 and model.predict_many(far).tolist() == ["a", "b"]
 
 
 def test_map_rows_kernel_matches_a_plain_reference():
@@ -208,11 +208,11 @@ def test_weights_of_a_positional_stream_are_sized_once_with_the_same_result():
     for start in range(0, 400, 40):
         sized.learn_many(X[start : start + 40], y[start : start + 40])
         doubling.learn_many(X[start : start + 40], y[start : start + 40])
-        buffers.append(sized._weights.V)
-        doubled.append(doubling._weights.V)
+        buffers.append(sized.weight_store.V)
+        doubled.append(doubling.weight_store.V)
     assert all(V is buffers[0] for V in buffers)
     assert len({id(V) for V in doubled}) > 2
-    assert sized._weights.V.shape[0] <= 8 * sized.feature_space.n_columns
+    assert sized.weight_store.V.shape[0] <= 8 * sized.feature_space.n_columns
     np.testing.assert_array_equal(sized.weight_matrix(), doubling.weight_matrix())
 
 
@@ -221,7 +221,7 @@ def test_likely_columns_stays_within_eight_times_the_columns_in_use():
     X = sp.csr_matrix(([1.0, 1.0], ([0, 1], [3, 1_000_000])), shape=(2, 1_000_001))
     model.learn_many(X, [0, 1])
     assert model.feature_space.n_columns == 2 and model.feature_space.likely_columns == 16
-    assert model._weights.V.shape[0] <= 16
+    assert model.weight_store.V.shape[0] <= 16
 
 
 def test_a_stream_of_dicts_never_imports_scipy_sparse():

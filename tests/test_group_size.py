@@ -63,11 +63,11 @@ def test_a_member_sees_records_past_the_group_coverage_even_where_list_offsets_f
     try:
         batches = iter(source)
         next(batches)  # connects and joins
-        client = source._consumer
+        client = source.consumer
         assert client.end_offsets([0, 1]) == {0: 40, 1: 40}
         source.set_starts({0: 40, 1: 39})
-        assert source._left_to_learn()  # partition 1 holds one record past the coverage
+        assert source.left_to_learn()  # partition 1 holds one record past the coverage
         source.set_starts({0: 40, 1: 40})
-        assert not source._left_to_learn()
+        assert not source.left_to_learn()
     finally:
         source.close()

@@ -106,7 +106,7 @@ def test_a_topic_read_to_its_end_yields_every_record_however_the_producer_batche
         learned = sum(len(batch) for batch in source)
     finally:
         source.close()
-    assert learned == 20_000 and source._offsets == {0: 10_000, 1: 10_000}
+    assert learned == 20_000 and source.offsets == {0: 10_000, 1: 10_000}
 
 
 def test_kafka_uri():
@@ -157,9 +157,9 @@ def test_a_failed_commit_is_reported_and_the_daemon_goes_on(capsys):
             raise KafkaTimeoutError("coordinator not available")
 
     client = KafkaPythonClient.__new__(KafkaPythonClient)  # its consumer replaced by one the broker never answers
-    client.topic, client._consumer, client._thread = "t", Unanswered(), None
+    client.topic, client.consumer, client.poll_thread = "t", Unanswered(), None
     source = KafkaSource("127.0.0.1:1", "t", group="g")
-    source._consumer = client
+    source.consumer = client
     source.commit({"kind": "kafka", "topic": "t", "offsets": {"0": 42}})
     assert "could not commit offsets {'0': 42} to group 'g'" in capsys.readouterr().err
 
@@ -194,17 +194,17 @@ def test_a_message_the_broker_refused_is_an_error_at_sync_not_a_silent_loss(monk
             pass
 
     sink = KafkaSink.__new__(KafkaSink)
-    sink.topic, sink.name, sink._sent, sink._producer = "dead", "kafka://h:1/dead", [], Producer()
+    sink.topic, sink.name, sink.unconfirmed, sink.producer = "dead", "kafka://h:1/dead", [], Producer()
     for i in range(3):
         sink.write({"i": i})
     with pytest.raises(KafkaSinkError, match="1 message\\(s\\) to kafka://h:1/dead were not written .*no leader"):
         sink.sync()
     sink.sync()  # the failure was reported once; nothing pending
-    monkeypatch.setattr(kafka_module, "_PRUNE_EVERY", 2)  # between syncs, delivered messages are let go
-    sink._producer.futures = [Future(), Future(KafkaTimeoutError("gone")), Future(), Future()]
+    monkeypatch.setattr(kafka_module, "PRUNE_EVERY", 2)  # between syncs, delivered messages are let go
+    sink.producer.futures = [Future(), Future(KafkaTimeoutError("gone")), Future(), Future()]
     for i in range(4):
         sink.write({"i": i})
-    assert len(sink._sent) == 1 and sink._sent[0].failed()
+    assert len(sink.unconfirmed) == 1 and sink.unconfirmed[0].failed()
     with pytest.raises(KafkaSinkError, match="gone"):
         sink.sync()
 
@@ -233,7 +233,7 @@ def test_time_the_daemon_did_not_run_is_not_idle_time():
 
     with socket.create_server(("127.0.0.1", 0)) as listening:  # a reachable "broker": the watch probes it
         source = KafkaSource(f"127.0.0.1:{listening.getsockname()[1]}", "t", idle_timeout=0.5, poll_timeout_ms=200)
-        source._consumer = StoppedOnce()
+        source.consumer = StoppedOnce()
         started = time.monotonic()
         records = sum(len(batch) for batch in source)
     assert records == 1

@@ -138,7 +138,7 @@ def test_ahead_of_time_equals_jit_bit_for_bit(call):
     if kernels.backend() != "aot":
         pytest.skip("no ahead-of-time build")
     jit = getattr(importlib.import_module(f"streamlearn.kernels.{module}"), function)
-    aot = getattr(kernels._aot, symbol(module, function, variant))
+    aot = kernels.aot_function(symbol(module, function, variant))
     jit_args, aot_args = _copied(args), _copied(args)
     assert kernels.signature_check(EXPORTS[module][function][variant])(*aot_args)
     assert _same(aot(*aot_args), jit(*jit_args))

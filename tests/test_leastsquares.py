@@ -28,7 +28,7 @@ def blobs(n=300, d=6, K=3, seed=0, noise=1.5):
 def weights(model, d):
     """W as (d, K) in feature order (the learner's columns follow the vocabulary)."""
     W = np.zeros((d, len(model.classes)))
-    W[model.feature_space.names] = model._W[: len(model.feature_space.names), : len(model.classes)]
+    W[model.feature_space.names] = model.weights
     return W
 
 
@@ -62,12 +62,12 @@ def test_identity_link_stream_is_recursive_least_squares():
     chunked = GeneralizedLeastSquares(link="identity", batch_size=400, ridge=1e-12)
     for start in range(0, 400, 37):  # uneven chunks; the pending mechanism forms one group of 400
         chunked.learn_many(X[start : start + 37], y[start : start + 37])
-    np.testing.assert_array_equal(one._XtX, chunked._XtX)
+    np.testing.assert_array_equal(one.XtX, chunked.XtX)
     steps = GeneralizedLeastSquares(link="identity", batch_size=25, ridge=1e-12)
     for start in range(0, 400, 25):
         steps.learn_many(X[start : start + 25], y[start : start + 25])
-    np.testing.assert_allclose(steps._XtX, X.T @ X, rtol=1e-12)
-    np.testing.assert_allclose(steps._XtY[:, :3], X.T @ np.eye(3)[y], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(steps.XtX, X.T @ X, rtol=1e-12)
+    np.testing.assert_allclose(steps.XtY, X.T @ np.eye(3)[y], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(weights(steps, 6), np.linalg.lstsq(X, np.eye(3)[y], rcond=None)[0], rtol=1e-7, atol=1e-9)
 
 
@@ -153,7 +153,7 @@ def test_a_ridge_and_a_trace_ridge_together_are_refused(cls):
         with pytest.raises(InvalidParameterError, match="give ridge .* or trace_ridge"):
             cls(ridge=None, trace_ridge=None)
     else:  # neither: the stream's default trace ridge (and fit's parameter-free ridge)
-        assert cls(ridge=None, trace_ridge=None).stream_ridge == cls._default_stream_ridge
+        assert cls(ridge=None, trace_ridge=None).stream_ridge == cls.default_stream_ridge
     with pytest.raises(ValueError, match="trace_ridge"):
         cls(ridge=None, trace_ridge=0.0)
 
@@ -224,7 +224,7 @@ def test_calibrated_stream_refits_its_window():
     model = CalibratedLeastSquares(stages=3, window=200, refit_every=100)
     for xi, yi in zip(X[:500], y[:500]):
         model.learn_one(dict(enumerate(xi)), yi)
-    assert len(model._window_rows) == 200 and len(model._chain) == 3
+    assert model.n_window_rows == 200 and model.n_stages_fitted == 3
     assert np.mean(model.predict_many(X[500:]).astype(int) == y[500:]) > 0.85
 
 

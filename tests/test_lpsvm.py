@@ -172,7 +172,7 @@ def test_window_refits_warm_start_and_resume_bit_for_bit():
     labels = [f"class{k}" for k in y]
     whole = LpNormMulticlassSVM(p=1.5, window=150, refit_every=40, seed=3)
     whole.learn_many(X, labels)
-    assert whole.n_fits == 10 and len(whole._window_rows) == 150
+    assert whole.n_fits == 10 and whole.n_window_rows == 150
     first = LpNormMulticlassSVM(p=1.5, window=150, refit_every=40, seed=3)
     first.learn_many(X[:217], labels[:217])
     resumed = streamlearn.learner_from_state(first.export_state())

@@ -54,7 +54,7 @@ def test_every_candidate_is_the_learner_with_its_lambda_and_the_leader_has_the_b
         np.testing.assert_array_equal(got[n_learned:], scores[auto.selected_lam][n_learned:])
         leaders.append(auto.selected_lam)
     for i, model in enumerate(alone):
-        np.testing.assert_array_equal(auto._candidates[i].dense(), model._weights.dense())
+        np.testing.assert_array_equal(auto.candidate_stores[i].dense(), model.weight_store.dense())
     best = alone[AUTO_LAMBDAS.index(auto.selected_lam)]
     np.testing.assert_array_equal(auto.weight_matrix(), best.weight_matrix())
     assert list(auto.predict_many(X[:100])) == list(best.predict_many(X[:100]))
@@ -88,8 +88,8 @@ def test_auto_resumes_bit_for_bit_from_its_state():
     resumed = streamlearn.learner_from_state(first.export_state())
     resumed.learn_many(X[301:], y[301:])
     assert resumed.selected_lam == whole.selected_lam
-    np.testing.assert_array_equal(resumed._merit, whole._merit)
-    for a, b in zip(resumed._candidates, whole._candidates):
+    np.testing.assert_array_equal(resumed.candidate_merits, whole.candidate_merits)
+    for a, b in zip(resumed.candidate_stores, whole.candidate_stores):
         np.testing.assert_array_equal(a.dense(), b.dense())
 
 

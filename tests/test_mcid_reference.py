@@ -136,7 +136,7 @@ def test_kernel_matches_numpy_reference(cls, lam, r, project, average, average_p
     X, y = make_stream()
     model = cls(lam=lam, batch_size=r, project=project, average=average, average_power=average_power,
                 fit_intercept=fit_intercept, adapt=False)
-    model._renormalize_below = 0.5  # fold the scale into V every few steps
+    model.renormalize_below = 0.5  # fold the scale into V every few steps
     model.learn_many(sp.csr_matrix(X), y)
     X_seen = np.hstack([X, np.full((len(y), 1), INTERCEPT_VALUE)]) if fit_intercept else X
     W_ref, W_avg_ref, t = reference_mcid(cls.__name__, X_seen, y, lam, r, project, average_power)
@@ -151,15 +151,15 @@ def test_kernel_matches_numpy_reference(cls, lam, r, project, average, average_p
 def test_renormalization_happens_often_and_changes_nothing(cls):
     X, y = make_stream(n=600)
     renormalized, never = cls(lam=0.05, average=True), cls(lam=0.05, average=True)
-    renormalized._renormalize_below = 0.5
-    never._renormalize_below = 0.0
+    renormalized.renormalize_below = 0.5
+    never.renormalize_below = 0.0
     renormalized.learn_many(X, y)
     never.learn_many(X, y)
     # Without renormalisation the scale is prod(1 - 1/s) = 1/t. With it the scale is
     # reset to 1 whenever it drops below 0.5, and each reset can raise it at most 3x
     # (shrink factors are >= 2/3 from t = 3 on): reaching >= 0.5 from 1/600 takes >= 5 resets.
-    assert never._weights.scale[0] < 0.5**8
-    assert renormalized._weights.scale[0] >= 0.5
+    assert never.weight_store.scale[0] < 0.5**8
+    assert renormalized.weight_store.scale[0] >= 0.5
     np.testing.assert_allclose(renormalized.weight_matrix(), never.weight_matrix(), rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(
         renormalized.weight_matrix(averaged=True), never.weight_matrix(averaged=True), rtol=1e-9, atol=1e-9
@@ -280,7 +280,7 @@ def test_the_defaults_are_the_cross_data_set_winner():
                          "average_power": "_average_power", "average": "_averaged" if name == "ExtremeSVM" else "average"
                          }.get(parameter, parameter)
             assert getattr(model, attribute) == value, (name, parameter)
-    assert MulticlassSVM(average=False)._average_power == 0.0
+    assert MulticlassSVM(average=False).average_power_in_use == 0.0
 
 
 def test_weighted_average_survives_export_and_pickle():
@@ -289,7 +289,7 @@ def test_weighted_average_survives_export_and_pickle():
     model.learn_many(X, y)
     restored = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(restored.predict_proba_many(X).to_numpy(), model.predict_proba_many(X).to_numpy())
-    assert restored._average_weight == model._average_weight == sum(t**2.0 for t in range(1, 121))
+    assert restored.average_weight == model.average_weight == sum(t**2.0 for t in range(1, 121))
 
 
 MCID_LEARNERS = [MulticlassSVM, MulticlassLogisticRegression, MulticlassPerceptron, OneVsRestPegasos, OneVsRestLogisticRegression]

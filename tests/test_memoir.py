@@ -143,8 +143,8 @@ def test_l2_with_002s_step_schedule_is_the_dense_reference(params):
     for x, k in zip(X, y):
         model.learn_one(x, k)
     eta0, eta_decay = model.step
-    settings = {"lam": model.lam, "batch_size": model.batch_size, "project": model.project, "average": model._averaged,
-                "average_power": model._average_power}
+    settings = {"lam": model.lam, "batch_size": model.batch_size, "project": model.project, "average": model.averaged,
+                "average_power": model.average_power_in_use}
     reference = reference_l2(X, y, 30, **settings, eta0=eta0, eta_decay=eta_decay)
     assert np.abs(weights_of(model, 30) - reference).max() <= 1e-9 * max(1.0, np.abs(reference).max())
 
@@ -192,7 +192,7 @@ def test_the_store_keeps_only_touched_weights_and_grows_with_classes():
         model.learn_one({int(j): 1.0 for j in rng.choice(20_000, 5, replace=False)}, k)
     assert len(model.classes) > 900
     assert model.n_weights <= 2 * 5 * 3000 < 1000 * 20_000 // 100
-    assert model._store.pool_val.nbytes < 2_000_000
+    assert model.class_rows.pool_val.nbytes < 2_000_000
 
 
 def test_kernels_match_numpy_sketches_codes_and_hamming_ranking():
@@ -320,7 +320,7 @@ def test_store_export_restore_round_trip_after_compaction():
     model = ExtremeSVM(penalty="l1", lam=0.2, eta0=0.5)
     X, y = sparse_stream(800, 8, 30, seed=11)
     model.learn_many(X, y)
-    store = model._store
+    store = model.class_rows
     store.compact(force=True)
     again = SparseClassRows.restore(store.export(), averaged=False, n_classes=len(model.classes))
     for key, value in store.export().items():
@@ -337,7 +337,7 @@ def test_many_classes_take_the_sparse_scan_and_still_equal_the_reference():
     got = weights_of(model, 2000)
     assert np.abs(got - reference).max() <= 1e-9 * max(1.0, np.abs(reference).max())
     rows = model.feature_space.encode_many(X[-200:], grow=False)
-    scans = [model._store.col_len[rows.indices[a:b]].sum() for a, b in zip(rows.indptr[:-1], rows.indptr[1:])]
+    scans = [model.class_rows.col_len[rows.indices[a:b]].sum() for a, b in zip(rows.indptr[:-1], rows.indptr[1:])]
     assert np.mean(np.array(scans) <= len(model.classes)) > 0.9  # mostly the sparse way
 
 

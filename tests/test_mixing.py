@@ -34,7 +34,7 @@ def dict_stream(n: int, seed: int, n_features: int = 30, n_classes: int = 5):
 
 def aligned(model, labels: list, features: list, averaged: bool) -> np.ndarray:
     """The model's weights (or averaged sum) as a ``labels × features`` array, by name."""
-    W = model._weights.dense_average(1.0) if averaged else model._weights.dense()
+    W = model.weight_store.dense_average(1.0) if averaged else model.weight_store.dense()
     out = np.zeros((len(labels), len(features)))
     rows = {label: i for i, label in enumerate(model.classes)}
     cols = {name: j for j, name in enumerate(model.feature_space.names)}
@@ -85,7 +85,7 @@ def test_changes_from_one_base_fold_into_the_average_of_the_members_models(membe
         mean = sum(aligned(m, labels, features, averaged) for m in models) / members
         np.testing.assert_allclose(got, mean, rtol=1e-12, atol=1e-12)
     assert shared.t == pytest.approx(sum(m.n_steps for m in models) / members, rel=1e-12)
-    expected_weight = start._average_weight + sum(m._average_weight - start._average_weight for m in models) / members
+    expected_weight = start.average_weight + sum(m.average_weight - start.average_weight for m in models) / members
     assert shared.average_weight == pytest.approx(expected_weight, rel=1e-12)
     written = [copy.deepcopy(m) for m in models]
     for model in written:
@@ -108,7 +108,7 @@ def test_hashed_features_mix_by_column():
     assert shared.features == list(range(64))
     rows_b = [b.classes.index(label) for label in shared.labels]
     rows_a = [a.classes.index(label) for label in shared.labels]
-    np.testing.assert_allclose(shared.W, (a._weights.dense()[rows_a] + b._weights.dense()[rows_b]) / 2, atol=1e-12)
+    np.testing.assert_allclose(shared.W, (a.weight_store.dense()[rows_a] + b.weight_store.dense()[rows_b]) / 2, atol=1e-12)
 
 
 def test_a_change_travels_through_msgpack():

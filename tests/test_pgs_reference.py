@@ -206,7 +206,7 @@ def test_long_stream_with_exact_resummation_still_matches():
     X, y = stream(n=12000, d=6, K=3, seed=5, density=0.9)
     model = MulticlassPGS(loss="hinge", p=1.5, sigma=0.01)
     feed(model, X, list(y), in_batches=True)
-    assert model._stats[1] <= 16 * 4096  # the sums were recomputed exactly on the way (else ~1e5 changes)
+    assert model.changes_since_resummation <= 16 * 4096  # the sums were recomputed exactly on the way (else ~1e5 changes)
     expected = reference_pgs(X, y, multiclass=True, loss="hinge", p=1.5, sigma=0.01, k=1)
     np.testing.assert_allclose(learner_weights(model, 6), expected, rtol=1e-9, atol=1e-12)
 
@@ -264,12 +264,12 @@ def test_random_iterate_is_one_of_the_iterates_and_seeded():
         feed(model, X, list(y), in_batches=False)
         runs.append(model.weight_matrix())
     np.testing.assert_array_equal(runs[0], runs[1])
-    kept_t = int(model._snap_meta[0])
+    kept_t = model.kept_step
     kept_by_seed = []
     for seed in range(30):  # the kept step is spread over 1..60, not always the last one
         other = MulticlassPGS(p=1.5, sigma=0.05, iterate="random", seed=seed)
         feed(other, X, list(y), in_batches=True)
-        kept_by_seed.append(int(other._snap_meta[0]))
+        kept_by_seed.append(other.kept_step)
     assert len(set(kept_by_seed)) > 10 and 0.2 < np.mean(np.array(kept_by_seed) <= 30) < 0.8
     expected = reference_pgs(X[:kept_t], y[:kept_t], multiclass=True, loss="hinge", p=1.5, sigma=0.05, k=1)
     got = learner_weights(model, X.shape[1])[: expected.shape[0]]
@@ -314,7 +314,7 @@ def test_regressor_matches_the_dense_reference(p, iterate):
         model.learn_one(x, t)
     expected = reference_pgs(X[:150], targets[:150], multiclass=False, loss="regression", p=p, sigma=0.05, k=2, bound=0.8,
                              average=iterate == "average")
-    np.testing.assert_allclose(learner_weights(model._solver, X.shape[1]), expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(learner_weights(model.solver, X.shape[1]), expected, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(model.predict_many(rows[:5]), X[:5] @ expected[0], rtol=1e-9, atol=1e-12)
     assert (np.abs(expected[0]) ** p).sum() ** (1 / p) <= 0.8 * (1 + 1e-12)  # the bound holds (an average of points in the ball is in it)
 

@@ -160,6 +160,13 @@ def compiled(name: str) -> KernelModule:
     return _MODULES[name]
 
 
+def aot_function(name: str):
+    """The ahead-of-time build's function of that symbol (``exports.symbol``); the build must be loaded."""
+    if _aot is None:
+        raise RuntimeError(f"no ahead-of-time build: {_AOT_MISSING}")
+    return getattr(_aot, name)
+
+
 def backend() -> str:
     """``"aot"`` when the ahead-of-time kernels are loaded, ``"jit"`` otherwise."""
     return "jit" if _aot is None else "aot"

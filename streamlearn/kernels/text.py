@@ -17,7 +17,7 @@ from .codes import EMPTY_FEATURES, LABEL_TOO_LONG, MALFORMED, MAX_LABEL_LENGTH, 
 FNV_OFFSET = np.uint64(14695981039346656037)
 FNV_PRIME = np.uint64(1099511628211)
 INT_POW10 = np.array([10**i for i in range(9)], np.int64)
-# eight-byte lane constants of _digits8 (uint64 throughout: numba turns int64 mixed with uint64 into float64)
+# eight-byte lane constants of digits8 (uint64 throughout: numba turns int64 mixed with uint64 into float64)
 _ZEROS, _HIGH_NIBBLES, _SIXES = np.uint64(0x3030303030303030), np.uint64(0xF0F0F0F0F0F0F0F0), np.uint64(0x0606060606060606)
 _PAIRS, _MUL_100_1000000, _MUL_1_10000 = np.uint64(0x000000FF000000FF), np.uint64(100 + (1000000 << 32)), np.uint64(1 + (10000 << 32))
 _U0, _U3, _U8, _U10, _U16, _U32, _U64, _BYTE_BITS = (np.uint64(v) for v in (0, 3, 8, 10, 16, 32, 64, 0x38))
@@ -47,7 +47,7 @@ def _trailing_zeros(typingctx, x):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _digits8(buf, k):
+def digits8(buf, k):
     """``(value, count)`` of the decimal digits that start ``buf[k:k + 8]`` (count 8: more
     may follow), branch-free on one eight-byte load (the caller checks ``k + 8 <= len(buf)``).
 
@@ -132,7 +132,7 @@ def _mul_128(a, b):
 
 
 @njit(cache=True, nogil=True)
-def _eisel_lemire(mantissa, exponent):
+def eisel_lemire(mantissa, exponent):
     """``mantissa * 10**exponent`` correctly rounded to a float64 (``mantissa``: a uint64 > 0),
     by the Eisel-Lemire algorithm (Lemire, "Number parsing at a gigabyte per second", 2021, as
     Go's strconv writes it); ``(value, True)``, or ``(0.0, False)`` in the rare cases it cannot
@@ -172,14 +172,14 @@ def _eisel_lemire(mantissa, exponent):
 def _decimal_to_float(mantissa, exponent, pow10):
     """``mantissa * 10**exponent`` (``mantissa``: an int64 > 0) correctly rounded: Clinger's
     fast path when both operands are exact (trailing zeros moved to the exponent first:
-    ``4714283303229004.0``), else :func:`_eisel_lemire`; ``(value, decided)``."""
+    ``4714283303229004.0``), else :func:`eisel_lemire`; ``(value, decided)``."""
     while mantissa % 10 == 0:
         mantissa //= 10
         exponent += 1
     if mantissa <= 9007199254740992 and -22 <= exponent <= 22:
         value = float(mantissa)
         return (value * pow10[exponent] if exponent >= 0 else value / pow10[-exponent]), True
-    return _eisel_lemire(np.uint64(mantissa), exponent)
+    return eisel_lemire(np.uint64(mantissa), exponent)
 
 
 @njit(cache=True, nogil=True)
@@ -327,14 +327,14 @@ def parse_libsvm(buf, pow10, with_hashes, labels_optional):
                     j += 1
                 if j == n or buf[j] == 10 or buf[j] == 35:
                     break
-                # digits: eight at a time where eight bytes remain (_digits8), byte by byte past
+                # digits: eight at a time where eight bytes remain (digits8), byte by byte past
                 # them or near the end. Written out three times (index, integer part, fraction)
                 # on purpose: one helper doing both steps ran the whole parser at half the speed,
                 # whether numba inlined it or LLVM called it (JIT timings on news20 and MNIST)
                 index = 0
                 k = j
                 if k + 8 <= n:
-                    index, k8 = _digits8(buf, k)
+                    index, k8 = digits8(buf, k)
                     k += k8
                     if k8 == 8:
                         while k < n and 48 <= buf[k] <= 57:
@@ -362,7 +362,7 @@ def parse_libsvm(buf, pow10, with_hashes, labels_optional):
                 mantissa = 0
                 first = k
                 if k + 8 <= n:
-                    mantissa, k8 = _digits8(buf, k)
+                    mantissa, k8 = digits8(buf, k)
                     k += k8
                     if k8 == 8:
                         while k < n and 48 <= buf[k] <= 57:
@@ -378,7 +378,7 @@ def parse_libsvm(buf, pow10, with_hashes, labels_optional):
                     k += 1
                     first = k
                     if k + 8 <= n:
-                        fraction, k8 = _digits8(buf, k)
+                        fraction, k8 = digits8(buf, k)
                         mantissa = mantissa * INT_POW10[k8] + fraction
                         k += k8
                         if k8 == 8:

@@ -52,7 +52,7 @@ class CalibratedLeastSquares(WindowRefit):
     'x'
     """
 
-    _default_stream_ridge = {"ridge": 1e-3}
+    default_stream_ridge = {"ridge": 1e-3}
 
     def __init__(self, stages: int = 10, window: int = 10_000, refit_every: int = 1000, ridge: float | None = None,
                  trace_ridge: float | None = None, max_features: int = 4096, powers: tuple = (1, 2, 3),
@@ -75,6 +75,11 @@ class CalibratedLeastSquares(WindowRefit):
     def _init_model(self) -> None:
         super()._init_model()
         self._chain: list = []  # [(columns in canonical order, W (d, K), W̃ (m·K, K))]
+
+    @property
+    def n_stages_fitted(self) -> int:
+        """Stages of the calibrated chain fitted at the last refit (at most ``stages``)."""
+        return len(self._chain)
 
     def _probabilities(self, scores: np.ndarray) -> np.ndarray:
         return project_simplex(scores) if scores.shape[1] else scores

@@ -17,17 +17,17 @@ class DenseLeastSquares(StreamClassifier):
     """Dense feature space, running second moment, class growth.
 
     Without ``ridge`` or ``trace_ridge`` the stream and the batch fit each take their own
-    default, the defaults protocol's winner for that mode: the stream ``_default_stream_ridge``,
+    default, the defaults protocol's winner for that mode: the stream ``default_stream_ridge``,
     :meth:`fit` :attr:`fit_ridge`. A ridge given applies to both."""
 
     #: the stream's ridge when none is given (``{"ridge": r}`` or ``{"trace_ridge": t}``; None: one must be given)
-    _default_stream_ridge: dict | None = None
+    default_stream_ridge: dict | None = None
     #: :meth:`fit`'s ridge when none is given
     _default_fit_ridge: dict = {"ridge": PARAMETER_FREE_RIDGE}
     _fitting = False  # True inside fit(): the batch algorithm's ridge applies
 
     def _check_common(self) -> None:
-        if self.ridge is None and self.trace_ridge is None and self._default_stream_ridge is None:
+        if self.ridge is None and self.trace_ridge is None and self.default_stream_ridge is None:
             raise InvalidParameterError("give ridge (relative to the mean diagonal of Σ̂) or trace_ridge (relative to its trace)")
         if self.ridge is not None and self.trace_ridge is not None:
             raise InvalidParameterError(f"give ridge or trace_ridge, not both (got ridge={self.ridge!r}, trace_ridge="
@@ -44,7 +44,7 @@ class DenseLeastSquares(StreamClassifier):
         or ``{"trace_ridge": t}`` (relative to its trace)."""
         if self.ridge is not None:
             return {"ridge": self.ridge}
-        return {"trace_ridge": self.trace_ridge} if self.trace_ridge is not None else dict(self._default_stream_ridge)
+        return {"trace_ridge": self.trace_ridge} if self.trace_ridge is not None else dict(self.default_stream_ridge)
 
     @property
     def fit_ridge(self) -> dict:
@@ -81,6 +81,11 @@ class DenseLeastSquares(StreamClassifier):
         """Columns of the dense model: the vocabulary's, which never passes ``max_features``
         (:meth:`StreamClassifier._within_column_room` refuses an input that would take it there)."""
         return self._features.n_columns
+
+    @property
+    def weights(self) -> np.ndarray:
+        """``W`` (d × K): columns follow the feature space, rows the classes (a view: do not change it)."""
+        return self._W[: self.feature_space.n_columns, : len(self.classes)]
 
     @property
     def max_columns(self) -> int:

@@ -64,7 +64,7 @@ class GeneralizedLeastSquares(DenseLeastSquares):
     'x'
     """
 
-    _default_stream_ridge = {"ridge": 1e-3}
+    default_stream_ridge = {"ridge": 1e-3}
     _default_fit_ridge = {"ridge": 1e-4}
 
     def __init__(self, link: str = "softmax", batch_size: int = 128, ridge: float | None = None,
@@ -81,6 +81,17 @@ class GeneralizedLeastSquares(DenseLeastSquares):
     def _unit_test_params(cls):
         yield {}
         yield {"link": "identity", "batch_size": 5, "standardize": True, "ridge": 1e-3, "fit_intercept": True}
+
+    @property
+    def XtX(self) -> np.ndarray:
+        """``Σ x xᵀ`` over the examples learned (d × d): the stream's sufficient statistic (a view)."""
+        d = self.feature_space.n_columns
+        return self._XtX[:d, :d]
+
+    @property
+    def XtY(self) -> np.ndarray:
+        """``Σ x yᵀ`` (one-hot ``y``; d × K) over the examples learned, with ``link="identity"`` (a view)."""
+        return self._XtY[: self.feature_space.n_columns, : len(self.classes)]
 
     def _solver(self, second_moment: np.ndarray) -> RidgeSolver:
         """A :class:`RidgeSolver` with the features in their canonical (name-key) order."""

@@ -41,7 +41,7 @@ class MCIDLearner(StreamClassifier):
     #: with the projection by up to 100x per step early on. Without an average only overflow
     #: matters (``V ~ W / scale``);
     #: with one, ``U + A V`` cancels about log10(1/threshold) digits, so 4 of 16 there.
-    _renormalize_below: float | None = None
+    renormalize_below: float | None = None
 
     def __init__(
         self,
@@ -97,6 +97,32 @@ class MCIDLearner(StreamClassifier):
     def _weights(self) -> ScaledWeights:
         """The weights predictions use (with ``lam="auto"``: the leading candidate's)."""
         return self._candidates[self._leader]
+
+    @property
+    def weight_store(self) -> ScaledWeights:
+        """The store of the weights predictions use (``W = V · scale`` and the averaged iterate's
+        ``U``, ``A``; :class:`~streamlearn.weights.ScaledWeights`): read it, do not change it."""
+        return self._weights
+
+    @property
+    def candidate_stores(self) -> tuple:
+        """Each λ candidate's weight store (``lam="auto"``: in the order of :data:`AUTO_LAMBDAS`; else one)."""
+        return tuple(self._candidates)
+
+    @property
+    def candidate_merits(self) -> np.ndarray:
+        """Each λ candidate's t²-weighted prequential hits, which pick :attr:`selected_lam` (a copy)."""
+        return self._merit.copy()
+
+    @property
+    def average_power_in_use(self) -> float:
+        """The averaged iterate's power ``q`` in effect (``average_power``, or its default; 0 without an average)."""
+        return self._average_power
+
+    @property
+    def average_weight(self) -> float:
+        """``Σ_s s^q`` over the steps so far: what the averaged iterate's sum is divided by."""
+        return self._average_weight
 
     @property
     def selected_lam(self) -> float:
@@ -277,8 +303,8 @@ class MCIDLearner(StreamClassifier):
         scores[:] = self._raw_scores(rows)
 
     def _renormalization_threshold(self) -> float:
-        if self._renormalize_below is not None:
-            return self._renormalize_below
+        if self.renormalize_below is not None:
+            return self.renormalize_below
         return 1e-4 if self._weights.averaged else 1e-30
 
     def _reserve_columns(self) -> None:

@@ -209,6 +209,21 @@ class ExtremeSVM(StreamClassifier):
         return self.oracle != "graph"
 
     @property
+    def averaged(self) -> bool:
+        """Whether predictions use the averaged iterate (``average``, or by default: with ``penalty="l2"``)."""
+        return self._averaged
+
+    @property
+    def average_power_in_use(self) -> float:
+        """The averaged iterate's power ``q`` in effect (``average_power``, or its default; 0 without an average)."""
+        return self._average_power
+
+    @property
+    def class_rows(self) -> SparseClassRows:
+        """The sparse class rows (:class:`~streamlearn.memoir.store.SparseClassRows`): read them, do not change them."""
+        return self._store
+
+    @property
     def n_weights(self) -> int:
         """Weights stored (entries of the sparse rows)."""
         return self._store.n_used - int(self._store.counts[1])

@@ -59,6 +59,11 @@ class PrimalGradientRegressor(PendingRows, river_base.MiniBatchRegressor):
                                             iterate=iterate, seed=seed).as_regression()
         self._pending_cols, self._pending_vals, self._pending_y = [], [], []
 
+    @property
+    def solver(self) -> PrimalGradientSolver:
+        """The solver inside (its ``weight_matrix()`` has the one output's weights as its row)."""
+        return self._solver
+
     @classmethod
     def _unit_test_params(cls):
         yield {"bound": 100.0, "sigma": 1e-3}

@@ -163,6 +163,16 @@ class _PGSLearner(StreamClassifier):
                      S, N, n_classes, g)
         return Phi, g
 
+    @property
+    def kept_step(self) -> int:
+        """With ``iterate="random"``: the step whose iterate is kept (0 before one is); 003 Thm. 1's random index."""
+        return int(self._snap_meta[0])
+
+    @property
+    def changes_since_resummation(self) -> int:
+        """Entries of the dual sums changed since they were last recomputed exactly (the drift bound's counter)."""
+        return int(self._stats[1])
+
     def column_scores(self, rows: SparseRows, n_classes: int) -> np.ndarray:
         """Each encoded row's score for each of the first ``n_classes`` columns of the weights (the
         iterate the learner predicts with): classes, or the regressor's one output."""
