@@ -179,6 +179,12 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         return list(self._labels.labels)
 
     @property
+    def average_power_in_use(self) -> float:
+        """The averaged iterate's power ``q`` in effect: ``average_power``, or the learner's default for
+        it; 0 without an averaged iterate (and for the learners that have none)."""
+        return getattr(self, "_average_power", 0.0)
+
+    @property
     def feature_space(self) -> FeatureSpace:
         """The learner's feature vocabulary (:class:`~streamlearn.features.FeatureSpace`), for
         reading: a name's column, whether names are integers. Learning grows it."""

@@ -16,11 +16,6 @@ class StreamlearnError(ValueError):
     message
         What was wrong and where.
 
-    Attributes
-    ----------
-    args
-        As every exception.
-
     Examples
     --------
     Every streamlearn error is also a ``ValueError``:
@@ -84,11 +79,6 @@ class InvalidParameterError(StreamlearnError):
     ----------
     message
         Which parameter, what it must be, what it got.
-
-    Attributes
-    ----------
-    args
-        As every exception.
 
     Examples
     --------

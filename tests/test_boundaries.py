@@ -133,3 +133,23 @@ def test_the_floor_check_finds_what_it_is_for():
                                                         "3: streamlearn.service"]
     nested = "from ..service.checkpoint import pack\nfrom ..features import FeatureSpace\n"
     assert service_imports("streamlearn.leastsquares.solvers", nested) == ["1: streamlearn.service.checkpoint"]
+
+
+#: a room's size: past it, a module holds more than one concern (ARCHITECTURE.md)
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 80
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_rooms_stay_small(module):
+    """No module over 500 lines; no function over 80, but a compiled kernel that says in the
+    comment line above it (``# over 80 lines: why``) why it is one function."""
+    lines = MODULES[module].read_text().splitlines()
+    assert len(lines) <= MAX_MODULE_LINES, f"{module}: {len(lines)} lines"
+    long = []
+    for node in ast.walk(ast.parse("\n".join(lines))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            said = module.startswith("streamlearn.kernels.") and lines[first - 2].startswith("# over 80 lines: ")
+            if not said:
+                long.append(f"{node.name}: {node.end_lineno - node.lineno + 1} lines")
+    assert long == []

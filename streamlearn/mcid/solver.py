@@ -115,11 +115,6 @@ class MCIDLearner(StreamClassifier):
         return self._merit.copy()
 
     @property
-    def average_power_in_use(self) -> float:
-        """The averaged iterate's power ``q`` in effect (``average_power``, or its default; 0 without an average)."""
-        return self._average_power
-
-    @property
     def average_weight(self) -> float:
         """``Σ_s s^q`` over the steps so far: what the averaged iterate's sum is divided by."""
         return self._average_weight

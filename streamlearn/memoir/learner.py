@@ -214,11 +214,6 @@ class ExtremeSVM(StreamClassifier):
         return self._averaged
 
     @property
-    def average_power_in_use(self) -> float:
-        """The averaged iterate's power ``q`` in effect (``average_power``, or its default; 0 without an average)."""
-        return self._average_power
-
-    @property
     def class_rows(self) -> SparseClassRows:
         """The sparse class rows (:class:`~streamlearn.memoir.store.SparseClassRows`): read them, do not change them."""
         return self._store

@@ -263,14 +263,9 @@ class PrimalGradientSolver(_PGSLearner):
         ``"last"``, ``"average"`` or ``"random"`` (Fig. 1 line 9).
     seed
         Seeds the random iterate.
-    standardize
-        Scale every feature online to zero mean and unit variance, with statistics learned
-        and checkpointed with the model (:mod:`streamlearn.scaling`): for dense, unscaled features.
-    fit_intercept
-        Learn an intercept per class: the feature ``streamlearn.base.INTERCEPT_NAME`` at
-        ``INTERCEPT_VALUE`` (0.1) on every row, after ``standardize``, regularised with the other
-        weights (as :class:`~streamlearn.MulticlassSVM`'s). Off by default here: this family's
-        defaults and paper experiments have not been re-measured with it.
+    standardize, fit_intercept
+        As :class:`~streamlearn.GeneralizedLeastSquares`' (online scaling; an intercept, off by default
+        in this family too: its defaults and paper experiments have not been re-measured with one).
     classes
         The (negative, positive) labels, ``(False, True)`` by default (river's binary
         convention; ``0``/``1`` work too, as they equal ``False``/``True``). Any other label
