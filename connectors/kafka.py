@@ -44,6 +44,7 @@ from .errors import SourceUnavailable
 from .kafka_messages import MessageDecoder, decode_messages, decode_value, encode_value  # noqa: F401 (the codec's public names, here too)
 from .records import empty_batch
 from .kafka_clients import CLIENTS, MARKERS, Assigned, CommitFailed, make_client, unreachable
+from .kafka_security import KafkaSecurity, check_access, current
 from .walker import DictRecordWalker
 
 
@@ -166,7 +167,8 @@ class KafkaSource:
     def __init__(self, bootstrap: str, topic: str, group: str | None = None, labelled: bool = True,
                  value_format: str = "auto", batch_records: int = 1000, poll_timeout_ms: int = 200,
                  idle_timeout: float | None = None, until_end: bool = False, client: str = "kafka-python",
-                 broker_timeout: float | None = None, subscribe: bool = False, **consumer_options):
+                 broker_timeout: float | None = None, subscribe: bool = False, security: KafkaSecurity | None = None,
+                 **consumer_options):
         if int(batch_records) < 1:
             raise ValueError(f"batch_records must be positive, got {batch_records!r}")
         if idle_timeout is not None and not float(idle_timeout) > 0:
@@ -183,6 +185,8 @@ class KafkaSource:
         if subscribe and client != "kafka-python":
             raise ValueError("joining a consumer group (model mixing) needs client=kafka-python")
         self.client, self.consumer_options = client, consumer_options
+        self.security = current(security)
+        check_access(bootstrap, self.security, client)  # a refused certificate or password: one line now, not retries
         self.subscribe = bool(subscribe)
         self._starts: dict[int, int] = {}  # subscribed: where a partition given to this member starts
         self._round: dict[int, list] = {}  # subscribed: [start, end) read of each partition since take_ranges
@@ -252,7 +256,7 @@ class KafkaSource:
                 self.offsets.pop(p, None)
 
     def _connect(self):
-        consumer = make_client(self.client, self.bootstrap, self.group, self.topic, self.consumer_options)
+        consumer = make_client(self.client, self.bootstrap, self.group, self.topic, self.consumer_options, self.security)
         consumer.while_waiting = self._watch.away  # a call waiting for a broker that went away reports it
         if self.subscribe:
             consumer.subscribe(lambda p: self._starts.get(p))
@@ -387,15 +391,17 @@ class KafkaSink:
     far and raises :class:`KafkaSinkError` if the broker refused one: ``flush`` alone
     returns even when sends failed, which would lose dead letters without a word."""
 
-    def __init__(self, bootstrap: str, topic: str):
+    def __init__(self, bootstrap: str, topic: str, security: KafkaSecurity | None = None):
         from kafka import KafkaProducer
         from kafka.errors import KafkaError
 
         self.topic = topic
         self.name = f"kafka://{bootstrap}/{topic}"
         self.unconfirmed: list = []  # futures of the messages since the last sync
+        security = current(security)
+        check_access(bootstrap, security)
         try:
-            self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+            self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, **security.kafka_python())
         except KafkaError as error:
             raise unreachable(bootstrap, error) from None
 

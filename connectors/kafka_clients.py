@@ -75,14 +75,17 @@ def wait_for_partitions(list_partitions, topic: str, bootstrap: str) -> list[int
     return sorted(partitions)
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int = 1, exist_ok: bool = False) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int = 1, exist_ok: bool = False, security=None) -> None:
     """Create a topic and wait until its metadata is visible (``exist_ok``: one that exists,
     made by someone else perhaps at the same moment, will do)."""
     from kafka import KafkaConsumer
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    from .kafka_security import current
+
+    secured = current(security).kafka_python()
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, **secured)
     try:
         if not (exist_ok and topic in admin.list_topics()):
             admin.create_topics([NewTopic(topic, partitions, 1)])
@@ -91,7 +94,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1, exist_ok: bool
             raise
     finally:
         admin.close()
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, **secured)
     try:
         deadline = time.monotonic() + 20
         while not consumer.partitions_for_topic(topic):
@@ -154,12 +157,13 @@ def end_now(consumer, tp, listed: int) -> int | None:
     return None if fetched is None else max(listed, fetched)
 
 
-def make_client(name: str, bootstrap: str, group: str, topic: str, options: dict):
-    """The consumer client called ``name`` (one of :data:`CLIENTS`; the caller validated it)."""
+def make_client(name: str, bootstrap: str, group: str, topic: str, options: dict, security=None):
+    """The consumer client called ``name`` (one of :data:`CLIENTS`; the caller validated it), with
+    ``security`` (a :class:`~connectors.kafka_security.KafkaSecurity`; ``None``: the process's)."""
     if name == "confluent":
         from .kafka_confluent import ConfluentClient
 
-        return ConfluentClient(bootstrap, group, topic, options)
+        return ConfluentClient(bootstrap, group, topic, options, security)
     from .kafka_python import KafkaPythonClient
 
-    return KafkaPythonClient(bootstrap, group, topic, options)
+    return KafkaPythonClient(bootstrap, group, topic, options, security)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from .kafka_clients import PROBE_TIMEOUT_S, CommitFailed, Message, unreachable, wait_for_partitions
+from .kafka_security import KafkaSecurity, current
 
 
 class ConfluentClient:
@@ -19,7 +20,7 @@ class ConfluentClient:
     METADATA_TIMEOUT_S = 10.0
     COMMIT_TIMEOUT_S = 10.0
 
-    def __init__(self, bootstrap: str, group: str, topic: str, options: dict):
+    def __init__(self, bootstrap: str, group: str, topic: str, options: dict, security: KafkaSecurity | None = None):
         try:
             import confluent_kafka
         except ImportError:
@@ -28,7 +29,7 @@ class ConfluentClient:
         self.bootstrap, self.topic = bootstrap, topic
         self._commit_thread = None
         self._config = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                        "auto.offset.reset": "earliest", **self.DEFAULTS, **options}
+                        "auto.offset.reset": "earliest", **self.DEFAULTS, **options, **current(security).confluent()}
         self._consumer = confluent_kafka.Consumer(self._config)
         self._committer = None  # a handle of its own: a commit waiting on the consumer's would block its polls
         self._probe = None  # a handle of its own for end_offsets, which assigns it

@@ -6,6 +6,7 @@ import time
 
 from .kafka_clients import (MARKERS, PROBE_TIMEOUT_S, Assigned, CommitFailed, Revoked, assign_afresh, end_now,
                             group_sized_assignor, message_size, unreachable, wait_for_partitions)
+from .kafka_security import KafkaSecurity, current
 
 
 class KafkaPythonClient:
@@ -25,11 +26,12 @@ class KafkaPythonClient:
     #: a commit to a broker that went away fails after this long instead of blocking the daemon
     COMMIT_TIMEOUT_MS = 10_000
 
-    def __init__(self, bootstrap: str, group: str, topic: str, options: dict):
+    def __init__(self, bootstrap: str, group: str, topic: str, options: dict, security: KafkaSecurity | None = None):
         from kafka import KafkaConsumer
         from kafka.errors import KafkaError
 
         self.bootstrap, self.topic = bootstrap, topic
+        self._security = current(security).kafka_python()
         self.poll_thread = None
         self._probe = None  # a consumer of no group, made by end_offsets
         self.while_waiting = None  # see call
@@ -37,7 +39,7 @@ class KafkaPythonClient:
         try:
             self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                                            auto_offset_reset="earliest", partition_assignment_strategy=[self._assignor],
-                                           **{**self.DEFAULTS, **options})
+                                           **{**self.DEFAULTS, **options}, **self._security)
         except KafkaError as error:
             raise unreachable(bootstrap, error) from None
 
@@ -216,7 +218,8 @@ class KafkaPythonClient:
         try:
             if self._probe is None:  # small fetches answered at once: only the answers' watermarks are wanted
                 self._probe = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-                                            max_partition_fetch_bytes=1, fetch_max_bytes=1, fetch_max_wait_ms=10)
+                                            max_partition_fetch_bytes=1, fetch_max_bytes=1, fetch_max_wait_ms=10,
+                                            **self._security)
             probe = self._probe
             parts = [self.partition(p) for p in partitions]
             listed = probe.end_offsets(parts)

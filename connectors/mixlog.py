@@ -35,11 +35,17 @@ class MixLog:
     MAX_BACKOFF_S = 5.0
     ACK_WAIT_S = 5.0  # an acknowledgement this late is looked into (is the broker there?) and reported
 
-    def __init__(self, bootstrap: str, topic: str, create: bool = False, broker_timeout: float | None = None, log=None):
+    def __init__(self, bootstrap: str, topic: str, create: bool = False, broker_timeout: float | None = None, log=None,
+                 security=None):
         from kafka import KafkaConsumer, KafkaProducer, TopicPartition
         from kafka.errors import KafkaError
 
         from .kafka import BrokerWatch
+        from .kafka_security import check_access, current
+
+        security = current(security)
+        check_access(bootstrap, security)
+        secured = security.kafka_python()
 
         self.topic, self.bootstrap, self.log = topic, bootstrap, log or sys.stderr
         self._watch = BrokerWatch(bootstrap, None)
@@ -48,14 +54,14 @@ class MixLog:
         self._partition = TopicPartition(topic, 0)
         try:
             # a change holds a model's worth of weights: far past kafka-python's 1 MB default
-            self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=256 << 20)
+            self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=256 << 20, **secured)
             # a read ends at a fetch's answer: one at the log's end is answered at once, not after 500 ms
             self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=10,
-                                           max_partition_fetch_bytes=256 << 20, fetch_max_bytes=256 << 20)
+                                           max_partition_fetch_bytes=256 << 20, fetch_max_bytes=256 << 20, **secured)
         except KafkaError as error:
             raise unreachable(bootstrap, error) from None
         if create:
-            create_topic(bootstrap, topic, exist_ok=True)
+            create_topic(bootstrap, topic, exist_ok=True, security=security)
         partitions = self._consumer.partitions_for_topic(topic)
         if partitions is not None and len(partitions) != 1:
             self.close()

@@ -163,6 +163,37 @@ def run_idle_timeouts(f):
     assert time.monotonic() - start < 90
 
 
+@covers("train:--kafka-security", "predict:--kafka-security", "evaluate:--kafka-security")
+def run_kafka_security(f):
+    """A topic behind TLS (tests/test_kafka_security.py tries TLS and SASL further): each command
+    reads it with the settings of the file."""
+    import msgpack
+
+    from connectors.kafka_security import KafkaSecurity
+    from connectors.localbroker import LocalBroker, TlsFront, create_topic, free_port, produce
+    from helpers import records, self_signed_certificate
+
+    cert, key = self_signed_certificate(f["dir"])
+    port = free_port()
+    broker = LocalBroker(advertised_port=port)
+    broker.start()
+    front = TlsFront(broker.bootstrap, cert, key, port)
+    front.start()
+    try:
+        security = KafkaSecurity("SSL", ca_file=str(cert))
+        create_topic(front.bootstrap, "secured", security=security)
+        produce(front.bootstrap, "secured", [msgpack.packb(r) for r in records(80, seed=6)], security=security)
+        settings = f["dir"] / "kafka.toml"
+        settings.write_text(f'security_protocol = "SSL"\nca_file = "{cert}"\n')
+        uri, secured = f"kafka://{front.bootstrap}/secured?group=s", ("--kafka-security", settings, "--idle-timeout", "2")
+        assert _summary(cli("train", uri, *secured, "--checkpoint-dir", f["dir"] / "s", "--quiet"))["learned"] == 80
+        assert cli("predict", uri, "--checkpoint", f["dir"] / "s", *secured).stdout.decode().count("\n") == 80
+        assert json.loads(cli("evaluate", uri, "--checkpoint", f["dir"] / "s", *secured).stdout)["n"] == 80
+    finally:
+        front.stop()
+        broker.stop()
+
+
 @covers("train:--mix-topic", "train:--mix-every")
 def run_mixing(f):
     """Two daemons of one group mix one model through a mixing topic (tests/test_scaleout.py
@@ -362,7 +393,7 @@ RUN_FUNCTIONS = list(dict.fromkeys(RUNS.values()))
 
 
 #: the runs that start the test broker (through ``files["broker"]``)
-ON_THE_BROKER = {run_idle_timeouts, run_mixing}
+ON_THE_BROKER = {run_idle_timeouts, run_mixing, run_kafka_security}  # the last starts its own
 
 
 @pytest.mark.parametrize("run", [pytest.param(run, marks=[pytest.mark.kafka] if run in ON_THE_BROKER else [], id=run.__name__)

@@ -28,7 +28,7 @@ import warnings
 from typing import NoReturn
 
 from .. import stopping
-from .common import EXIT_USAGE, ConfigError, UsageError, build_learner  # noqa: F401 - build_learner: the commands' public helper
+from .common import EXIT_USAGE, ConfigError, UsageError, build_learner, use_kafka_security  # noqa: F401 - build_learner: the commands' public helper
 from .scoring import add_evaluate_options, add_predict_options
 from .train import add_train_options
 from .views import add_inspect_options, add_learners_options, add_plot_options, add_serve_options
@@ -185,6 +185,7 @@ def main(argv=None, caught: dict | None = None) -> int:
         _apply_config(parser, argv)
         args = parser.parse_args(argv)
         _blas_threads_for(args)
+        use_kafka_security(args)
         return args.func(args)
     except BrokenPipeError:
         return 0
@@ -195,6 +196,7 @@ def main(argv=None, caught: dict | None = None) -> int:
         print(f"streamlearn: error: {error}", file=sys.stderr)  # file, a full disk, a directory we may not write to
         return 1
     finally:
+        use_kafka_security(None)
         warnings.formatwarning = previous_format
         if caught is not None:
             stopping.release(caught)

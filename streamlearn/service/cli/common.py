@@ -84,6 +84,22 @@ def add_source_options(p, required: bool = True) -> None:
     p.add_argument("--no-header", action="store_true", help="CSV: the files have no header line (columns are named "
                                                             "0, 1, ...; found without it when the first line is numbers)")
     p.add_argument("--batch-records", type=int, default=1000, help="records per batch (default: 1000): the unit of reading, learning and checkpoint positions")
+    p.add_argument("--kafka-security", metavar="FILE",
+                   help="TLS and SASL for every Kafka connection of the command: a TOML file (security_protocol, ca_file, "
+                        "cert_file, key_file, sasl_mechanism, username, password); default: the STREAMLEARN_KAFKA_* "
+                        "environment variables (connectors.kafka_security)")
+
+
+def use_kafka_security(args) -> None:
+    """Every Kafka connection of this command (sources, sinks, the mixing topic) with ``--kafka-security``'s
+    settings; ``args=None``: the environment's again (a command run in-process has ended)."""
+    if args is None:
+        if "connectors.kafka_security" in sys.modules:
+            sys.modules["connectors.kafka_security"].use(None)
+    elif getattr(args, "kafka_security", None):
+        from connectors.kafka_security import KafkaSecurity, use
+
+        use(KafkaSecurity.from_file(args.kafka_security))
 
 
 def top_reasons(counts: dict, top: int = 3) -> str:

