@@ -319,6 +319,70 @@ def test_hostile_requests_get_an_answer_and_valid_feature_names_a_prediction(tra
     assert "Traceback" not in err, err[-3000:]
 
 
+def _flooded(host: str, port: int, head: bytes, size: int = 50 << 20) -> bytes:
+    """The status line the service answers to ``head`` followed by up to ``size`` bytes of body
+    sent as fast as it takes them (``b"closed"``: it closed the connection without one)."""
+    import select
+    import socket
+
+    chunk = b"1," * (1 << 19)
+    with socket.create_connection((host, port), timeout=30) as connection:
+        connection.sendall(head)
+        sent = 0
+        while sent < size and not select.select([connection], [], [], 0.2 if sent == 0 else 0)[0]:
+            try:
+                connection.sendall(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            sent += len(chunk)
+        try:
+            return connection.recv(65536).split(b"\r\n")[0] or b"closed"
+        except ConnectionResetError:
+            return b"closed"
+
+
+def test_a_client_that_stalls_is_closed_and_the_memory_of_hostile_requests_is_bounded(trained):
+    """A connection that sends nothing, or half its headers (slowloris), is closed after the
+    request timeout, not held for ever; a 50 MB body announced with a length of -1, or over
+    --max-body, is refused without growing the service by more than 50 MB; good answers follow."""
+    import socket
+
+    from streamlearn.service.serve import serve
+
+    started, stop = threading.Event(), threading.Event()
+    where: list = []
+    thread = threading.Thread(target=serve, args=(trained,), daemon=True,
+                              kwargs={"port": 0, "ready": lambda listening: (where.append(listening.server_address),
+                                                                              started.set()),
+                                      "stop": stop, "request_timeout": 1.0, "max_body": 1 << 20})
+    thread.start()
+    assert started.wait(30)
+    host, port = where[0][:2]
+
+    def closed_within(sent: bytes, seconds: float) -> bool:
+        with socket.create_connection((host, port), timeout=seconds + 5) as connection:
+            connection.sendall(sent)
+            begun = time.monotonic()
+            return connection.recv(1) == b"" and time.monotonic() - begun < seconds
+
+    def rss_kib() -> int:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+    try:
+        assert closed_within(b"", 4) and closed_within(b"POST /predict HTTP/1.1\r\nHost: t\r\nContent-Le", 4)
+        before = rss_kib()
+        head = b"POST /predict HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+        assert _flooded(host, port, head + b"Content-Length: -1\r\n\r\n") == b"HTTP/1.1 400 Bad Request"
+        assert _flooded(host, port, head + b"Content-Length: %d\r\n\r\n" % (50 << 20)) == b"HTTP/1.1 413 Request Entity Too Large"
+        assert rss_kib() - before < 50 << 10
+        status, answer = _call(f"http://{host}:{port}/predict", json.dumps({"x": {"1": 0.5}}).encode())
+        assert status == 200 and "prediction" in answer
+    finally:
+        stop.set()
+        thread.join(30)
+
+
 def test_a_token_guards_every_endpoint_but_health_and_the_page_and_is_never_written(trained, tmp_path):
     """``--token-file`` (or ``$STREAMLEARN_TOKEN``): 401 without the bearer token or with a wrong
     one, the answer with it; ``/healthz`` and the live page's files stay open; the token appears

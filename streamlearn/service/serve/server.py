@@ -16,11 +16,50 @@ import threading
 from .app import create_app
 from .holders import ModelHolder, settle_garbage
 
-#: seconds an idle keep-alive connection stays open
-KEEP_ALIVE_TIMEOUT = 30.0
+#: seconds an idle keep-alive connection stays open, and a request's headers may take to arrive
+KEEP_ALIVE_TIMEOUT = REQUEST_TIMEOUT = 30.0
 #: connections served at once; beyond, uvicorn answers 503 (a stalled client costs a socket, not a thread)
 MAX_CONNECTIONS = 1000
 TOKEN_VARIABLE = "STREAMLEARN_TOKEN"
+
+
+def timely_protocol(request_timeout: float):
+    """uvicorn's HTTP protocol (httptools) with a deadline for each request's headers: uvicorn times
+    only the idle wait between requests, so a client that connects and stalls, or sends its headers a
+    byte at a time (slowloris), held its socket for ever; it is closed after ``request_timeout``."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class TimelyProtocol(HttpToolsProtocol):
+        headers_deadline = None
+
+        def connection_made(self, transport):
+            super().connection_made(transport)
+            self._arm()
+
+        def on_headers_complete(self):
+            if self.headers_deadline is not None:
+                self.headers_deadline.cancel()
+            super().on_headers_complete()
+
+        def on_response_complete(self):
+            super().on_response_complete()
+            self._arm()  # the next request's headers, on a connection kept alive
+
+        def connection_lost(self, exc):
+            if self.headers_deadline is not None:
+                self.headers_deadline.cancel()
+            super().connection_lost(exc)
+
+        def _arm(self):
+            if self.headers_deadline is not None:
+                self.headers_deadline.cancel()
+            self.headers_deadline = self.loop.call_later(request_timeout, self._stalled)
+
+        def _stalled(self):
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return TimelyProtocol
 
 
 class ServiceConfigError(ValueError):
@@ -84,10 +123,12 @@ def bind(host: str, port: int) -> socket.socket:
 
 def serve(directory, host: str = "127.0.0.1", port: int = 8080, max_age: float | None = None, max_body: int = 1 << 20,
           reload_interval: float = 1.0, ready=None, stop: threading.Event | None = None, log=None, holder=None,
-          token: str | None = None, certfile: str | None = None, keyfile: str | None = None) -> None:
+          token: str | None = None, certfile: str | None = None, keyfile: str | None = None,
+          request_timeout: float = REQUEST_TIMEOUT) -> None:
     """Run the service until ``stop`` is set (or forever); ``ready(listening)`` is called once it
     listens (:class:`Listening`). ``holder``: what to serve instead of ``directory``'s checkpoints
-    (a :class:`~.holders.LiveHolder`). ``certfile`` / ``keyfile``: serve HTTPS."""
+    (a :class:`~.holders.LiveHolder`). ``certfile`` / ``keyfile``: serve HTTPS. A request's headers
+    must arrive within ``request_timeout`` seconds, its body within :data:`~.app.BODY_TIMEOUT`."""
     import uvicorn
 
     if (certfile is None) != (keyfile is None):
@@ -99,6 +140,7 @@ def serve(directory, host: str = "127.0.0.1", port: int = 8080, max_age: float |
     threading.Thread(target=holder.watch, args=(reload_interval, stop), name="streamlearn-reload", daemon=True).start()
     config = uvicorn.Config(create_app(holder, max_age, max_body, token), lifespan="off", log_level="critical",
                             access_log=False, server_header=False, timeout_keep_alive=KEEP_ALIVE_TIMEOUT,
+                            http=timely_protocol(request_timeout),
                             limit_concurrency=MAX_CONNECTIONS, ssl_certfile=certfile, ssl_keyfile=keyfile)
     if certfile is not None:
         try:
