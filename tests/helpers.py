@@ -3,6 +3,7 @@ and running the ``streamlearn`` command."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -108,3 +109,24 @@ def self_signed_certificate(directory):
     (directory / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                                           serialization.NoEncryption()))
     return directory / "cert.pem", directory / "key.pem"
+
+
+@contextlib.contextmanager
+def broker_behind_tls(directory):
+    """A Tansu broker of its own behind a TLS front that it advertises (connectors.localbroker.TlsFront),
+    with a self-signed certificate made in ``directory``: yields ``(bootstrap, certificate, key, security)``,
+    ``security`` the :class:`~connectors.kafka_security.KafkaSecurity` that trusts it."""
+    from connectors.kafka_security import KafkaSecurity
+    from connectors.localbroker import LocalBroker, TlsFront, free_port
+
+    cert, key = self_signed_certificate(directory)
+    port = free_port()
+    broker = LocalBroker(advertised_port=port)
+    broker.start()
+    front = TlsFront(broker.bootstrap, cert, key, port)
+    front.start()
+    try:
+        yield front.bootstrap, cert, key, KafkaSecurity("SSL", ca_file=str(cert))
+    finally:
+        front.stop()
+        broker.stop()

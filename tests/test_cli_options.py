@@ -169,29 +169,18 @@ def run_kafka_security(f):
     reads it with the settings of the file."""
     import msgpack
 
-    from connectors.kafka_security import KafkaSecurity
-    from connectors.localbroker import LocalBroker, TlsFront, create_topic, free_port, produce
-    from helpers import records, self_signed_certificate
+    from connectors.localbroker import create_topic, produce
+    from helpers import broker_behind_tls, records
 
-    cert, key = self_signed_certificate(f["dir"])
-    port = free_port()
-    broker = LocalBroker(advertised_port=port)
-    broker.start()
-    front = TlsFront(broker.bootstrap, cert, key, port)
-    front.start()
-    try:
-        security = KafkaSecurity("SSL", ca_file=str(cert))
-        create_topic(front.bootstrap, "secured", security=security)
-        produce(front.bootstrap, "secured", [msgpack.packb(r) for r in records(80, seed=6)], security=security)
+    with broker_behind_tls(f["dir"]) as (bootstrap, cert, _, security):
+        create_topic(bootstrap, "secured", security=security)
+        produce(bootstrap, "secured", [msgpack.packb(r) for r in records(80, seed=6)], security=security)
         settings = f["dir"] / "kafka.toml"
         settings.write_text(f'security_protocol = "SSL"\nca_file = "{cert}"\n')
-        uri, secured = f"kafka://{front.bootstrap}/secured?group=s", ("--kafka-security", settings, "--idle-timeout", "2")
+        uri, secured = f"kafka://{bootstrap}/secured?group=s", ("--kafka-security", settings, "--idle-timeout", "2")
         assert _summary(cli("train", uri, *secured, "--checkpoint-dir", f["dir"] / "s", "--quiet"))["learned"] == 80
         assert cli("predict", uri, "--checkpoint", f["dir"] / "s", *secured).stdout.decode().count("\n") == 80
         assert json.loads(cli("evaluate", uri, "--checkpoint", f["dir"] / "s", *secured).stdout)["n"] == 80
-    finally:
-        front.stop()
-        broker.stop()
 
 
 @covers("train:--mix-topic", "train:--mix-every")

@@ -259,9 +259,8 @@ def test_a_kafka_daemon_over_tls_killed_5_times_ends_as_one_on_plain_tcp(tmp_pat
     """The same messages on the plain test broker and on a broker behind TLS (a TLS front, see
     connectors.localbroker.TlsFront): the daemon killed with -9 over TLS ends with the model, dead
     letters and metrics of an uninterrupted run over plain TCP."""
-    from connectors.kafka_security import KafkaSecurity
-    from connectors.localbroker import LocalBroker, TlsFront, create_topic, free_port, produce
-    from helpers import self_signed_certificate
+    from connectors.localbroker import create_topic, produce
+    from helpers import broker_behind_tls
 
     messages, topic = compact_messages(6_000, seed=5), f"tls-crash-{client}"
     common = ["--learner", "MulticlassSVM", "--param", "lam=0.001", "--checkpoint-every", "400", "--batch-records", "25",
@@ -269,24 +268,14 @@ def test_a_kafka_daemon_over_tls_killed_5_times_ends_as_one_on_plain_tcp(tmp_pat
     create_topic(broker, topic)
     produce(broker, topic, messages)
     uninterrupted([f"kafka://{broker}/{topic}?group=learners&client={client}", *common], tmp_path / "clean")
-    cert, key = self_signed_certificate(tmp_path)
-    port = free_port()
-    secured = LocalBroker(advertised_port=port)
-    secured.start()
-    front = TlsFront(secured.bootstrap, cert, key, port)
-    front.start()
-    try:
-        security = KafkaSecurity("SSL", ca_file=str(cert))
-        create_topic(front.bootstrap, topic, security=security)
-        produce(front.bootstrap, topic, messages, security=security)
+    with broker_behind_tls(tmp_path) as (bootstrap, cert, _, security):
+        create_topic(bootstrap, topic, security=security)
+        produce(bootstrap, topic, messages, security=security)
         settings = tmp_path / "kafka.toml"
         settings.write_text(f'security_protocol = "SSL"\nca_file = "{cert}"\n')
         rng = random.Random(11)
-        hits = run_campaign([f"kafka://{front.bootstrap}/{topic}?group=learners&client={client}", *common,
+        hits = run_campaign([f"kafka://{bootstrap}/{topic}?group=learners&client={client}", *common,
                              "--kafka-security", settings], tmp_path / "ck", crash_plan(rng, 5), rng)
-    finally:
-        front.stop()
-        secured.stop()
     assert len(hits) >= 4, hits
     assert_same_job(tmp_path / "ck", tmp_path / "clean")
 

@@ -19,7 +19,7 @@ import msgpack
 import pytest
 
 from connectors.kafka_security import KafkaAccessError, KafkaSecurity, check_access, current, use
-from helpers import PYTHON, records, self_signed_certificate
+from helpers import PYTHON, broker_behind_tls, records, self_signed_certificate
 
 SCRAM = {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "username": "alice", "password": "pa55-w0rd"}
 
@@ -91,22 +91,13 @@ def test_a_plain_or_unreachable_broker_is_not_judged_by_the_access_check():
 @pytest.fixture(scope="module")
 def tls_broker(tmp_path_factory):
     """A Tansu broker behind a TLS front that it advertises: ``(front bootstrap, certificate, key)``."""
-    from connectors.localbroker import BrokerUnavailable, LocalBroker, TlsFront, free_port
+    from connectors.localbroker import BrokerUnavailable
 
-    cert, key = self_signed_certificate(tmp_path_factory.mktemp("tls"))
-    port = free_port()
     try:
-        broker = LocalBroker(advertised_port=port)
-        broker.start()
+        with broker_behind_tls(tmp_path_factory.mktemp("tls")) as (bootstrap, cert, key, _):
+            yield bootstrap, cert, key
     except BrokerUnavailable as error:
         pytest.skip(str(error))
-    front = TlsFront(broker.bootstrap, cert, key, port)
-    front.start()
-    try:
-        yield front.bootstrap, cert, key
-    finally:
-        front.stop()
-        broker.stop()
 
 
 def _toml(path, **values) -> str:
