@@ -56,6 +56,15 @@ def name_keys(names: list) -> np.ndarray:
     return keys
 
 
+def own_arrays(obj) -> None:
+    """Replace the NumPy arrays among ``obj``'s attributes that are read-only (a model loaded through
+    joblib's memory maps) by writable copies: the compiled kernels write their caches and scratch
+    buffers, even when they only predict."""
+    for name, value in list(vars(obj).items()):
+        if isinstance(value, np.ndarray) and not value.flags.writeable:
+            setattr(obj, name, value.copy())
+
+
 class FeatureSpace:
     """Maps feature names to weight columns.
 
@@ -319,6 +328,7 @@ class FeatureSpace:
         where a stream is cut into batches. The rows may be views on buffers the next call
         reuses (:meth:`_scratch`), or on ``X``'s own values: use them or copy them first, and
         never write to them."""
+        own_arrays(self)  # the encoding kernels write the caches even when they only look names up
         if isinstance(X, list):
             return self._encode_dicts(X, grow)
         if isinstance(X, np.ndarray) and self.n_bits is None:

@@ -46,6 +46,7 @@ import numpy as np
 
 from ..base import StreamClassifier, average_power_of, check_positive
 from ..errors import InvalidParameterError
+from ..features import own_arrays
 from ..batches import SparseRows
 from ..kernels import compiled
 from ..mips import ORACLES, make_oracle
@@ -336,6 +337,8 @@ class ExtremeSVM(StreamClassifier):
         """Predicted class index per row (-1: no class yet) and, given ``y`` (class indices,
         -1 unknown), the probability of ``y`` (see :func:`~streamlearn.kernels.memoir.predict_rows`)."""
         n_classes = len(self._labels)
+        own_arrays(self)  # its scratch buffers, written by the kernel
+        own_arrays(self._store)
         self._room(n_classes)
         indptr = np.ascontiguousarray(rows.indptr - rows.indptr[0], np.int64)
         lo, hi = rows.indptr[0], rows.indptr[-1]
