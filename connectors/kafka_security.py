@@ -246,5 +246,5 @@ def _confluent_refusal(bootstrap: str, security: KafkaSecurity, timeout: float) 
         return None
     except confluent_kafka.KafkaException as error:
         admin.poll(0)  # the error callbacks run here
-        refused = [e for e in errors if e.code() == confluent_kafka.KafkaError._AUTHENTICATION]
+        refused = [e for e in errors if e.name() == "_AUTHENTICATION"]  # librdkafka's local error names start with _
         return (refused[0] if refused else error.args[0]).str()[:300]
