@@ -189,6 +189,8 @@ def liblinear_cs(split: Split, C: float) -> tuple[float, float]:
 #: each streamlearn learn_many row and the scikit-learn row it is compared with (same λ = alpha)
 PAIRS = {
     "streamlearn learn_many, plain": "sklearn SGD hinge partial_fit",
+    # the scikit-learn face's cost: the same learner through streamlearn.sklearn's partial_fit
+    "streamlearn.sklearn partial_fit, plain": "streamlearn learn_many, plain",
     "streamlearn learn_many, averaged": "sklearn SGD hinge partial_fit, averaged",
     "streamlearn learn_one": "river SoftmaxRegression learn_one",
 }
@@ -217,6 +219,13 @@ def throughput(split: Split, params: dict, repeats: int) -> dict:
         for X_batch, y_batch in batches:
             model.partial_fit(X_batch, y_batch, classes=classes)
 
+    def face_many():
+        from streamlearn.sklearn import MulticlassSVMClassifier
+
+        model = MulticlassSVMClassifier(lam=lam, average=False, **PAPER)
+        for X_batch, y_batch in batches:
+            model.partial_fit(X_batch, y_batch, classes=classes)
+
     n_one, n_river = min(20000, X.shape[0]), 2000
     dicts = as_dicts(X, range(n_one))
     labels = y[:n_one].tolist()
@@ -237,6 +246,7 @@ def throughput(split: Split, params: dict, repeats: int) -> dict:
     sides = [  # (name, examples per run, run)
         ("streamlearn learn_many, plain", X.shape[0], lambda: ours_many({"lam": lam, "average": False})),
         ("sklearn SGD hinge partial_fit", X.shape[0], lambda: sgd_many("hinge")),
+        ("streamlearn.sklearn partial_fit, plain", X.shape[0], face_many),
         ("streamlearn learn_many, averaged", X.shape[0], lambda: ours_many(params)),
         ("sklearn SGD hinge partial_fit, averaged", X.shape[0], lambda: sgd_many("hinge", average=True)),
         ("sklearn SGD log partial_fit", X.shape[0], lambda: sgd_many("log_loss")),
@@ -374,7 +384,9 @@ def write_report(results: list, path_md: str):
         lines += ["", f"Like for like at λ = alpha = {lam} (MulticlassSVM's validated one-pass λ): *plain* is "
                   "`MulticlassSVM(lam=λ)` against `SGDClassifier(loss='hinge', alpha=λ)` (each library's default step, "
                   "no averaging); *averaged* is MulticlassSVM with its one-pass parameters above against "
-                  "`SGDClassifier(..., average=True)`; learn_one uses the one-pass parameters."]
+                  "`SGDClassifier(..., average=True)`; learn_one uses the one-pass parameters; *streamlearn.sklearn "
+                  "partial_fit* is the plain learner through its scikit-learn face (`MulticlassSVMClassifier.partial_fit`"
+                  ", the same batches), its ratio the face's share of the learner's own speed."]
         if "fig1_time_to_accuracy" in r:
             f1 = r["fig1_time_to_accuracy"]
             lines += ["", f"Fig. 1 — MulticlassSVM seconds to {100 * f1['target_accuracy']:.0f}% test accuracy "
