@@ -16,6 +16,11 @@ class StreamlearnError(ValueError):
     message
         What was wrong and where.
 
+    Attributes
+    ----------
+    args
+        ``(message,)``, as every exception's.
+
     Examples
     --------
     Every streamlearn error is also a ``ValueError``:
@@ -79,6 +84,11 @@ class InvalidParameterError(StreamlearnError):
     ----------
     message
         Which parameter, what it must be, what it got.
+
+    Attributes
+    ----------
+    args
+        ``(message,)``; the learner that raised it was not made.
 
     Examples
     --------

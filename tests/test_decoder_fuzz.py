@@ -32,11 +32,14 @@ Message = collections.namedtuple("Message", "topic partition offset value")
 
 def is_valid(obj) -> bool:
     """A labelled record: ``{"x": a non-empty mapping of string or int (not bool) names to numbers
-    that are finite as floats, "y": a string (not blank), an int, a bool or a finite float}``."""
+    (not bools: JSON's true is no number) that are finite as floats, "y": a string (not blank), an
+    int, a bool or a finite float}``."""
     if not isinstance(obj, dict) or "x" not in obj or not isinstance(obj["x"], dict) or not obj["x"]:
         return False
     for name, value in obj["x"].items():
         if isinstance(name, bool) or not isinstance(name, (str, int)) or not isinstance(value, (int, float)):
+            return False
+        if isinstance(value, bool):
             return False
         try:
             if not math.isfinite(float(value)):

@@ -28,6 +28,8 @@ from .records import BadRequest, predict
 
 #: seconds the whole body of a request may take to arrive once its headers have
 BODY_TIMEOUT = 30.0
+#: a body over --max-body is read and dropped up to this many times --max-body (the client gets its 413)
+DRAIN_FACTOR = 16
 #: the live page (``GET /``) and the chart library it draws with (uPlot, MIT licence, shipped as is)
 STATIC = pathlib.Path(__file__).resolve().parents[1] / "static"
 STATIC_TYPES = {"index.html": "text/html; charset=utf-8", "uPlot.iife.min.js": "text/javascript",
@@ -126,13 +128,18 @@ def route_path(scope) -> str:
 
 
 async def read_body(scope, receive, max_body: int) -> bytes:
-    """A request's body, refused with a :class:`BadRequest` past ``max_body`` bytes (before it is
-    read when its ``Content-Length`` says so) or when it does not arrive within ``BODY_TIMEOUT``."""
+    """A request's body, refused with a :class:`BadRequest` past ``max_body`` bytes or when it does
+    not arrive within ``BODY_TIMEOUT``. A body over ``max_body`` is never kept: up to
+    ``DRAIN_FACTOR`` times ``max_body`` of it is read and dropped, so that a client still sending
+    gets its 413 rather than a reset connection; a larger one (by its ``Content-Length``) is refused
+    before any of it is read."""
     lengths = {value for name, value in scope["headers"] if name == b"content-length"}
     if len(lengths) > 1:
         raise BadRequest(400, f"{len(lengths)} different Content-Length headers")
-    if lengths and int(lengths.pop()) > max_body:
-        raise BadRequest(413, f"the body is more than --max-body {max_body:,} bytes")
+    declared = int(lengths.pop()) if lengths else None
+    too_long = BadRequest(413, f"the body is more than --max-body {max_body:,} bytes")
+    if declared is not None and declared > DRAIN_FACTOR * max_body:
+        raise too_long
     chunks, size = [], 0
     deadline = time.monotonic() + BODY_TIMEOUT
     while True:
@@ -144,10 +151,15 @@ async def read_body(scope, receive, max_body: int) -> bytes:
             raise BadRequest(400, "the client went away before its body ended")
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > max_body:
-            raise BadRequest(413, f"the body is more than --max-body {max_body:,} bytes")
-        chunks.append(chunk)
+        if size <= max_body:
+            chunks.append(chunk)
+        elif size > DRAIN_FACTOR * max_body:
+            raise too_long
+        else:
+            chunks = []  # dropped as it comes
         if not message.get("more_body", False):
+            if size > max_body:
+                raise too_long
             return b"".join(chunks)
 
 
