@@ -74,8 +74,11 @@ class _StreamEstimator(BaseEstimator):
     def _learn(self, X, y, passes: int, shuffle: bool) -> None:
         rng = check_random_state(self.random_state) if shuffle else None
         for _ in range(passes):
-            order = rng.permutation(X.shape[0]) if shuffle else slice(None)
-            self.learner_.learn_many(X[order], y[order])
+            if shuffle:
+                order = rng.permutation(X.shape[0])
+                self.learner_.learn_many(X[order], y[order])
+            else:  # the rows as given (indexing a sparse matrix copies it)
+                self.learner_.learn_many(X, y)
         self.learner_.flush()
 
     def fit(self, X, y):
@@ -118,7 +121,8 @@ class StreamClassifierEstimator(ClassifierMixin, _StreamEstimator):
     _numeric_targets = False
 
     def _start(self, y, classes, first: bool = True) -> None:
-        check_classification_targets(y)
+        if first or y.dtype.kind == "f":  # scikit-learn's check costs more than learning a batch: once, or for floats
+            check_classification_targets(y)
         seen = np.unique(y) if classes is None else np.unique(np.concatenate([np.unique(y), np.asarray(classes)]))
         self.classes_ = seen if first or not hasattr(self, "classes_") else np.union1d(self.classes_, seen)
         if not self.learner_._multiclass:
