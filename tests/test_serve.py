@@ -383,6 +383,29 @@ def test_a_client_that_stalls_is_closed_and_the_memory_of_hostile_requests_is_bo
         thread.join(30)
 
 
+def test_an_answer_does_not_wait_for_the_clients_delayed_ack(trained):
+    """uvicorn writes an answer's head and body apart; without TCP_NODELAY on the connection the
+    body waited for the client's delayed ACK of the head: 40 ms or more per request on Linux, every
+    request (a stall, not a slowness: the bound is far from what a loaded machine adds)."""
+    import http.client
+    import statistics
+
+    service = _start_service(trained)
+    try:
+        host, port = service.url.split("//")[1].split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=30)
+        body = json.dumps({"x": {"1": 0.5}})
+        seconds = []
+        for _ in range(21):
+            started = time.perf_counter()
+            connection.request("POST", "/predict", body, {"Content-Type": "application/json"})
+            connection.getresponse().read()
+            seconds.append(time.perf_counter() - started)
+        assert statistics.median(seconds) < 0.035, seconds
+    finally:
+        _stop(service)
+
+
 def test_a_token_guards_every_endpoint_but_health_and_the_page_and_is_never_written(trained, tmp_path):
     """``--token-file`` (or ``$STREAMLEARN_TOKEN``): 401 without the bearer token or with a wrong
     one, the answer with it; ``/healthz`` and the live page's files stay open; the token appears
