@@ -61,25 +61,24 @@ def test_shell_pipe_example_learns_from_stdin_and_resumes(tmp_path):
     assert json.loads(second.stdout.strip().splitlines()[-1]) == evaluation
 
 
-def test_kafka_daemon_example_end_to_end():
+def _broker_example(name: str):
+    """What ``examples/NAME``'s ``main()`` returns, run on a broker of its own (skipped without one)."""
     from connectors.localbroker import BrokerUnavailable
 
-    namespace = runpy.run_path(str(ROOT / "examples" / "kafka_daemon.py"))
+    namespace = runpy.run_path(str(ROOT / "examples" / name))
     try:
-        accuracy = namespace["main"]([])
+        return namespace["main"]([])
     except BrokerUnavailable as error:
         pytest.skip(str(error))
+
+
+def test_kafka_daemon_example_end_to_end():
+    accuracy = _broker_example("kafka_daemon.py")
     assert accuracy > 0.6  # measured 0.68 after one pass; chance is ~0.04
 
 
 def test_scale_out_example_end_to_end():
-    from connectors.localbroker import BrokerUnavailable
-
-    namespace = runpy.run_path(str(ROOT / "examples" / "scale_out.py"))
-    try:
-        outcome = namespace["main"]([])
-    except BrokerUnavailable as error:
-        pytest.skip(str(error))
+    outcome = _broker_example("scale_out.py")
     for daemon in outcome["daemons"]:  # every record once in the one shared model
         assert daemon["examples"] == sum(daemon["by_member"].values()) == 15_000
     assert len({d["accuracy"] for d in outcome["daemons"]}) == 1  # one model: the same predictions
