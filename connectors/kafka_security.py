@@ -159,11 +159,15 @@ def current(security: KafkaSecurity | None = None) -> KafkaSecurity:
     return _DEFAULT[0] if _DEFAULT else KafkaSecurity.from_environment()
 
 
+#: (bootstrap, security, client) a broker accepted: a hold-out topic reopened at every checkpoint is not probed again
+_ACCEPTED: set = set()
+
+
 def check_access(bootstrap: str, security: KafkaSecurity, client: str = "kafka-python", timeout: float = ACCESS_TIMEOUT) -> None:
     """Raise :class:`KafkaAccessError` (one line) when a reachable broker of ``bootstrap`` refuses
     this configuration: its certificate is not trusted, or it refuses the SASL credentials. A broker
     that cannot be reached at all is not judged here (the sources wait for one that is away)."""
-    if security.security_protocol == "PLAINTEXT":
+    if security.security_protocol == "PLAINTEXT" or (bootstrap, security, client) in _ACCEPTED:
         return
     host, port = _first_address(bootstrap)
     try:
@@ -178,6 +182,7 @@ def check_access(bootstrap: str, security: KafkaSecurity, client: str = "kafka-p
         if reason:
             raise KafkaAccessError(f"the Kafka broker {bootstrap} refused user {security.username!r} ({security.sasl_mechanism}): "
                                    f"{reason}")
+    _ACCEPTED.add((bootstrap, security, client))
 
 
 def _first_address(bootstrap: str) -> tuple[str, int]:

@@ -129,6 +129,4 @@ def security_of(args, host: str) -> dict:
         check_exposure(host, token, args.no_auth)
     except ServiceConfigError as error:
         raise ConfigError(str(error)) from None
-    if (args.certfile is None) != (args.keyfile is None):
-        raise ConfigError("HTTPS needs both --certfile and --keyfile")
     return {"token": token, "certfile": args.certfile, "keyfile": args.keyfile}
