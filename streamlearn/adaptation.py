@@ -25,11 +25,16 @@ its own mistakes; a restart enters the shared model through the fold (:mod:`stre
 the weights are added like any change's, the restarted schedule — ``t`` and the averaged sums — is
 blended in by interpolation, so that members restarting at once keep it positive).
 
-Which learners adapt: the MCID family (``adapt=True`` by default). Not yet the Primal Gradient
-Solver (dual averaging keeps the sum of all gradients; its restart is a different design),
+Which learners adapt (``adapt=True`` by default): the MCID family, and the Primal Gradient
+Solver (:class:`~streamlearn.PrimalGradientSolver`, :class:`~streamlearn.MulticlassPGS`), whose
+dual averaging keeps the sum of all gradients ``Lam``: its restart scales ``Lam`` by
+``(t0+1)/(t+1)`` as ``t`` becomes ``t0``, which keeps ``w = ∇r*(Lam/((t+1)σ))`` (``∇r*`` is
+homogeneous of degree 1) while the old gradients come to weigh as ``t0`` steps' (003, Fig. 1
+line 8). Not ``PrimalGradientRegressor`` (a real target has no mistake to watch), not yet
 ``ExtremeSVM``, nor the least-squares family, whose models solve a ridge regression over every
 example learned so far: on a changing stream they follow the change only as far as the new
-examples outweigh the old ones.
+examples outweigh the old ones — except ``CalibratedLeastSquares`` and ``StagewiseRegression``,
+whose stream refits on the last ``window`` examples and so forgets by design.
 
 >>> import numpy as np
 >>> watch = ChangeWatch()
@@ -46,6 +51,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import hide_unknown_classes
+from .batches import SparseRows
 
 #: the Page-Hinkley test's threshold on the cumulated rise of the mistake rate (examples' worth of
 #: extra mistakes), the rise it tolerates, and no fading of that sum (river's default 0.9999 makes
@@ -146,6 +152,41 @@ class ChangeWatch:
             setattr(watch.detector, name, bool(value) if name == "drift_detected" else float(value))
         watch.change_seen, watch.changes, watch.steps = bool(state["change_seen"]), int(state["changes"]), int(state["steps"])
         return watch
+
+
+def learn_in_watched_spans(watch: ChangeWatch, rows: SparseRows, y: np.ndarray, scores: np.ndarray, group: int,
+                           learn_span, classes_known, restart) -> None:
+    """Learn complete groups of ``group`` rows in spans cut at the steps where a detected change
+    may be acted on (multiples of :data:`CHECK_EVERY`, so ``learn_many`` equals the ``learn_one``
+    loop), feeding ``watch`` each span's mistakes and calling ``restart()`` when it saw a change.
+
+    ``learn_span(rows, y, scores)`` learns a span and writes each row's scores at its step into
+    ``scores``; ``classes_known()`` is the number of classes the model had learned so far."""
+    n_groups = rows.n_rows // group
+    first = 0
+    while first < n_groups:
+        last = min(n_groups, first + CHECK_EVERY - watch.steps % CHECK_EVERY)
+        if first == 0 and last == n_groups:  # one span (learn_one's road): no slices
+            span_rows, span_y, span_scores = rows, y, scores
+        else:
+            lo, hi = first * group, last * group
+            span_rows = SparseRows(rows.indptr[lo : hi + 1], rows.indices, rows.data)
+            span_y, span_scores = y[lo:hi], scores[lo:hi]
+        n_before = classes_known()
+        learn_span(span_rows, span_y, span_scores)
+        if len(span_y) == 1:
+            watch.observe_one(mistake_of_one(span_scores[0], int(span_y[0]), n_before))
+        else:
+            watch.observe(mistakes_of(span_scores, span_y, n_before))
+        watch.steps += last - first
+        if watch.steps % CHECK_EVERY == 0 and watch.take_change():
+            restart()
+        first = last
+
+
+def restart_step(t: int, batch_size: int) -> int:
+    """The step a schedule at step ``t`` restarts at: at most :data:`RESTART_EXAMPLES`' worth."""
+    return min(t, -(-RESTART_EXAMPLES // batch_size))
 
 
 def mistake_of_one(scores: np.ndarray, target: int, n_before: int) -> bool:

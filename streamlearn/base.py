@@ -215,8 +215,9 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         raise NotImplementedError
 
     def _score_pending(self, rows: SparseRows, scores: np.ndarray) -> None:
-        """Write the scores of rows left pending (see :meth:`PendingRows._learn_rows`)."""
-        raise NotImplementedError
+        """Write the scores of rows left pending (see :meth:`PendingRows._learn_rows`): the model's now."""
+        self._reserve_columns()
+        scores[:] = self._raw_scores(rows)
 
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:
         """Class scores, shape ``(n_rows, K)``."""

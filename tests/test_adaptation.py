@@ -7,8 +7,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamlearn import MulticlassLogisticRegression, MulticlassSVM, OneVsRestPegasos
+from streamlearn import (MulticlassLogisticRegression, MulticlassPGS, MulticlassSVM, OneVsRestPegasos,
+                         PrimalGradientRegressor, PrimalGradientSolver)
 from streamlearn.adaptation import CHECK_EVERY, RESTART_EXAMPLES, ChangeWatch, PageHinkleyUp
+
+#: every adapting family, with the configurations whose restart differs (PGS: its iterates and norms)
+ADAPTING = {
+    "MulticlassSVM": MulticlassSVM,
+    "MulticlassLogisticRegression": MulticlassLogisticRegression,
+    "OneVsRestPegasos": OneVsRestPegasos,
+    "MulticlassPGS": MulticlassPGS,
+    "MulticlassPGS-average-p1.5": lambda **kw: MulticlassPGS(iterate="average", p=1.5, **kw),
+    "MulticlassPGS-block-random": lambda **kw: MulticlassPGS(regularizer="block", p=1.5, iterate="random", seed=1, **kw),
+    "PrimalGradientSolver-logistic-average": lambda **kw: PrimalGradientSolver(loss="logistic", iterate="average", **kw),
+}
+#: the PGS configurations that restart on ``_flipped`` (the default, the last iterate with p = 2, follows
+#: that flip within a few hundred examples without one: its error never rises long enough to be a change)
+PGS_KINDS = [name for name in ADAPTING if ("PGS" in name or "Primal" in name) and name != "MulticlassPGS"]
 
 
 def _flipped(n=6000, flip=4000, d=8, seed=0):
@@ -24,7 +39,8 @@ def _prequential_hits(model, X, y, chunk=1):
     hits = np.zeros(len(y), bool)
     for start in range(0, len(y), chunk):
         scores = model.score_and_learn(X[start : start + chunk], y[start : start + chunk])
-        hits[start : start + chunk] = scores.argmax(axis=1) == model.class_indices(y[start : start + chunk])
+        if scores.shape[1]:  # no column: no class known before the batch (a learner scoring by the model before it)
+            hits[start : start + chunk] = scores.argmax(axis=1) == model.class_indices(y[start : start + chunk])
     return hits
 
 
@@ -52,20 +68,23 @@ def test_the_watch_stays_quiet_on_a_steady_error_rate():
     assert not watch.change_seen
 
 
-@pytest.mark.parametrize("cls", [MulticlassSVM, MulticlassLogisticRegression, OneVsRestPegasos])
-def test_an_adapting_learner_follows_a_flip_that_the_papers_solver_does_not(cls):
+@pytest.mark.parametrize("kind", [name for name in ADAPTING if name != "MulticlassPGS"])
+def test_an_adapting_learner_follows_a_flip_that_the_papers_solver_does_not(kind):
     X, y = _flipped()
-    adapting, fixed = cls(), cls(adapt=False)
+    adapting, fixed = ADAPTING[kind](), ADAPTING[kind](adapt=False)
     hits, hits_fixed = _prequential_hits(adapting, X, y), _prequential_hits(fixed, X, y)
     assert adapting.n_changes >= 1 and fixed.n_changes == 0
     assert hits[3000:4000].mean() > 0.95 and hits_fixed[3000:4000].mean() > 0.95
-    assert hits[5000:].mean() > 0.9, hits[5000:].mean()  # recovered within 1000 examples of the flip
+    # recovered within 1000 examples of the flip; the kept random iterate is, n steps after a restart at
+    # t0, one from before the change with probability t0 / (t0 + n): it predicts the new concept half the time
+    assert hits[5000:].mean() > (0.5 if "random" in kind else 0.9), hits[5000:].mean()
     assert hits_fixed[5000:].mean() < 0.5, hits_fixed[5000:].mean()  # still predicts the old concept
 
 
-def test_a_stationary_stream_is_learned_as_without_adapt():
+@pytest.mark.parametrize("kind", ["MulticlassSVM", "MulticlassPGS", *PGS_KINDS])
+def test_a_stationary_stream_is_learned_as_without_adapt(kind):
     X, y = _flipped(n=4000, flip=4000)
-    adapting, fixed = MulticlassSVM(), MulticlassSVM(adapt=False)
+    adapting, fixed = ADAPTING[kind](), ADAPTING[kind](adapt=False)
     adapting.learn_many(X, y)
     fixed.learn_many(X, y)
     assert adapting.n_changes == 0
@@ -77,6 +96,7 @@ def test_a_restart_keeps_the_weights_and_restarts_the_schedule_and_the_average()
     model = MulticlassSVM()
     learned = 0
     while model.n_changes == 0:
+        assert learned < len(y), "no change was seen"
         before = model.weight_matrix(averaged=False)
         model.learn_one(dict(enumerate(X[learned])), y[learned])
         learned += 1
@@ -87,11 +107,12 @@ def test_a_restart_keeps_the_weights_and_restarts_the_schedule_and_the_average()
     assert np.abs(model.weight_matrix(averaged=False) - before).max() > 0  # it did learn the last example
 
 
+@pytest.mark.parametrize("kind", ["MulticlassLogisticRegression", *PGS_KINDS])
 @pytest.mark.parametrize("batch_size", [1, 3])
-def test_learn_many_equals_the_learn_one_loop_with_restarts(batch_size):
+def test_learn_many_equals_the_learn_one_loop_with_restarts(kind, batch_size):
     X, y = _flipped(n=5000, flip=2500)
     rows = [dict(enumerate(x)) for x in X]
-    one, many = MulticlassLogisticRegression(batch_size=batch_size), MulticlassLogisticRegression(batch_size=batch_size)
+    one, many = ADAPTING[kind](batch_size=batch_size), ADAPTING[kind](batch_size=batch_size)
     for x, c in zip(rows, y):
         one.learn_one(x, c)
     for start in range(0, len(rows), 777):
@@ -100,29 +121,64 @@ def test_learn_many_equals_the_learn_one_loop_with_restarts(batch_size):
     np.testing.assert_array_equal(one.weight_matrix(), many.weight_matrix())
 
 
-def test_a_restored_learner_goes_on_exactly_through_a_restart():
+@pytest.mark.parametrize("kind", ["MulticlassSVM", *PGS_KINDS])
+def test_a_restored_learner_goes_on_exactly_through_a_restart(kind):
     """Cut where the change is seen but the restart waits for the next check step."""
     X, y = _flipped()
-    whole, first = MulticlassSVM(), MulticlassSVM()
+    whole, first = ADAPTING[kind](), ADAPTING[kind]()
     whole.learn_many(X, y)
     first.learn_many(X[:4000], y[:4000])
     cut = 4000
     while not first.export_state()["model"]["watch"]["change_seen"]:
+        assert cut < len(y), "no change was seen"
         first.learn_many(X[cut : cut + 1], y[cut : cut + 1])
         cut += 1
     assert cut % CHECK_EVERY != 0 and first.n_changes == 0
-    resumed = MulticlassSVM.from_state(first.export_state())
+    resumed = type(first).from_state(first.export_state())
     resumed.learn_many(X[cut:], y[cut:])
     assert whole.n_changes >= 1 and resumed.n_changes == whole.n_changes
     np.testing.assert_array_equal(resumed.weight_matrix(), whole.weight_matrix())
     assert resumed.export_state()["model"]["watch"] == whole.export_state()["model"]["watch"]
 
 
-def test_adapt_must_be_a_boolean():
+@pytest.mark.parametrize("cls", [MulticlassSVM, MulticlassPGS, PrimalGradientSolver])
+def test_adapt_must_be_a_boolean(cls):
     from streamlearn import InvalidParameterError
 
     with pytest.raises(InvalidParameterError, match="adapt must be True or False"):
-        MulticlassSVM(adapt="yes")
+        cls(adapt="yes")
+
+
+@pytest.mark.parametrize("kind", PGS_KINDS)
+def test_a_pgs_restart_keeps_w_and_restarts_the_schedule_and_the_iterates(kind):
+    """Lam scaled by (t0+1)/(t+1) with t -> t0: w = ∇r*(Lam/((t+1)σ)) is kept (∇r* is homogeneous
+    of degree 1), and the averaged or kept random iterate becomes w."""
+    X, y = _flipped()
+    model, fixed = ADAPTING[kind](), ADAPTING[kind](adapt=False)
+    learned = 0
+    while model.n_changes == 0:
+        assert learned < len(y), "no change was seen"
+        model.learn_one(dict(enumerate(X[learned])), y[learned])
+        fixed.learn_one(dict(enumerate(X[learned])), y[learned])
+        learned += 1
+    assert 4000 <= learned <= 5000 and learned % CHECK_EVERY == 0
+    assert model.n_steps == RESTART_EXAMPLES and fixed.n_steps == learned
+    last = type(fixed)(**{**fixed._get_params(), "iterate": "last"}) if model.iterate != "last" else None
+    if last is None:  # the predicting iterate is the last one: the same w as without the restart
+        np.testing.assert_allclose(model.weight_matrix(), fixed.weight_matrix(), rtol=1e-9, atol=1e-12)
+    else:  # the average (or the kept iterate) is now the last iterate of the run without a restart
+        state = fixed.export_state()
+        state["params"]["iterate"] = "last"
+        np.testing.assert_allclose(model.weight_matrix(), type(fixed).from_state(state).weight_matrix(),
+                                   rtol=1e-9, atol=1e-12)
+
+
+def test_the_pgs_regressor_does_not_watch():
+    model = PrimalGradientRegressor(bound=10.0, sigma=0.01)
+    rng = np.random.default_rng(0)
+    for x in rng.normal(size=(300, 3)):
+        model.learn_one(dict(enumerate(x)), float(x[0] * (1 if model.solver.n_steps < 150 else -50)))
+    assert model.solver.n_changes == 0 and "watch" not in model.solver.export_state()["model"]
 
 
 @pytest.mark.slow

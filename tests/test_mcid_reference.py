@@ -21,6 +21,7 @@ import streamlearn
 from streamlearn.base import INTERCEPT_NAME, INTERCEPT_VALUE
 from streamlearn import (
     MulticlassLogisticRegression,
+    MulticlassPGS,
     MulticlassPerceptron,
     MulticlassSVM,
     OneVsRestLogisticRegression,
@@ -295,9 +296,17 @@ def test_weighted_average_survives_export_and_pickle():
 MCID_LEARNERS = [MulticlassSVM, MulticlassLogisticRegression, MulticlassPerceptron, OneVsRestPegasos, OneVsRestLogisticRegression]
 
 
-@pytest.mark.parametrize("cls", MCID_LEARNERS, ids=lambda c: c.__name__)
-@pytest.mark.parametrize("params", [{}, {"average": True, "average_power": 2.0}, {"batch_size": 3, "average": True, "project": True},
-                                    {"batch_size": 4}], ids=["plain", "averaged", "r3-projected", "r4"])
+#: learners whose step writes each row's scores (MCID, and PGS with each of its iterates)
+SCORING_STEPS = [
+    *[(cls, {"lam": 0.05, **params}) for cls in MCID_LEARNERS
+      for params in ({}, {"average": True, "average_power": 2.0}, {"batch_size": 3, "average": True, "project": True},
+                     {"batch_size": 4})],
+    (MulticlassPGS, {"sigma": 0.05}), (MulticlassPGS, {"sigma": 0.05, "p": 1.5, "iterate": "average", "batch_size": 3}),
+    (MulticlassPGS, {"sigma": 0.05, "p": 1.5, "regularizer": "block", "iterate": "random", "seed": 2}),
+]
+
+
+@pytest.mark.parametrize("cls, params", SCORING_STEPS, ids=lambda v: v.__name__ if isinstance(v, type) else "-".join(map(str, v.values())))
 def test_score_and_learn_scores_each_example_as_decision_function_one_before_learn_one(cls, params):
     """The runner's test-then-train scores come out of the learning step itself: each example
     scored by the model as it stands when it arrives, over the classes registered before it
@@ -307,7 +316,7 @@ def test_score_and_learn_scores_each_example_as_decision_function_one_before_lea
     n = 64
     X = rng.normal(size=(n, 5)) * (rng.random((n, 5)) < 0.7)
     y = np.concatenate([[7, 7, 3], rng.choice([7, 3, 11], 20), [5], rng.choice([7, 3, 11, 5], n - 24)])
-    fused, loop = cls(lam=0.05, **params), cls(lam=0.05, **params)
+    fused, loop = cls(**params), cls(**params)
     start = 0
     for size in (1, 7, 13, 2, 20, 21):
         Xb, yb = X[start : start + size], y[start : start + size]

@@ -94,21 +94,50 @@ def scores_batch(indptr, indices, data, Phi, g, n_classes, out):
 
 
 @njit(cache=True, nogil=True)
+def average_row_scores(indptr, indices, data, r, Phi, Acc, Mark, Cj, n_classes, t, out):
+    """One CSR row's scores by the averaged iterate ``(1/t) Σ_s w_s`` (see :func:`learn_groups`)."""
+    n_features = Phi.shape[0]
+    for j in range(n_classes):
+        out[j] = 0.0
+    for p_ in range(indptr[r], indptr[r + 1]):
+        i = indices[p_]
+        if i >= n_features:
+            continue
+        v = data[p_]
+        for j in range(n_classes):
+            out[j] += v * (Acc[i, j] + Phi[i, j] * (Cj[j] - Mark[i, j]))
+    for j in range(n_classes):
+        out[j] /= t
+
+
+@njit(cache=True, nogil=True)
 def average_scores(indptr, indices, data, Phi, Acc, Mark, Cj, n_classes, t, out):
     """Scores of the averaged iterate ``(1/t) Σ_s w_s`` (see :func:`learn_groups`)."""
-    n_features = Phi.shape[0]
     for r in range(len(indptr) - 1):
+        average_row_scores(indptr, indices, data, r, Phi, Acc, Mark, Cj, n_classes, t, out[r])
+
+
+@njit(cache=True, nogil=True)
+def predicting_row_scores(indptr, indices, data, row, binary, n_classes, t, sigma, p, q, bound, regularizer,
+                          snap_Phi, snap_N, snap_meta, keep_random, averaged, Phi, Acc, Mark, Cj, current, out):
+    """One row's scores by the iterate predictions use after ``t`` steps — the average, the kept
+    random iterate, or the last one (whose scores the caller has in ``current``) — written as
+    :func:`learn_groups`' ``scores`` takes them (binary: ``[0, margin]``)."""
+    scores = current
+    if averaged and t > 0:
+        scores = np.empty(n_classes)
+        average_row_scores(indptr, indices, data, row, Phi, Acc, Mark, Cj, n_classes, t, scores)
+    elif keep_random and snap_meta[0] > 0:
+        g = np.empty(n_classes)
+        factors(int(snap_meta[0]), sigma, p, q, bound, regularizer, snap_meta[1], snap_N, n_classes, g)
+        scores = np.empty(snap_Phi.shape[1])
+        row_scores(indptr, indices, data, row, snap_Phi, g, n_classes, scores)
+    if binary:
+        out[0] = 0.0
+        out[1] = scores[0]
+    else:
         for j in range(n_classes):
-            out[r, j] = 0.0
-        for p_ in range(indptr[r], indptr[r + 1]):
-            i = indices[p_]
-            if i >= n_features:
-                continue
-            v = data[p_]
-            for j in range(n_classes):
-                out[r, j] += v * (Acc[i, j] + Phi[i, j] * (Cj[j] - Mark[i, j]))
-        for j in range(n_classes):
-            out[r, j] /= t
+            out[j] = scores[j]
 
 
 @njit(cache=True, nogil=True)
@@ -125,7 +154,7 @@ def _binary_coefficient(loss, margin, y):
 @njit(cache=True, nogil=True)
 def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N, stats, n_active, t,
                  sigma, p, q, bound, loss, regularizer,
-                 rng_state, snap_Phi, snap_N, snap_meta, keep_random, averaged, Acc, Mark, Cj, keys):  # fmt: skip
+                 rng_state, snap_Phi, snap_N, snap_meta, keep_random, averaged, Acc, Mark, Cj, keys, scores):  # fmt: skip
     """Fig. 1 lines 4–8 for each group of ``group_size`` consecutive rows; returns
     ``(t, n_active)``. A multi-class group works on the classes seen up to its last row
     (class indices number classes in order of first appearance), as a ``learn_one`` loop
@@ -143,13 +172,18 @@ def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N
     ``averaged`` keeps the running sum of the iterates ``w_1 + ... + w_t`` lazily:
     ``Cj[j]`` is the sum of the class factors ``g_j`` of every iterate so far, and entry
     ``(i, j)`` holds ``Acc`` (its sum up to its last change) and ``Mark`` (``Cj`` then), so
-    the sum is ``Acc + Phi (Cj - Mark)``; a change costs O(1), a step O(K)."""
+    the sum is ``Acc + Phi (Cj - Mark)``; a change costs O(1), a step O(K).
+
+    ``scores`` (or an empty array): each row's scores by the iterate predictions used when the
+    row's step began (:func:`predicting_row_scores`) — multi-class: its first ``n_classes``
+    columns; binary: ``[0, margin]`` (the classes' order: negative, positive)."""
     n_rows = len(indptr) - 1
     e = q - 1.0
     capacity = Lam.shape[1]
     g = np.empty(capacity)
     G = np.empty((group_size, capacity))
     binary = loss == HINGE or loss == LOGISTIC or loss == SQUARED or loss == REGRESSION
+    keep_scores = scores.shape[0] > 0
     if binary:
         n_active = 1
     for start in range(0, n_rows, group_size):
@@ -162,6 +196,10 @@ def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N
         for r in range(group_size):  # every sub-gradient at w_{t-1} (line 6)
             row = start + r
             row_scores(indptr, indices, data, row, Phi, g, n_classes, G[r])  # the whole row: room for whole vectors
+            if keep_scores:
+                predicting_row_scores(indptr, indices, data, row, binary, n_classes, t - 1, sigma, p, q, bound,
+                                      regularizer, snap_Phi, snap_N, snap_meta, keep_random, averaged, Phi, Acc,
+                                      Mark, Cj, G[r], scores[row])
             if binary:
                 target = float(y[row]) if loss == REGRESSION else (1.0 if y[row] == 1 else -1.0)
                 G[r, 0] = _binary_coefficient(loss, G[r, 0], target)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..adaptation import CHECK_EVERY, RESTART_EXAMPLES, ChangeWatch, mistake_of_one, mistakes_of
+from ..adaptation import ChangeWatch, learn_in_watched_spans, restart_step
 from ..base import StreamClassifier, average_power_of, check_positive, hide_unknown_classes
 from ..calibration import TemperatureCalibration
 from ..errors import InvalidParameterError
@@ -217,42 +217,17 @@ class MCIDLearner(StreamClassifier):
         if watch is None:
             self._learn_span(rows, y, scores)
         else:
-            self._learn_watched(rows, y, scores)
+            learn_in_watched_spans(watch, rows, y, scores, self.batch_size, self._learn_span,
+                                   lambda: self._n_learned_classes, self._restart)
         if calibration is not None:  # its window does not depend on the watch's spans: one pass over the rows
             calibration.observe(scores, y, n_before_rows)
-
-    def _learn_watched(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray) -> None:
-        """Learn complete groups in spans cut at the steps where a detected change may be acted on
-        (so learn_many equals the learn_one loop), feeding the watch each span's mistakes."""
-        watch = self._watch
-        group = self.batch_size
-        n_groups = rows.n_rows // group
-        first = 0
-        while first < n_groups:
-            last = min(n_groups, first + CHECK_EVERY - watch.steps % CHECK_EVERY)
-            if first == 0 and last == n_groups:  # one span (learn_one's road): no slices
-                span_rows, span_y, span_scores = rows, y, scores
-            else:
-                lo, hi = first * group, last * group
-                span_rows = SparseRows(rows.indptr[lo : hi + 1], rows.indices, rows.data)
-                span_y, span_scores = y[lo:hi], scores[lo:hi]
-            n_before = self._n_learned_classes
-            self._learn_span(span_rows, span_y, span_scores)
-            if len(span_y) == 1:
-                watch.observe_one(mistake_of_one(span_scores[0], int(span_y[0]), n_before))
-            else:
-                watch.observe(mistakes_of(span_scores, span_y, n_before))
-            watch.steps += last - first
-            if watch.steps % CHECK_EVERY == 0 and watch.take_change():
-                self._restart()
-            first = last
 
     def _restart(self) -> None:
         """After a detected change: the step counter restarts at most at RESTART_EXAMPLES'
         worth of steps, and every average at the current iterate, with the weight those steps
         would have given it (:mod:`streamlearn.adaptation`). With ``lam="auto"`` the candidates'
         merits shrink as their steps do (they weigh rows by the step squared)."""
-        t = min(self._t, -(-RESTART_EXAMPLES // self.batch_size))
+        t = restart_step(self._t, self.batch_size)
         if t == self._t:
             return
         weight = float(np.sum(np.arange(1, t + 1, dtype=np.float64) ** self._average_power))
@@ -292,10 +267,6 @@ class MCIDLearner(StreamClassifier):
             store.averaged, self._renormalization_threshold(),
             self._average_power, self._average_weight, scores,
         )  # fmt: skip
-
-    def _score_pending(self, rows: SparseRows, scores: np.ndarray) -> None:
-        self._reserve_columns()
-        scores[:] = self._raw_scores(rows)
 
     def _renormalization_threshold(self) -> float:
         if self.renormalize_below is not None:

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..adaptation import ChangeWatch, learn_in_watched_spans, restart_step
 from ..base import StreamClassifier, check_positive
 from ..errors import InvalidInputError, InvalidParameterError
 from ..batches import SparseRows
@@ -60,6 +61,7 @@ from ..weights import class_capacity
 _pgs = compiled("pgs")
 
 _ITERATES = ("last", "average", "random")
+_NO_SCORES = np.zeros((0, 0))
 
 
 class _PGSLearner(StreamClassifier):
@@ -75,6 +77,8 @@ class _PGSLearner(StreamClassifier):
             check_positive("bound", self.bound)
         if self.iterate not in _ITERATES:
             raise InvalidParameterError(f"iterate must be one of {_ITERATES}, got {self.iterate!r}")
+        if not isinstance(self.adapt, bool):
+            raise InvalidParameterError(f"adapt must be True or False, got {self.adapt!r}")
 
     @property
     def _separate_phi(self) -> bool:
@@ -103,6 +107,7 @@ class _PGSLearner(StreamClassifier):
         self._Acc = np.zeros((0, 0))  # averaged iterate (see kernels.pgs.learn_groups)
         self._Mark = np.zeros((0, 0))
         self._Cj = np.zeros(0)
+        self._watch = ChangeWatch() if self.adapt and self._loss_code != codes.REGRESSION else None
 
     def _reserve(self, n_features: int, n_classes: int) -> None:
         d, k = self._Lam.shape
@@ -134,7 +139,27 @@ class _PGSLearner(StreamClassifier):
         return self._t
 
     # ------------------------------------------------------------------ learning
-    def _learn_groups(self, rows: SparseRows, y: np.ndarray) -> None:
+    #: the step scores each row by the predicting iterate as it stood at the row's turn
+    _scores_while_learning = True
+
+    @property
+    def n_changes(self) -> int:
+        """Rises of the prequential error detected so far (0 with ``adapt=False``; see ``adapt``)."""
+        return 0 if self._watch is None else self._watch.changes
+
+    def _learn_groups(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None = None) -> None:
+        if self._watch is None:
+            return self._learn_span(rows, y, _NO_SCORES if scores is None else scores)
+        if scores is None:
+            scores = np.empty((rows.n_rows, max(len(self._labels), 2)))
+            scores.fill(-np.inf)
+        learn_in_watched_spans(self._watch, rows, y, scores, self.batch_size, self._learn_span,
+                               self._classes_known, self._restart)
+
+    def _classes_known(self) -> int:
+        return 2 if self._binary else self._n_learned_classes
+
+    def _learn_span(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray) -> None:
         n_classes = self._n_columns()
         self._reserve(self._features.n_columns, n_classes)
         self._t, self._n_learned_classes = _pgs.learn_groups(
@@ -143,7 +168,35 @@ class _PGSLearner(StreamClassifier):
             self._n_learned_classes, self._t, float(self.sigma), float(self.p), self.q, float(self.bound or 0.0),
             self._loss_code, self._regularizer_code, self._rng, self._snap_Phi, self._snap_N, self._snap_meta,
             self.iterate == "random", self.iterate == "average", self._Acc, self._Mark, self._Cj, self._feature_keys(),
+            scores,
         )  # fmt: skip
+
+    def _restart(self) -> None:
+        """After a detected change: the step counter restarts at ``t0`` (at most
+        RESTART_EXAMPLES' worth of steps) and ``Lam`` is scaled by ``(t0+1)/(t+1)``. ``∇r*`` is
+        positively homogeneous of degree 1 (for both regularizers), so ``w = ∇r*(Lam/((t+1)σ))``
+        is unchanged, but the old gradients now weigh as ``t0`` steps' instead of ``t``: new
+        gradients move ``w`` as they did at step ``t0``. The average restarts at the current
+        iterate (as ``t0`` copies of it), and so does the kept random iterate."""
+        t0 = restart_step(self._t, self.batch_size)
+        if t0 == self._t:
+            return
+        self._Lam *= (t0 + 1.0) / (self._t + 1.0)
+        if self._separate_phi:
+            _pgs.phi_of(self._Lam, self.q - 1.0, self._Phi)
+        n_classes = self._classes_known() if not self._binary else 1
+        _pgs.exact_sums(self._Lam, self._N, np.argsort(self._feature_keys(), kind="mergesort"), n_classes, self.q,
+                        self._stats)
+        self._t = t0
+        if self.iterate == "average":
+            Phi, g = self._factors(n_classes)
+            self._Acc.fill(0.0)
+            self._Mark.fill(0.0)
+            self._Cj[:n_classes] = t0 * g
+        if self.iterate == "random":
+            self._snap_Phi[:] = self._Phi
+            self._snap_N[:] = self._N
+            self._snap_meta[:] = (t0, self._stats[0])
 
     def _feature_keys(self) -> np.ndarray:
         """The name keys of the vocabulary's columns (the kernel's canonical order)."""
@@ -209,6 +262,8 @@ class _PGSLearner(StreamClassifier):
             model.update(Acc=self._Acc[:d, :k].copy(), Mark=self._Mark[:d, :k].copy(), Cj=self._Cj[:k].copy())
         if self.iterate == "random":
             model.update(snap_Phi=self._snap_Phi[:d, :k].copy(), snap_N=self._snap_N[:k].copy(), snap_meta=self._snap_meta.copy())
+        if self._watch is not None:
+            model["watch"] = self._watch.export()
         return model
 
     def _restore_model(self, model: dict) -> None:
@@ -229,6 +284,8 @@ class _PGSLearner(StreamClassifier):
             self._snap_Phi[:d, :k] = model["snap_Phi"]
             self._snap_N[:k] = model["snap_N"]
             self._snap_meta = np.asarray(model["snap_meta"], np.float64).copy()
+        if self._watch is not None and "watch" in model:  # absent: a state saved before adapt existed
+            self._watch = ChangeWatch.restore(model["watch"])
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -266,6 +323,12 @@ class PrimalGradientSolver(_PGSLearner):
     standardize, fit_intercept
         As :class:`~streamlearn.GeneralizedLeastSquares`' (online scaling; an intercept, off by default
         in this family too: its defaults and paper experiments have not been re-measured with one).
+    adapt
+        Follow a stream that changes (default): the Page-Hinkley watch of
+        :mod:`streamlearn.adaptation` on the prequential mistakes of the predicting iterate; on a rise, the step
+        counter restarts and ``Lam`` is rescaled so that ``w`` is kept but the old gradients weigh
+        as ``RESTART_EXAMPLES`` examples' (see ``_restart``). ``False``: the paper's solver exactly.
+        On a stationary stream the watch does not fire and both are the same model.
     classes
         The (negative, positive) labels, ``(False, True)`` by default (river's binary
         convention; ``0``/``1`` work too, as they equal ``False``/``True``). Any other label
@@ -296,9 +359,10 @@ class PrimalGradientSolver(_PGSLearner):
 
     def __init__(self, loss: str = "hinge", p: float = 2.0, sigma: float = 1e-4, batch_size: int = 1,
                  bound: float | None = None, iterate: str = "last", seed: int | None = None,
-                 classes: tuple = (False, True), standardize: bool = False, fit_intercept: bool = False):
+                 classes: tuple = (False, True), standardize: bool = False, fit_intercept: bool = False,
+                 adapt: bool = True):
         self.loss, self.p, self.sigma, self.batch_size, self.standardize = loss, p, sigma, batch_size, standardize
-        self.fit_intercept = fit_intercept
+        self.fit_intercept, self.adapt = fit_intercept, adapt
         self.bound, self.iterate, self.seed, self.classes_ = bound, iterate, seed, tuple(classes)
         if len(self.classes_) != 2 or self.classes_[0] == self.classes_[1]:
             raise InvalidParameterError(f"classes must be two distinct labels (negative, positive), got {classes!r}")
@@ -339,11 +403,13 @@ class PrimalGradientSolver(_PGSLearner):
         yield {}
         yield {"loss": "logistic", "p": 1.5, "sigma": 1e-2, "batch_size": 3, "bound": 10.0, "iterate": "random", "seed": 1}
         yield {"loss": "squared", "p": 1.8, "sigma": 1e-2, "bound": 5.0, "iterate": "average", "fit_intercept": True}
+        yield {"adapt": False}
 
     def as_regression(self) -> "PrimalGradientSolver":
         """This solver with real targets and the squared loss: the learner inside
         :class:`~streamlearn.pgs.PrimalGradientRegressor` (003 Sec. 5.3)."""
         self._loss_code = codes.REGRESSION
+        self._watch = None  # a real target has no mistake to watch
         return self
 
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:
@@ -367,7 +433,7 @@ class MulticlassPGS(_PGSLearner):
     sigma
         As :class:`PrimalGradientSolver`; the default 1e-3 (with the last iterate) is the defaults
         protocol's choice across five data sets, one pass (``bench/results/defaults.md``).
-    p, batch_size, bound, iterate, seed, standardize, fit_intercept
+    p, batch_size, bound, iterate, seed, standardize, fit_intercept, adapt
         As :class:`PrimalGradientSolver`.
 
     Attributes
@@ -391,9 +457,10 @@ class MulticlassPGS(_PGSLearner):
 
     def __init__(self, loss: str = "hinge", p: float = 2.0, sigma: float = 1e-3, batch_size: int = 1,
                  bound: float | None = None, regularizer: str = "entrywise", iterate: str = "last",
-                 seed: int | None = None, standardize: bool = False, fit_intercept: bool = False):
+                 seed: int | None = None, standardize: bool = False, fit_intercept: bool = False,
+                 adapt: bool = True):
         self.loss, self.p, self.sigma, self.batch_size, self.standardize = loss, p, sigma, batch_size, standardize
-        self.fit_intercept = fit_intercept
+        self.fit_intercept, self.adapt = fit_intercept, adapt
         self.bound, self.regularizer, self.iterate, self.seed = bound, regularizer, iterate, seed
         if loss not in self._LOSSES:
             raise InvalidParameterError(f"loss must be one of {sorted(self._LOSSES)}, got {loss!r}")
@@ -410,6 +477,7 @@ class MulticlassPGS(_PGSLearner):
         yield {"loss": "softmax", "p": 1.5, "sigma": 1e-2, "batch_size": 3, "bound": 10.0, "regularizer": "block",
                "iterate": "random", "seed": 1}
         yield {"p": 1.8, "sigma": 1e-2, "iterate": "average", "standardize": True, "fit_intercept": True}
+        yield {"adapt": False, "regularizer": "block", "p": 1.5}
 
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:
         return self.column_scores(rows, len(self._labels))
