@@ -112,6 +112,10 @@ def _learners(stream: str) -> dict:
         "MulticlassSVM()": streamlearn.MulticlassSVM,
         "MulticlassLogisticRegression(adapt=False)": lambda: streamlearn.MulticlassLogisticRegression(adapt=False),
         "MulticlassLogisticRegression(fit_intercept=False)": lambda: streamlearn.MulticlassLogisticRegression(fit_intercept=False),
+        "MulticlassPGS()": streamlearn.MulticlassPGS,
+        "MulticlassPGS(adapt=False)": lambda: streamlearn.MulticlassPGS(adapt=False),
+        "MulticlassPGS(iterate='average')": lambda: streamlearn.MulticlassPGS(iterate="average"),
+        "MulticlassPGS(iterate='average', adapt=False)": lambda: streamlearn.MulticlassPGS(iterate="average", adapt=False),
         "river SoftmaxRegression()": linear_model.SoftmaxRegression,
         "river OneVsRest(LogisticRegression())": lambda: multiclass.OneVsRestClassifier(linear_model.LogisticRegression()),
     }
@@ -243,7 +247,10 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(pathlib.Path(__file__).parent / "results"), help="folder of the results")
     parser.add_argument("--streams", default=",".join(STREAMS))
     parser.add_argument("--long", action="store_true", help="also the Sine stream flipped at 1e4, 1e5 and 1e6")
+    parser.add_argument("--learners", default="", help="only the learners whose name contains one of these (comma-separated)")
+    parser.add_argument("--name", default=RESULTS_NAME, help="the results' file name (without extension)")
     args = parser.parse_args(argv)
+    wanted = [w for w in args.learners.split(",") if w]
     results_dir = pathlib.Path(args.out)
     if args.benchmark_sets:
         with ProcessPoolExecutor(args.jobs) as pool:
@@ -253,7 +260,9 @@ def main(argv=None) -> int:
         return 0
     streams = ["sine", "phishing"] if args.quick else args.streams.split(",") + (["long"] if args.long else [])
     tasks = [(s, learner) for s in streams for learner in _learners(s)
-             if not ((s == "long" or args.quick) and ("ARF" in learner or "Hoeffding" in learner))]
+             if not ((s == "long" or args.quick) and ("ARF" in learner or "Hoeffding" in learner))
+             and (not wanted or any(w in learner for w in wanted))
+             and not (args.quick and "PGS(" in learner)]
     cells = []
     with ProcessPoolExecutor(args.jobs) as pool:
         for cell in pool.map(_one, tasks):
@@ -261,7 +270,7 @@ def main(argv=None) -> int:
                   f"recovery {[c['recovery'] for c in cell['changes']]} {cell['examples_per_s']:.0f}/s", flush=True)
             cells.append(cell)
     results = {"machine": machine(), "window": WINDOW, "trail": TRAIL, "within": WITHIN, "cells": cells}
-    print(save_results(results_dir, RESULTS_NAME, results, report, plot))
+    print(save_results(results_dir, args.name, results, report, plot))
     return 0
 
 
