@@ -154,18 +154,34 @@ class ChangeWatch:
         return watch
 
 
-def learn_in_watched_spans(watch: ChangeWatch, rows: SparseRows, y: np.ndarray, scores: np.ndarray, group: int,
-                           learn_span, classes_known, restart) -> None:
-    """Learn complete groups of ``group`` rows in spans cut at the steps where a detected change
-    may be acted on (multiples of :data:`CHECK_EVERY`, so ``learn_many`` equals the ``learn_one``
-    loop), feeding ``watch`` each span's mistakes and calling ``restart()`` when it saw a change.
-
-    ``learn_span(rows, y, scores)`` learns a span and writes each row's scores at its step into
-    ``scores``; ``classes_known()`` is the number of classes the model had learned so far."""
-    n_groups = rows.n_rows // group
+def learn_watched(watch: ChangeWatch, n_groups: int, learn_between, restart) -> None:
+    """Learn ``n_groups`` complete groups in spans cut at the steps where a detected change may be
+    acted on (multiples of :data:`CHECK_EVERY`, so ``learn_many`` equals the ``learn_one`` loop),
+    feeding ``watch`` each span's mistakes and calling ``restart()`` when it saw a change.
+    ``learn_between(first, last)`` learns groups ``first..last-1`` and returns their rows'
+    mistakes (booleans; one ``bool`` for a span of one row)."""
     first = 0
     while first < n_groups:
         last = min(n_groups, first + CHECK_EVERY - watch.steps % CHECK_EVERY)
+        mistakes = learn_between(first, last)
+        if isinstance(mistakes, bool):
+            watch.observe_one(mistakes)
+        else:
+            watch.observe(mistakes)
+        watch.steps += last - first
+        if watch.steps % CHECK_EVERY == 0 and watch.take_change():
+            restart()
+        first = last
+
+
+def learn_in_watched_spans(watch: ChangeWatch, rows: SparseRows, y: np.ndarray, scores: np.ndarray, group: int,
+                           learn_span, classes_known, restart) -> None:
+    """:func:`learn_watched` for a learner whose step writes each row's scores:
+    ``learn_span(rows, y, scores)`` learns a span and writes each row's scores at its step into
+    ``scores``; ``classes_known()`` is the number of classes the model had learned so far."""
+    n_groups = rows.n_rows // group
+
+    def learn_between(first: int, last: int):
         if first == 0 and last == n_groups:  # one span (learn_one's road): no slices
             span_rows, span_y, span_scores = rows, y, scores
         else:
@@ -175,13 +191,16 @@ def learn_in_watched_spans(watch: ChangeWatch, rows: SparseRows, y: np.ndarray, 
         n_before = classes_known()
         learn_span(span_rows, span_y, span_scores)
         if len(span_y) == 1:
-            watch.observe_one(mistake_of_one(span_scores[0], int(span_y[0]), n_before))
-        else:
-            watch.observe(mistakes_of(span_scores, span_y, n_before))
-        watch.steps += last - first
-        if watch.steps % CHECK_EVERY == 0 and watch.take_change():
-            restart()
-        first = last
+            return mistake_of_one(span_scores[0], int(span_y[0]), n_before)
+        return mistakes_of(span_scores, span_y, n_before)
+
+    learn_watched(watch, n_groups, learn_between, restart)
+
+
+def average_weight_of(t: int, power: float) -> float:
+    """The weight of ``t`` steps in a ``t^power``-weighted average: what a restarted average,
+    the current iterate, weighs."""
+    return float(np.sum(np.arange(1, t + 1, dtype=np.float64) ** power))
 
 
 def restart_step(t: int, batch_size: int) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamlearn import (MulticlassLogisticRegression, MulticlassPGS, MulticlassSVM, OneVsRestPegasos,
+from streamlearn import (ExtremeSVM, MulticlassLogisticRegression, MulticlassPGS, MulticlassSVM, OneVsRestPegasos,
                          PrimalGradientRegressor, PrimalGradientSolver)
 from streamlearn.adaptation import CHECK_EVERY, RESTART_EXAMPLES, ChangeWatch, PageHinkleyUp
 
@@ -20,10 +20,13 @@ ADAPTING = {
     "MulticlassPGS-average-p1.5": lambda **kw: MulticlassPGS(iterate="average", p=1.5, **kw),
     "MulticlassPGS-block-random": lambda **kw: MulticlassPGS(regularizer="block", p=1.5, iterate="random", seed=1, **kw),
     "PrimalGradientSolver-logistic-average": lambda **kw: PrimalGradientSolver(loss="logistic", iterate="average", **kw),
+    "ExtremeSVM": ExtremeSVM,
+    "ExtremeSVM-lsh-r2": lambda **kw: ExtremeSVM(oracle="lsh", seed=1, **{"batch_size": 2, **kw}),
 }
 #: the PGS configurations that restart on ``_flipped`` (the default, the last iterate with p = 2, follows
 #: that flip within a few hundred examples without one: its error never rises long enough to be a change)
 PGS_KINDS = [name for name in ADAPTING if ("PGS" in name or "Primal" in name) and name != "MulticlassPGS"]
+EXTREME_KINDS = [name for name in ADAPTING if "Extreme" in name]
 
 
 def _flipped(n=6000, flip=4000, d=8, seed=0):
@@ -33,6 +36,14 @@ def _flipped(n=6000, flip=4000, d=8, seed=0):
     y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(np.int64)
     y[flip:] = 1 - y[flip:]
     return X, y
+
+
+def _weights(model) -> np.ndarray:
+    """The model's weights: its weight matrix, or ExtremeSVM's stored rows (and averaged corrections)."""
+    if hasattr(model, "weight_matrix"):
+        return model.weight_matrix()
+    store = model.export_state()["model"]["store"]
+    return np.concatenate([store["val"], store.get("avg", []), store["scalars"]])
 
 
 def _prequential_hits(model, X, y, chunk=1):
@@ -81,14 +92,14 @@ def test_an_adapting_learner_follows_a_flip_that_the_papers_solver_does_not(kind
     assert hits_fixed[5000:].mean() < 0.5, hits_fixed[5000:].mean()  # still predicts the old concept
 
 
-@pytest.mark.parametrize("kind", ["MulticlassSVM", "MulticlassPGS", *PGS_KINDS])
+@pytest.mark.parametrize("kind", ["MulticlassSVM", "MulticlassPGS", *PGS_KINDS, *EXTREME_KINDS])
 def test_a_stationary_stream_is_learned_as_without_adapt(kind):
     X, y = _flipped(n=4000, flip=4000)
     adapting, fixed = ADAPTING[kind](), ADAPTING[kind](adapt=False)
     adapting.learn_many(X, y)
     fixed.learn_many(X, y)
     assert adapting.n_changes == 0
-    np.testing.assert_array_equal(adapting.weight_matrix(), fixed.weight_matrix())
+    np.testing.assert_array_equal(_weights(adapting), _weights(fixed))
 
 
 def test_a_restart_keeps_the_weights_and_restarts_the_schedule_and_the_average():
@@ -107,7 +118,7 @@ def test_a_restart_keeps_the_weights_and_restarts_the_schedule_and_the_average()
     assert np.abs(model.weight_matrix(averaged=False) - before).max() > 0  # it did learn the last example
 
 
-@pytest.mark.parametrize("kind", ["MulticlassLogisticRegression", *PGS_KINDS])
+@pytest.mark.parametrize("kind", ["MulticlassLogisticRegression", *PGS_KINDS, *EXTREME_KINDS])
 @pytest.mark.parametrize("batch_size", [1, 3])
 def test_learn_many_equals_the_learn_one_loop_with_restarts(kind, batch_size):
     X, y = _flipped(n=5000, flip=2500)
@@ -118,10 +129,10 @@ def test_learn_many_equals_the_learn_one_loop_with_restarts(kind, batch_size):
     for start in range(0, len(rows), 777):
         many.learn_many(rows[start : start + 777], y[start : start + 777])
     assert one.n_changes >= 1 and one.n_changes == many.n_changes and one.n_steps == many.n_steps
-    np.testing.assert_array_equal(one.weight_matrix(), many.weight_matrix())
+    np.testing.assert_array_equal(_weights(one), _weights(many))
 
 
-@pytest.mark.parametrize("kind", ["MulticlassSVM", *PGS_KINDS])
+@pytest.mark.parametrize("kind", ["MulticlassSVM", *PGS_KINDS, *EXTREME_KINDS])
 def test_a_restored_learner_goes_on_exactly_through_a_restart(kind):
     """Cut where the change is seen but the restart waits for the next check step."""
     X, y = _flipped()
@@ -137,11 +148,11 @@ def test_a_restored_learner_goes_on_exactly_through_a_restart(kind):
     resumed = type(first).from_state(first.export_state())
     resumed.learn_many(X[cut:], y[cut:])
     assert whole.n_changes >= 1 and resumed.n_changes == whole.n_changes
-    np.testing.assert_array_equal(resumed.weight_matrix(), whole.weight_matrix())
+    np.testing.assert_array_equal(_weights(resumed), _weights(whole))
     assert resumed.export_state()["model"]["watch"] == whole.export_state()["model"]["watch"]
 
 
-@pytest.mark.parametrize("cls", [MulticlassSVM, MulticlassPGS, PrimalGradientSolver])
+@pytest.mark.parametrize("cls", [MulticlassSVM, MulticlassPGS, PrimalGradientSolver, ExtremeSVM])
 def test_adapt_must_be_a_boolean(cls):
     from streamlearn import InvalidParameterError
 
@@ -163,8 +174,7 @@ def test_a_pgs_restart_keeps_w_and_restarts_the_schedule_and_the_iterates(kind):
         learned += 1
     assert 4000 <= learned <= 5000 and learned % CHECK_EVERY == 0
     assert model.n_steps == RESTART_EXAMPLES and fixed.n_steps == learned
-    last = type(fixed)(**{**fixed._get_params(), "iterate": "last"}) if model.iterate != "last" else None
-    if last is None:  # the predicting iterate is the last one: the same w as without the restart
+    if model.iterate == "last":  # the predicting iterate is the last one: the same w as without the restart
         np.testing.assert_allclose(model.weight_matrix(), fixed.weight_matrix(), rtol=1e-9, atol=1e-12)
     else:  # the average (or the kept iterate) is now the last iterate of the run without a restart
         state = fixed.export_state()
@@ -219,3 +229,24 @@ def test_a_detected_change_is_counted_in_the_metrics_log_inspect_metrics_and_plo
     assert drawn[:1] == [first_change] and (tmp_path / "curve.png").stat().st_size > 0
     cli("plot", ck / "metrics.jsonl", "-o", tmp_path / "cli.png")
     assert (tmp_path / "cli.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("kind", EXTREME_KINDS)
+def test_an_extreme_svm_restart_keeps_the_weights_and_restarts_the_schedule_and_the_average(kind):
+    X, y = _flipped()
+    model, fixed = ADAPTING[kind](), ADAPTING[kind](adapt=False)
+    learned = 0
+    while model.n_changes == 0:
+        assert learned < len(y), "no change was seen"
+        for m in (model, fixed):
+            m.learn_one(dict(enumerate(X[learned])), y[learned])
+        learned += 1
+    assert 4000 <= learned <= 5000 and learned % CHECK_EVERY == 0
+    assert model.n_steps == RESTART_EXAMPLES // model.batch_size and fixed.n_steps == learned // model.batch_size
+    rows = [dict(enumerate(x)) for x in X[:50]]
+    # the same current iterate; the restarted average is that iterate, the other is not
+    state = fixed.export_state()
+    as_current = ExtremeSVM.from_state({**state, "params": {**state["params"], "average": False}})
+    np.testing.assert_allclose(model.predict_proba_many(rows).to_numpy(), as_current.predict_proba_many(rows).to_numpy(),
+                               rtol=1e-9, atol=1e-12)
+    assert not np.allclose(model.predict_proba_many(rows).to_numpy(), fixed.predict_proba_many(rows).to_numpy())

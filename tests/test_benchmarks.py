@@ -35,6 +35,7 @@ SMOKE_RUNS = {
     "calibration_bench": (["--quick", "--out"], ["calibration.json", "calibration.md", "calibration.png"]),
     "speed_bench": (["--quick", "--out"], ["speed.json", "speed.md", "speed.png"]),
     "options_bench": (["--quick", "--jobs", "1", "--out"], ["options.json", "options.md", "options.png"]),
+    "adaptation_bench": (["--quick", "--out"], ["adaptation.json", "adaptation.md", "adaptation.png"]),
 }
 
 

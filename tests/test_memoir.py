@@ -167,6 +167,18 @@ def test_l1_is_the_truncated_reference_and_sparse(batch_size):
     assert model.n_weights == np.count_nonzero(reference) < 0.9 * reference.size  # truncation made zeros, reclaimed
 
 
+def test_the_weight_count_stays_right_when_truncated_weights_come_back_between_calls():
+    """A weight truncated to 0 and learned again before a compaction is a weight again: learned in
+    calls of 32 rows, n_weights is the reference's non-zero count (it once kept counting it as 0)."""
+    X, y = sparse_stream(700, 6, 25, seed=2)
+    model = ExtremeSVM(lam=0.05, penalty="l1", eta0=0.5, eta_decay=0.01, batch_size=4, adapt=False)
+    for start in range(0, 700, 32):
+        model.learn_many(X[start : start + 32], y[start : start + 32])
+    reference = reference_l1(X, y, 25, 0.05, 0.5, 0.01, 4)
+    assert np.abs(weights_of(model, 25) - reference).max() <= 1e-9
+    assert model.n_weights == np.count_nonzero(reference)
+
+
 @pytest.mark.parametrize("params", [
     {}, {"penalty": "l1", "lam": 1e-3}, {"oracle": "lsh", "fallback": "random", "seed": 3, "index_every": 16},
     {"oracle": "graph", "seed": 4, "index_every": 16, "sketch_dim": 32, "batch_size": 2},

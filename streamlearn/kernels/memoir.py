@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .memoir_store import A, AW, G, N_ZERO, POOL_END, SQ, exact_scores, find_or_add, needed_room, sparse_dot
+from .memoir_store import A, AW, G, N_USED, N_ZERO, POOL_END, SQ, exact_scores, find_or_add, needed_room, sparse_dot
 
 # ------------------------------------------------------------------------------ learning
 L2, L1 = 0, 1
@@ -35,17 +35,21 @@ def _random_other(rng, n_classes, y):
 
 @njit(cache=True, nogil=True)
 def _add(store, counts, scalars, indptr, indices, data, row, k, amount, averaged, S, xs):
-    """``V[k] += amount · x_row``: ``Σ V²`` kept, ``U −= A δ`` when averaging, the sketch
+    """``V[k] += amount · x_row``: ``Σ V²`` and the count of zeros kept, ``U −= A δ`` when averaging, the sketch
     ``S[k] += amount · sketch(x_row)`` when there are sketches."""
     pos, pool_val, pool_avg = store.pos, store.pool_val, store.pool_avg
     a = scalars[A]
     sq = 0.0
     for p in range(indptr[row], indptr[row + 1]):
+        n_ids = counts[N_USED]
         q = pos[find_or_add(store, counts, k, indices[p])]
         old = pool_val[q]
         delta = amount * data[p]
         new = old + delta
         pool_val[q] = new
+        # counts[N_ZERO] is every stored weight of value 0: a new one counts as a stored 0 before this change
+        was_zero = old == 0.0 and counts[N_USED] == n_ids
+        counts[N_ZERO] += (new == 0.0) - was_zero
         sq += new * new - old * old
         if averaged:
             pool_avg[q] -= a * delta
@@ -133,7 +137,8 @@ def truncate_rows(store, counts, scalars, classes, n_listed, threshold):
 @njit(cache=True, nogil=True)
 def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, store, counts, scalars, t,
                  lam, penalty, project, eta0, eta_decay, averaged, average_power, candidates, exact, lowest,
-                 rng, scores, mark, stamp, touched, changed, is_changed, S, xs, renormalize_below):
+                 rng, scores, mark, stamp, touched, changed, is_changed, S, xs, renormalize_below, mistakes,
+                 avg_scores):
     """Crammer–Singer steps over consecutive groups of ``group_size`` rows (002 Alg. 1 for
     ``penalty = L2``, Alg. 2 for ``L1``); returns ``(t, n_classes, n_changed, stamp,
     renormalized, rows_done)``: a group whose weights might not fit in the pool's free room
@@ -158,8 +163,15 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, store
     The classes whose rows changed are appended to ``changed`` (flagged in ``is_changed``):
     the oracle updates their index entries after the call. ``S``/``xs``: class sketches and
     the rows' sketches (empty without an index). ``renormalized``: the global scale was folded
-    into ``V`` (and ``S``), so every index entry changed."""
+    into ``V`` (and ``S``), so every index entry changed.
+
+    ``mistakes`` (or an empty array): whether the model as it stood misclassified each row, the
+    prequential mistakes :mod:`streamlearn.adaptation` watches — a class first seen in the row's
+    group; with ``averaged``, the averaged iterate's prediction by an exact scan
+    (:func:`predict_rows`, scratch ``avg_scores``); else ``r`` scoring above ``y`` at ``W^(t-1)``
+    (at a tie, ``r`` of lower index)."""
     n_groups = (len(indptr) - 1) // group_size
+    predicted, no_labels, no_candidates = np.empty(1, np.int64), np.empty(0, np.int64), np.empty((0, 0), np.int64)
     r_of = np.empty(group_size, np.int64)
     amount_of = np.empty(group_size)
     n_changed = 0
@@ -169,13 +181,20 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, store
         first = g * group_size
         if counts[POOL_END] + needed_room(store, indptr, indices, first, group_size) > len(store.pool_val):
             return t, n_classes, n_changed, stamp, renormalized, first  # the caller grows the pool, then goes on
+        n_before = n_classes
         for i in range(group_size):
             n_classes = max(n_classes, y[first + i] + 1)
         for i in range(group_size):  # every row at W^(t-1)
             row = first + i
+            if len(mistakes) and averaged:
+                stamp = predict_rows(indptr[row : row + 2], indices, data, store, scalars, n_before, True, no_candidates,
+                                     True, scores, avg_scores, mark, stamp, touched, no_labels, predicted, avg_scores[:0])
+                mistakes[row] = y[row] >= n_before or predicted[0] != y[row]
             stamp += 1
             r, s_r, s_y = _violator(store, indptr, indices, data, row, y[row], n_classes, candidates, exact, lowest, rng,
                                     scores, mark, stamp, touched)
+            if len(mistakes) and not averaged:
+                mistakes[row] = y[row] >= n_before or (r >= 0 and (s_r > s_y or (s_r == s_y and r < y[row])))
             r_of[i] = r
             amount_of[i] = 0.0
             if r >= 0 and 1.0 + scalars[G] * (s_r - s_y) > 0.0:

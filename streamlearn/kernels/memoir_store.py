@@ -17,7 +17,7 @@ The weights are ``W = g · V`` with one global scale ``g`` (``scalars[G]``): the
 uniform rescale never changes an argmax. ``scalars`` holds, by index: ``G``; ``SQ`` = ``Σ V²``
 (the Frobenius norm for the projection, Alg. 1 line 9); ``A``, the averaged iterate's running
 coefficient; ``AW``, the sum of the steps' weights in the average. ``counts`` holds ``N_USED``
-ids in use, ``N_ZERO`` weights truncation set to 0, ``POOL_END`` the pool's first free place,
+ids in use, ``N_ZERO`` stored weights of value 0 (truncation's, until a compaction drops them), ``POOL_END`` the pool's first free place,
 ``POOL_WASTE`` places left behind by moved columns.
 
 **The averaged iterate** (as :mod:`streamlearn.kernels.scaled`, with one global coefficient):
@@ -169,6 +169,7 @@ def compact(store, counts, new_pool_id, new_pool_cls, new_pool_val, new_pool_avg
     averaged = len(pool_avg) > 0
     end = 0
     n_ids = 0
+    n_zero = 0  # kept with value 0: an averaged correction keeps them
     for j in range(n_columns):
         start, n = col_start[j], col_len[j]
         col_start[j] = end
@@ -182,13 +183,14 @@ def compact(store, counts, new_pool_id, new_pool_cls, new_pool_val, new_pool_avg
             new_pool_id[p], new_pool_cls[p], new_pool_val[p] = n_ids, pool_cls[start + q], v
             if averaged:
                 new_pool_avg[p] = u
+            n_zero += v == 0.0
             cls[n_ids], col[n_ids], pos[n_ids] = pool_cls[start + q], j, p
             n_ids += 1
             kept += 1
         col_len[j] = kept
         col_cap[j] = max(FIRST_ROOM, kept + kept // 2) if kept else 0
         end += col_cap[j]
-    counts[N_USED], counts[N_ZERO], counts[POOL_END], counts[POOL_WASTE] = n_ids, 0, end, 0
+    counts[N_USED], counts[N_ZERO], counts[POOL_END], counts[POOL_WASTE] = n_ids, n_zero, end, 0
     return n_ids
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..adaptation import ChangeWatch, learn_in_watched_spans, restart_step
+from ..adaptation import ChangeWatch, average_weight_of, learn_in_watched_spans, restart_step
 from ..base import StreamClassifier, average_power_of, check_positive, hide_unknown_classes
 from ..calibration import TemperatureCalibration
 from ..errors import InvalidParameterError
@@ -230,7 +230,7 @@ class MCIDLearner(StreamClassifier):
         t = restart_step(self._t, self.batch_size)
         if t == self._t:
             return
-        weight = float(np.sum(np.arange(1, t + 1, dtype=np.float64) ** self._average_power))
+        weight = average_weight_of(t, self._average_power)
         for store in self._candidates:
             store.restart_average(weight)
         self._merit *= (t / self._t) ** 2

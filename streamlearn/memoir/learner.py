@@ -44,12 +44,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..adaptation import ChangeWatch, average_weight_of, learn_watched, restart_step
 from ..base import StreamClassifier, average_power_of, check_positive
 from ..errors import InvalidParameterError
-from ..features import own_arrays
 from ..batches import SparseRows
 from ..kernels import compiled
+from ..kernels.memoir_store import AW, A, G
 from ..mips import ORACLES, make_oracle
+from .prediction import ExtremePredictions
 from .store import RENORMALIZE_BELOW, SparseClassRows
 
 _memoir = compiled("memoir")
@@ -57,7 +59,8 @@ _store_kernels = compiled("memoir_store")
 _sketch = compiled("memoir_sketch")
 _EMPTY_CANDIDATES = np.zeros((0, 0), np.int64)
 _EMPTY_SKETCH = np.zeros((0, 0), np.float32)
-class ExtremeSVM(StreamClassifier):
+_NO_MISTAKES = np.zeros(0, np.bool_)
+class ExtremeSVM(ExtremePredictions, StreamClassifier):
     """Crammer–Singer SVM for many classes with an inexact margin (002; see the module docstring).
 
     Parameters
@@ -102,6 +105,12 @@ class ExtremeSVM(StreamClassifier):
     oracle_params
         Keywords of the oracle's constructor: the graph's ``M``, ``ef_construction`` and ``ef``
         (:class:`~streamlearn.mips.GraphOracle`), LSH's ``n_bits``.
+    adapt
+        Follow a stream that changes (default): the Page-Hinkley watch of :mod:`streamlearn.adaptation`
+        on the prequential mistakes (the averaged iterate's by an exact scan when it predicts; else the
+        current iterate's, which the step finds anyway: ``r`` above ``y``); on a rise, ``t`` restarts at ``RESTART_EXAMPLES / batch_size`` (a larger step again) and the
+        average at the current iterate. ``False``: 002's learner exactly. On a stationary stream the
+        watch does not fire and both are the same model.
     n_bits, seed, standardize
         As every streamlearn learner (``seed`` draws the random fallback, the sketches' index
         and the LSH planes).
@@ -128,8 +137,10 @@ class ExtremeSVM(StreamClassifier):
                  project: bool = False, average: bool | None = None, average_power: float | None = None, fallback: str = "lowest",
                  balance: bool = False, eta0: float | str | None = None,
                  eta_decay: float | None = None, oracle_params: dict | None = None, n_bits: int | None = None,
-                 seed: int | None = None, standardize: bool = False):
+                 seed: int | None = None, standardize: bool = False, adapt: bool = True):
         check_positive("lam", lam)
+        if not isinstance(adapt, bool):
+            raise InvalidParameterError(f"adapt must be True or False, got {adapt!r}")
         for name, value in (("n_candidates", n_candidates), ("sketch_dim", sketch_dim), ("index_every", index_every)):
             check_positive(name, value, integer=True)
         if penalty not in ("l2", "l1"):
@@ -160,12 +171,13 @@ class ExtremeSVM(StreamClassifier):
         self.batch_size, self.project, self.average, self.average_power = batch_size, project, average, average_power
         self.fallback, self.balance, self.eta0, self.eta_decay = fallback, balance, eta0, eta_decay
         self.oracle_params = oracle_params
-        self.n_bits, self.seed, self.standardize = n_bits, seed, standardize
+        self.n_bits, self.seed, self.standardize, self.adapt = n_bits, seed, standardize, adapt
         self._reset()
 
     @classmethod
     def _unit_test_params(cls):
         yield {}
+        yield {"adapt": False, "average": False}
         yield {"lam": 1e-2, "batch_size": 3, "project": True, "average": True, "average_power": 2.0, "oracle": "lsh",
                "fallback": "random", "seed": 1}
         yield {"lam": 1e-4, "penalty": "l1", "oracle": "graph", "n_candidates": 3, "sketch_dim": 16, "balance": True,
@@ -188,6 +200,7 @@ class ExtremeSVM(StreamClassifier):
         self._scores = np.zeros(0)
         self._avg_scores = np.zeros(0)
         self._touched = np.zeros(0, np.int64)
+        self._watch = ChangeWatch() if self.adapt else None
 
     @property
     def step(self) -> tuple:
@@ -245,7 +258,48 @@ class ExtremeSVM(StreamClassifier):
             self._sketches = grown
 
     # ----------------------------------------------------------------- learning
+    @property
+    def n_changes(self) -> int:
+        """Rises of the prequential error detected so far (0 with ``adapt=False``; see ``adapt``)."""
+        return 0 if self._watch is None else self._watch.changes
+
     def _learn_groups(self, rows: SparseRows, y: np.ndarray) -> None:
+        if self._watch is None:
+            self._learn_span(rows, y, _NO_MISTAKES)
+        else:
+            self._learn_watched(rows, y)
+        if self.penalty == "l1":  # once per call, not per span: where it happens shows in the state's order
+            self._store.compact()
+
+    def _learn_watched(self, rows: SparseRows, y: np.ndarray) -> None:
+        mistakes = np.zeros(rows.n_rows, np.bool_)
+        group, n_groups = self.batch_size, rows.n_rows // self.batch_size
+
+        def learn_between(first: int, last: int):
+            lo, hi = first * group, last * group
+            span = rows if first == 0 and last == n_groups else SparseRows(rows.indptr[lo : hi + 1], rows.indices, rows.data)
+            self._learn_span(span, y[lo:hi], mistakes[lo:hi])
+            return bool(mistakes[lo]) if hi - lo == 1 else mistakes[lo:hi]
+
+        learn_watched(self._watch, n_groups, learn_between, self._restart)
+
+    def _restart(self) -> None:
+        """After a detected change: ``t`` restarts at most at RESTART_EXAMPLES' worth of steps,
+        and the average at the current iterate with the weight those steps give it
+        (``U = 0``, ``A = weight · g``: ``(U + A V) / weight = g V``; the weights and the index
+        are unchanged)."""
+        t0 = restart_step(self._t, self.batch_size)
+        if t0 == self._t:
+            return
+        weight = average_weight_of(t0, self._average_power)
+        scalars = self._store.scalars
+        if self._averaged:
+            self._store.pool_avg.fill(0.0)
+            scalars[A] = weight * scalars[G]
+        scalars[AW] = weight
+        self._t = t0
+
+    def _learn_span(self, rows: SparseRows, y: np.ndarray, mistakes: np.ndarray) -> None:
         n_rows = rows.n_rows
         n_classes = max(len(self._labels), int(y.max()) + 1 if len(y) else 0)
         self._room(n_classes)
@@ -280,7 +334,8 @@ class ExtremeSVM(StreamClassifier):
                 self.step[1] or 0.0, self._averaged, self._average_power, candidates, exact,
                 self.fallback == "lowest", self._rng, self._scores, self._mark, self._stamp, self._touched,
                 self._changed[self._n_pending :], self._is_changed, self._sketches if not exact else _EMPTY_SKETCH,
-                xs[start:stop] if not exact else xs, RENORMALIZE_BELOW[self._averaged])
+                xs[start:stop] if not exact else xs, RENORMALIZE_BELOW[self._averaged],
+                mistakes[start:stop] if len(mistakes) else mistakes, self._avg_scores)
             new = self._changed[self._n_pending : self._n_pending + n_changed]
             if exact:
                 self._is_changed[new] = False
@@ -296,8 +351,6 @@ class ExtremeSVM(StreamClassifier):
             if start < stop:  # the next group might not fit in the pool: make room, then go on
                 self._store.reserve(0, 0, 0, _store_kernels.needed_room(self._store.arrays(), indptr, indices, start,
                                                                  self.batch_size))
-        if self.penalty == "l1":
-            self._store.compact()
 
     def _refresh_index(self) -> None:
         """Hand the rows changed since the last refresh to the oracle (all of them after a rescale)."""
@@ -333,122 +386,6 @@ class ExtremeSVM(StreamClassifier):
         return out
 
     # --------------------------------------------------------------- prediction
-    def _predict_rows(self, rows: SparseRows, y: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """Predicted class index per row (-1: no class yet) and, given ``y`` (class indices,
-        -1 unknown), the probability of ``y`` (see :func:`~streamlearn.kernels.memoir.predict_rows`)."""
-        n_classes = len(self._labels)
-        own_arrays(self)  # its scratch buffers, written by the kernel
-        own_arrays(self._store)
-        self._room(n_classes)
-        indptr = np.ascontiguousarray(rows.indptr - rows.indptr[0], np.int64)
-        lo, hi = rows.indptr[0], rows.indptr[-1]
-        indices = np.ascontiguousarray(rows.indices[lo:hi], np.int64)
-        data = np.ascontiguousarray(rows.data[lo:hi], np.float64)
-        self._store.reserve(self._features.n_columns, n_classes, 0)
-        exact = self._oracle.exact or self.predict_exact
-        candidates = _EMPTY_CANDIDATES
-        if not exact and n_classes:
-            candidates = self._oracle.top(self._sketches, self._row_sketches(indptr, indices, data), self._n_indexed,
-                                          self.n_candidates)
-        predicted = np.empty(rows.n_rows, np.int64)
-        labels = np.zeros(0, np.int64) if y is None else np.ascontiguousarray(y, np.int64)
-        p_true = np.zeros(len(labels))
-        self._stamp = _memoir.predict_rows(indptr, indices, data, self._store.arrays(), self._store.scalars, n_classes,
-                                           self._averaged, candidates, exact, self._scores, self._avg_scores,
-                                           self._mark, self._stamp, self._touched, labels, predicted, p_true)
-        return predicted, p_true
-
-    def predict_one(self, x: dict):
-        if not self._labels.labels:
-            return None
-        cols, vals = self._features.encode_one(x, grow=False)
-        rows = self._model_rows(SparseRows(np.array([0, len(cols)], np.int64), cols, vals), learn=False)
-        return self._labels.labels[int(self._predict_rows(rows, None)[0][0])]
-
-    def predict_many(self, X):
-        rows = self._model_rows(self._features.encode_many(X, grow=False), learn=False)
-        labels = np.empty(rows.n_rows, dtype=object)
-        if self._labels.labels:
-            names = self._labels.labels
-            labels[:] = [names[k] for k in self._predict_rows(rows, None)[0].tolist()]
-        from ..base import is_pandas_frame
-
-        if is_pandas_frame(X):
-            import pandas as pd
-
-            return pd.Series(labels, index=X.index)
-        return labels
-
-    def prequential(self, X, y, learn: bool = False, return_proba: bool = False):
-        """As :meth:`StreamClassifier.prequential`, without a ``(rows, K)`` score matrix: the
-        batch is scored by the model before it (the exact oracle's softmax over every class; an
-        approximate oracle's over its candidates and the true class), then learned. Every
-        class's probability (``return_proba``) or unlabelled rows (``y=None``) need the
-        ``(rows, K)`` scores: those go the generic way, an exact softmax over every class."""
-        if return_proba or y is None:
-            return super().prequential(X, y, learn, return_proba)
-        rows = self._encode_labelled(X, y)
-        predicted, p_true = self._predict_rows(self._model_rows(rows, learn=False), self.class_indices(y))
-        if learn:
-            self._learn_rows(self._model_rows(rows, learn=True), self._labels.indices(y, grow=True))
-        return predicted, p_true
-
-    def _raw_scores(self, rows: SparseRows) -> np.ndarray:
-        """Every class's score (``(rows, K)``: river's API; O(K) per row — the learner's own
-        predictions re-rank candidates instead), by the weights predictions use."""
-        import scipy.sparse
-
-        n_classes = len(self._labels)
-        state = self._store.export()
-        g, a, total = self._store.scalars[0], self._store.scalars[2], self._store.scalars[3]
-        weights = (state["avg"] + a * state["val"]) / total if self._averaged and total > 0 else g * state["val"]
-        columns = np.repeat(np.arange(len(state["col_len"])), state["col_len"])
-        keep = state["cls"] < n_classes
-        width = max(len(state["col_len"]), int(rows.indices.max()) + 1 if len(rows.indices) else 0)
-        weight_matrix = scipy.sparse.csr_matrix((weights[keep], (columns[keep], state["cls"][keep])), shape=(width, n_classes))
-        lo, hi = rows.indptr[0], rows.indptr[-1]
-        X = scipy.sparse.csr_matrix((rows.data[lo:hi], rows.indices[lo:hi], rows.indptr - lo), shape=(rows.n_rows, width))
-        return np.asarray((X @ weight_matrix).todense())
-
-    def violator_recall(self, X, y) -> float:
-        """The share of rows whose most violating class the oracle's candidates (re-ranked)
-        find as an exact scan does, at the current model (1.0 for the exact oracle)."""
-        if self._oracle.exact:
-            return 1.0
-        rows = self._encode_labelled(X, y)
-        targets = np.ascontiguousarray(self._labels.indices(y, grow=False), np.int64)
-        keep = targets >= 0
-        found = []
-        for use_exact in (True, False):
-            saved = self._oracle
-            self._oracle = make_oracle("exact") if use_exact else saved
-            try:
-                found.append(self._violators(rows, targets))
-            finally:
-                self._oracle = saved
-        return float(np.mean((found[0] == found[1])[keep])) if keep.any() else 1.0
-
-    def _violators(self, rows: SparseRows, targets: np.ndarray) -> np.ndarray:
-        """``r`` per row at the current model, by the current oracle (nothing is learned)."""
-        n_classes = len(self._labels)
-        self._room(n_classes)
-        out = np.full(rows.n_rows, -1, np.int64)
-        indptr = np.ascontiguousarray(rows.indptr - rows.indptr[0], np.int64)
-        lo, hi = rows.indptr[0], rows.indptr[-1]
-        indices, data = np.ascontiguousarray(rows.indices[lo:hi], np.int64), np.ascontiguousarray(rows.data[lo:hi])
-        self._store.reserve(self._features.n_columns, n_classes, 0)
-        candidates = _EMPTY_CANDIDATES if self._oracle.exact else self._oracle.top(
-            self._sketches, self._row_sketches(indptr, indices, data), self._n_indexed, self.n_candidates)
-        rng = self._rng.copy()  # the model's generator is not advanced by a measurement
-        for i in range(rows.n_rows):
-            if targets[i] < 0:
-                continue
-            self._stamp += 1
-            out[i] = _memoir.violator(self._store.arrays(), indptr, indices, data, i, targets[i], n_classes, candidates,
-                                      self._oracle.exact, self.fallback == "lowest", rng, self._scores, self._mark,
-                                      self._stamp, self._touched)
-        return out
-
     # -------------------------------------------------------------------- state
     def _export_model(self) -> dict:
         model = {"t": self._t, "n_learned": self._n_learned, "store": self._store.export(), "rng": int(self._rng[0]),
@@ -459,6 +396,8 @@ class ExtremeSVM(StreamClassifier):
             model["since_refresh"], model["needs_rebuild"] = self._since_refresh, self._needs_rebuild
             model["n_indexed"] = self._n_indexed
             model["index"] = self._oracle.export()
+        if self._watch is not None:
+            model["watch"] = self._watch.export()
         return model
 
     def _restore_model(self, model: dict) -> None:
@@ -481,6 +420,8 @@ class ExtremeSVM(StreamClassifier):
             self._is_changed[pending] = True
             self._since_refresh, self._needs_rebuild = int(model["since_refresh"]), bool(model["needs_rebuild"])
             self._n_indexed = int(model["n_indexed"])
+        if self._watch is not None and "watch" in model:  # absent: a state saved before adapt existed
+            self._watch = ChangeWatch.restore(model["watch"])
 
 
 #: the averaged iterate's power and each penalty's step (eta0, eta_decay) by default: l2's are the

@@ -1,0 +1,135 @@
+"""Predictions of :class:`~streamlearn.memoir.ExtremeSVM` (002): by the exact scan or the
+oracle's candidates re-ranked, river's every-class scores, and the oracle's recall of the most
+violating class. A mixin of the learner's own room: it reads the learner's state."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..batches import SparseRows
+from ..features import own_arrays
+from ..kernels import compiled
+from ..mips import make_oracle
+
+_memoir = compiled("memoir")
+_EMPTY_CANDIDATES = np.zeros((0, 0), np.int64)
+
+
+class ExtremePredictions:
+    """What :class:`~streamlearn.memoir.ExtremeSVM` predicts, and how well its oracle finds violators."""
+
+    def _predict_rows(self, rows: SparseRows, y: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Predicted class index per row (-1: no class yet) and, given ``y`` (class indices,
+        -1 unknown), the probability of ``y`` (see :func:`~streamlearn.kernels.memoir.predict_rows`)."""
+        n_classes = len(self._labels)
+        own_arrays(self)  # its scratch buffers, written by the kernel
+        own_arrays(self._store)
+        self._room(n_classes)
+        indptr = np.ascontiguousarray(rows.indptr - rows.indptr[0], np.int64)
+        lo, hi = rows.indptr[0], rows.indptr[-1]
+        indices = np.ascontiguousarray(rows.indices[lo:hi], np.int64)
+        data = np.ascontiguousarray(rows.data[lo:hi], np.float64)
+        self._store.reserve(self._features.n_columns, n_classes, 0)
+        exact = self._oracle.exact or self.predict_exact
+        candidates = _EMPTY_CANDIDATES
+        if not exact and n_classes:
+            candidates = self._oracle.top(self._sketches, self._row_sketches(indptr, indices, data), self._n_indexed,
+                                          self.n_candidates)
+        predicted = np.empty(rows.n_rows, np.int64)
+        labels = np.zeros(0, np.int64) if y is None else np.ascontiguousarray(y, np.int64)
+        p_true = np.zeros(len(labels))
+        self._stamp = _memoir.predict_rows(indptr, indices, data, self._store.arrays(), self._store.scalars, n_classes,
+                                           self._averaged, candidates, exact, self._scores, self._avg_scores,
+                                           self._mark, self._stamp, self._touched, labels, predicted, p_true)
+        return predicted, p_true
+
+    def predict_one(self, x: dict):
+        if not self._labels.labels:
+            return None
+        cols, vals = self._features.encode_one(x, grow=False)
+        rows = self._model_rows(SparseRows(np.array([0, len(cols)], np.int64), cols, vals), learn=False)
+        return self._labels.labels[int(self._predict_rows(rows, None)[0][0])]
+
+    def predict_many(self, X):
+        rows = self._model_rows(self._features.encode_many(X, grow=False), learn=False)
+        labels = np.empty(rows.n_rows, dtype=object)
+        if self._labels.labels:
+            names = self._labels.labels
+            labels[:] = [names[k] for k in self._predict_rows(rows, None)[0].tolist()]
+        from ..base import is_pandas_frame
+
+        if is_pandas_frame(X):
+            import pandas as pd
+
+            return pd.Series(labels, index=X.index)
+        return labels
+
+    def prequential(self, X, y, learn: bool = False, return_proba: bool = False):
+        """As :meth:`StreamClassifier.prequential`, without a ``(rows, K)`` score matrix: the
+        batch is scored by the model before it (the exact oracle's softmax over every class; an
+        approximate oracle's over its candidates and the true class), then learned. Every
+        class's probability (``return_proba``) or unlabelled rows (``y=None``) need the
+        ``(rows, K)`` scores: those go the generic way, an exact softmax over every class."""
+        if return_proba or y is None:
+            return super().prequential(X, y, learn, return_proba)
+        rows = self._encode_labelled(X, y)
+        predicted, p_true = self._predict_rows(self._model_rows(rows, learn=False), self.class_indices(y))
+        if learn:
+            self._learn_rows(self._model_rows(rows, learn=True), self._labels.indices(y, grow=True))
+        return predicted, p_true
+
+    def _raw_scores(self, rows: SparseRows) -> np.ndarray:
+        """Every class's score (``(rows, K)``: river's API; O(K) per row — the learner's own
+        predictions re-rank candidates instead), by the weights predictions use."""
+        import scipy.sparse
+
+        n_classes = len(self._labels)
+        state = self._store.export()
+        g, a, total = self._store.scalars[0], self._store.scalars[2], self._store.scalars[3]
+        weights = (state["avg"] + a * state["val"]) / total if self._averaged and total > 0 else g * state["val"]
+        columns = np.repeat(np.arange(len(state["col_len"])), state["col_len"])
+        keep = state["cls"] < n_classes
+        width = max(len(state["col_len"]), int(rows.indices.max()) + 1 if len(rows.indices) else 0)
+        weight_matrix = scipy.sparse.csr_matrix((weights[keep], (columns[keep], state["cls"][keep])), shape=(width, n_classes))
+        lo, hi = rows.indptr[0], rows.indptr[-1]
+        X = scipy.sparse.csr_matrix((rows.data[lo:hi], rows.indices[lo:hi], rows.indptr - lo), shape=(rows.n_rows, width))
+        return np.asarray((X @ weight_matrix).todense())
+
+    def violator_recall(self, X, y) -> float:
+        """The share of rows whose most violating class the oracle's candidates (re-ranked)
+        find as an exact scan does, at the current model (1.0 for the exact oracle)."""
+        if self._oracle.exact:
+            return 1.0
+        rows = self._encode_labelled(X, y)
+        targets = np.ascontiguousarray(self._labels.indices(y, grow=False), np.int64)
+        keep = targets >= 0
+        found = []
+        for use_exact in (True, False):
+            saved = self._oracle
+            self._oracle = make_oracle("exact") if use_exact else saved
+            try:
+                found.append(self._violators(rows, targets))
+            finally:
+                self._oracle = saved
+        return float(np.mean((found[0] == found[1])[keep])) if keep.any() else 1.0
+
+    def _violators(self, rows: SparseRows, targets: np.ndarray) -> np.ndarray:
+        """``r`` per row at the current model, by the current oracle (nothing is learned)."""
+        n_classes = len(self._labels)
+        self._room(n_classes)
+        out = np.full(rows.n_rows, -1, np.int64)
+        indptr = np.ascontiguousarray(rows.indptr - rows.indptr[0], np.int64)
+        lo, hi = rows.indptr[0], rows.indptr[-1]
+        indices, data = np.ascontiguousarray(rows.indices[lo:hi], np.int64), np.ascontiguousarray(rows.data[lo:hi])
+        self._store.reserve(self._features.n_columns, n_classes, 0)
+        candidates = _EMPTY_CANDIDATES if self._oracle.exact else self._oracle.top(
+            self._sketches, self._row_sketches(indptr, indices, data), self._n_indexed, self.n_candidates)
+        rng = self._rng.copy()  # the model's generator is not advanced by a measurement
+        for i in range(rows.n_rows):
+            if targets[i] < 0:
+                continue
+            self._stamp += 1
+            out[i] = _memoir.violator(self._store.arrays(), indptr, indices, data, i, targets[i], n_classes, candidates,
+                                      self._oracle.exact, self.fallback == "lowest", rng, self._scores, self._mark,
+                                      self._stamp, self._touched)
+        return out
