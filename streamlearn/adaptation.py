@@ -25,14 +25,15 @@ its own mistakes; a restart enters the shared model through the fold (:mod:`stre
 the weights are added like any change's, the restarted schedule — ``t`` and the averaged sums — is
 blended in by interpolation, so that members restarting at once keep it positive).
 
-Which learners adapt (``adapt=True`` by default): the MCID family, and the Primal Gradient
-Solver (:class:`~streamlearn.PrimalGradientSolver`, :class:`~streamlearn.MulticlassPGS`), whose
-dual averaging keeps the sum of all gradients ``Lam``: its restart scales ``Lam`` by
-``(t0+1)/(t+1)`` as ``t`` becomes ``t0``, which keeps ``w = ∇r*(Lam/((t+1)σ))`` (``∇r*`` is
-homogeneous of degree 1) while the old gradients come to weigh as ``t0`` steps' (003, Fig. 1
-line 8). Not ``PrimalGradientRegressor`` (a real target has no mistake to watch), not yet
-``ExtremeSVM``, nor the least-squares family, whose models solve a ridge regression over every
-example learned so far: on a changing stream they follow the change only as far as the new
+Which learners adapt: by default (``adapt=True``) the MCID family and ``ExtremeSVM`` (its restart
+sets ``t`` back and the averaged iterate to the current one, as MCID's); on request the Primal
+Gradient Solver (:class:`~streamlearn.PrimalGradientSolver`, :class:`~streamlearn.MulticlassPGS`;
+the defaults protocol chose it off for them), whose dual averaging keeps the sum of all gradients
+``Lam``: its restart scales ``Lam`` by ``(t0+1)/(t+1)`` as ``t`` becomes ``t0``, which keeps
+``w = ∇r*(Lam/((t+1)σ))`` (``∇r*`` is homogeneous of degree 1) while the old gradients come to
+weigh as ``t0`` steps' (003, Fig. 1 line 8). Not ``PrimalGradientRegressor`` (a real target has
+no mistake to watch), nor the least-squares family, whose models solve a ridge regression over
+every example learned so far: on a changing stream they follow the change only as far as the new
 examples outweigh the old ones — except ``CalibratedLeastSquares`` and ``StagewiseRegression``,
 whose stream refits on the last ``window`` examples and so forgets by design.
 

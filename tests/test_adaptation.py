@@ -11,15 +11,18 @@ from streamlearn import (ExtremeSVM, MulticlassLogisticRegression, MulticlassPGS
                          PrimalGradientRegressor, PrimalGradientSolver)
 from streamlearn.adaptation import CHECK_EVERY, RESTART_EXAMPLES, ChangeWatch, PageHinkleyUp
 
-#: every adapting family, with the configurations whose restart differs (PGS: its iterates and norms)
+#: every family that can adapt, with the configurations whose restart differs (PGS: its iterates and norms)
 ADAPTING = {
     "MulticlassSVM": MulticlassSVM,
     "MulticlassLogisticRegression": MulticlassLogisticRegression,
     "OneVsRestPegasos": OneVsRestPegasos,
-    "MulticlassPGS": MulticlassPGS,
-    "MulticlassPGS-average-p1.5": lambda **kw: MulticlassPGS(iterate="average", p=1.5, **kw),
-    "MulticlassPGS-block-random": lambda **kw: MulticlassPGS(regularizer="block", p=1.5, iterate="random", seed=1, **kw),
-    "PrimalGradientSolver-logistic-average": lambda **kw: PrimalGradientSolver(loss="logistic", iterate="average", **kw),
+    # the PGS learners adapt on request (their defaults protocol chose adapt=False)
+    "MulticlassPGS": lambda **kw: MulticlassPGS(**{"adapt": True, **kw}),
+    "MulticlassPGS-average-p1.5": lambda **kw: MulticlassPGS(iterate="average", p=1.5, **{"adapt": True, **kw}),
+    "MulticlassPGS-block-random": lambda **kw: MulticlassPGS(regularizer="block", p=1.5, iterate="random", seed=1,
+                                                             **{"adapt": True, **kw}),
+    "PrimalGradientSolver-logistic-average": lambda **kw: PrimalGradientSolver(loss="logistic", iterate="average",
+                                                                               **{"adapt": True, **kw}),
     "ExtremeSVM": ExtremeSVM,
     "ExtremeSVM-lsh-r2": lambda **kw: ExtremeSVM(oracle="lsh", seed=1, **{"batch_size": 2, **kw}),
 }

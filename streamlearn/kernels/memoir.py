@@ -309,9 +309,9 @@ def predict_rows(indptr, indices, data, store, scalars, n_classes, averaged, can
                 for k in range(n_classes):
                     if best < 0 or scores[k] > best_score:
                         best, best_score = k, scores[k]
-                for k in range(n_classes):
-                    total += np.exp(scores[k] - best_score)
-                if len(y):
+                if len(y):  # the softmax's sum only for a probability asked for
+                    for k in range(n_classes):
+                        total += np.exp(scores[k] - best_score)
                     k = y[row]
                     p_true[row] = 0.0 if k < 0 or k >= n_classes else np.exp(scores[k] - best_score) / total
                 predicted[row] = best
@@ -333,10 +333,10 @@ def predict_rows(indptr, indices, data, store, scalars, n_classes, averaged, can
                     u += 1
                 if best < 0 or best_score < 0.0 or (best_score == 0.0 and u < best):
                     best, best_score = u, 0.0
-            for q in range(n_touched):
-                total += np.exp(scores[touched[q]] - best_score)
-            total += n_zero * np.exp(-best_score)
             if len(y):
+                for q in range(n_touched):
+                    total += np.exp(scores[touched[q]] - best_score)
+                total += n_zero * np.exp(-best_score)
                 k = y[row]
                 s_y = -np.inf if k < 0 or k >= n_classes else (scores[k] if mark[k] == stamp else 0.0)
                 p_true[row] = np.exp(s_y - best_score) / total
@@ -359,9 +359,9 @@ def predict_rows(indptr, indices, data, store, scalars, n_classes, averaged, can
                     best, best_score = k, s
             if best < 0:  # no candidate: the lowest class
                 best, best_score = 0, 0.0
-            for q in range(n_listed):
-                total += np.exp(scores[touched[q]] - best_score)
             if len(y):
+                for q in range(n_listed):
+                    total += np.exp(scores[touched[q]] - best_score)
                 k = y[row]
                 p_true[row] = 0.0 if k < 0 or k >= n_classes or total == 0 else np.exp(scores[k] - best_score) / total
         predicted[row] = best

@@ -324,11 +324,16 @@ class PrimalGradientSolver(_PGSLearner):
         As :class:`~streamlearn.GeneralizedLeastSquares`' (online scaling; an intercept, off by default
         in this family too: its defaults and paper experiments have not been re-measured with one).
     adapt
-        Follow a stream that changes (default): the Page-Hinkley watch of
-        :mod:`streamlearn.adaptation` on the prequential mistakes of the predicting iterate; on a rise, the step
-        counter restarts and ``Lam`` is rescaled so that ``w`` is kept but the old gradients weigh
-        as ``RESTART_EXAMPLES`` examples' (see ``_restart``). ``False``: the paper's solver exactly.
-        On a stationary stream the watch does not fire and both are the same model.
+        Follow a stream that changes: the Page-Hinkley watch of :mod:`streamlearn.adaptation` on the
+        prequential mistakes of the predicting iterate; on a rise, the step counter restarts and ``Lam``
+        is rescaled so that ``w`` is kept but the old gradients weigh as ``RESTART_EXAMPLES`` examples'
+        (see ``_restart``). Off by default: the defaults protocol (``bench/results/options-adapt.md``)
+        chose it off for ``MulticlassPGS`` — the last iterate ``∇r*(Lam/((t+1)σ))`` follows an abrupt
+        change within about 1,000 examples by itself, and a restart costs it on continuous drift — and
+        this family keeps one default. Turn it on with ``iterate="average"`` or ``"random"``, whose
+        iterates otherwise keep the old concept for tens of thousands of examples, or for a stream of
+        many millions (a change at 10⁶ took 6,293 examples without it, 1,058 with it:
+        ``bench/results/drift-pgs.md``).
     classes
         The (negative, positive) labels, ``(False, True)`` by default (river's binary
         convention; ``0``/``1`` work too, as they equal ``False``/``True``). Any other label
@@ -360,7 +365,7 @@ class PrimalGradientSolver(_PGSLearner):
     def __init__(self, loss: str = "hinge", p: float = 2.0, sigma: float = 1e-4, batch_size: int = 1,
                  bound: float | None = None, iterate: str = "last", seed: int | None = None,
                  classes: tuple = (False, True), standardize: bool = False, fit_intercept: bool = False,
-                 adapt: bool = True):
+                 adapt: bool = False):
         self.loss, self.p, self.sigma, self.batch_size, self.standardize = loss, p, sigma, batch_size, standardize
         self.fit_intercept, self.adapt = fit_intercept, adapt
         self.bound, self.iterate, self.seed, self.classes_ = bound, iterate, seed, tuple(classes)
@@ -403,7 +408,7 @@ class PrimalGradientSolver(_PGSLearner):
         yield {}
         yield {"loss": "logistic", "p": 1.5, "sigma": 1e-2, "batch_size": 3, "bound": 10.0, "iterate": "random", "seed": 1}
         yield {"loss": "squared", "p": 1.8, "sigma": 1e-2, "bound": 5.0, "iterate": "average", "fit_intercept": True}
-        yield {"adapt": False}
+        yield {"adapt": True, "iterate": "average"}
 
     def as_regression(self) -> "PrimalGradientSolver":
         """This solver with real targets and the squared loss: the learner inside
@@ -458,7 +463,7 @@ class MulticlassPGS(_PGSLearner):
     def __init__(self, loss: str = "hinge", p: float = 2.0, sigma: float = 1e-3, batch_size: int = 1,
                  bound: float | None = None, regularizer: str = "entrywise", iterate: str = "last",
                  seed: int | None = None, standardize: bool = False, fit_intercept: bool = False,
-                 adapt: bool = True):
+                 adapt: bool = False):
         self.loss, self.p, self.sigma, self.batch_size, self.standardize = loss, p, sigma, batch_size, standardize
         self.fit_intercept, self.adapt = fit_intercept, adapt
         self.bound, self.regularizer, self.iterate, self.seed = bound, regularizer, iterate, seed
@@ -477,7 +482,7 @@ class MulticlassPGS(_PGSLearner):
         yield {"loss": "softmax", "p": 1.5, "sigma": 1e-2, "batch_size": 3, "bound": 10.0, "regularizer": "block",
                "iterate": "random", "seed": 1}
         yield {"p": 1.8, "sigma": 1e-2, "iterate": "average", "standardize": True, "fit_intercept": True}
-        yield {"adapt": False, "regularizer": "block", "p": 1.5}
+        yield {"adapt": True, "regularizer": "block", "p": 1.5, "iterate": "random", "seed": 3}
 
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:
         return self.column_scores(rows, len(self._labels))
