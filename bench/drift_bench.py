@@ -112,10 +112,12 @@ def _learners(stream: str) -> dict:
         "MulticlassSVM()": streamlearn.MulticlassSVM,
         "MulticlassLogisticRegression(adapt=False)": lambda: streamlearn.MulticlassLogisticRegression(adapt=False),
         "MulticlassLogisticRegression(fit_intercept=False)": lambda: streamlearn.MulticlassLogisticRegression(fit_intercept=False),
-        "MulticlassPGS()": streamlearn.MulticlassPGS,
+        "MulticlassPGS(adapt=True)": lambda: streamlearn.MulticlassPGS(adapt=True),
         "MulticlassPGS(adapt=False)": lambda: streamlearn.MulticlassPGS(adapt=False),
-        "MulticlassPGS(iterate='average')": lambda: streamlearn.MulticlassPGS(iterate="average"),
+        "MulticlassPGS(iterate='average', adapt=True)": lambda: streamlearn.MulticlassPGS(iterate="average", adapt=True),
         "MulticlassPGS(iterate='average', adapt=False)": lambda: streamlearn.MulticlassPGS(iterate="average", adapt=False),
+        "ExtremeSVM()": streamlearn.ExtremeSVM,
+        "ExtremeSVM(adapt=False)": lambda: streamlearn.ExtremeSVM(adapt=False),
         "river SoftmaxRegression()": linear_model.SoftmaxRegression,
         "river OneVsRest(LogisticRegression())": lambda: multiclass.OneVsRestClassifier(linear_model.LogisticRegression()),
     }
@@ -262,7 +264,7 @@ def main(argv=None) -> int:
     tasks = [(s, learner) for s in streams for learner in _learners(s)
              if not ((s == "long" or args.quick) and ("ARF" in learner or "Hoeffding" in learner))
              and (not wanted or any(w in learner for w in wanted))
-             and not (args.quick and "PGS(" in learner)]
+             and not (args.quick and ("PGS(" in learner or "Extreme" in learner))]
     cells = []
     with ProcessPoolExecutor(args.jobs) as pool:
         for cell in pool.map(_one, tasks):
