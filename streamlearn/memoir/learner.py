@@ -106,10 +106,13 @@ class ExtremeSVM(ExtremePredictions, StreamClassifier):
         Keywords of the oracle's constructor: the graph's ``M``, ``ef_construction`` and ``ef``
         (:class:`~streamlearn.mips.GraphOracle`), LSH's ``n_bits``.
     adapt
-        Follow a stream that changes (default): the Page-Hinkley watch of :mod:`streamlearn.adaptation`
-        on the prequential mistakes (the averaged iterate's by an exact scan when it predicts; else the
-        current iterate's, which the step finds anyway: ``r`` above ``y``); on a rise, ``t`` restarts at ``RESTART_EXAMPLES / batch_size`` (a larger step again) and the
-        average at the current iterate. ``False``: 002's learner exactly. On a stationary stream the
+        Follow a stream that changes (default, the defaults protocol's choice:
+        ``bench/results/options-adapt.md``): the Page-Hinkley watch of :mod:`streamlearn.adaptation`
+        on the prequential mistakes (the averaged iterate's, by an exact scan, when it predicts; else
+        the current iterate's, which the step finds anyway: ``r`` above ``y``); on a rise, ``t``
+        restarts at ``RESTART_EXAMPLES / batch_size`` (a larger step again) and the average at the
+        current iterate. ``False``: 002's learner exactly, and about half the learning time with
+        averaging (the watch's scan; ``bench/results/adaptation.md``). On a stationary stream the
         watch does not fire and both are the same model.
     n_bits, seed, standardize
         As every streamlearn learner (``seed`` draws the random fallback, the sketches' index
