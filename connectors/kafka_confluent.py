@@ -95,9 +95,14 @@ class ConfluentClient:
 
         def commit():
             try:
-                self._committer.commit(offsets=[self._partition(p, o) for p, o in offsets.items()], asynchronous=False)
+                answered = self._committer.commit(offsets=[self._partition(p, o) for p, o in offsets.items()],
+                                                  asynchronous=False)
             except self._kafka.KafkaException as error:
                 outcome["error"] = str(error)
+                return
+            refused = [f"partition {tp.partition}: {tp.error}" for tp in answered or () if tp.error is not None]
+            if refused:  # librdkafka answers a partition's refusal in the list, not by raising
+                outcome["error"] = "; ".join(refused)
 
         self._commit_thread = threading.Thread(target=commit, name="streamlearn-kafka-commit", daemon=True)
         self._commit_thread.start()

@@ -115,6 +115,24 @@ def test_a_broker_away_past_the_timeout_ends_the_daemon_with_code_1_after_a_fina
     assert_same_state(payload["learner"], train_reference_records(recs, lam=0.01).export_state())
 
 
+def _wait_until_stopped(pid: int) -> None:
+    """Until every thread of ``pid`` is stopped: a signal reaches a busy process's threads a
+    little after ``os.kill`` returns, and a request answered meanwhile is not the test's case."""
+    from pathlib import Path
+
+    deadline = time.monotonic() + 10
+    while any(_thread_state(stat) != "T" for stat in Path(f"/proc/{pid}/task").glob("*/stat")):
+        assert time.monotonic() < deadline, "the broker did not stop within 10 s of SIGSTOP"
+        time.sleep(0.01)
+
+
+def _thread_state(stat) -> str:
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return "T"  # a thread that ended answers nothing either
+
+
 def _broker_holding(topic: str, recs: list):
     """A broker of its own (to stop or kill) holding ``topic`` with ``recs``."""
     from connectors.localbroker import LocalBroker, create_topic, produce
@@ -153,6 +171,7 @@ def test_a_commit_left_waiting_on_a_broker_that_died_does_not_stop_the_polls(mon
         client.commit({0: 1})  # the committing handle knows the coordinator now
         monkeypatch.setattr(ConfluentClient, "COMMIT_TIMEOUT_S", 1.0)
         os.kill(broker.process.pid, signal.SIGSTOP)  # connections are still accepted; nothing is answered
+        _wait_until_stopped(broker.process.pid)
         with pytest.raises(CommitFailed, match="no answer within 1 s"):
             client.commit({0: 5})
     finally:
