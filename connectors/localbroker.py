@@ -62,7 +62,7 @@ class LocalBroker:
         self.storage, self.timeout, self.env = storage, timeout, env or {}
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
-        # where clients are told to connect (a TLS front's port, see TlsFront); SASL required of them
+        # where clients are told to connect (a front's port, see connectors.broker_front); SASL required of them
         self.advertised = f"127.0.0.1:{advertised_port or self.port}"
         self.authentication = authentication
         self.process = None
@@ -132,71 +132,6 @@ def local_s3(timeout: float = 30.0):
     finally:
         process.terminate()
         process.wait()
-
-
-class TlsFront:
-    """TLS in front of a broker: connections on its own loopback port (TLS with ``certfile`` /
-    ``keyfile``) are forwarded as plain TCP to ``target`` (``"127.0.0.1:PORT"``). Tansu 0.6's
-    command line cannot turn its own TLS on (its ``--cert`` and ``--key`` exclude each other), so
-    the tests put this in front of it, with the broker advertising the front's address."""
-
-    def __init__(self, target: str, certfile, keyfile, port: int | None = None):
-        import ssl
-
-        self.target_host, _, target_port = target.rpartition(":")
-        self.target_port = int(target_port)
-        self.port = port or free_port()
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        self._context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self._context.load_cert_chain(str(certfile), str(keyfile))
-        self._loop = None
-        self._thread = None
-
-    def start(self) -> None:
-        import asyncio
-        import threading
-
-        ready = threading.Event()
-
-        async def pipe(reader, writer):
-            try:
-                while data := await reader.read(1 << 16):
-                    writer.write(data)
-                    await writer.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                writer.close()
-
-        async def handle(reader, writer):
-            try:
-                upstream_reader, upstream_writer = await asyncio.open_connection(self.target_host, self.target_port)
-            except OSError:
-                writer.close()
-                return
-            await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
-
-        async def main():
-            server = await asyncio.start_server(handle, "127.0.0.1", self.port, ssl=self._context)
-            ready.set()
-            async with server:
-                await server.serve_forever()
-
-        def run():
-            self._loop = asyncio.new_event_loop()
-            try:
-                self._loop.run_until_complete(main())
-            except (RuntimeError, asyncio.CancelledError):  # stopped
-                pass
-
-        self._thread = threading.Thread(target=run, name="tls-front", daemon=True)
-        self._thread.start()
-        ready.wait(10)
-
-    def stop(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
 
 
 def produce(bootstrap: str, topic: str, values, partitions: int = 1, security=None) -> None:

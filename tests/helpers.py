@@ -112,21 +112,30 @@ def self_signed_certificate(directory):
 
 
 @contextlib.contextmanager
-def broker_behind_tls(directory):
-    """A Tansu broker of its own behind a TLS front that it advertises (connectors.localbroker.TlsFront),
+def broker_behind_tls(directory, users: dict | None = None):
+    """A Tansu broker of its own behind a TLS front that it advertises (connectors.broker_front),
     with a self-signed certificate made in ``directory``: yields ``(bootstrap, certificate, key, security)``,
-    ``security`` the :class:`~connectors.kafka_security.KafkaSecurity` that trusts it."""
+    ``security`` the :class:`~connectors.kafka_security.KafkaSecurity` that trusts it. With ``users``
+    (name → password) the front also asks for a SASL login, and ``security`` logs in as the first
+    user with SCRAM-SHA-512."""
+    from connectors.broker_front import BrokerFront
     from connectors.kafka_security import KafkaSecurity
-    from connectors.localbroker import LocalBroker, TlsFront, free_port
+    from connectors.localbroker import LocalBroker, free_port
 
     cert, key = self_signed_certificate(directory)
     port = free_port()
     broker = LocalBroker(advertised_port=port)
     broker.start()
-    front = TlsFront(broker.bootstrap, cert, key, port)
+    front = BrokerFront(broker.bootstrap, port, cert, key, users)
     front.start()
+    if users:
+        username, password = next(iter(users.items()))
+        security = KafkaSecurity("SASL_SSL", ca_file=str(cert), sasl_mechanism="SCRAM-SHA-512", username=username,
+                                 password=password)
+    else:
+        security = KafkaSecurity("SSL", ca_file=str(cert))
     try:
-        yield front.bootstrap, cert, key, KafkaSecurity("SSL", ca_file=str(cert))
+        yield front.bootstrap, cert, key, security
     finally:
         front.stop()
         broker.stop()

@@ -91,10 +91,10 @@ def crash_plan(rng: random.Random, n: int) -> list[tuple]:
     return kinds
 
 
-def run_campaign(args, ck, plan, rng, stdin_data=None, after_kill=None) -> list[str]:
+def run_campaign(args, ck, plan, rng, stdin_data=None, after_kill=None, outputs: list | None = None) -> list[str]:
     """Run ``train ARGS --resume`` once per planned kill, then once to the end; the kinds of
     the kills that hit a running process (a fail-point that the run never reached, because
-    its stream ended first, is not a hit)."""
+    its stream ended first, is not a hit). Each run's stdout and stderr go to ``outputs``."""
     hits = []
     for kind, how in plan:
         env = {"STREAMLEARN_CRASH_AT": how} if kind == "at" else None
@@ -109,13 +109,17 @@ def run_campaign(args, ck, plan, rng, stdin_data=None, after_kill=None) -> list[
             time.sleep(rng.uniform(0, 0.01))
         if kind != "at" and process.poll() is None:
             process.kill()
-        _finish(process)
+        said = _finish(process)
+        if outputs is not None:
+            outputs.extend(said)
         if process.returncode == -9:
             hits.append(kind if kind != "at" else how.split(":")[0])
         if after_kill is not None:
             after_kill()
     last = _start([*args, "--checkpoint-dir", ck, "--resume"], stdin_data)
     out, err = _finish(last)
+    if outputs is not None:
+        outputs.extend((out, err))
     assert last.returncode == 0, err.decode()
     return hits
 
@@ -255,10 +259,12 @@ def test_a_kafka_daemon_killed_6_times_ends_as_an_uninterrupted_one_and_commits_
 
 
 @pytest.mark.parametrize("client", ["kafka-python", "confluent"])
-def test_a_kafka_daemon_over_tls_killed_5_times_ends_as_one_on_plain_tcp(tmp_path, broker, client):
-    """The same messages on the plain test broker and on a broker behind TLS (a TLS front, see
-    connectors.localbroker.TlsFront): the daemon killed with -9 over TLS ends with the model, dead
-    letters and metrics of an uninterrupted run over plain TCP."""
+def test_a_kafka_daemon_over_tls_and_sasl_killed_5_times_ends_as_one_on_plain_tcp_and_shows_no_credential(
+        tmp_path, broker, client):
+    """The same messages on the plain test broker and on a broker behind TLS and a SCRAM-SHA-512
+    login (a front, see connectors.broker_front): the daemon killed with -9 there ends with the
+    model, dead letters and metrics of an uninterrupted run over plain TCP; the password is in no
+    output of any run, no file of the checkpoint directory and not in ``inspect --json``."""
     from connectors.localbroker import create_topic, produce
     from helpers import broker_behind_tls
 
@@ -268,16 +274,25 @@ def test_a_kafka_daemon_over_tls_killed_5_times_ends_as_one_on_plain_tcp(tmp_pat
     create_topic(broker, topic)
     produce(broker, topic, messages)
     uninterrupted([f"kafka://{broker}/{topic}?group=learners&client={client}", *common], tmp_path / "clean")
-    with broker_behind_tls(tmp_path) as (bootstrap, cert, _, security):
+    password = "sc4am-" + client
+    outputs: list[bytes] = []
+    with broker_behind_tls(tmp_path, users={"daemon": password}) as (bootstrap, cert, _, security):
         create_topic(bootstrap, topic, security=security)
         produce(bootstrap, topic, messages, security=security)
         settings = tmp_path / "kafka.toml"
-        settings.write_text(f'security_protocol = "SSL"\nca_file = "{cert}"\n')
+        settings.write_text(f'security_protocol = "SASL_SSL"\nca_file = "{cert}"\nsasl_mechanism = "SCRAM-SHA-512"\n'
+                            f'username = "daemon"\npassword = "{password}"\n')
         rng = random.Random(11)
         hits = run_campaign([f"kafka://{bootstrap}/{topic}?group=learners&client={client}", *common,
-                             "--kafka-security", settings], tmp_path / "ck", crash_plan(rng, 5), rng)
+                             "--kafka-security", settings], tmp_path / "ck", crash_plan(rng, 5), rng, outputs=outputs)
     assert len(hits) >= 4, hits
     assert_same_job(tmp_path / "ck", tmp_path / "clean")
+    inspected = subprocess.run([PYTHON, "-m", "streamlearn.service.cli", "inspect", str(tmp_path / "ck"), "--json"],
+                               capture_output=True, timeout=PATIENCE)
+    assert inspected.returncode == 0 and b"learned" in inspected.stdout, inspected.stderr
+    outputs.extend((inspected.stdout, inspected.stderr))
+    scanned = outputs + [path.read_bytes() for path in (tmp_path / "ck").rglob("*") if path.is_file()]
+    assert len(scanned) > 12 and not [text[:200] for text in scanned if password.encode() in text]
 
 
 def _committed(bootstrap, topic):

