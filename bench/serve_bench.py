@@ -76,6 +76,24 @@ def _wrk_command(url: str, script_dir: pathlib.Path, body_file: str, connections
     return ["wrk", "-t", str(min(connections, 2)), "-c", str(connections), "-d", f"{max(1, round(seconds))}s", "--latency", "-s", str(script), url]
 
 
+def settle(url: str, deadline_s: float = 30.0) -> None:
+    """Until the service answers ``/healthz`` three times in a row within 5 ms: a run must not start
+    while the service still answers the requests the previous run left queued (64 connections of
+    1,000-record requests leave seconds of them)."""
+    import urllib.error
+    import urllib.request
+
+    quick, deadline = 0, time.monotonic() + deadline_s
+    while quick < 3 and time.monotonic() < deadline:
+        started = time.perf_counter()
+        try:
+            urllib.request.urlopen(url.replace("/predict", "/healthz"), timeout=30).read()
+        except urllib.error.HTTPError:  # a 503 (a checkpoint past --max-age) is an answer too
+            pass
+        quick = quick + 1 if time.perf_counter() - started < 0.005 else 0
+        time.sleep(0.05)
+
+
 def server_buckets(url: str) -> dict:
     """The service's own ``/predict`` latency histogram (cumulative counts by upper bound, seconds)."""
     import urllib.request
@@ -98,6 +116,7 @@ def wrk(url: str, script_dir: pathlib.Path, body_file: str, connections: int, se
     """One wrk run (see :func:`_wrk_command`), parsed, with the service's own p99 for the same requests
     (time from the request read to the answer written, to the histogram's bucket)."""
     command = _wrk_command(url, script_dir, body_file, connections, seconds, delay_ms)
+    settle(url)
     before = server_buckets(url)
     row = parse_wrk(subprocess.run(command, capture_output=True, text=True, check=True, timeout=seconds + 60).stdout)
     row["server_p99_bucket_s"] = server_p99(before, server_buckets(url))
@@ -174,6 +193,7 @@ def run(seconds: float, connections: tuple, repeats: int, wrk_repeats: int) -> d
             url = f"{service.url}/predict"
             runs: dict = {}
             single = str(tmp / f"{len(bodies['1 record'])}.json")
+            wrk(url, tmp, single, 8, min(2.0, seconds))  # a warm-up, not reported: the first requests are slower
             for _ in range(wrk_repeats):  # interleaved repeats, medians reported (every run kept)
                 runs.setdefault("paced", []).append(wrk(url, tmp, single, 8, seconds, delay_ms=PACE_MS))
                 for name, body in bodies.items():
