@@ -36,6 +36,7 @@ SMOKE_RUNS = {
     "speed_bench": (["--quick", "--out"], ["speed.json", "speed.md", "speed.png"]),
     "options_bench": (["--quick", "--jobs", "1", "--out"], ["options.json", "options.md", "options.png"]),
     "adaptation_bench": (["--quick", "--out"], ["adaptation.json", "adaptation.md", "adaptation.png"]),
+    "ann_bench": (["--quick", "--out"], ["ann.json", "ann.md", "ann.png"]),
 }
 
 
