@@ -197,12 +197,13 @@ def run(n_classes: int, dim: int, n_rounds: int, changed: int, n_probes: int, k:
         step = queries(rows, len(touched), rng) * rng.choice([-0.3, 0.3], (len(touched), 1)).astype(np.float32)
         moved = rows[touched] + step
         rounds.append((touched, (moved / np.linalg.norm(moved, axis=1, keepdims=True)).astype(np.float32)))
-    probes = queries(rows, n_probes, rng)
     out = {"classes": n_classes, "dim": dim, "rounds": n_rounds, "changed_per_round": changed, "k": k,
            "probes": n_probes, "rows_mib": rows.nbytes / 2**20, "libraries": {}}
     final = rows.copy()
     for touched, moved in rounds:
         final[touched] = moved
+    # examples come from the classes as the rows now are: drawn around the rows after the rounds moved them
+    probes = queries(final, n_probes, rng)
     out["exact"] = exact_scan(final, probes, 1000)
     for library in LIBRARIES:
         try:
