@@ -43,9 +43,10 @@ def class_rows(n: int, dim: int, rng) -> np.ndarray:
 
 
 def queries(rows: np.ndarray, n: int, rng) -> np.ndarray:
-    """Examples near power-law-chosen classes' rows."""
+    """Examples near power-law-chosen classes' rows (unit vectors)."""
     picked = np.minimum(rng.zipf(1.3, n) - 1, len(rows) - 1)
-    q = rows[picked] + 0.7 * rng.standard_normal((n, rows.shape[1])).astype(np.float32)
+    # noise of norm ~0.7 against a unit row: an example's cosine with its class's row is ~0.8
+    q = rows[picked] + (0.7 / np.sqrt(rows.shape[1])) * rng.standard_normal((n, rows.shape[1])).astype(np.float32)
     return (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
 
 
