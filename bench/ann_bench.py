@@ -52,7 +52,7 @@ def queries(rows: np.ndarray, n: int, rng) -> np.ndarray:
 
 class Hnswlib:
     name = "hnswlib HNSW (M=16)"
-    efforts = (64, 256, 1024)  # ef, the search's candidate list
+    efforts = (16, 64, 256)  # ef, the search's candidate list
 
     def __init__(self, dim: int, capacity: int):
         import hnswlib
@@ -75,7 +75,7 @@ class Hnswlib:
 
 class FaissIvf:
     name = "faiss IVF-Flat (nlist 4√K)"
-    efforts = (16, 64, 256)  # nprobe, the lists searched
+    efforts = (2, 8, 32)  # nprobe, the lists searched
 
     def __init__(self, dim: int, capacity: int):
         import faiss
@@ -105,7 +105,7 @@ class FaissIvf:
 
 class Usearch:
     name = "usearch HNSW (connectivity 16)"
-    efforts = (64, 256, 1024)  # expansion_search
+    efforts = (16, 64, 256)  # expansion_search
 
     def __init__(self, dim: int, capacity: int):
         from usearch.index import Index
