@@ -37,6 +37,7 @@ SMOKE_RUNS = {
     "options_bench": (["--quick", "--jobs", "1", "--out"], ["options.json", "options.md", "options.png"]),
     "adaptation_bench": (["--quick", "--out"], ["adaptation.json", "adaptation.md", "adaptation.png"]),
     "ann_bench": (["--quick", "--out"], ["ann.json", "ann.md", "ann.png"]),
+    "dense_extreme_bench": (["--quick", "--out"], ["dense-extreme.json", "dense-extreme.md", "dense-extreme.png"]),
 }
 
 
