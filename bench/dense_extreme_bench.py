@@ -16,11 +16,17 @@ growth, for
 
 * ``ExtremeSVM()`` at its defaults (exact oracle), ``learn_many`` / ``predict_many`` on blocks of
   1,000 CSR rows, and with ``adapt=False``;
-* **the exact dense scan with BLAS** (:func:`dense_crammer_singer`): 002's MEMOIR-ℓ2 step with the
+* **the exact dense scan with BLAS** (:class:`DenseMemoir`): 002's MEMOIR-ℓ2 step with the
   exact oracle, mini-batches of ``--batch`` whose violators all come from one product
   ``X_b W^T`` at the batch's starting weights (002's mini-batch rule), the Pegasos shrink as one
-  scale, the average of the iterates kept alongside; prediction one product per block. It is the
-  "no index" method a dense ``ExtremeSVM`` must beat by its index.
+  scale, the average of the iterates kept lazily; prediction one product per block. It is the
+  "no index" method a dense ``ExtremeSVM`` must beat by its index;
+* the same learner with **IVF candidates** (:class:`IvfCandidates`, faiss, the index
+  ``bench/ann_bench.py`` chose): the top 10 rows of an IVF-Flat index over the current rows,
+  re-scored exactly, as the violator's candidates; prediction re-ranks them under the average.
+  A prototype of the dense path's design, to measure whether it can pay before it is built
+  into ``ExtremeSVM``: its recall (the true best current row among the candidates, on the
+  test rows) is reported.
 
 Writes ``dense-extreme.{json,md,png}``.
 """
@@ -54,49 +60,139 @@ def embedding_stream(n: int, n_classes: int, dim: int, seed: int = SEED) -> tupl
     return X.astype(np.float32), labels.astype(np.int64)
 
 
-def dense_crammer_singer(X, y, n_classes: int, lam: float = 1e-6, eta0: float = 3.0, eta_decay: float = 1e-4,
-                         batch: int = 64):
-    """One pass of MEMOIR-ℓ2 (002 Alg. 1, exact oracle; ExtremeSVM's default step
-    ``eta0 / (1 + eta_decay t)``) on dense rows: per mini-batch one BLAS product gives every
-    example's scores at the batch's starting weights, the violators ``r = argmax_{k≠y}`` of the
-    examples whose margin is under 1 step ``W_y += ηx``, ``W_r -= ηx`` after the shrink
-    ``(1 − λη)``, ``t`` counting examples. Returns the last and the t²-weighted averaged weights (``K × d``, float32)."""
-    d = X.shape[1]
-    W = np.zeros((n_classes, d), np.float32)
-    scale, total, weights, t = 1.0, np.zeros((n_classes, d), np.float64), 0.0, 0
-    for lo in range(0, len(y), batch):
-        xb, yb = X[lo:lo + batch], y[lo:lo + batch]
-        t += len(yb)  # the schedule counts examples, as ExtremeSVM's does with batch_size 1
-        eta = eta0 / (1.0 + eta_decay * t)
-        scores = scale * (xb @ W.T)
+class IvfCandidates:
+    """faiss IVF-Flat over the class rows (the index ``bench/ann_bench.py`` chose): trained once on
+    the rows seen when ``train_at`` classes have appeared; rows of classes that appear later are
+    added, rows a step changed are re-indexed in place (``update_vectors``) after each mini-batch."""
+
+    def __init__(self, dim: int, n_lists: int, nprobe: int = 8, k: int = 10, train_at: int = 2_000):
+        import faiss
+
+        faiss.omp_set_num_threads(1)
+        self.faiss, self.dim, self.n_lists, self.nprobe, self.k, self.train_at = faiss, dim, n_lists, nprobe, k, train_at
+        self.index, self.n_indexed = None, 0
+
+    @property
+    def ready(self) -> bool:
+        return self.index is not None
+
+    def follow(self, W: np.ndarray, n_seen: int, changed: np.ndarray) -> None:
+        """Take the rows ``changed`` and every class seen since the last call."""
+        if self.index is None:
+            if n_seen < self.train_at:
+                return
+            quantizer = self.faiss.IndexFlatIP(self.dim)
+            self.index = self.faiss.IndexIVFFlat(quantizer, self.dim, self.n_lists, self.faiss.METRIC_INNER_PRODUCT)
+            self.index.train(W[:n_seen])
+            self.index.nprobe = self.nprobe
+            self.index.make_direct_map(True)
+        old = changed[changed < self.n_indexed]
+        if len(old):
+            self.index.update_vectors(old.astype(np.int64), np.ascontiguousarray(W[old]))
+        if n_seen > self.n_indexed:
+            self.index.add(np.ascontiguousarray(W[self.n_indexed:n_seen]))
+            self.n_indexed = n_seen
+
+    def search(self, xb: np.ndarray) -> np.ndarray:
+        return self.index.search(xb, self.k)[1]
+
+
+class DenseMemoir:
+    """One pass of MEMOIR-ℓ2 (002 Alg. 1; ExtremeSVM's default step ``eta0 / (1 + eta_decay t)``,
+    ``t`` counting examples) on dense rows, in mini-batches whose violators ``r = argmax_{k≠y}``
+    all come at the batch's starting weights (002's mini-batch rule): from one BLAS product
+    ``X_b W^T`` (the exact oracle), or from an index's candidates re-scored exactly. A violated
+    margin steps ``W_y += ηx``, ``W_r −= ηx`` after the shrink ``(1 − λη)``, kept as one scale.
+    The t²-weighted average of the iterates is kept lazily (a row's sum is brought up to date
+    only when it changes), so a step costs its rows, not ``K × d``. Classes are numbered by
+    first appearance."""
+
+    def __init__(self, n_classes: int, dim: int, lam: float = 1e-6, eta0: float = 3.0, eta_decay: float = 1e-4,
+                 index: IvfCandidates | None = None):
+        self.W = np.zeros((n_classes, dim), np.float32)
+        self.total = np.zeros((n_classes, dim), np.float32)  # a row's weighted sum up to its last change
+        self.mark = np.zeros(n_classes)  # the weights' cumulative sum at that change
+        self.cumulative, self.weight_sum, self.scale, self.t, self.n_seen = 0.0, 0.0, 1.0, 0, 0
+        self.lam, self.eta0, self.eta_decay, self.index = lam, eta0, eta_decay, index
+
+    def _violators(self, xb, yb) -> tuple[np.ndarray, np.ndarray]:
         rows = np.arange(len(yb))
-        own = scores[rows, yb].copy()
-        scores[rows, yb] = -np.inf
-        r = np.argmax(scores, axis=1)
-        violated = scores[rows, r] + 1.0 > own
-        scale *= 1.0 - lam * eta
-        step = (eta / scale) * xb[violated]  # each example's own step, summed (a mean over the batch learns less)
-        np.add.at(W, yb[violated], step)
-        np.add.at(W, r[violated], -step)
-        total += (t * t * scale) * W  # the t²-weighted average of the iterates (ExtremeSVM's default power)
-        weights += t * t
-    return scale * W, (total / weights).astype(np.float32)
+        own = np.einsum("bd,bd->b", self.W[yb], xb)
+        if self.index is not None and self.index.ready:
+            candidates = self.index.search(xb)
+            scores = np.einsum("bkd,bd->bk", self.W[np.maximum(candidates, 0)], xb)
+            scores[(candidates == yb[:, None]) | (candidates < 0)] = -np.inf
+            r = candidates[rows, np.argmax(scores, axis=1)]
+            best = scores[rows, np.argmax(scores, axis=1)]
+        else:
+            scores = xb @ self.W[:self.n_seen].T
+            scores[rows, yb] = -np.inf
+            r = np.argmax(scores, axis=1)
+            best = scores[rows, r]
+        return r, self.scale * best + 1.0 > self.scale * own
+
+    def learn(self, xb: np.ndarray, yb: np.ndarray) -> None:
+        self.n_seen = max(self.n_seen, int(yb.max()) + 1)
+        self.t += len(yb)
+        eta = self.eta0 / (1.0 + self.eta_decay * self.t)
+        r, violated = self._violators(xb, yb)
+        changed = np.unique(np.concatenate([yb[violated], r[violated]]))
+        self.total[changed] += (self.cumulative - self.mark[changed])[:, None].astype(np.float32) * self.W[changed]
+        self.mark[changed] = self.cumulative
+        self.scale *= 1.0 - self.lam * eta
+        step = (eta / self.scale) * xb[violated]  # each example's own step, summed (a mean over the batch learns less)
+        np.add.at(self.W, yb[violated], step)
+        np.add.at(self.W, r[violated], -step)
+        self.cumulative += self.t * self.t * self.scale  # this iterate's weight, t² (ExtremeSVM's default power)
+        self.weight_sum += self.t * self.t
+        if self.index is not None:
+            self.index.follow(self.W, self.n_seen, changed)
+
+    def averaged(self, ids=slice(None)) -> np.ndarray:
+        mark = self.mark[ids]
+        return (self.total[ids] + (self.cumulative - mark)[..., None].astype(np.float32) * self.W[ids]) / self.weight_sum
+
+    def predict(self, xb: np.ndarray) -> np.ndarray:
+        """Exact: one product with the averaged rows; with an index: the current rows' candidates
+        re-ranked under the average."""
+        if self.index is None or not self.index.ready:
+            return np.argmax(xb @ self.averaged(slice(0, self.n_seen)).T, axis=1)
+        candidates = self.index.search(xb)
+        scores = np.einsum("bkd,bd->bk", self.averaged(np.maximum(candidates, 0)), xb)
+        scores[candidates < 0] = -np.inf
+        return candidates[np.arange(len(xb)), np.argmax(scores, axis=1)]
 
 
 def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_dense(X, y, Xt, yt, n_classes: int, batch: int) -> dict:
+def by_appearance(y: np.ndarray, *more: np.ndarray) -> list[np.ndarray]:
+    """Classes renumbered in order of first appearance in ``y`` (as streamlearn's learners number
+    them); a class of ``more`` never seen in ``y`` becomes -1."""
+    first = {}
+    for label in y.tolist():
+        first.setdefault(label, len(first))
+    return [np.array([first.get(v, -1) for v in a.tolist()], np.int64) for a in (y, *more)]
+
+
+def run_dense(X, y, Xt, yt, n_classes: int, batch: int, index: IvfCandidates | None) -> dict:
+    y, yt = by_appearance(y, yt)
     before = _peak_rss_mib()
+    model = DenseMemoir(n_classes, X.shape[1], index=index)
     started = time.process_time()
-    _, averaged = dense_crammer_singer(X, y, n_classes, batch=batch)
+    for lo in range(0, len(y), batch):
+        model.learn(X[lo:lo + batch], y[lo:lo + batch])
     learn = time.process_time() - started
     started = time.process_time()
-    predicted = np.concatenate([np.argmax(Xt[lo:lo + 1000] @ averaged.T, axis=1) for lo in range(0, len(yt), 1000)])
+    predicted = np.concatenate([model.predict(Xt[lo:lo + 1000]) for lo in range(0, len(yt), 1000)])
     predict = time.process_time() - started
-    return {"learn_per_s": len(y) / learn, "predict_per_s": len(yt) / predict, "accuracy": accuracy(predicted, yt),
-            "peak_rss_growth_mib": _peak_rss_mib() - before}
+    row = {"learn_per_s": len(y) / learn, "predict_per_s": len(yt) / predict, "accuracy": accuracy(predicted, yt),
+           "peak_rss_growth_mib": _peak_rss_mib() - before}
+    if index is not None and index.ready:  # the candidates' recall of the true best row, on the test rows
+        truth = np.argmax(Xt @ model.W[:model.n_seen].T, axis=1)
+        row["recall"] = float(np.mean((index.search(Xt) == truth[:, None]).any(axis=1)))
+    return row
 
 
 def run_extreme(X, y, Xt, yt, params: dict) -> dict:
@@ -119,6 +215,7 @@ def run_extreme(X, y, Xt, yt, params: dict) -> dict:
 
 CANDIDATES = {"ExtremeSVM() (sparse rows)": {}, "ExtremeSVM(adapt=False) (sparse rows)": {"adapt": False}}
 DENSE = "exact dense scan, BLAS per mini-batch (NumPy)"
+IVF = "IVF candidates, re-scored exactly (NumPy + faiss prototype)"
 
 
 def run(n_classes: int, dim: int, examples: int, batch: int) -> dict:
@@ -126,7 +223,9 @@ def run(n_classes: int, dim: int, examples: int, batch: int) -> dict:
     X, y, Xt, yt = X[:examples], y[:examples], X[examples:], y[examples:]
     out = {"classes": n_classes, "dim": dim, "examples": examples, "test": len(yt), "batch": batch,
            "classes_seen": int(len(np.unique(y))), "dense_weights_mib": n_classes * dim * 4 / 2**20, "rows": {}}
-    out["rows"][DENSE] = run_dense(X, y, Xt, yt, n_classes, batch)
+    out["rows"][DENSE] = run_dense(X, y, Xt, yt, n_classes, batch, None)
+    n_lists = max(16, int(4 * np.sqrt(n_classes)))
+    out["rows"][IVF] = run_dense(X, y, Xt, yt, n_classes, batch, IvfCandidates(dim, n_lists, train_at=min(2_000, n_classes // 4)))
     for name, params in CANDIDATES.items():
         out["rows"][name] = run_extreme(X, y, Xt, yt, params)
     for name, row in out["rows"].items():
@@ -141,10 +240,12 @@ def report(results: dict) -> str:
              f"classes ({results['classes_seen']:,} seen in the pass), d = {results['dim']}, {results['examples']:,} "
              f"examples learned in one pass, {results['test']:,} tested; CPU time, one thread. Dense weights "
              f"K × d float32: {results['dense_weights_mib']:.0f} MiB.", "",
-             "| method | learn ex/s | predict ex/s | test accuracy | peak RSS growth MiB |", "|---|---:|---:|---:|---:|"]
+             "| method | learn ex/s | predict ex/s | test accuracy | candidates' recall | peak RSS growth MiB |",
+             "|---|---:|---:|---:|---:|---:|"]
     for name, r in results["rows"].items():
+        recall = f"{r['recall']:.3f}" if "recall" in r else ""
         lines.append(f"| {name} | {r['learn_per_s']:,.0f} | {r['predict_per_s']:,.0f} | {100 * r['accuracy']:.2f} % | "
-                     f"{r['peak_rss_growth_mib']:,.0f} |")
+                     f"{recall} | {r['peak_rss_growth_mib']:,.0f} |")
     return "\n".join(lines) + "\n"
 
 
