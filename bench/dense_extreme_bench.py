@@ -225,16 +225,18 @@ def run_extreme(X, y, Xt, yt, params: dict) -> dict:
 
 CANDIDATES = {"ExtremeSVM() (sparse rows)": {}, "ExtremeSVM(adapt=False) (sparse rows)": {"adapt": False}}
 DENSE = "exact dense scan, BLAS per mini-batch (NumPy)"
-IVF = "IVF candidates, re-scored exactly (NumPy + faiss prototype)"
+IVF = "IVF candidates (nprobe {}), re-scored exactly (NumPy + faiss prototype)"
 
 
-def run(n_classes: int, dim: int, examples: int, batch: int, sparse: bool = True) -> dict:
+def run(n_classes: int, dim: int, examples: int, batch: int, sparse: bool = True, nprobes=(8,)) -> dict:
     X, y = embedding_stream(examples + examples // 4, n_classes, dim)
     X, y, Xt, yt = X[:examples], y[:examples], X[examples:], y[examples:]
     out = {"classes": n_classes, "dim": dim, "examples": examples, "test": len(yt), "batch": batch,
            "classes_seen": int(len(np.unique(y))), "dense_weights_mib": n_classes * dim * 4 / 2**20, "rows": {}}
     out["rows"][DENSE] = run_dense(X, y, Xt, yt, n_classes, batch, None)
-    out["rows"][IVF] = run_dense(X, y, Xt, yt, n_classes, batch, IvfCandidates(dim, train_at=min(2_000, n_classes // 4)))
+    for nprobe in nprobes:  # the lists searched: recall against speed
+        index = IvfCandidates(dim, nprobe=nprobe, train_at=min(2_000, n_classes // 4))
+        out["rows"][IVF.format(nprobe)] = run_dense(X, y, Xt, yt, n_classes, batch, index)
     for name, params in CANDIDATES.items() if sparse else ():
         out["rows"][name] = run_extreme(X, y, Xt, yt, params)
     for name, row in out["rows"].items():
@@ -264,7 +266,8 @@ def plot(results: dict, path) -> None:
     names = list(results["rows"])
     for i, key in enumerate(("learn_per_s", "predict_per_s")):
         ax.bar(np.arange(len(names)) + 0.4 * i, [results["rows"][n][key] for n in names], 0.4, label=key.replace("_per_s", ""))
-    ax.set_xticks(np.arange(len(names)) + 0.2, [n.split(" (")[0] for n in names], fontsize=6)
+    ax.set_xticks(np.arange(len(names)) + 0.2, [n.split(", re-scored")[0].split(" (sparse")[0] for n in names], fontsize=5,
+                  rotation=20)
     ax.set_yscale("log")
     ax.set_ylabel("examples / s (CPU time)")
     ax.set_title(f"{results['classes']:,} classes, d = {results['dim']}")
@@ -280,13 +283,15 @@ def main(argv=None) -> int:
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--examples", type=int, default=40_000)
     parser.add_argument("--batch", type=int, default=64, help="the dense method's mini-batch")
+    parser.add_argument("--nprobe", default="8,32,128", help="the IVF prototype's lists searched, one run each")
     parser.add_argument("--no-sparse", action="store_true", help="leave today's ExtremeSVM out (hours at 10^5 classes)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 500 classes, 3,000 examples")
     parser.add_argument("--out", default=str(pathlib.Path(__file__).resolve().parent / "results"))
     args = parser.parse_args(argv)
     if args.quick:
-        args.classes, args.examples = 500, 3_000
-    results = {"machine": machine(), **run(args.classes, args.dim, args.examples, args.batch, not args.no_sparse)}
+        args.classes, args.examples, args.nprobe = 500, 3_000, "8"
+    results = {"machine": machine(), **run(args.classes, args.dim, args.examples, args.batch, not args.no_sparse,
+                                                    [int(n) for n in args.nprobe.split(",")])}
     print(save_results(args.out, RESULTS_NAME, results, report, plot))
     return 0
 
