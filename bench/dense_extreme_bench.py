@@ -172,6 +172,11 @@ class DenseMemoir:
         return candidates[np.arange(len(xb)), np.argmax(scores, axis=1)]
 
 
+def _per_second(n: int, seconds: float) -> float:
+    """``n / seconds``; NaN when the process clock did not move (a smoke run's few rows)."""
+    return n / seconds if seconds > 0 else float("nan")
+
+
 def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -196,7 +201,7 @@ def run_dense(X, y, Xt, yt, n_classes: int, batch: int, index: IvfCandidates | N
     started = time.process_time()
     predicted = np.concatenate([model.predict(Xt[lo:lo + 1000]) for lo in range(0, len(yt), 1000)])
     predict = time.process_time() - started
-    row = {"learn_per_s": len(y) / learn, "predict_per_s": len(yt) / predict, "accuracy": accuracy(predicted, yt),
+    row = {"learn_per_s": _per_second(len(y), learn), "predict_per_s": _per_second(len(yt), predict), "accuracy": accuracy(predicted, yt),
            "peak_rss_growth_mib": _peak_rss_mib() - before}
     if index is not None and index.ready:  # the candidates' recall of the true best row, on the test rows
         truth = np.argmax(Xt @ model.W[:model.n_seen].T, axis=1)
@@ -219,7 +224,7 @@ def run_extreme(X, y, Xt, yt, params: dict) -> dict:
     started = time.process_time()
     predicted = np.concatenate([model.predict_many(sp.csr_matrix(Xt[lo:lo + 1000])) for lo in range(0, len(yt), 1000)])
     predict = time.process_time() - started
-    return {"learn_per_s": len(y) / learn, "predict_per_s": len(yt) / predict, "accuracy": accuracy(predicted, yt),
+    return {"learn_per_s": _per_second(len(y), learn), "predict_per_s": _per_second(len(yt), predict), "accuracy": accuracy(predicted, yt),
             "peak_rss_growth_mib": _peak_rss_mib() - before, "classes_seen": len(model.classes)}
 
 
