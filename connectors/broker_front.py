@@ -20,7 +20,7 @@ import os
 import struct
 
 #: Kafka's error codes the exchange answers with
-UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED = 33, 34, 58
+UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED = 33, 58
 SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 MECHANISMS = ("PLAIN", *SCRAM_HASHES)
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
@@ -55,7 +55,7 @@ class ScramLogin:
         self.mechanism, self.hash, self.users = mechanism, SCRAM_HASHES[mechanism], users
         self.server_nonce = nonce or base64.b64encode(os.urandom(18)).decode()
         self.salt, self.iterations = salt or os.urandom(16), iterations
-        self.first = None  # (client-first-bare, server-first, user)
+        self.first = None  # (client-first-bare, server-first, user, nonce) once the first message came
         self.done = False
 
     def _mac(self, key: bytes, message: bytes) -> bytes:
@@ -85,8 +85,10 @@ class ScramLogin:
         without_proof, _, proof = message.rpartition(",p=")
         attributes = dict(part.split("=", 1) for part in without_proof.split(",") if "=" in part)
         password = self.users.get(user)
+        refused = LoginRefused("Authentication failed during authentication due to invalid credentials with SASL "
+                               f"mechanism {self.mechanism}")
         if password is None or attributes.get("r") != nonce:
-            raise LoginRefused(f"Authentication failed during authentication due to invalid credentials with SASL mechanism {self.mechanism}")
+            raise refused
         salted = hashlib.pbkdf2_hmac(self.hash, password.encode(), self.salt, self.iterations)
         stored_key = hashlib.new(self.hash, self._mac(salted, b"Client Key")).digest()
         auth_message = f"{bare},{server_first},{without_proof}".encode()
@@ -96,7 +98,7 @@ class ScramLogin:
         except ValueError:
             client_key = b""
         if not hmac.compare_digest(hashlib.new(self.hash, client_key).digest(), stored_key):
-            raise LoginRefused(f"Authentication failed during authentication due to invalid credentials with SASL mechanism {self.mechanism}")
+            raise refused
         self.done = True
         server_signature = self._mac(self._mac(salted, b"Server Key"), auth_message)
         return b"v=" + base64.b64encode(server_signature)
