@@ -17,6 +17,23 @@ weighs as much as ``RESTART_EXAMPLES`` examples instead of all of them, whatever
 age. On a stationary stream the test does not fire (its mean error falls), and the learner is
 the papers' exactly.
 
+A restart answers an abrupt change; a stream that drifts a little all the time (a turning
+hyperplane, moving cluster centres) never raises the error enough to fire the test, and the
+averaged model trails it. So beside the averaged model runs a **fast tracker**: the same learner
+with no average and :data:`TRACKER_LAM_FACTOR` times its λ (smaller weights, whose gradients stay
+informative, and the last iterate, which moves with every step), learning every example from the
+same step counter. :class:`TrackerChoice` keeps each model's prequential mistakes, fading by
+``1/e`` over :data:`RECENT_EXAMPLES` examples, and whichever made fewer predicts — the "adaptive
+combination" of a slow and a fast learner (Arenas-García, Figueiras-Vidal & Sayed, *Mean-square
+performance of a convex combination of two adaptive filters*, IEEE TSP 2006), with a hard switch
+instead of a convex mix so that probabilities keep one model's scores. On a stationary stream the
+averaged model keeps the lead (it errs less), so predictions are the papers'; the tracker costs
+one more weight matrix and step per example. The tracker is each learner's own: parameter mixing
+(:mod:`streamlearn.service.mixing`) mixes the averaged models; a member's tracker goes on from its
+own weights, and hands the predictions back to the shared model at each mix (so every member
+predicts alike right after one) until it errs less again. The factor and the fading were chosen on other seeds of the drift bench's
+streams than those it reports (``bench/README.md``).
+
 Decisions take effect only at a step that is a multiple of :data:`CHECK_EVERY`: ``learn_many``
 then cuts its rows at those steps, and so equals the ``learn_one`` loop bit for bit. The watch
 is part of the learner's state (checkpoints resume it exactly). With ``lam="auto"`` the leader's
@@ -63,6 +80,10 @@ THRESHOLD, DELTA, ALPHA = 50.0, 0.02, 1.0
 RESTART_EXAMPLES = 1000
 #: a detected change is acted on at the next step that is a multiple of this
 CHECK_EVERY = 32
+#: the fast tracker's λ, as a multiple of the learner's own (see the module docstring)
+TRACKER_LAM_FACTOR = 100.0
+#: the examples over which the recent mistakes that choose between tracker and model fade by 1/e
+RECENT_EXAMPLES = 1000
 
 
 class PageHinkleyUp:
@@ -155,10 +176,11 @@ class ChangeWatch:
         return watch
 
 
-def learn_watched(watch: ChangeWatch, n_groups: int, learn_between, restart) -> None:
+def learn_watched(watch: ChangeWatch, n_groups: int, learn_between, restart, checked=None) -> None:
     """Learn ``n_groups`` complete groups in spans cut at the steps where a detected change may be
     acted on (multiples of :data:`CHECK_EVERY`, so ``learn_many`` equals the ``learn_one`` loop),
-    feeding ``watch`` each span's mistakes and calling ``restart()`` when it saw a change.
+    feeding ``watch`` each span's mistakes and calling ``restart()`` when it saw a change, then
+    ``checked()`` (if given) at every such step.
     ``learn_between(first, last)`` learns groups ``first..last-1`` and returns their rows'
     mistakes (booleans; one ``bool`` for a span of one row)."""
     first = 0
@@ -170,13 +192,16 @@ def learn_watched(watch: ChangeWatch, n_groups: int, learn_between, restart) -> 
         else:
             watch.observe(mistakes)
         watch.steps += last - first
-        if watch.steps % CHECK_EVERY == 0 and watch.take_change():
-            restart()
+        if watch.steps % CHECK_EVERY == 0:
+            if watch.take_change():
+                restart()
+            if checked is not None:
+                checked()
         first = last
 
 
 def learn_in_watched_spans(watch: ChangeWatch, rows: SparseRows, y: np.ndarray, scores: np.ndarray, group: int,
-                           learn_span, classes_known, restart) -> None:
+                           learn_span, classes_known, restart, checked=None) -> None:
     """:func:`learn_watched` for a learner whose step writes each row's scores:
     ``learn_span(rows, y, scores)`` learns a span and writes each row's scores at its step into
     ``scores``; ``classes_known()`` is the number of classes the model had learned so far."""
@@ -195,7 +220,7 @@ def learn_in_watched_spans(watch: ChangeWatch, rows: SparseRows, y: np.ndarray, 
             return mistake_of_one(span_scores[0], int(span_y[0]), n_before)
         return mistakes_of(span_scores, span_y, n_before)
 
-    learn_watched(watch, n_groups, learn_between, restart)
+    learn_watched(watch, n_groups, learn_between, restart, checked)
 
 
 def average_weight_of(t: int, power: float) -> float:
@@ -214,6 +239,13 @@ def mistake_of_one(scores: np.ndarray, target: int, n_before: int) -> bool:
     return target >= n_before or int(scores[:n_before].argmax()) != target
 
 
+def mistake_count(scores: np.ndarray, targets: np.ndarray, n_before: int) -> int:
+    """How many rows :func:`mistakes_of` finds wrong."""
+    if len(targets) == 1:
+        return int(mistake_of_one(scores[0], int(targets[0]), n_before))
+    return int(mistakes_of(scores, targets, n_before).sum())
+
+
 def mistakes_of(scores: np.ndarray, targets: np.ndarray, n_before: int) -> np.ndarray:
     """Each row's 0/1 mistake from its test-then-train scores (classes unknown at the row's turn,
     see :func:`~streamlearn.base.hide_unknown_classes`, cannot be predicted).
@@ -229,3 +261,55 @@ def mistakes_of(scores: np.ndarray, targets: np.ndarray, n_before: int) -> np.nd
     hide_unknown_classes(masked, n_before, targets)
     unknown = ~(masked[np.arange(len(targets)), targets] > -np.inf)  # a class first seen is always missed
     return (masked.argmax(axis=1) != targets) | unknown
+
+
+class TrackerChoice:
+    """Which of two models predicts: the averaged model or the fast tracker beside it, whichever
+    made fewer prequential mistakes lately (see the module docstring).
+
+    Mistakes are counted per span (:meth:`count`, integers: the same whatever the spans' cuts) and
+    folded into exponentially fading sums only at the steps that are multiples of
+    :data:`CHECK_EVERY` (:meth:`check`), so ``learn_many`` equals the ``learn_one`` loop bit for bit.
+
+    >>> choice = TrackerChoice()
+    >>> choice.count(5, 1); choice.check(CHECK_EVERY)
+    >>> choice.tracking, choice.switches
+    (True, 1)
+    """
+
+    def __init__(self):
+        self.pending = [0, 0]  # mistakes since the last check: the averaged model's, the tracker's
+        self.recent = [0.0, 0.0]
+        self.tracking = False
+        self.switches = 0
+
+    def count(self, model_mistakes: int, tracker_mistakes: int) -> None:
+        self.pending[0] += int(model_mistakes)
+        self.pending[1] += int(tracker_mistakes)
+
+    def check(self, examples: int) -> None:
+        """Fold the pending counts of the last ``examples`` examples in; choose the predictor."""
+        keep = float(np.exp(-examples / RECENT_EXAMPLES))
+        self.recent = [self.recent[i] * keep + self.pending[i] for i in (0, 1)]
+        self.pending = [0, 0]
+        tracking = self.recent[1] < self.recent[0]
+        self.switches += tracking != self.tracking
+        self.tracking = tracking
+
+    def hand_back(self) -> None:
+        """The averaged model predicts from here, its record and the tracker's cleared (after a mix)."""
+        self.switches += self.tracking
+        self.tracking = False
+        self.pending, self.recent = [0, 0], [0.0, 0.0]
+
+    def export(self) -> dict:
+        return {"pending": list(self.pending), "recent": list(self.recent), "tracking": self.tracking,
+                "switches": self.switches}
+
+    @classmethod
+    def restore(cls, state: dict) -> "TrackerChoice":
+        choice = cls()
+        choice.pending = [int(v) for v in state["pending"]]
+        choice.recent = [float(v) for v in state["recent"]]
+        choice.tracking, choice.switches = bool(state["tracking"]), int(state["switches"])
+        return choice

@@ -203,6 +203,11 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         for them; the MCID learners do with ``adapt=True``: :mod:`streamlearn.adaptation`)."""
         return 0
 
+    @property
+    def n_switches(self) -> int:
+        """Times the predictions changed hands between the averaged model and a fast tracker beside
+        it (always 0 for a learner without one; the MCID learners have one with ``adapt=True``)."""
+        return 0
 
     # ------------------------------------------------------------- family hooks
     def _init_model(self) -> None:

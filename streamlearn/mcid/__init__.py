@@ -46,8 +46,10 @@ Options, both off by default:
   across five data sets, one pass (``bench/results/defaults.md``).
 * ``adapt=True`` (the default) — watch the prequential mistakes with a Page-Hinkley test and,
   when the error rises, restart the step schedule and the average from the current weights, so
-  that a model follows a changing stream however long it has run (:mod:`streamlearn.adaptation`).
-  On a stream that does not change nothing fires and the steps are the paper's.
+  that a model follows a changing stream however long it has run; and run a fast tracker (no
+  average, a larger λ) beside the averaged model, which predicts while its recent mistakes are
+  fewer, for streams that drift continuously (:mod:`streamlearn.adaptation`). On a stream that does
+  not change nothing fires, the averaged model predicts, and its steps are the paper's.
 * ``calibrate=True`` (the default) — probabilities are ``softmax(scores / temperature)``, with the
   one temperature that minimises the log-loss of the last 1,024 examples' prequential scores
   (:mod:`streamlearn.calibration`); it leaves every prediction unchanged. ``False``: the raw

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..adaptation import ChangeWatch, average_weight_of, learn_in_watched_spans, restart_step
+from ..adaptation import (CHECK_EVERY, TRACKER_LAM_FACTOR, ChangeWatch, TrackerChoice, average_weight_of,
+                          learn_in_watched_spans, mistake_count, restart_step)
 from ..base import StreamClassifier, average_power_of, check_positive, hide_unknown_classes
 from ..calibration import TemperatureCalibration
 from ..errors import InvalidParameterError
@@ -91,18 +92,41 @@ class MCIDLearner(StreamClassifier):
         self._average_weight = 0.0  # sum over the steps so far of t**average_power
         self._n_learned_classes = 0  # classes that existed at the last step
         self._watch = ChangeWatch() if self.adapt else None
+        # the fast tracker beside the averaged model (adapt=True): no average, a larger λ, the same steps
+        self._tracker = ScaledWeights(False) if self.adapt else None
+        self._tracker_choice = TrackerChoice() if self.adapt else None
         self._calibration = TemperatureCalibration() if self.calibrate else None
 
     @property
     def _weights(self) -> ScaledWeights:
-        """The weights predictions use (with ``lam="auto"``: the leading candidate's)."""
+        """The model's weights (with ``lam="auto"``: the leading candidate's); not the tracker's."""
         return self._candidates[self._leader]
 
     @property
+    def _predicting(self) -> ScaledWeights:
+        """The weights predictions use: the tracker's while it leads, otherwise the model's."""
+        return self._tracker if self.tracking else self._weights
+
+    @property
     def weight_store(self) -> ScaledWeights:
-        """The store of the weights predictions use (``W = V · scale`` and the averaged iterate's
-        ``U``, ``A``; :class:`~streamlearn.weights.ScaledWeights`): read it, do not change it."""
+        """The store of the model's weights (``W = V · scale`` and the averaged iterate's ``U``,
+        ``A``; :class:`~streamlearn.weights.ScaledWeights`), not the tracker's: read it, do not change it."""
         return self._weights
+
+    @property
+    def tracker_store(self) -> ScaledWeights | None:
+        """The fast tracker's weight store (``None`` with ``adapt=False``): read it, do not change it."""
+        return self._tracker
+
+    @property
+    def tracking(self) -> bool:
+        """Whether the fast tracker predicts now (see :mod:`streamlearn.adaptation`)."""
+        return self._tracker_choice is not None and self._tracker_choice.tracking
+
+    @property
+    def n_switches(self) -> int:
+        """Times the predictor changed between the averaged model and the fast tracker (0 with ``adapt=False``)."""
+        return 0 if self._tracker_choice is None else self._tracker_choice.switches
 
     @property
     def candidate_stores(self) -> tuple:
@@ -133,7 +157,10 @@ class MCIDLearner(StreamClassifier):
     def weight_matrix(self, averaged: bool | None = None) -> np.ndarray:
         """Dense ``(K, d)`` weights: rows follow :attr:`classes`, columns the feature space.
 
-        ``averaged`` defaults to ``self.average`` (the weights predictions use)."""
+        ``averaged`` defaults to the weights predictions use: the averaged iterate with
+        ``self.average``, the tracker's while it leads."""
+        if averaged is None and self.tracking:
+            return self._tracker.dense()
         if self.average if averaged is None else averaged:
             return self._weights.dense_average(self._average_weight)
         return self._weights.dense()
@@ -157,7 +184,8 @@ class MCIDLearner(StreamClassifier):
                           average_weight: float, t: int) -> None:
         """Make this model the one :meth:`mixing_state` describes: its classes and features join this
         model's (this model's first, in their order: columns it holds stay put), its weights,
-        averaged iterate and step counter replace this model's."""
+        averaged iterate and step counter replace this model's. The fast tracker keeps its weights
+        and hands the predictions back to the (now shared) model."""
         for label in classes:
             self._labels.index(label, grow=True)
         if self._features.n_bits is None:
@@ -184,6 +212,8 @@ class MCIDLearner(StreamClassifier):
         self._average_weight = float(average_weight)
         self._t = int(t)
         self._n_learned_classes = K
+        if self._tracker_choice is not None:  # the shared model predicts until this member's tracker errs less again
+            self._tracker_choice.hand_back()
 
     @property
     def n_changes(self) -> int:
@@ -218,7 +248,7 @@ class MCIDLearner(StreamClassifier):
             self._learn_span(rows, y, scores)
         else:
             learn_in_watched_spans(watch, rows, y, scores, self.batch_size, self._learn_span,
-                                   lambda: self._n_learned_classes, self._restart)
+                                   lambda: self._n_learned_classes, self._restart, self._check_tracker)
         if calibration is not None:  # its window does not depend on the watch's spans: one pass over the rows
             calibration.observe(scores, y, n_before_rows)
 
@@ -236,7 +266,36 @@ class MCIDLearner(StreamClassifier):
         self._merit *= (t / self._t) ** 2
         self._t, self._average_weight = t, weight
 
+    def _check_tracker(self) -> None:
+        self._tracker_choice.check(CHECK_EVERY * self.batch_size)
+
     def _learn_span(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None) -> None:
+        """One span of steps: the tracker's (from the same step counters), then the model's;
+        ``scores`` gets the predicting one's."""
+        if self._tracker is None:
+            return self._learn_model_span(rows, y, scores)
+        n_before = self._n_learned_classes
+        tracker_scores = np.empty((rows.n_rows, len(self._labels)))
+        tracker_scores.fill(-np.inf)
+        self._step(self._tracker, self.tracker_lam, rows, y, tracker_scores)
+        tracking = self._tracker_choice.tracking
+        model_scores = scores
+        if tracking or scores is None:
+            model_scores = np.empty_like(tracker_scores)
+            model_scores.fill(-np.inf)
+        self._learn_model_span(rows, y, model_scores)
+        self._tracker_choice.count(mistake_count(model_scores, y, n_before), mistake_count(tracker_scores, y, n_before))
+        if tracking and scores is not None:
+            scores[:] = tracker_scores
+
+    @property
+    def tracker_lam(self) -> float:
+        """The fast tracker's λ: :data:`~streamlearn.adaptation.TRACKER_LAM_FACTOR` times the
+        learner's (``lam="auto"``: times :attr:`default_lam`)."""
+        lam = self.default_lam if len(self._lambdas) > 1 else self._lambdas[0]
+        return TRACKER_LAM_FACTOR * lam
+
+    def _learn_model_span(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None) -> None:
         if len(self._candidates) == 1:
             self._t, self._n_learned_classes, self._average_weight = self._step(
                 self._weights, self._lambdas[0], rows, y, _NO_SCORES if scores is None else scores)
@@ -264,20 +323,20 @@ class MCIDLearner(StreamClassifier):
             store.V, store.scale, store.sqnorm, store.U, store.A,
             store.n_features, self._n_learned_classes, self._t,
             float(lam), self._loss, bool(self.project), self._per_class_ball,
-            store.averaged, self._renormalization_threshold(),
+            store.averaged, self._renormalization_threshold(store),
             self._average_power, self._average_weight, scores,
         )  # fmt: skip
 
-    def _renormalization_threshold(self) -> float:
+    def _renormalization_threshold(self, store: ScaledWeights) -> float:
         if self.renormalize_below is not None:
             return self.renormalize_below
-        return 1e-4 if self._weights.averaged else 1e-30
+        return 1e-4 if store.averaged else 1e-30
 
     def _reserve_columns(self) -> None:
-        self._weights.reserve(self._features.n_columns, len(self._labels))
+        self._predicting.reserve(self._features.n_columns, len(self._labels))
 
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:
-        store = self._weights
+        store = self._predicting
         n_classes = len(self._labels)
         store.reserve(0, n_classes)
         out = np.empty((rows.n_rows, n_classes))
@@ -301,6 +360,8 @@ class MCIDLearner(StreamClassifier):
             model["leader"] = self._leader
         if self._watch is not None:
             model["watch"] = self._watch.export()
+        if self._tracker is not None:
+            model["tracker"] = {"arrays": self._tracker.export(), "choice": self._tracker_choice.export()}
         if self._calibration is not None:
             model["calibration"] = self._calibration.export()
         return model
@@ -318,6 +379,9 @@ class MCIDLearner(StreamClassifier):
             self._leader = int(model["leader"])
         if self._watch is not None and "watch" in model:  # absent: a state saved before adapt existed
             self._watch = ChangeWatch.restore(model["watch"])
+        if self._tracker is not None and "tracker" in model:  # absent: saved before the tracker existed (it starts afresh)
+            self._tracker = ScaledWeights.restore(model["tracker"]["arrays"], False)
+            self._tracker_choice = TrackerChoice.restore(model["tracker"]["choice"])
         if self._calibration is not None and "calibration" in model:  # absent: saved before calibration existed
             self._calibration = TemperatureCalibration.restore(model["calibration"])
 

@@ -33,7 +33,8 @@ def read_metrics(path) -> list[dict]:
 
 def plot_metrics(path, output) -> None:
     """Accuracy, macro-F1 and log-loss (prequential, and hold-out when present) against
-    the number of examples learned; a dotted line marks each change the learner detected."""
+    the number of examples learned; a dotted line marks each change the learner detected, a dash-dot
+    line each switch between the averaged model and its fast tracker."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -42,7 +43,8 @@ def plot_metrics(path, output) -> None:
     rows = read_metrics(path)
     x = [r["learned"] for r in rows]
     # where the learner detected a change: the first line whose count of changes is higher
-    changes = [r["learned"] for before, r in zip(rows, rows[1:]) if r.get("changes", 0) > before.get("changes", 0)]
+    changes, switches = ([r["learned"] for before, r in zip(rows, rows[1:]) if r.get(key, 0) > before.get(key, 0)]
+                         for key in ("changes", "switches"))
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     for ax, key, title in zip(axes, ("accuracy", "macro_f1", "log_loss"), ("accuracy", "macro-F1", "log-loss")):
         for part, style in (("prequential", "-"), ("holdout", "--")):
@@ -52,7 +54,11 @@ def plot_metrics(path, output) -> None:
                 ax.plot(*zip(*points), style, marker=".", label=part)
         for at in changes:
             ax.axvline(at, color="tab:red", lw=0.8, ls=":")
-        ax.set_xlabel("examples learned" + (" (dotted: a change detected)" if changes else ""))
+        for at in switches:
+            ax.axvline(at, color="tab:gray", lw=0.6, ls="-.")
+        notes = [text for text, marks in (("dotted: a change detected", changes), ("dash-dot: the predictor switched", switches))
+                 if marks]
+        ax.set_xlabel("examples learned" + (f" ({'; '.join(notes)})" if notes else ""))
         ax.set_title(title)
         ax.grid(alpha=0.3)
         if ax.lines:

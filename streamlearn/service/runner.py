@@ -108,7 +108,7 @@ class Runner:
         progress = options.progress
         self.bar = self.log.isatty() if progress is None and hasattr(self.log, "isatty") else bool(progress)
         self.counters = {"seen": 0, "learned": 0, "held_out": 0, "unlabelled": 0, "dead_letters": 0, "batches": 0,
-                         "checkpoints": 0, "changes": 0}
+                         "checkpoints": 0, "changes": 0, "switches": 0}
         self.bad = BadRecords(self.dead_letters, self.counters, options.max_errors, options.check_start)
         self.prequential = ClassificationMetrics()
         self.holdout_metrics = ClassificationMetrics()
@@ -287,6 +287,7 @@ class Runner:
                 self.prequential.update(train.y, scored.predicted, scored.p_true)
                 self.counters["learned"] += len(train)
                 self.counters["changes"] = self.model.n_changes
+                self.counters["switches"] = self.model.n_switches
                 self._note(lines, train, rows, scored)
             if lines:
                 for i in sorted(lines):

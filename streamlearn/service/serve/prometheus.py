@@ -38,6 +38,8 @@ def make_metrics(holder):
                 yield GaugeMetricFamily("streamlearn_dead_letters", "Bad records in the metrics log", value=line.get("dead_letters", 0))
                 yield GaugeMetricFamily("streamlearn_changes_detected", "Changes of the stream the learner detected (and restarted on)",
                                         value=line.get("changes", 0))
+                yield GaugeMetricFamily("streamlearn_tracker_switches", "Times the predictions changed hands between the "
+                                        "averaged model and the fast tracker", value=line.get("switches", 0))
                 yield GaugeMetricFamily("streamlearn_examples_per_second", "Learning rate in the metrics log",
                                         value=line.get("examples_per_s", 0.0))
 
