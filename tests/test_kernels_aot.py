@@ -87,6 +87,11 @@ def sample_calls():
         V, scale, sqnorm, U, A = _weights(rng)
         yield "mcid", "learn_groups", 0, (indptr, indices, data, y, 2, V, scale, sqnorm, U, A, 30, 4, 7, 0.01, loss, True,
                                           False, True, 0.3, 2.0, 11.0, np.full((40, 6), -np.inf))
+        tracker_V, tracker_scale, tracker_sqnorm, _, tracker_A = _weights(rng)
+        yield "mcid", "learn_groups_tracked", 0, (indptr, indices, data, y, 2, V, scale, sqnorm, U, A, 30, 4, 7, 0.01, loss,
+                                                  False, False, True, 0.3, 2.0, 11.0, np.full((40, 6), -np.inf),
+                                                  tracker_V, tracker_scale, tracker_sqnorm, np.zeros((0, 0)), tracker_A,
+                                                  0.1, 1e-30, np.full((40, 6), -np.inf))
 
 
 def _same(a, b) -> bool:

@@ -159,3 +159,40 @@ def test_a_mix_hands_the_predictions_back_to_the_shared_model():
     assert not model.tracking and model.n_switches == switches + 1
     np.testing.assert_array_equal(model.tracker_store.dense(), tracker)  # its weights are kept
     np.testing.assert_array_equal(model.weight_matrix(), model.weight_matrix(averaged=True))
+
+
+@pytest.mark.parametrize("loss", ["SOFTMAX", "CRAMMER_SINGER", "OVR_HINGE"])
+def test_the_fused_kernel_is_the_tracker_step_then_the_model_step_and_counts_their_mistakes(loss):
+    """kernels/mcid.learn_groups_tracked against two calls of learn_groups (checked against the
+    NumPy reference of 000 Alg. 1 in test_mcid_reference) and adaptation.mistakes_of."""
+    from streamlearn.adaptation import mistakes_of
+    from streamlearn.kernels import codes, compiled
+
+    mcid = compiled("mcid")
+    rng = np.random.default_rng(7)
+    n, d, K = 24, 9, 5
+    indptr = np.arange(0, n * 3 + 1, 3, dtype=np.int64)
+    indices = rng.integers(0, d, n * 3).astype(np.int64)
+    data = rng.normal(size=n * 3)
+    y = rng.integers(0, K, n).astype(np.int64)
+
+    def stores():
+        r = np.random.default_rng(1)
+        return [r.normal(size=(d, K)), np.ones(K), np.zeros(K), r.normal(size=(d, K)), np.zeros(K)]
+
+    model, tracker = stores(), stores()
+    tracker[3] = np.zeros((0, 0))
+    common = (indptr, indices, data, y, 2)
+    fused_model, fused_tracker = [a.copy() for a in model], [a.copy() for a in tracker]
+    scores, tracker_scores = np.full((n, K), -np.inf), np.full((n, K), -np.inf)
+    got = mcid.learn_groups_tracked(*common, *fused_model, d, 3, 40, 1e-2, getattr(codes, loss), False, False, True, 1e-4,
+                                    2.0, 30.0, scores, *fused_tracker, 1.0, 1e-30, tracker_scores)
+    expected_tracker_scores, expected_scores = np.full((n, K), -np.inf), np.full((n, K), -np.inf)
+    mcid.learn_groups(*common, *tracker, d, 3, 40, 1.0, getattr(codes, loss), False, False, False, 1e-30, 2.0, 30.0,
+                      expected_tracker_scores)
+    expected = mcid.learn_groups(*common, *model, d, 3, 40, 1e-2, getattr(codes, loss), False, False, True, 1e-4, 2.0, 30.0,
+                                 expected_scores)
+    assert got[:3] == expected
+    assert got[3:] == (mistakes_of(scores, y, 3).sum(), mistakes_of(tracker_scores, y, 3).sum())
+    for a, b in zip(fused_model + fused_tracker + [scores, tracker_scores], model + tracker + [expected_scores, expected_tracker_scores]):
+        np.testing.assert_array_equal(a, b)

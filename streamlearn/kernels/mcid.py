@@ -152,3 +152,52 @@ def learn_groups(
         if smallest < renormalize_below:  # classes on their way there ride along
             renormalize_columns(V, scale, sqnorm, U, A, averaged, n_features, n_classes, np.sqrt(renormalize_below))
     return t, n_classes, average_weight
+
+
+@njit(cache=True, nogil=True)
+def mistakes_in(scores, y, n_before):
+    """How many rows are predicted wrongly by their scores among the classes known before them
+    (``n_before`` before the first row, then each class as it first appears: indices come in
+    order of first appearance); a class not known yet is always missed, ties go to the lowest
+    index: :func:`streamlearn.adaptation.mistakes_of`'s count, compiled."""
+    count = 0
+    known = n_before
+    for r in range(len(y)):
+        target = y[r]
+        if target >= known:
+            count += 1
+            known = target + 1
+            continue
+        best = 0
+        for k in range(1, known):
+            if scores[r, k] > scores[r, best]:
+                best = k
+        if best != target:
+            count += 1
+    return count
+
+
+@njit(cache=True, nogil=True)
+def learn_groups_tracked(
+    indptr, indices, data, y, group_size,
+    V, scale, sqnorm, U, A, n_features, n_classes, t,
+    lam, loss, project, per_class_ball, averaged, renormalize_below,
+    average_power, average_weight, scores_out,
+    tracker_V, tracker_scale, tracker_sqnorm, tracker_U, tracker_A, tracker_lam, tracker_renormalize_below,
+    tracker_scores_out,
+):  # fmt: skip
+    """:func:`learn_groups` for the fast tracker (no average, λ = ``tracker_lam``), then for the
+    model, both from the same step counters (``streamlearn.adaptation``); one call instead of
+    two, since a ``learn_one`` step's cost is mostly the call. Return the model's ``(t,
+    n_classes, average_weight)`` and the rows each one predicted wrongly at its step
+    (:func:`mistakes_in` against the classes known before the rows). Both score arrays are
+    required, ``(n_rows, K)`` filled with ``-inf``."""
+    n_before = n_classes
+    learn_groups(indptr, indices, data, y, group_size, tracker_V, tracker_scale, tracker_sqnorm, tracker_U, tracker_A,
+                 n_features, n_classes, t, tracker_lam, loss, project, per_class_ball, False, tracker_renormalize_below,
+                 average_power, average_weight, tracker_scores_out)
+    t, n_classes, average_weight = learn_groups(indptr, indices, data, y, group_size, V, scale, sqnorm, U, A,
+                                                n_features, n_classes, t, lam, loss, project, per_class_ball, averaged,
+                                                renormalize_below, average_power, average_weight, scores_out)
+    return (t, n_classes, average_weight, mistakes_in(scores_out, y, n_before),
+            mistakes_in(tracker_scores_out, y, n_before))

@@ -25,6 +25,7 @@ _scaled = compiled("scaled")
 AUTO_LAMBDAS = (1e-4, 1e-3, 1e-5, 1e-6)
 #: the kernels with the weight store's arrays left unchecked (made by ScaledWeights: see KernelModule.trusting)
 _learn_groups = _mcid.trusting("learn_groups", frozenset(range(5, 10)))
+_learn_groups_tracked = _mcid.trusting("learn_groups_tracked", frozenset(range(5, 10)) | frozenset(range(22, 27)))
 _scores_batch = _scaled.trusting("scores_batch", frozenset(range(3, 7)))
 _NO_SCORES = np.zeros((0, 0))  # learn_groups' scores_out when no scores are asked for
 
@@ -274,6 +275,8 @@ class MCIDLearner(StreamClassifier):
         ``scores`` gets the predicting one's."""
         if self._tracker is None:
             return self._learn_model_span(rows, y, scores)
+        if len(self._candidates) == 1:
+            return self._learn_tracked_span(rows, y, scores)
         n_before = self._n_learned_classes
         tracker_scores = np.empty((rows.n_rows, len(self._labels)))
         tracker_scores.fill(-np.inf)
@@ -287,6 +290,28 @@ class MCIDLearner(StreamClassifier):
         self._tracker_choice.count(mistake_count(model_scores, y, n_before), mistake_count(tracker_scores, y, n_before))
         if tracking and scores is not None:
             scores[:] = tracker_scores
+
+    def _learn_tracked_span(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None) -> None:
+        """:meth:`_learn_span` of one λ: both steps and both mistake counts in one compiled call."""
+        spare = np.empty((rows.n_rows, len(self._labels)))
+        spare.fill(-np.inf)
+        if scores is None:
+            scores = np.full_like(spare, -np.inf)
+        tracker_scores, model_scores = (scores, spare) if self._tracker_choice.tracking else (spare, scores)
+        store, tracker = self._weights, self._tracker
+        for weights in (tracker, store):
+            weights.reserve(self._features.n_columns, len(self._labels), self._features.likely_columns)
+        self._t, self._n_learned_classes, self._average_weight, model_missed, tracker_missed = _learn_groups_tracked(
+            rows.indptr, rows.indices, rows.data, y, self.batch_size,
+            store.V, store.scale, store.sqnorm, store.U, store.A,
+            store.n_features, self._n_learned_classes, self._t,
+            float(self._lambdas[0]), self._loss, bool(self.project), self._per_class_ball,
+            store.averaged, self._renormalization_threshold(store),
+            self._average_power, self._average_weight, model_scores,
+            tracker.V, tracker.scale, tracker.sqnorm, tracker.U, tracker.A,
+            self.tracker_lam, self._renormalization_threshold(tracker), tracker_scores,
+        )  # fmt: skip
+        self._tracker_choice.count(model_missed, tracker_missed)
 
     @property
     def tracker_lam(self) -> float:
