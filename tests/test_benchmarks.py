@@ -38,6 +38,7 @@ SMOKE_RUNS = {
     "adaptation_bench": (["--quick", "--out"], ["adaptation.json", "adaptation.md", "adaptation.png"]),
     "ann_bench": (["--quick", "--out"], ["ann.json", "ann.md", "ann.png"]),
     "dense_extreme_bench": (["--quick", "--out"], ["dense-extreme.json", "dense-extreme.md", "dense-extreme.png"]),
+    "linear_bound_bench": (["--quick", "--out"], ["linear-bound.json", "linear-bound.md", "linear-bound.png"]),
 }
 
 
