@@ -96,6 +96,7 @@ class MCIDLearner(StreamClassifier):
         # the fast tracker beside the averaged model (adapt=True): no average, a larger λ, the same steps
         self._tracker = ScaledWeights(False) if self.adapt else None
         self._tracker_choice = TrackerChoice() if self.adapt else None
+        self._tracker_lam = TRACKER_LAM_FACTOR * (self.default_lam if len(self._lambdas) > 1 else self._lambdas[0])
         self._calibration = TemperatureCalibration() if self.calibrate else None
 
     @property
@@ -280,7 +281,7 @@ class MCIDLearner(StreamClassifier):
         n_before = self._n_learned_classes
         tracker_scores = np.empty((rows.n_rows, len(self._labels)))
         tracker_scores.fill(-np.inf)
-        self._step(self._tracker, self.tracker_lam, rows, y, tracker_scores)
+        self._step(self._tracker, self._tracker_lam, rows, y, tracker_scores)
         tracking = self._tracker_choice.tracking
         model_scores = scores
         if tracking or scores is None:
@@ -292,24 +293,29 @@ class MCIDLearner(StreamClassifier):
             scores[:] = tracker_scores
 
     def _learn_tracked_span(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None) -> None:
-        """:meth:`_learn_span` of one λ: both steps and both mistake counts in one compiled call."""
-        spare = np.empty((rows.n_rows, len(self._labels)))
+        """:meth:`_learn_span` of one λ: both steps and both mistake counts in one compiled call
+        (the attribute reads are hoisted: this runs once per ``learn_one``)."""
+        n_classes = len(self._labels)
+        spare = np.empty((rows.n_rows, n_classes))
         spare.fill(-np.inf)
         if scores is None:
             scores = np.full_like(spare, -np.inf)
         tracker_scores, model_scores = (scores, spare) if self._tracker_choice.tracking else (spare, scores)
-        store, tracker = self._weights, self._tracker
+        store, tracker, features = self._weights, self._tracker, self._features
+        n_columns = features.n_columns
         for weights in (tracker, store):
-            weights.reserve(self._features.n_columns, len(self._labels), self._features.likely_columns)
+            if weights.n_features < n_columns or weights.n_classes < n_classes:  # else reserve changes nothing
+                weights.reserve(n_columns, n_classes, features.likely_columns)
+        below = self.renormalize_below
         self._t, self._n_learned_classes, self._average_weight, model_missed, tracker_missed = _learn_groups_tracked(
             rows.indptr, rows.indices, rows.data, y, self.batch_size,
             store.V, store.scale, store.sqnorm, store.U, store.A,
             store.n_features, self._n_learned_classes, self._t,
-            float(self._lambdas[0]), self._loss, bool(self.project), self._per_class_ball,
-            store.averaged, self._renormalization_threshold(store),
+            self._lambdas[0], self._loss, bool(self.project), self._per_class_ball,
+            store.averaged, (1e-4 if store.averaged else 1e-30) if below is None else below,
             self._average_power, self._average_weight, model_scores,
             tracker.V, tracker.scale, tracker.sqnorm, tracker.U, tracker.A,
-            self.tracker_lam, self._renormalization_threshold(tracker), tracker_scores,
+            self._tracker_lam, 1e-30 if below is None else below, tracker_scores,
         )  # fmt: skip
         self._tracker_choice.count(model_missed, tracker_missed)
 
@@ -317,8 +323,7 @@ class MCIDLearner(StreamClassifier):
     def tracker_lam(self) -> float:
         """The fast tracker's λ: :data:`~streamlearn.adaptation.TRACKER_LAM_FACTOR` times the
         learner's (``lam="auto"``: times :attr:`default_lam`)."""
-        lam = self.default_lam if len(self._lambdas) > 1 else self._lambdas[0]
-        return TRACKER_LAM_FACTOR * lam
+        return self._tracker_lam
 
     def _learn_model_span(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None) -> None:
         if len(self._candidates) == 1:
