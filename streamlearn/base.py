@@ -163,6 +163,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         self._pending_cols: list = []
         self._pending_vals: list = []
         self._pending_y: list = []
+        self._encoded_last = None  # see _scores_one
         self._init_model()
 
     def _intercept(self) -> int:
@@ -242,9 +243,13 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         """Gather one example; take a step when ``batch_size`` examples are gathered."""
         label = self._labels.normalize(y)
         self._check_class_room(1 if self._labels.index(label, grow=False) < 0 else 0)
-        most_new = len(x) if isinstance(x, dict) else 0  # anything else is refused by encode_one
-        cols, vals = self._within_column_room(lambda: self._features.encode_one(x, grow=True), most_new)
-        cols, vals = self._model_row(cols, vals, learn=True)
+        encoded, self._encoded_last = self._encoded_last, None
+        if encoded is not None and encoded[0] is self._features and encoded[1] == x:
+            cols, vals = encoded[2], encoded[3]
+        else:
+            most_new = len(x) if isinstance(x, dict) else 0  # anything else is refused by encode_one
+            cols, vals = self._within_column_room(lambda: self._features.encode_one(x, grow=True), most_new)
+            cols, vals = self._model_row(cols, vals, learn=True)
         self._gather(cols, vals, self._labels.index(label, grow=True))
 
     def learn_many(self, X, y) -> None:
@@ -276,6 +281,9 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         if self._intercept_column >= 0:
             rows = with_constant_column(rows, self._intercept_column, INTERCEPT_VALUE)
         return rows
+
+    #: (features, x, cols, vals) of the last one-example prediction whose row learn_one may take (see _scores_one)
+    _encoded_last = None
 
     #: whether ``_learn_groups`` can write the scores each row has when it is learned
     _scores_while_learning = False
@@ -399,7 +407,13 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
 
     # --------------------------------------------------------------- prediction
     def _scores_one(self, x: dict) -> np.ndarray:
-        cols, vals = self._model_row(*self._features.encode_one(x, grow=False), learn=False)
+        features = self._features
+        cols, vals = features.encode_one(x, grow=False)
+        known = len(cols) == len(x) and features.n_bits is None and self._scaler is None
+        cols, vals = self._model_row(cols, vals, learn=False)
+        # learn_one(x) right after (river's test-then-train) takes this row as it is when x is still equal:
+        # every name was known and no scaler learns, so its row is the one encoding would give it
+        self._encoded_last = (features, dict(x), cols, vals) if known else None
         return self._raw_scores(SparseRows(np.array([0, len(cols)], np.int64), cols, vals))[0]
 
     def decision_function_one(self, x: dict) -> dict:
