@@ -48,8 +48,10 @@ class MulticlassSVM(MCIDLearner):
         ``False``: the papers' model, through the origin.
     adapt
         Follow a stream that changes (default): a Page-Hinkley test on the prequential mistakes
-        restarts the step schedule and the average when the error rises
-        (:mod:`streamlearn.adaptation`); ``False``: the papers' solver exactly, for a stationary stream.
+        restarts the step schedule and the average when the error rises, and a fast tracker (no
+        average, 100× λ) learns beside the averaged model and predicts while it errs less, for a
+        stream that drifts all the time (:mod:`streamlearn.adaptation`; one more weight matrix);
+        ``False``: the papers' solver exactly, for a stationary stream.
     calibrate
         Fit the probabilities' temperature on the last 1,024 examples' prequential scores
         (default; :mod:`streamlearn.calibration`); ``False``: the raw softmax of the scores.
@@ -64,6 +66,8 @@ class MulticlassSVM(MCIDLearner):
         The dense ``(K, d)`` weights predictions use.
     n_changes
         Changes of the stream detected so far (see ``adapt``).
+    tracking, n_switches
+        Whether the fast tracker predicts now; how often the predictions changed hands.
     temperature
         The probabilities' temperature (1 with ``calibrate=False``).
     selected_lam
