@@ -52,7 +52,9 @@ weigh as ``t0`` steps' (003, Fig. 1 line 8). Not ``PrimalGradientRegressor`` (a 
 no mistake to watch), nor the least-squares family, whose models solve a ridge regression over
 every example learned so far: on a changing stream they follow the change only as far as the new
 examples outweigh the old ones — except ``CalibratedLeastSquares`` and ``StagewiseRegression``,
-whose stream refits on the last ``window`` examples and so forgets by design.
+whose stream refits on the last ``window`` examples and so forgets by design. The fast tracker
+runs beside the MCID learners only: PGS's default last iterate already moves with every step, and
+an ExtremeSVM tracker (a second store of sparse class rows) is not built yet.
 
 >>> import numpy as np
 >>> watch = ChangeWatch()
