@@ -31,8 +31,8 @@ averaged model keeps the lead (it errs less), so predictions are the papers'; th
 one more weight matrix and step per example. The tracker is each learner's own: parameter mixing
 (:mod:`streamlearn.service.mixing`) mixes the averaged models; a member's tracker goes on from its
 own weights, and hands the predictions back to the shared model at each mix (so every member
-predicts alike right after one) until it errs less again. The factor and the fading were chosen on other seeds of the drift bench's
-streams than those it reports (``bench/README.md``).
+predicts alike right after one) until it errs less again. The factor and the fading were chosen
+on other seeds of the drift bench's streams than those it reports (``bench/README.md``).
 
 Decisions take effect only at a step that is a multiple of :data:`CHECK_EVERY`: ``learn_many``
 then cuts its rows at those steps, and so equals the ``learn_one`` loop bit for bit. The watch

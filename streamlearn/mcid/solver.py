@@ -306,16 +306,15 @@ class MCIDLearner(StreamClassifier):
         for weights in (tracker, store):
             if weights.n_features < n_columns or weights.n_classes < n_classes:  # else reserve changes nothing
                 weights.reserve(n_columns, n_classes, features.likely_columns)
-        below = self.renormalize_below
         self._t, self._n_learned_classes, self._average_weight, model_missed, tracker_missed = _learn_groups_tracked(
             rows.indptr, rows.indices, rows.data, y, self.batch_size,
             store.V, store.scale, store.sqnorm, store.U, store.A,
             store.n_features, self._n_learned_classes, self._t,
             self._lambdas[0], self._loss, bool(self.project), self._per_class_ball,
-            store.averaged, (1e-4 if store.averaged else 1e-30) if below is None else below,
+            store.averaged, self._renormalization_threshold(store),
             self._average_power, self._average_weight, model_scores,
             tracker.V, tracker.scale, tracker.sqnorm, tracker.U, tracker.A,
-            self._tracker_lam, 1e-30 if below is None else below, tracker_scores,
+            self._tracker_lam, self._renormalization_threshold(tracker), tracker_scores,
         )  # fmt: skip
         self._tracker_choice.count(model_missed, tracker_missed)
 
