@@ -1,6 +1,6 @@
-"""Extreme classification on dense inputs (issue 44), today's baseline: a synthetic embedding stream,
-``ExtremeSVM`` as it is (dense rows stored as sparse ones), and the exact dense method written with
-BLAS in NumPy, in one run.
+"""Extreme classification on dense inputs (issue 44): a synthetic embedding stream, ``ExtremeSVM``
+as it is (dense rows stored as sparse ones), the exact dense method written with BLAS in NumPy,
+and prototypes of an indexed dense path, in one run.
 
     python -m bench.dense_extreme_bench [--classes 10000] [--dim 128] [--examples 40000] [--out DIR]
 
@@ -11,8 +11,8 @@ classes appearing over time (class ``k`` cannot occur before example ``k · n / 
 normalized (cosine ~0.8 with its prototype). The first ``--examples`` learn one pass, the next
 quarter as many are the test.
 
-Measured, one thread: learning and prediction examples/s, test accuracy, the process's peak RSS
-growth, for
+Measured, one thread: learning and prediction examples/s, test accuracy, the resident memory the
+learning adds, for
 
 * ``ExtremeSVM()`` at its defaults (exact oracle), ``learn_many`` / ``predict_many`` on blocks of
   1,000 CSR rows, and with ``adapt=False``;
@@ -21,12 +21,13 @@ growth, for
   ``X_b W^T`` at the batch's starting weights (002's mini-batch rule), the Pegasos shrink as one
   scale, the average of the iterates kept lazily; prediction one product per block. It is the
   "no index" method a dense ``ExtremeSVM`` must beat by its index;
-* the same learner with **IVF candidates** (:class:`IvfCandidates`, faiss, the index
-  ``bench/ann_bench.py`` chose): the top 10 rows of an IVF-Flat index over the current rows,
-  re-scored exactly, as the violator's candidates; prediction re-ranks them under the average.
-  A prototype of the dense path's design, to measure whether it can pay before it is built
-  into ``ExtremeSVM``: its recall (the true best current row among the candidates, on the
-  test rows) is reported.
+* the same learner with **candidates from an index** (faiss IVF-Flat, the index
+  ``bench/ann_bench.py`` chose): the top 10 of the index, re-scored exactly, are the violator's
+  candidates, and prediction re-ranks them under the average. Two indexes: over the current
+  class rows (:class:`IvfCandidates`, 002's design), and over each class's mean example
+  (:class:`CentroidCandidates`). Prototypes, to measure which design pays before one is built
+  into ``ExtremeSVM``; the candidates' recall on the test rows is reported, of the true best
+  current row and of the example's own class.
 
 Writes ``dense-extreme.{json,md,png}``.
 """
@@ -80,30 +81,53 @@ class IvfCandidates:
     def ready(self) -> bool:
         return self.index is not None
 
+    def _vectors(self, W: np.ndarray, ids) -> np.ndarray:
+        """What the index holds for the classes ``ids``: their rows."""
+        return np.ascontiguousarray(W[ids])
+
     def _train(self, W: np.ndarray, n_seen: int) -> None:
         quantizer = self.faiss.IndexFlatIP(self.dim)
         n_lists = max(8, n_seen // self.ROWS_PER_LIST)
         self.index = self.faiss.IndexIVFFlat(quantizer, self.dim, n_lists, self.faiss.METRIC_INNER_PRODUCT)
-        self.index.train(np.ascontiguousarray(W[:n_seen]))
+        self.index.cp.niter = 10  # k-means to 10 iterations, not 25: a list's centroid only routes queries
+        self.index.train(self._vectors(W, np.arange(n_seen)))
         self.index.nprobe = self.nprobe
         self.index.make_direct_map(True)
         self.n_indexed, self.n_trained, self.trainings = 0, n_seen, self.trainings + 1
 
-    def follow(self, W: np.ndarray, n_seen: int, changed: np.ndarray) -> None:
-        """Take the rows ``changed`` and every class seen since the last call."""
+    def follow(self, W: np.ndarray, n_seen: int, changed: np.ndarray, xb: np.ndarray, yb: np.ndarray) -> None:
+        """Take the rows ``changed`` by the mini-batch ``xb, yb`` and every class seen since the last call."""
         if n_seen >= max(self.train_at, 2 * self.n_trained):
             self._train(W, n_seen)
         if self.index is None:
             return
         old = changed[changed < self.n_indexed]
         if len(old):
-            self.index.update_vectors(old.astype(np.int64), np.ascontiguousarray(W[old]))
+            self.index.update_vectors(old.astype(np.int64), self._vectors(W, old))
         if n_seen > self.n_indexed:
-            self.index.add(np.ascontiguousarray(W[self.n_indexed:n_seen]))
+            self.index.add(self._vectors(W, np.arange(self.n_indexed, n_seen)))
             self.n_indexed = n_seen
 
     def search(self, xb: np.ndarray) -> np.ndarray:
         return self.index.search(xb, self.k)[1]
+
+
+class CentroidCandidates(IvfCandidates):
+    """The same IVF-Flat, over each class's **mean example** (unit length) instead of its row: a
+    class's examples lie around it, so a query's lists hold its own class and its confusable
+    neighbours, whatever the rows' norms. A mini-batch moves only its own labels' means."""
+
+    def __init__(self, dim: int, n_classes: int, **kwargs):
+        super().__init__(dim, **kwargs)
+        self.sums = np.zeros((n_classes, dim), np.float32)
+
+    def _vectors(self, W: np.ndarray, ids) -> np.ndarray:
+        sums = self.sums[ids]
+        return np.ascontiguousarray(sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-30), np.float32)
+
+    def follow(self, W: np.ndarray, n_seen: int, changed: np.ndarray, xb: np.ndarray, yb: np.ndarray) -> None:
+        np.add.at(self.sums, yb, xb)
+        super().follow(W, n_seen, np.unique(yb), xb, yb)
 
 
 class DenseMemoir:
@@ -155,7 +179,7 @@ class DenseMemoir:
         self.cumulative += self.t * self.t * self.scale  # this iterate's weight, t² (ExtremeSVM's default power)
         self.weight_sum += self.t * self.t
         if self.index is not None:
-            self.index.follow(self.W, self.n_seen, changed)
+            self.index.follow(self.W, self.n_seen, changed, xb, yb)
 
     def averaged(self, ids=slice(None)) -> np.ndarray:
         mark = self.mark[ids]
@@ -177,8 +201,11 @@ def _per_second(n: int, seconds: float) -> float:
     return n / seconds if seconds > 0 else float("nan")
 
 
-def _peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _rss_mib() -> float:
+    """The process's resident memory now (a model's and its index's arrays are large, so mmap'd:
+    freed ones leave it, and the growth over one run is what that run holds)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize() / 2**20
 
 
 def by_appearance(y: np.ndarray, *more: np.ndarray) -> list[np.ndarray]:
@@ -190,23 +217,35 @@ def by_appearance(y: np.ndarray, *more: np.ndarray) -> list[np.ndarray]:
     return [np.array([first.get(v, -1) for v in a.tolist()], np.int64) for a in (y, *more)]
 
 
+def _candidate_recalls(model: DenseMemoir, index: IvfCandidates, Xt: np.ndarray, yt: np.ndarray) -> dict:
+    """On the test rows: how often the candidates hold the true best current row (the exact
+    oracle's answer), and how often they hold the example's own class."""
+    found_best, found_label = 0, 0
+    for lo in range(0, len(yt), 1000):  # blocks: 50,000 x 50,000 scores at once would be 10 GB
+        xb = Xt[lo:lo + 1000]
+        candidates = index.search(xb)
+        best = np.argmax(xb @ model.W[:model.n_seen].T, axis=1)
+        found_best += int((candidates == best[:, None]).any(axis=1).sum())
+        found_label += int((candidates == yt[lo:lo + 1000, None]).any(axis=1).sum())
+    return {"recall": found_best / len(yt), "label_recall": found_label / len(yt)}
+
+
 def run_dense(X, y, Xt, yt, n_classes: int, batch: int, index: IvfCandidates | None) -> dict:
     y, yt = by_appearance(y, yt)
-    before = _peak_rss_mib()
+    before = _rss_mib()
     model = DenseMemoir(n_classes, X.shape[1], index=index)
     started = time.process_time()
     for lo in range(0, len(y), batch):
         model.learn(X[lo:lo + batch], y[lo:lo + batch])
     learn = time.process_time() - started
+    held = _rss_mib() - before
     started = time.process_time()
     predicted = np.concatenate([model.predict(Xt[lo:lo + 1000]) for lo in range(0, len(yt), 1000)])
     predict = time.process_time() - started
     row = {"learn_per_s": _per_second(len(y), learn), "predict_per_s": _per_second(len(yt), predict), "accuracy": accuracy(predicted, yt),
-           "peak_rss_growth_mib": _peak_rss_mib() - before}
-    if index is not None and index.ready:  # the candidates' recall of the true best row, on the test rows
-        truth = np.argmax(Xt @ model.W[:model.n_seen].T, axis=1)
-        row["recall"] = float(np.mean((index.search(Xt) == truth[:, None]).any(axis=1)))
-        row["index_trainings"] = index.trainings
+           "rss_growth_mib": held}
+    if index is not None and index.ready:
+        row.update(_candidate_recalls(model, index, Xt, yt), index_trainings=index.trainings)
     return row
 
 
@@ -216,32 +255,38 @@ def run_extreme(X, y, Xt, yt, params: dict) -> dict:
     import streamlearn
 
     model = streamlearn.ExtremeSVM(**params)
-    before = _peak_rss_mib()
+    before = _rss_mib()
     started = time.process_time()
     for lo in range(0, len(y), 1000):
         model.learn_many(sp.csr_matrix(X[lo:lo + 1000]), y[lo:lo + 1000])
     learn = time.process_time() - started
+    held = _rss_mib() - before
     started = time.process_time()
     predicted = np.concatenate([model.predict_many(sp.csr_matrix(Xt[lo:lo + 1000])) for lo in range(0, len(yt), 1000)])
     predict = time.process_time() - started
     return {"learn_per_s": _per_second(len(y), learn), "predict_per_s": _per_second(len(yt), predict), "accuracy": accuracy(predicted, yt),
-            "peak_rss_growth_mib": _peak_rss_mib() - before, "classes_seen": len(model.classes)}
+            "rss_growth_mib": held, "classes_seen": len(model.classes)}
 
 
 CANDIDATES = {"ExtremeSVM() (sparse rows)": {}, "ExtremeSVM(adapt=False) (sparse rows)": {"adapt": False}}
 DENSE = "exact dense scan, BLAS per mini-batch (NumPy)"
-IVF = "IVF candidates (nprobe {}), re-scored exactly (NumPy + faiss prototype)"
+IVF = "IVF over the rows (nprobe {}), candidates re-scored exactly (NumPy + faiss prototype)"
+CENTROIDS = "IVF over the classes' mean examples (nprobe {}), candidates re-scored exactly (NumPy + faiss prototype)"
 
 
-def run(n_classes: int, dim: int, examples: int, batch: int, sparse: bool = True, nprobes=(8,)) -> dict:
+def run(n_classes: int, dim: int, examples: int, batch: int, sparse: bool = True, nprobes=(8,), centroid_nprobes=(2,)) -> dict:
     X, y = embedding_stream(examples + examples // 4, n_classes, dim)
     X, y, Xt, yt = X[:examples], y[:examples], X[examples:], y[examples:]
     out = {"classes": n_classes, "dim": dim, "examples": examples, "test": len(yt), "batch": batch,
            "classes_seen": int(len(np.unique(y))), "dense_weights_mib": n_classes * dim * 4 / 2**20, "rows": {}}
     out["rows"][DENSE] = run_dense(X, y, Xt, yt, n_classes, batch, None)
+    train_at = min(2_000, n_classes // 4)
     for nprobe in nprobes:  # the lists searched: recall against speed
-        index = IvfCandidates(dim, nprobe=nprobe, train_at=min(2_000, n_classes // 4))
+        index = IvfCandidates(dim, nprobe=nprobe, train_at=train_at)
         out["rows"][IVF.format(nprobe)] = run_dense(X, y, Xt, yt, n_classes, batch, index)
+    for nprobe in centroid_nprobes:
+        index = CentroidCandidates(dim, n_classes, nprobe=nprobe, train_at=train_at)
+        out["rows"][CENTROIDS.format(nprobe)] = run_dense(X, y, Xt, yt, n_classes, batch, index)
     for name, params in CANDIDATES.items() if sparse else ():
         out["rows"][name] = run_extreme(X, y, Xt, yt, params)
     for name, row in out["rows"].items():
@@ -251,17 +296,20 @@ def run(n_classes: int, dim: int, examples: int, batch: int, sparse: bool = True
 
 def report(results: dict) -> str:
     m = results["machine"]
-    lines = ["# Extreme classification on dense inputs: today's baseline (issue 44)", "",
+    lines = ["# Extreme classification on dense inputs (issue 44)", "",
              f"Commit {m['commit'][:10]}; `{m['command']}`. Synthetic embedding stream: {results['classes']:,} "
              f"classes ({results['classes_seen']:,} seen in the pass), d = {results['dim']}, {results['examples']:,} "
              f"examples learned in one pass, {results['test']:,} tested; CPU time, one thread. Dense weights "
              f"K × d float32: {results['dense_weights_mib']:.0f} MiB.", "",
-             "| method | learn ex/s | predict ex/s | test accuracy | candidates' recall | peak RSS growth MiB |",
-             "|---|---:|---:|---:|---:|---:|"]
+             "Recall, on the test rows: the candidates hold the true best current row (the exact oracle's "
+             "answer) / the example's own class. Memory: the growth of the resident set while the model learns "
+             "(the rows, their average, the index).", "",
+             "| method | learn ex/s | predict ex/s | test accuracy | recall of the best row | recall of the label | memory MiB |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for name, r in results["rows"].items():
-        recall = f"{r['recall']:.3f}" if "recall" in r else ""
+        recalls = [f"{r[key]:.3f}" if key in r else "" for key in ("recall", "label_recall")]
         lines.append(f"| {name} | {r['learn_per_s']:,.0f} | {r['predict_per_s']:,.0f} | {100 * r['accuracy']:.2f} % | "
-                     f"{recall} | {r['peak_rss_growth_mib']:,.0f} |")
+                     f"{' | '.join(recalls)} | {r['rss_growth_mib']:,.0f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -289,14 +337,16 @@ def main(argv=None) -> int:
     parser.add_argument("--examples", type=int, default=40_000)
     parser.add_argument("--batch", type=int, default=64, help="the dense method's mini-batch")
     parser.add_argument("--nprobe", default="8,32,128", help="the IVF prototype's lists searched, one run each")
+    parser.add_argument("--centroid-nprobe", default="2,8", help="the mean-example index's lists searched, one run each")
     parser.add_argument("--no-sparse", action="store_true", help="leave today's ExtremeSVM out (hours at 10^5 classes)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 500 classes, 3,000 examples")
     parser.add_argument("--out", default=str(pathlib.Path(__file__).resolve().parent / "results"))
     args = parser.parse_args(argv)
     if args.quick:
-        args.classes, args.examples, args.nprobe = 500, 3_000, "8"
+        args.classes, args.examples, args.nprobe, args.centroid_nprobe = 500, 3_000, "8", "2"
     results = {"machine": machine(), **run(args.classes, args.dim, args.examples, args.batch, not args.no_sparse,
-                                                    [int(n) for n in args.nprobe.split(",")])}
+                                                    [int(n) for n in args.nprobe.split(",")],
+                                                    [int(n) for n in args.centroid_nprobe.split(",")])}
     print(save_results(args.out, RESULTS_NAME, results, report, plot))
     return 0
 
