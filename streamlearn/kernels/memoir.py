@@ -27,7 +27,7 @@ def _next_random(rng):
 
 
 @njit(cache=True, nogil=True)
-def _random_other(rng, n_classes, y):
+def random_other(rng, n_classes, y):
     """A class other than ``y``, uniformly (``n_classes`` ≥ 2)."""
     k = np.int64(_next_random(rng) % np.uint64(n_classes - 1))
     return k + 1 if k >= y else k
@@ -73,7 +73,7 @@ def _violator(store, indptr, indices, data, row, y, n_classes, candidates, exact
                 if k != y and (best < 0 or scores[k] > best_score):
                     best, best_score = k, scores[k]
             if not lowest and best_score <= 0.0:
-                best = _random_other(rng, n_classes, y)
+                best = random_other(rng, n_classes, y)
                 best_score = scores[best]
             return best, best_score, scores[y]
         s_y = scores[y] if mark[y] == stamp else 0.0
@@ -88,7 +88,7 @@ def _violator(store, indptr, indices, data, row, y, n_classes, candidates, exact
             if u < n_classes and (best < 0 or best_score < 0.0 or (best_score == 0.0 and u < best)):
                 best, best_score = u, 0.0
         elif best < 0 or best_score <= 0.0:
-            best = _random_other(rng, n_classes, y)
+            best = random_other(rng, n_classes, y)
             best_score = scores[best] if mark[best] == stamp else 0.0
         return best, best_score, s_y
     s_y = sparse_dot(indptr, indices, data, row, store, y, False)
@@ -105,7 +105,7 @@ def _violator(store, indptr, indices, data, row, y, n_classes, candidates, exact
         if best < 0 or s > best_score or (s == best_score and u < best):
             best, best_score = u, s
     elif best < 0 or best_score <= 0.0:
-        best = _random_other(rng, n_classes, y)
+        best = random_other(rng, n_classes, y)
         best_score = sparse_dot(indptr, indices, data, row, store, best, False)
     return best, best_score, s_y
 

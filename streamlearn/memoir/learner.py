@@ -18,7 +18,7 @@ oracle (:mod:`streamlearn.mips`) instead of a scan over all ``K`` rows:
 
 How it stays bounded in ``K`` and ``d`` (the store of :mod:`streamlearn.kernels.memoir_store`):
 class rows are sparse (only touched weights exist, so memory follows the model's non-zeros,
-never ``K × d``); the Pegasos shrink is one global scale kept outside the rows and the index
+never ``K × d``) — unless the rows are dense (embeddings: ``store``, below); the Pegasos shrink is one global scale kept outside the rows and the index
 (a uniform rescale never changes an argmax); a new class is a new, empty row, at any time; the
 oracle's index is updated once per ``learn_many`` / mini-batch for the rows that changed, in
 place. Predictions re-rank the oracle's ``n_candidates`` exactly (the exact oracle: every class).
@@ -51,8 +51,9 @@ from ..batches import SparseRows
 from ..kernels import compiled
 from ..kernels.memoir_store import AW, A, G
 from ..mips import ORACLES, make_oracle
+from .dense import DenseLearning
 from .prediction import ExtremePredictions
-from .store import RENORMALIZE_BELOW, SparseClassRows
+from .store import RENORMALIZE_BELOW, DenseClassRows, SparseClassRows
 
 _memoir = compiled("memoir")
 _store_kernels = compiled("memoir_store")
@@ -60,7 +61,7 @@ _sketch = compiled("memoir_sketch")
 _EMPTY_CANDIDATES = np.zeros((0, 0), np.int64)
 _EMPTY_SKETCH = np.zeros((0, 0), np.float32)
 _NO_MISTAKES = np.zeros(0, np.bool_)
-class ExtremeSVM(ExtremePredictions, StreamClassifier):
+class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
     """Crammer–Singer SVM for many classes with an inexact margin (002; see the module docstring).
 
     Parameters
@@ -114,6 +115,15 @@ class ExtremeSVM(ExtremePredictions, StreamClassifier):
         current iterate. ``False``: 002's learner exactly, and about half the learning time with
         averaging (the watch's scan; ``bench/results/adaptation.md``). On a stationary stream the
         watch does not fire and both are the same model.
+    store
+        How the class rows are kept. ``"auto"`` (default): a dense ``(classes, columns)`` matrix
+        while the rows learned fill at least a quarter of the columns they name and the matrix
+        stays under :data:`~streamlearn.memoir.dense.DENSE_MAX_WEIGHTS` — then, for good, the sparse store (the switch
+        falls between two groups, at the same example however the stream is fed); ``"dense"``:
+        the matrix always; ``"sparse"``: the sparse store always. The dense store is for
+        ``penalty="l2"`` with the exact oracle (the others always use the sparse one); both give
+        the same iterates, bit for bit (:mod:`streamlearn.kernels.memoir_dense`), and the dense one
+        scans a row's classes without a hash or a pointer per weight.
     n_bits, seed, standardize
         As every streamlearn learner (``seed`` draws the random fallback, the sketches' index
         and the LSH planes).
@@ -140,7 +150,7 @@ class ExtremeSVM(ExtremePredictions, StreamClassifier):
                  project: bool = False, average: bool | None = None, average_power: float | None = None, fallback: str = "lowest",
                  balance: bool = False, eta0: float | str | None = None,
                  eta_decay: float | None = None, oracle_params: dict | None = None, n_bits: int | None = None,
-                 seed: int | None = None, standardize: bool = False, adapt: bool = True):
+                 seed: int | None = None, standardize: bool = False, adapt: bool = True, store: str = "auto"):
         check_positive("lam", lam)
         if not isinstance(adapt, bool):
             raise InvalidParameterError(f"adapt must be True or False, got {adapt!r}")
@@ -165,6 +175,11 @@ class ExtremeSVM(ExtremePredictions, StreamClassifier):
                                       or not 0 <= eta_decay < float("inf")):
             raise InvalidParameterError(f"eta_decay must be a number >= 0, got {eta_decay!r}")
         make_oracle(oracle, params=oracle_params)  # checks the keywords now, not at the first example
+        if store not in ("auto", "sparse", "dense"):
+            raise InvalidParameterError(f"store must be 'auto', 'sparse' or 'dense', got {store!r}")
+        if store == "dense" and (penalty != "l2" or oracle != "exact"):
+            raise InvalidParameterError("store='dense' is for penalty='l2' with oracle='exact' (ℓ1 truncation makes "
+                                        "sparse rows; the approximate oracles index sketches of sparse rows)")
         if average and penalty == "l1":
             raise InvalidParameterError("average=True is for penalty='l2' (an average of truncated rows is not sparse)")
         self._averaged = penalty == "l2" if average is None else bool(average)  # None: l2 averages, l1 does not
@@ -174,13 +189,13 @@ class ExtremeSVM(ExtremePredictions, StreamClassifier):
         self.batch_size, self.project, self.average, self.average_power = batch_size, project, average, average_power
         self.fallback, self.balance, self.eta0, self.eta_decay = fallback, balance, eta0, eta_decay
         self.oracle_params = oracle_params
-        self.n_bits, self.seed, self.standardize, self.adapt = n_bits, seed, standardize, adapt
+        self.n_bits, self.seed, self.standardize, self.adapt, self.store = n_bits, seed, standardize, adapt, store
         self._reset()
 
     @classmethod
     def _unit_test_params(cls):
         yield {}
-        yield {"adapt": False, "average": False}
+        yield {"adapt": False, "average": False, "store": "sparse"}
         yield {"lam": 1e-2, "batch_size": 3, "project": True, "average": True, "average_power": 2.0, "oracle": "lsh",
                "fallback": "random", "seed": 1}
         yield {"lam": 1e-4, "penalty": "l1", "oracle": "graph", "n_candidates": 3, "sketch_dim": 16, "balance": True,
@@ -188,7 +203,9 @@ class ExtremeSVM(ExtremePredictions, StreamClassifier):
 
     # ------------------------------------------------------------------ set-up
     def _init_model(self) -> None:
-        self._store = SparseClassRows(self._averaged)
+        dense = self.store != "sparse" and self.penalty == "l2" and self.oracle == "exact"
+        self._store = DenseClassRows(self._averaged) if dense else SparseClassRows(self._averaged)
+        self._dense_seen = np.zeros(3, np.int64)  # rows learned densely, their entries, columns they name
         self._oracle = make_oracle(self.oracle, seed=self.seed or 0, params=self.oracle_params)
         self._t = 0
         self._n_learned = 0  # classes that existed at the last step
@@ -231,14 +248,19 @@ class ExtremeSVM(ExtremePredictions, StreamClassifier):
         return self._averaged
 
     @property
-    def class_rows(self) -> SparseClassRows:
-        """The sparse class rows (:class:`~streamlearn.memoir.store.SparseClassRows`): read them, do not change them."""
+    def class_rows(self) -> SparseClassRows | DenseClassRows:
+        """The class rows (:mod:`streamlearn.memoir.store`; see ``store``): read them, do not change them."""
         return self._store
 
     @property
+    def dense(self) -> bool:
+        """Whether the class rows are a dense matrix now (see ``store``)."""
+        return isinstance(self._store, DenseClassRows)
+
+    @property
     def n_weights(self) -> int:
-        """Weights stored (entries of the sparse rows)."""
-        return self._store.n_used - int(self._store.counts[1])
+        """Weights stored (the sparse rows' entries, or the dense matrix's classes × columns)."""
+        return self._store.n_weights
 
     @property
     def n_steps(self) -> int:
@@ -297,12 +319,24 @@ class ExtremeSVM(ExtremePredictions, StreamClassifier):
         weight = average_weight_of(t0, self._average_power)
         scalars = self._store.scalars
         if self._averaged:
-            self._store.pool_avg.fill(0.0)
+            self._store.clear_average()
             scalars[A] = weight * scalars[G]
         scalars[AW] = weight
         self._t = t0
 
     def _learn_span(self, rows: SparseRows, y: np.ndarray, mistakes: np.ndarray) -> None:
+        if self.dense:
+            n_dense = rows.n_rows if self.store == "dense" else self._rows_while_dense(rows, y)
+            self._learn_dense(SparseRows(rows.indptr[: n_dense + 1], rows.indices, rows.data), y[:n_dense],
+                              mistakes[:n_dense])
+            if n_dense == rows.n_rows:
+                return
+            self._store = self._store.sparse()
+            rows = SparseRows(rows.indptr[n_dense:], rows.indices, rows.data)
+            y, mistakes = y[n_dense:], mistakes[n_dense:]
+        self._learn_sparse(rows, y, mistakes)
+
+    def _learn_sparse(self, rows: SparseRows, y: np.ndarray, mistakes: np.ndarray) -> None:
         n_rows = rows.n_rows
         n_classes = max(len(self._labels), int(y.max()) + 1 if len(y) else 0)
         self._room(n_classes)
@@ -392,7 +426,7 @@ class ExtremeSVM(ExtremePredictions, StreamClassifier):
     # -------------------------------------------------------------------- state
     def _export_model(self) -> dict:
         model = {"t": self._t, "n_learned": self._n_learned, "store": self._store.export(), "rng": int(self._rng[0]),
-                 "class_counts": self._class_counts[: len(self._labels)].copy()}
+                 "class_counts": self._class_counts[: len(self._labels)].copy(), "dense_seen": self._dense_seen.copy()}
         if not self._oracle.exact:
             model["sketches"] = self._sketches[: len(self._labels)].copy()
             model["pending"] = self._changed[: self._n_pending].copy()
@@ -406,7 +440,11 @@ class ExtremeSVM(ExtremePredictions, StreamClassifier):
     def _restore_model(self, model: dict) -> None:
         self._t = int(model["t"])
         self._n_learned = int(model["n_learned"])
-        self._store = SparseClassRows.restore(model["store"], self._averaged, len(model["class_counts"]))
+        if "dense" in model["store"]:
+            self._store = DenseClassRows.restore(model["store"], self._averaged)
+        else:
+            self._store = SparseClassRows.restore(model["store"], self._averaged, len(model["class_counts"]))
+        self._dense_seen = np.asarray(model.get("dense_seen", np.zeros(3)), np.int64).copy()
         self._rng = np.array([model["rng"]], np.uint64)
         n_classes = len(model["class_counts"])
         self._room(n_classes)
@@ -431,5 +469,6 @@ class ExtremeSVM(ExtremePredictions, StreamClassifier):
 #: defaults protocol's winner across six data sets (bench/results/defaults.md), l1's 002's Table 4
 DEFAULT_AVERAGE_POWER = 2.0
 DEFAULT_STEP = {"l2": (3.0, 1e-4), "l1": (0.1, 0.02)}
+
 #: hashes per column in the count sketches
 _SKETCH_HASHES = 1

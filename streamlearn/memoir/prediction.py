@@ -12,6 +12,7 @@ from ..kernels import compiled
 from ..mips import make_oracle
 
 _memoir = compiled("memoir")
+_dense = compiled("memoir_dense")
 _EMPTY_CANDIDATES = np.zeros((0, 0), np.int64)
 
 
@@ -29,15 +30,20 @@ class ExtremePredictions:
         lo, hi = rows.indptr[0], rows.indptr[-1]
         indices = np.ascontiguousarray(rows.indices[lo:hi], np.int64)
         data = np.ascontiguousarray(rows.data[lo:hi], np.float64)
+        predicted = np.empty(rows.n_rows, np.int64)
+        labels = np.zeros(0, np.int64) if y is None else np.ascontiguousarray(y, np.int64)
+        p_true = np.zeros(len(labels))
+        if self.dense:
+            self._store.reserve(self._features.n_columns, n_classes)
+            _dense.predict_rows(indptr, indices, data, self._store.V, self._store.U, self._store.scalars, n_classes,
+                                self._averaged, labels, predicted, p_true, self._scores, self._avg_scores)
+            return predicted, p_true
         self._store.reserve(self._features.n_columns, n_classes, 0)
         exact = self._oracle.exact or self.predict_exact
         candidates = _EMPTY_CANDIDATES
         if not exact and n_classes:
             candidates = self._oracle.top(self._sketches, self._row_sketches(indptr, indices, data), self._n_indexed,
                                           self.n_candidates)
-        predicted = np.empty(rows.n_rows, np.int64)
-        labels = np.zeros(0, np.int64) if y is None else np.ascontiguousarray(y, np.int64)
-        p_true = np.zeros(len(labels))
         self._stamp = _memoir.predict_rows(indptr, indices, data, self._store.arrays(), self._store.scalars, n_classes,
                                            self._averaged, candidates, exact, self._scores, self._avg_scores,
                                            self._mark, self._stamp, self._touched, labels, predicted, p_true)
@@ -84,6 +90,8 @@ class ExtremePredictions:
         import scipy.sparse
 
         n_classes = len(self._labels)
+        if self.dense:
+            return self._dense_raw_scores(rows, n_classes)
         state = self._store.export()
         g, a, total = self._store.scalars[0], self._store.scalars[2], self._store.scalars[3]
         weights = (state["avg"] + a * state["val"]) / total if self._averaged and total > 0 else g * state["val"]
@@ -94,6 +102,19 @@ class ExtremePredictions:
         lo, hi = rows.indptr[0], rows.indptr[-1]
         X = scipy.sparse.csr_matrix((rows.data[lo:hi], rows.indices[lo:hi], rows.indptr - lo), shape=(rows.n_rows, width))
         return np.asarray((X @ weight_matrix).todense())
+
+    def _dense_raw_scores(self, rows: SparseRows, n_classes: int) -> np.ndarray:
+        import scipy.sparse
+
+        store = self._store
+        store.reserve(self._features.n_columns, n_classes)
+        g, a, total = store.scalars[0], store.scalars[2], store.scalars[3]
+        V = store.V[:n_classes]
+        weights = (store.U[:n_classes] + a * V) / total if self._averaged and total > 0 else g * V
+        lo, hi = rows.indptr[0], rows.indptr[-1]
+        X = scipy.sparse.csr_matrix((rows.data[lo:hi], rows.indices[lo:hi], rows.indptr - lo),
+                                    shape=(rows.n_rows, weights.shape[1]))
+        return np.asarray(X @ weights.T)
 
     def violator_recall(self, X, y) -> float:
         """The share of rows whose most violating class the oracle's candidates (re-ranked)

@@ -1,6 +1,6 @@
-"""The class rows of :class:`~streamlearn.memoir.ExtremeSVM`: the arrays of the store of
-:mod:`streamlearn.kernels.memoir_store` (its docstring describes them), grown, compacted,
-exported and restored here."""
+"""The class rows of :class:`~streamlearn.memoir.ExtremeSVM`: the sparse store of
+:mod:`streamlearn.kernels.memoir_store` (its docstring describes it) and the dense one of
+:mod:`streamlearn.kernels.memoir_dense`, grown, compacted, exported and restored here."""
 
 from __future__ import annotations
 
@@ -37,6 +37,15 @@ class SparseClassRows:
     @property
     def n_used(self) -> int:
         return int(self.counts[0])
+
+    @property
+    def n_weights(self) -> int:
+        """Weights stored (truncation's zeros not counted)."""
+        return self.n_used - int(self.counts[1])
+
+    def clear_average(self) -> None:
+        """``U ← 0`` (a restarted average: the caller sets ``A``)."""
+        self.pool_avg.fill(0.0)
 
     def arrays(self) -> tuple:
         """The tuple the kernels take."""
@@ -136,6 +145,75 @@ class SparseClassRows:
         store.scalars = np.asarray(state["scalars"], np.float64).copy()
         store._rebuild()
         return store
+
+
+class DenseClassRows:
+    """Class rows as a dense ``(classes, columns)`` matrix ``V`` (and ``U`` when averaging), grown
+    by doubling, for rows that fill most columns; the scalars as :class:`SparseClassRows`'."""
+
+    dense = True
+
+    def __init__(self, averaged: bool):
+        self.averaged = averaged
+        self.V, self.U = np.zeros((0, 0)), np.zeros((0, 0))
+        self.scalars = np.array([1.0, 0.0, 0.0, 0.0])  # G, SQ, A, AW
+        self.n_classes, self.n_columns = 0, 0  # the extent in use
+
+    @property
+    def n_weights(self) -> int:
+        """Weights stored: every class row's every column."""
+        return self.n_classes * self.n_columns
+
+    def reserve(self, n_columns: int, n_classes: int) -> None:
+        """Room for ``n_classes`` rows of ``n_columns`` columns (new weights are 0)."""
+        self.n_classes, self.n_columns = max(self.n_classes, n_classes), max(self.n_columns, n_columns)
+        rows, cols = self.V.shape
+        if self.n_classes <= rows and self.n_columns <= cols:
+            return
+        shape = (max(self.n_classes, 2 * rows if self.n_classes > rows else rows, 16),
+                 max(self.n_columns, 2 * cols if self.n_columns > cols else cols, 1))
+        self.V = _grown_matrix(self.V, shape)
+        if self.averaged:
+            self.U = _grown_matrix(self.U, shape)
+
+    def clear_average(self) -> None:
+        self.U.fill(0.0)
+
+    def export(self) -> dict:
+        state = {"dense": self.V[: self.n_classes, : self.n_columns].copy(), "scalars": self.scalars.copy()}
+        if self.averaged:
+            state["dense_avg"] = self.U[: self.n_classes, : self.n_columns].copy()
+        return state
+
+    @classmethod
+    def restore(cls, state: dict, averaged: bool) -> "DenseClassRows":
+        store = cls(averaged)
+        V = np.asarray(state["dense"], np.float64)
+        store.reserve(V.shape[1], V.shape[0])
+        store.V[: V.shape[0], : V.shape[1]] = V
+        if averaged:
+            store.U[: V.shape[0], : V.shape[1]] = np.asarray(state["dense_avg"], np.float64)
+        store.scalars = np.asarray(state["scalars"], np.float64).copy()
+        return store
+
+    def sparse(self) -> SparseClassRows:
+        """The same model in a :class:`SparseClassRows` (its weights that are not 0, column by
+        column): it scores every row as this store does."""
+        V = self.V[: self.n_classes, : self.n_columns]
+        U = self.U[: self.n_classes, : self.n_columns] if self.averaged else np.zeros_like(V)
+        kept = (V != 0.0) | (U != 0.0)
+        columns, classes = np.nonzero(kept.T)  # column-major: a column's weights together
+        state = {"cls": classes.astype(np.int64), "val": V[classes, columns], "avg": U[classes, columns],
+                 "col_len": np.bincount(columns, minlength=self.n_columns).astype(np.int64),
+                 "counts": np.array([len(classes), int(np.count_nonzero(V[classes, columns] == 0.0))], np.int64),
+                 "scalars": self.scalars}
+        return SparseClassRows.restore(state, self.averaged, self.n_classes)
+
+
+def _grown_matrix(matrix: np.ndarray, shape: tuple) -> np.ndarray:
+    out = np.zeros(shape)
+    out[: matrix.shape[0], : matrix.shape[1]] = matrix
+    return out
 
 
 def _grown(array: np.ndarray, size: int) -> np.ndarray:

@@ -1,0 +1,178 @@
+"""Kernels of the extreme-classification learner (002_d116c1700f27e6e6.txt, MEMOIR-ℓ2, Alg. 1)
+over **dense class rows**: ``V`` is a ``(classes, columns)`` matrix, for inputs whose rows fill
+most columns (embeddings), where the sparse store of :mod:`.memoir_store` pays a hash and a
+pointer per weight for nothing.
+
+The model is the one of :mod:`.memoir_store`'s docstring: ``W = g · V`` with the global scale
+``g = scalars[G]``, ``SQ = Σ V²``, the averaged iterate ``(U + A V) / AW``. Every sum runs in
+the order the sparse kernels use (per class, over the row's entries in order), so on the same
+rows the two stores give the same scores and the same iterates, bit for bit; a weight the sparse
+store never touched is a 0 here, which adds nothing to a sum.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .memoir import random_other
+from .memoir_store import AW, SQ, A, G
+
+
+@njit(cache=True, nogil=True)
+def _scores(M, indptr, indices, data, row, n_classes, out):
+    """``out[k] = (M x_row)_k`` for ``k < n_classes``."""
+    lo, hi = indptr[row], indptr[row + 1]
+    for k in range(n_classes):
+        s = 0.0
+        for p in range(lo, hi):
+            s += M[k, indices[p]] * data[p]
+        out[k] = s
+
+
+@njit(cache=True, nogil=True)
+def _predicted_scores(V, U, scalars, indptr, indices, data, row, n_classes, averaged, scores, avg_scores):
+    """The predicting iterate's scores of a row in ``scores``: ``g V x``, or with ``averaged``
+    (once a step was averaged) ``(U x + A V x) / AW``."""
+    _scores(V, indptr, indices, data, row, n_classes, scores)
+    if averaged and scalars[AW] > 0:
+        _scores(U, indptr, indices, data, row, n_classes, avg_scores)
+        for k in range(n_classes):
+            scores[k] = (avg_scores[k] + scalars[A] * scores[k]) / scalars[AW]
+    else:
+        for k in range(n_classes):
+            scores[k] = scalars[G] * scores[k]
+
+
+@njit(cache=True, nogil=True)
+def _argmax(scores, n_classes, skip):
+    """The first index of the largest of ``scores[:n_classes]`` other than ``skip`` (-1: none)."""
+    best, best_score = -1, 0.0
+    for k in range(n_classes):
+        if k != skip and (best < 0 or scores[k] > best_score):
+            best, best_score = k, scores[k]
+    return best
+
+
+@njit(cache=True, nogil=True)
+def _add(V, U, scalars, indptr, indices, data, row, k, amount, averaged):
+    """``V[k] += amount · x_row``, keeping ``Σ V²`` and, when averaging, ``U −= A δ``."""
+    a = scalars[A]
+    sq = 0.0
+    for p in range(indptr[row], indptr[row + 1]):
+        j = indices[p]
+        old = V[k, j]
+        delta = amount * data[p]
+        new = old + delta
+        V[k, j] = new
+        sq += new * new - old * old
+        if averaged:
+            U[k, j] -= a * delta
+    scalars[SQ] += sq
+
+
+# over 80 lines: the mini-batch loop is one compiled call, as the sparse store's learn_groups
+@njit(cache=True, nogil=True)
+def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, V, U, scalars, t, lam, project, eta0,
+                 eta_decay, averaged, average_power, lowest, rng, scores, avg_scores, renormalize_below, mistakes):
+    """:func:`streamlearn.kernels.memoir.learn_groups` with the exact oracle and ``penalty = L2``
+    on dense rows (its docstring has the rules): for each group, every row's most violating
+    class ``r = argmax_{k≠y} (V x)_k`` at the group's starting weights (ties to the lowest
+    index; without ``lowest``, drawn uniformly when no class scores above 0), then the shrink
+    (Pegasos ``1 − 1/t``, or ``1 − λη`` with 002's ``η = eta0 / (1 + eta_decay t)``), the
+    steps ``w_r −= η ω x``, ``w_y += η ω x`` of the violated hinges, the projection, the
+    weighted average. ``mistakes`` (or an empty array): each row's prequential mistake, by the
+    averaged iterate's prediction with ``averaged``, else ``r`` scoring above ``y``.
+    Returns ``(t, n_classes)``."""
+    n_groups = (len(indptr) - 1) // group_size
+    r_of = np.empty(group_size, np.int64)
+    amount_of = np.empty(group_size)
+    radius = 1.0 / np.sqrt(lam)
+    for g in range(n_groups):
+        first = g * group_size
+        n_before = n_classes
+        for i in range(group_size):
+            n_classes = max(n_classes, y[first + i] + 1)
+        for i in range(group_size):  # every row at W^(t-1)
+            row = first + i
+            if len(mistakes) and averaged:
+                predicted = -1
+                if n_before:
+                    _predicted_scores(V, U, scalars, indptr, indices, data, row, n_before, True, scores, avg_scores)
+                    predicted = _argmax(scores, n_before, -1)
+                mistakes[row] = y[row] >= n_before or predicted != y[row]
+            r, s_r, s_y = -1, 0.0, 0.0
+            if n_classes >= 2:
+                _scores(V, indptr, indices, data, row, n_classes, scores)
+                r = _argmax(scores, n_classes, y[row])
+                if not lowest and scores[r] <= 0.0:
+                    r = random_other(rng, n_classes, y[row])
+                s_r, s_y = scores[r], scores[y[row]]
+            if len(mistakes) and not averaged:
+                mistakes[row] = y[row] >= n_before or (r >= 0 and (s_r > s_y or (s_r == s_y and r < y[row])))
+            r_of[i] = r
+            amount_of[i] = 0.0
+            if r >= 0 and 1.0 + scalars[G] * (s_r - s_y) > 0.0:
+                amount_of[i] = weights[row]
+        t += 1
+        if eta0 == 0.0:  # Pegasos: η = 1/(λt), W ← (1 − 1/t) W
+            if t > 1:
+                scalars[G] *= 1.0 - 1.0 / t
+            step = 1.0 / (lam * t * group_size)
+        else:
+            step = eta0 / (1.0 + eta_decay * t)
+            scalars[G] *= max(1.0 - lam * step, 0.0)
+            step /= group_size
+        for i in range(group_size):
+            if amount_of[i] != 0.0:
+                amount = step * amount_of[i] / scalars[G]
+                _add(V, U, scalars, indptr, indices, data, first + i, r_of[i], -amount, averaged)
+                _add(V, U, scalars, indptr, indices, data, first + i, y[first + i], amount, averaged)
+        if project:
+            norm = scalars[G] * np.sqrt(max(scalars[SQ], 0.0))
+            if norm > radius:
+                scalars[G] *= radius / norm
+        weight = float(t) ** average_power
+        scalars[AW] += weight
+        if averaged:
+            scalars[A] += weight * scalars[G]
+        if scalars[G] < renormalize_below:
+            renormalize(V, U, scalars, n_classes)
+    return t, n_classes
+
+
+@njit(cache=True, nogil=True)
+def renormalize(V, U, scalars, n_classes):
+    """Fold the global scale into ``V``: ``U ← U + A V``, ``V ← g V``, ``A ← 0``, ``g ← 1``
+    (as the sparse store's)."""
+    g = scalars[G]
+    for k in range(n_classes):
+        for j in range(V.shape[1]):
+            if U.shape[0]:
+                U[k, j] += scalars[A] * V[k, j]
+            V[k, j] *= g
+    scalars[SQ] *= g * g
+    scalars[A] = 0.0
+    scalars[G] = 1.0
+
+
+@njit(cache=True, nogil=True)
+def predict_rows(indptr, indices, data, V, U, scalars, n_classes, averaged, y, predicted, p_true, scores, avg_scores):
+    """:func:`streamlearn.kernels.memoir.predict_rows` with the exact scan on dense rows: the
+    predicted class of each row (-1 with no class; ties to the lowest index) and, when ``y`` is
+    given (non-empty; -1 for a class the model does not know), the softmax probability of ``y``."""
+    for row in range(len(indptr) - 1):
+        if n_classes == 0:
+            predicted[row] = -1
+            if len(y):
+                p_true[row] = 0.0
+            continue
+        _predicted_scores(V, U, scalars, indptr, indices, data, row, n_classes, averaged, scores, avg_scores)
+        best = _argmax(scores, n_classes, -1)
+        predicted[row] = best
+        if len(y):
+            total = 0.0
+            for k in range(n_classes):
+                total += np.exp(scores[k] - scores[best])
+            k = y[row]
+            p_true[row] = 0.0 if k < 0 or k >= n_classes else np.exp(scores[k] - scores[best]) / total

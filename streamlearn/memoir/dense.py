@@ -1,0 +1,61 @@
+"""How :class:`~streamlearn.memoir.ExtremeSVM` learns in its dense class rows (``store``; the
+kernels are :mod:`streamlearn.kernels.memoir_dense`), and when ``store="auto"`` leaves them for
+the sparse store. A mixin of the learner's own room: it reads the learner's state."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..batches import SparseRows
+from ..kernels import compiled
+from .store import RENORMALIZE_BELOW
+
+_dense = compiled("memoir_dense")
+#: store="auto" keeps the dense class rows while classes × columns stays at most this: 2 GiB of float64 with the average
+DENSE_MAX_WEIGHTS = 1 << 27
+
+
+class DenseLearning:
+    """The dense store's side of :class:`~streamlearn.memoir.ExtremeSVM`'s learning."""
+
+    def _rows_while_dense(self, rows: SparseRows, y: np.ndarray) -> int:
+        """How many of ``rows`` (complete groups) ``store="auto"`` learns in the dense store: the
+        groups before the first after which the rows learned so far fill less than a quarter of
+        the columns they name, or classes × columns exceeds :data:`DENSE_MAX_WEIGHTS`."""
+        if rows.n_rows == 0:
+            return 0
+        lo = rows.indptr[0]
+        entries = np.diff(rows.indptr)
+        last_column = np.full(rows.n_rows, -1, np.int64)
+        filled = entries > 0
+        if filled.any():
+            last_column[filled] = np.maximum.reduceat(rows.indices[lo : rows.indptr[-1]], (rows.indptr[:-1] - lo)[filled])
+        group = self.batch_size
+        ends = np.arange(group, rows.n_rows + 1, group) - 1
+        seen_rows, seen_entries, seen_columns = (int(v) for v in self._dense_seen)
+        n_rows = seen_rows + ends + 1
+        n_entries = seen_entries + np.cumsum(entries)[ends]
+        n_columns = np.maximum(seen_columns, np.maximum.accumulate(last_column)[ends] + 1)
+        n_classes = np.maximum(self._n_learned, np.maximum.accumulate(y)[ends] + 1)
+        broken = (4 * n_entries < n_rows * n_columns) | (n_classes * n_columns > DENSE_MAX_WEIGHTS)
+        n_groups = int(np.argmax(broken)) if broken.any() else len(ends)
+        if n_groups:
+            self._dense_seen[:] = (n_rows[n_groups - 1], n_entries[n_groups - 1], n_columns[n_groups - 1])
+        return n_groups * group
+
+    def _learn_dense(self, rows: SparseRows, y: np.ndarray, mistakes: np.ndarray) -> None:
+        """:meth:`_learn_sparse` in the dense store (:mod:`streamlearn.kernels.memoir_dense`)."""
+        if rows.n_rows == 0:
+            return
+        n_classes = max(len(self._labels), int(y.max()) + 1)
+        self._room(n_classes)
+        indptr = np.ascontiguousarray(rows.indptr - rows.indptr[0], np.int64)
+        lo, hi = rows.indptr[0], rows.indptr[-1]
+        store = self._store
+        store.reserve(self._features.n_columns, n_classes)
+        self._t, self._n_learned = _dense.learn_groups(
+            indptr, np.ascontiguousarray(rows.indices[lo:hi], np.int64), np.ascontiguousarray(rows.data[lo:hi], np.float64),
+            np.ascontiguousarray(y, np.int64), self._example_weights(y, n_classes), self.batch_size, self._n_learned,
+            store.V, store.U, store.scalars, self._t, float(self.lam), bool(self.project), self._eta0(),
+            self.step[1] or 0.0, self._averaged, self._average_power, self.fallback == "lowest", self._rng,
+            self._scores, self._avg_scores, RENORMALIZE_BELOW[self._averaged], mistakes)

@@ -1,0 +1,132 @@
+"""ExtremeSVM's dense class rows (``store``): the same iterates as the sparse store, bit for bit,
+and as the NumPy reference of 002 Alg. 1; ``learn_many`` equals the ``learn_one`` loop; ``"auto"``
+leaves the dense store at the same example however the stream is fed; checkpoints."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import streamlearn
+import streamlearn.memoir.dense as memoir_dense
+from streamlearn import ExtremeSVM
+from streamlearn.service.checkpoint import CheckpointStore
+from helpers import assert_same_state
+from test_memoir import reference_l2, weights_of
+
+
+def dense_stream(n: int, n_classes: int, d: int, seed: int):
+    """Rows filling all ``d`` columns around class centres, classes numbered by first appearance."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(n_classes, d))
+    y = rng.integers(n_classes, size=n)
+    X = centres[y] + 0.8 * rng.normal(size=(n, d))
+    first = {}
+    for k in y.tolist():
+        first.setdefault(k, len(first))
+    return X, np.array([first[k] for k in y.tolist()])
+
+
+PARAMS = [{}, {"adapt": False}, {"eta0": "pegasos", "lam": 1e-2, "average": False},
+          {"batch_size": 3, "project": True, "lam": 1e-3}, {"fallback": "random", "seed": 3, "average": False},
+          {"balance": True, "average_power": 1.0}]
+
+
+@pytest.mark.parametrize("params", PARAMS)
+def test_the_dense_store_gives_the_sparse_stores_iterates_bit_for_bit(params):
+    X, y = dense_stream(900, 12, 16, seed=1)
+    rows = [dict(enumerate(r.tolist())) for r in X]
+    dense, sparse = ExtremeSVM(**params), ExtremeSVM(store="sparse", **params)
+    for x, k in zip(rows, y.tolist()):
+        dense.learn_one(x, k)
+        sparse.learn_one(x, k)
+    assert dense.dense and not sparse.dense
+    assert weights_of(dense, 16).tobytes() == weights_of(sparse, 16).tobytes()
+    assert list(dense.predict_many(X[:200])) == list(sparse.predict_many(X[:200]))
+    assert dense.n_steps == sparse.n_steps and dense.n_changes == sparse.n_changes
+    assert dense.n_weights == 12 * 16
+
+
+@pytest.mark.parametrize("params", [{"eta0": "pegasos", "lam": 1e-2, "average": True, "average_power": 2.0},
+                                    {"eta0": 2.0, "eta_decay": 1e-3, "lam": 1e-3, "batch_size": 2, "project": True,
+                                     "average": False}])
+def test_the_dense_kernel_is_the_numpy_reference_of_alg_1(params):
+    X, y = dense_stream(600, 8, 10, seed=2)
+    rows = [dict(enumerate(r.tolist())) for r in X]
+    model = ExtremeSVM(adapt=False, **params)
+    model.learn_many(rows, y.tolist())
+    assert model.dense
+    settings = {key: value for key, value in params.items() if key != "eta0" or value != "pegasos"}
+    reference = reference_l2(rows, y.tolist(), 10, **settings)
+    assert np.abs(weights_of(model, 10) - reference).max() <= 1e-9 * max(1.0, np.abs(reference).max())
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_learn_many_on_an_array_equals_the_learn_one_loop(batch_size):
+    X, y = dense_stream(500, 10, 12, seed=3)
+    one, many = ExtremeSVM(batch_size=batch_size), ExtremeSVM(batch_size=batch_size)
+    for x, k in zip(X, y.tolist()):
+        one.learn_one(dict(enumerate(x.tolist())), k)
+    for start in range(0, 500, 70):
+        many.learn_many(X[start : start + 70], y[start : start + 70])
+    assert one.dense and many.dense
+    assert_same_state(one.export_state(), many.export_state())
+
+
+def turning_sparse_stream(n_dense: int, n: int, seed: int):
+    """``n_dense`` rows on 8 columns, then rows of 3 new columns each: the rows stop filling the columns."""
+    rng = np.random.default_rng(seed)
+    X = [{f"c{j}": float(rng.normal()) for j in range(8)} for _ in range(n_dense)]
+    X += [{f"w{3 * i + j}": 1.0 for j in range(3)} for i in range(n - n_dense)]
+    return X, rng.integers(5, size=n).tolist()
+
+
+def test_auto_leaves_the_dense_store_at_the_same_example_however_fed():
+    X, y = turning_sparse_stream(60, 200, seed=4)
+    one, many, sparse = ExtremeSVM(batch_size=2), ExtremeSVM(batch_size=2), ExtremeSVM(batch_size=2, store="sparse")
+    for x, k in zip(X[:60], y[:60]):
+        one.learn_one(x, k)
+    assert one.dense  # still: 8 columns, all filled
+    for x, k in zip(X[60:], y[60:]):
+        one.learn_one(x, k)
+    for start in range(0, 200, 45):
+        many.learn_many(X[start : start + 45], y[start : start + 45])
+    sparse.learn_many(X, y)
+    assert not one.dense and not many.dense
+    assert_same_state(one.export_state(), many.export_state())
+    probe = [{name: 1.0} for x in X for name in x][:300]
+    assert one.decision_function_many(probe).tobytes() == sparse.decision_function_many(probe).tobytes()
+
+
+def test_store_dense_stays_dense_and_auto_leaves_it_above_the_size_limit(monkeypatch):
+    X, y = turning_sparse_stream(20, 120, seed=5)
+    always = ExtremeSVM(store="dense")
+    always.learn_many(X, y)
+    assert always.dense and always.n_weights == len(always.classes) * (8 + 3 * 100)
+    monkeypatch.setattr(memoir_dense, "DENSE_MAX_WEIGHTS", 30)
+    rows, labels = dense_stream(100, 6, 8, seed=6)
+    capped = ExtremeSVM()
+    capped.learn_many(rows, labels)  # 6 classes x 8 columns > 30: sparse once the fourth class arrives
+    assert not capped.dense
+
+
+def test_a_dense_checkpoint_restores_the_same_model_and_learning_goes_on_identically(tmp_path):
+    X, y = dense_stream(700, 15, 20, seed=7)
+    model = ExtremeSVM()
+    model.learn_many(X[:500], y[:500])
+    store = CheckpointStore(tmp_path)
+    store.save({"learner": model.export_state()})
+    restored = streamlearn.learner_from_state(store.load_latest()["learner"])
+    assert restored.dense
+    assert_same_state(model.export_state(), restored.export_state())
+    model.learn_many(X[500:], y[500:])
+    restored.learn_many(X[500:], y[500:])
+    assert_same_state(model.export_state(), restored.export_state())
+    assert list(model.predict_many(X[:100])) == list(restored.predict_many(X[:100]))
+
+
+@pytest.mark.parametrize("params", [{"store": "rows"}, {"store": "dense", "penalty": "l1"},
+                                    {"store": "dense", "oracle": "lsh"}])
+def test_bad_store_settings_are_refused_clearly(params):
+    with pytest.raises(ValueError, match="store"):
+        ExtremeSVM(**params)
