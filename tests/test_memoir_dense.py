@@ -130,3 +130,18 @@ def test_a_dense_checkpoint_restores_the_same_model_and_learning_goes_on_identic
 def test_bad_store_settings_are_refused_clearly(params):
     with pytest.raises(ValueError, match="store"):
         ExtremeSVM(**params)
+
+
+def test_dense_rows_grow_with_the_columns_learned_not_those_predicted():
+    """A column the features know but no learned row named yet (an example waits for its group)
+    scores 0 and does not grow the rows: a model that predicted exports the state of one that did not."""
+    X, y = dense_stream(120, 6, 8, seed=9)
+    asked, quiet = ExtremeSVM(batch_size=3), ExtremeSVM(batch_size=3)
+    for model in (asked, quiet):
+        model.learn_many(X, y)
+        model.learn_one({0: 1.0, "new": 2.0}, 0)  # pending: "new" has a column, no weight yet
+    assert asked.n_pending == 1
+    assert asked.predict_one({"new": 1.0}) == asked.classes[0]  # every score 0: the lowest class
+    assert asked.decision_function_many([{"new": 1.0}]).tolist() == [[0.0] * 6]
+    assert asked.n_weights == 6 * 8
+    assert_same_state(asked.export_state(), quiet.export_state())

@@ -21,12 +21,16 @@ from .memoir_store import AW, SQ, A, G
 
 @njit(cache=True, nogil=True)
 def _scores(M, indptr, indices, data, row, n_classes, out):
-    """``out[k] = (M x_row)_k`` for ``k < n_classes``."""
+    """``out[k] = (M x_row)_k`` for ``k < n_classes``; columns past ``M``'s weigh 0 (no row
+    learned named them)."""
     lo, hi = indptr[row], indptr[row + 1]
+    width = M.shape[1]
     for k in range(n_classes):
         s = 0.0
         for p in range(lo, hi):
-            s += M[k, indices[p]] * data[p]
+            j = indices[p]
+            if j < width:
+                s += M[k, j] * data[p]
         out[k] = s
 
 

@@ -52,7 +52,7 @@ class DenseLearning:
         indptr = np.ascontiguousarray(rows.indptr - rows.indptr[0], np.int64)
         lo, hi = rows.indptr[0], rows.indptr[-1]
         store = self._store
-        store.reserve(self._features.n_columns, n_classes)
+        store.reserve(int(rows.indices[lo:hi].max()) + 1 if hi > lo else 0, n_classes)  # the rows' columns only
         self._t, self._n_learned = _dense.learn_groups(
             indptr, np.ascontiguousarray(rows.indices[lo:hi], np.int64), np.ascontiguousarray(rows.data[lo:hi], np.float64),
             np.ascontiguousarray(y, np.int64), self._example_weights(y, n_classes), self.batch_size, self._n_learned,

@@ -33,8 +33,8 @@ class ExtremePredictions:
         predicted = np.empty(rows.n_rows, np.int64)
         labels = np.zeros(0, np.int64) if y is None else np.ascontiguousarray(y, np.int64)
         p_true = np.zeros(len(labels))
-        if self.dense:
-            self._store.reserve(self._features.n_columns, n_classes)
+        if self.dense:  # the columns no learned row named weigh 0: the kernel skips them
+            self._store.reserve(0, n_classes)
             _dense.predict_rows(indptr, indices, data, self._store.V, self._store.U, self._store.scalars, n_classes,
                                 self._averaged, labels, predicted, p_true, self._scores, self._avg_scores)
             return predicted, p_true
@@ -107,14 +107,14 @@ class ExtremePredictions:
         import scipy.sparse
 
         store = self._store
-        store.reserve(self._features.n_columns, n_classes)
+        store.reserve(0, n_classes)
         g, a, total = store.scalars[0], store.scalars[2], store.scalars[3]
         V = store.V[:n_classes]
         weights = (store.U[:n_classes] + a * V) / total if self._averaged and total > 0 else g * V
         lo, hi = rows.indptr[0], rows.indptr[-1]
-        X = scipy.sparse.csr_matrix((rows.data[lo:hi], rows.indices[lo:hi], rows.indptr - lo),
-                                    shape=(rows.n_rows, weights.shape[1]))
-        return np.asarray(X @ weights.T)
+        width = max(weights.shape[1], int(rows.indices[lo:hi].max()) + 1 if hi > lo else 0)
+        X = scipy.sparse.csr_matrix((rows.data[lo:hi], rows.indices[lo:hi], rows.indptr - lo), shape=(rows.n_rows, width))
+        return np.asarray(X[:, : weights.shape[1]] @ weights.T)
 
     def violator_recall(self, X, y) -> float:
         """The share of rows whose most violating class the oracle's candidates (re-ranked)
