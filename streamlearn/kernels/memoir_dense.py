@@ -59,6 +59,66 @@ def _argmax(scores, n_classes, skip):
 
 
 @njit(cache=True, nogil=True)
+def _dot(M, indptr, indices, data, row, k):
+    """``(M x_row)_k`` (as :func:`_scores` sums it)."""
+    s = 0.0
+    width = M.shape[1]
+    for p in range(indptr[row], indptr[row + 1]):
+        j = indices[p]
+        if j < width:
+            s += M[k, j] * data[p]
+    return s
+
+
+@njit(cache=True, nogil=True)
+def _predicted_score(V, U, scalars, indptr, indices, data, row, k, averaged):
+    """The predicting iterate's score of class ``k`` (as :func:`_predicted_scores`)."""
+    s = _dot(V, indptr, indices, data, row, k)
+    if averaged and scalars[AW] > 0:
+        return (_dot(U, indptr, indices, data, row, k) + scalars[A] * s) / scalars[AW]
+    return scalars[G] * s
+
+
+@njit(cache=True, nogil=True)
+def _best_candidate(V, U, scalars, indptr, indices, data, row, n_classes, candidates, skip, extra, averaged, raw):
+    """The best of ``candidates[row]`` and ``extra`` (-1: none) other than ``skip``, among the
+    classes below ``n_classes``, ties to the lowest index: by ``V x`` with ``raw``, else by the
+    predicting iterate. Returns ``(class, score)``, ``(-1, 0)`` when there is none."""
+    best, best_score = -1, 0.0
+    for q in range(candidates.shape[1] + 1):
+        k = candidates[row, q] if q < candidates.shape[1] else extra
+        if k < 0 or k >= n_classes or k == skip:
+            continue
+        s = _dot(V, indptr, indices, data, row, k) if raw else _predicted_score(V, U, scalars, indptr, indices, data, row,
+                                                                                 k, averaged)
+        if best < 0 or s > best_score or (s == best_score and k < best):
+            best, best_score = k, s
+    return best, best_score
+
+
+@njit(cache=True, nogil=True)
+def _violator(V, indptr, indices, data, row, y, n_classes, candidates, lowest, rng, scores):
+    """The most violating class ``r ≠ y`` of a row and ``(V x)_r``, ``(V x)_y``: over every class
+    (no candidates), or over the row's candidates re-scored exactly, with the lowest class
+    ``≠ y`` beside them when ``lowest`` (as the sparse store's oracles); ``r = -1`` when ``y``
+    is the only class. Without ``lowest``, drawn uniformly when no class scores above 0."""
+    if n_classes < 2:
+        return -1, 0.0, 0.0
+    if candidates.shape[0] == 0:
+        _scores(V, indptr, indices, data, row, n_classes, scores)
+        r = _argmax(scores, n_classes, y)
+        if not lowest and scores[r] <= 0.0:
+            r = random_other(rng, n_classes, y)
+        return r, scores[r], scores[y]
+    r, s_r = _best_candidate(V, V, scores, indptr, indices, data, row, n_classes, candidates, y,  # raw: U, scalars unused
+                             (1 if y == 0 else 0) if lowest else -1, False, True)
+    if not lowest and (r < 0 or s_r <= 0.0):
+        r = random_other(rng, n_classes, y)
+        s_r = _dot(V, indptr, indices, data, row, r)
+    return r, s_r, _dot(V, indptr, indices, data, row, y)
+
+
+@njit(cache=True, nogil=True)
 def _add(V, U, scalars, indptr, indices, data, row, k, amount, averaged):
     """``V[k] += amount · x_row``, keeping ``Σ V²`` and, when averaging, ``U −= A δ``."""
     a = scalars[A]
@@ -78,7 +138,8 @@ def _add(V, U, scalars, indptr, indices, data, row, k, amount, averaged):
 # over 80 lines: the mini-batch loop is one compiled call, as the sparse store's learn_groups
 @njit(cache=True, nogil=True)
 def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, V, U, scalars, t, lam, project, eta0,
-                 eta_decay, averaged, average_power, lowest, rng, scores, avg_scores, renormalize_below, mistakes):
+                 eta_decay, averaged, average_power, lowest, rng, scores, avg_scores, renormalize_below, mistakes,
+                 candidates):
     """:func:`streamlearn.kernels.memoir.learn_groups` with the exact oracle and ``penalty = L2``
     on dense rows (its docstring has the rules): for each group, every row's most violating
     class ``r = argmax_{k≠y} (V x)_k`` at the group's starting weights (ties to the lowest
@@ -87,6 +148,8 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, V, U,
     steps ``w_r −= η ω x``, ``w_y += η ω x`` of the violated hinges, the projection, the
     weighted average. ``mistakes`` (or an empty array): each row's prequential mistake, by the
     averaged iterate's prediction with ``averaged``, else ``r`` scoring above ``y``.
+    ``candidates`` (``(rows, n)``, -1 pads; or ``(0, 0)``: every class): an index's classes for
+    each row, among which ``r`` and the prediction behind a mistake are chosen (:func:`_violator`).
     Returns ``(t, n_classes)``."""
     n_groups = (len(indptr) - 1) // group_size
     r_of = np.empty(group_size, np.int64)
@@ -101,17 +164,14 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, V, U,
             row = first + i
             if len(mistakes) and averaged:
                 predicted = -1
-                if n_before:
+                if n_before and candidates.shape[0]:
+                    predicted = _best_candidate(V, U, scalars, indptr, indices, data, row, n_before, candidates, -1, -1,
+                                                True, False)[0]
+                elif n_before:
                     _predicted_scores(V, U, scalars, indptr, indices, data, row, n_before, True, scores, avg_scores)
                     predicted = _argmax(scores, n_before, -1)
                 mistakes[row] = y[row] >= n_before or predicted != y[row]
-            r, s_r, s_y = -1, 0.0, 0.0
-            if n_classes >= 2:
-                _scores(V, indptr, indices, data, row, n_classes, scores)
-                r = _argmax(scores, n_classes, y[row])
-                if not lowest and scores[r] <= 0.0:
-                    r = random_other(rng, n_classes, y[row])
-                s_r, s_y = scores[r], scores[y[row]]
+            r, s_r, s_y = _violator(V, indptr, indices, data, row, y[row], n_classes, candidates, lowest, rng, scores)
             if len(mistakes) and not averaged:
                 mistakes[row] = y[row] >= n_before or (r >= 0 and (s_r > s_y or (s_r == s_y and r < y[row])))
             r_of[i] = r
@@ -161,15 +221,35 @@ def renormalize(V, U, scalars, n_classes):
 
 
 @njit(cache=True, nogil=True)
-def predict_rows(indptr, indices, data, V, U, scalars, n_classes, averaged, y, predicted, p_true, scores, avg_scores):
-    """:func:`streamlearn.kernels.memoir.predict_rows` with the exact scan on dense rows: the
-    predicted class of each row (-1 with no class; ties to the lowest index) and, when ``y`` is
-    given (non-empty; -1 for a class the model does not know), the softmax probability of ``y``."""
+def predict_rows(indptr, indices, data, V, U, scalars, n_classes, averaged, y, predicted, p_true, scores, avg_scores,
+                 candidates):
+    """:func:`streamlearn.kernels.memoir.predict_rows` on dense rows: the predicted class of each
+    row (-1 with no class; ties to the lowest index) and, when ``y`` is given (non-empty; -1 for a
+    class the model does not know), the softmax probability of ``y`` — over every class, or over
+    the row's ``candidates`` and ``y`` (when ``candidates`` has rows; no candidate: class 0)."""
     for row in range(len(indptr) - 1):
         if n_classes == 0:
             predicted[row] = -1
             if len(y):
                 p_true[row] = 0.0
+            continue
+        if candidates.shape[0]:
+            best, best_score = _best_candidate(V, U, scalars, indptr, indices, data, row, n_classes, candidates, -1, -1,
+                                               averaged, False)
+            predicted[row] = max(best, 0)
+            if len(y):
+                k = y[row]
+                total, listed = 0.0, False
+                for q in range(candidates.shape[1]):
+                    c = candidates[row, q]
+                    if 0 <= c < n_classes:
+                        total += np.exp(_predicted_score(V, U, scalars, indptr, indices, data, row, c, averaged) - best_score)
+                        listed = listed or c == k
+                s_y = -np.inf if k < 0 or k >= n_classes else _predicted_score(V, U, scalars, indptr, indices, data, row, k,
+                                                                               averaged)
+                if 0 <= k < n_classes and not listed:
+                    total += np.exp(s_y - best_score)
+                p_true[row] = 0.0 if total == 0.0 else np.exp(s_y - best_score) / total
             continue
         _predicted_scores(V, U, scalars, indptr, indices, data, row, n_classes, averaged, scores, avg_scores)
         best = _argmax(scores, n_classes, -1)
@@ -180,3 +260,12 @@ def predict_rows(indptr, indices, data, V, U, scalars, n_classes, averaged, y, p
                 total += np.exp(scores[k] - scores[best])
             k = y[row]
             p_true[row] = 0.0 if k < 0 or k >= n_classes else np.exp(scores[k] - scores[best]) / total
+
+
+@njit(cache=True, nogil=True)
+def violators(indptr, indices, data, V, y, n_classes, candidates, lowest, rng, scores, out):
+    """The most violating class of each row whose ``y`` is known (``≥ 0``) at the current
+    weights, by :func:`_violator` (nothing is learned)."""
+    for row in range(len(indptr) - 1):
+        if y[row] >= 0:
+            out[row] = _violator(V, indptr, indices, data, row, y[row], n_classes, candidates, lowest, rng, scores)[0]

@@ -44,18 +44,62 @@ class DenseLearning:
         return n_groups * group
 
     def _learn_dense(self, rows: SparseRows, y: np.ndarray, mistakes: np.ndarray) -> None:
-        """:meth:`_learn_sparse` in the dense store (:mod:`streamlearn.kernels.memoir_dense`)."""
+        """:meth:`_learn_sparse` in the dense store (:mod:`streamlearn.kernels.memoir_dense`); with
+        ``oracle="means"``, in pieces up to each refresh of the index (every ``index_every``
+        examples, whole groups), each row's candidates from the index as it stood."""
         if rows.n_rows == 0:
             return
         n_classes = max(len(self._labels), int(y.max()) + 1)
         self._room(n_classes)
         indptr = np.ascontiguousarray(rows.indptr - rows.indptr[0], np.int64)
         lo, hi = rows.indptr[0], rows.indptr[-1]
+        indices = np.ascontiguousarray(rows.indices[lo:hi], np.int64)
+        data = np.ascontiguousarray(rows.data[lo:hi], np.float64)
+        y = np.ascontiguousarray(y, np.int64)
         store = self._store
-        store.reserve(int(rows.indices[lo:hi].max()) + 1 if hi > lo else 0, n_classes)  # the rows' columns only
-        self._t, self._n_learned = _dense.learn_groups(
-            indptr, np.ascontiguousarray(rows.indices[lo:hi], np.int64), np.ascontiguousarray(rows.data[lo:hi], np.float64),
-            np.ascontiguousarray(y, np.int64), self._example_weights(y, n_classes), self.batch_size, self._n_learned,
-            store.V, store.U, store.scalars, self._t, float(self.lam), bool(self.project), self._eta0(),
-            self.step[1] or 0.0, self._averaged, self._average_power, self.fallback == "lowest", self._rng,
-            self._scores, self._avg_scores, RENORMALIZE_BELOW[self._averaged], mistakes)
+        store.reserve(int(indices.max()) + 1 if len(indices) else 0, n_classes)  # the rows' columns only
+        weights = self._example_weights(y, n_classes)
+        start, means = 0, self._means
+        while start < rows.n_rows:
+            stop = rows.n_rows
+            if means is not None:
+                until_refresh = max(self.index_every - self._since_refresh, 1)
+                stop = min(stop, start + -(-until_refresh // self.batch_size) * self.batch_size)
+            piece = indptr[start : stop + 1]
+            piece_rows = (piece - piece[0], indices[piece[0] : piece[-1]], data[piece[0] : piece[-1]])
+            dense_rows = None if means is None else _dense_rows(*piece_rows, store.n_columns)
+            candidates = means.candidates(dense_rows, self.n_candidates) if means is not None and means.ready else _NO_CANDIDATES
+            self._t, self._n_learned = _dense.learn_groups(
+                *piece_rows, y[start:stop], weights[start:stop], self.batch_size, self._n_learned,
+                store.V, store.U, store.scalars, self._t, float(self.lam), bool(self.project), self._eta0(),
+                self.step[1] or 0.0, self._averaged, self._average_power, self.fallback == "lowest", self._rng,
+                self._scores, self._avg_scores, RENORMALIZE_BELOW[self._averaged],
+                mistakes[start:stop] if len(mistakes) else mistakes, candidates)
+            if means is not None:
+                means.observe(dense_rows, y[start:stop])
+                self._since_refresh += stop - start
+                if self._since_refresh >= self.index_every:
+                    means.refresh(self._n_learned)
+                    self._since_refresh = 0
+            start = stop
+
+    def _means_candidates(self, rows: SparseRows) -> np.ndarray:
+        """The index's candidates of ``rows`` (``oracle="means"`` once it is trained), else none: every class."""
+        if self._means is None or not self._means.ready:
+            return _NO_CANDIDATES
+        lo = rows.indptr[0]
+        dense_rows = _dense_rows(rows.indptr - lo, rows.indices[lo : rows.indptr[-1]], rows.data[lo : rows.indptr[-1]],
+                                 self._store.n_columns)
+        return self._means.candidates(dense_rows, self.n_candidates)
+
+
+_NO_CANDIDATES = np.zeros((0, 0), np.int64)
+
+
+def _dense_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, width: int) -> np.ndarray:
+    """CSR rows as a dense ``(rows, width)`` array (columns past ``width`` dropped)."""
+    out = np.zeros((len(indptr) - 1, width))
+    row_of = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    kept = indices < width
+    out[row_of[kept], indices[kept]] = data[kept]
+    return out

@@ -52,6 +52,7 @@ from ..kernels import compiled
 from ..kernels.memoir_store import AW, A, G
 from ..mips import ORACLES, make_oracle
 from .dense import DenseLearning
+from .means import MeanExampleIndex
 from .prediction import ExtremePredictions
 from .store import RENORMALIZE_BELOW, DenseClassRows, SparseClassRows
 
@@ -72,7 +73,10 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
     penalty
         ``"l2"`` (002 Alg. 1) or ``"l1"`` (Alg. 2: truncation, a sparse model).
     oracle
-        ``"exact"`` (inverted-index scan), ``"graph"`` (hnswlib) or ``"lsh"`` (SimpleLSH).
+        ``"exact"`` (inverted-index scan), ``"graph"`` (hnswlib) or ``"lsh"`` (SimpleLSH) over
+        sketches of the class rows; ``"means"``, for dense rows: a faiss inverted-file index over
+        each class's mean example (:mod:`streamlearn.memoir.means`, which says why not the rows),
+        an exact scan until it is trained and after ``store="auto"`` leaves the dense store.
     n_candidates
         Classes the oracle proposes for re-ranking, when learning (and predicting without
         ``predict_exact``).
@@ -87,6 +91,9 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         cheap on sparse rows); ``False``: through the oracle's candidates, re-ranked. The index
         holds the current iterate: with averaging and a step that does not decay to zero fast
         (the default schedule), its candidates may miss the averaged model's best class.
+        ``None`` (default): exact, but through the candidates with ``oracle="means"``: its index
+        holds the classes' mean examples, not an iterate, and a model that learned through it
+        never corrected the rows it never proposed, which an exact scan would then let win.
     batch_size
         Examples per step (the mini-batch ``b`` of 002: every ``r`` of a batch at its
         starting weights).
@@ -146,7 +153,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
     """
 
     def __init__(self, lam: float = 1e-6, penalty: str = "l2", oracle: str = "exact", n_candidates: int = 10,
-                 sketch_dim: int = 1024, index_every: int = 256, predict_exact: bool = True, batch_size: int = 1,
+                 sketch_dim: int = 1024, index_every: int = 256, predict_exact: bool | None = None, batch_size: int = 1,
                  project: bool = False, average: bool | None = None, average_power: float | None = None, fallback: str = "lowest",
                  balance: bool = False, eta0: float | str | None = None,
                  eta_decay: float | None = None, oracle_params: dict | None = None, n_bits: int | None = None,
@@ -167,14 +174,17 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         if penalty == "l2" and first_step != "pegasos" and lam * first_step >= 1:  # W ← (1 − λη) W would zero W
             raise InvalidParameterError(f"lam * eta0 must be below 1 for the l2 step schedule, got {lam} * {first_step}: "
                                         "give a smaller eta0, or eta0='pegasos' for the step 1/(λt)")
-        if oracle not in ORACLES:
-            raise InvalidParameterError(f"oracle must be one of {', '.join(ORACLES)}, got {oracle!r}")
+        if oracle not in ORACLES + ("means",):
+            raise InvalidParameterError(f"oracle must be one of {', '.join(ORACLES + ('means',))}, got {oracle!r}")
         if fallback not in ("lowest", "random"):
             raise InvalidParameterError(f"fallback must be 'lowest' or 'random', got {fallback!r}")
         if eta_decay is not None and (isinstance(eta_decay, bool) or not isinstance(eta_decay, (int, float))
                                       or not 0 <= eta_decay < float("inf")):
             raise InvalidParameterError(f"eta_decay must be a number >= 0, got {eta_decay!r}")
-        make_oracle(oracle, params=oracle_params)  # checks the keywords now, not at the first example
+        if oracle != "means":
+            make_oracle(oracle, params=oracle_params)  # checks the keywords now, not at the first example
+        elif penalty != "l2" or store == "sparse":
+            raise InvalidParameterError("oracle='means' indexes dense rows: it takes penalty='l2' and store 'auto' or 'dense'")
         if store not in ("auto", "sparse", "dense"):
             raise InvalidParameterError(f"store must be 'auto', 'sparse' or 'dense', got {store!r}")
         if store == "dense" and (penalty != "l2" or oracle != "exact"):
@@ -200,13 +210,17 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
                "fallback": "random", "seed": 1}
         yield {"lam": 1e-4, "penalty": "l1", "oracle": "graph", "n_candidates": 3, "sketch_dim": 16, "balance": True,
                "oracle_params": {"M": 6, "ef_construction": 16}, "seed": 2}
+        yield {"oracle": "means", "index_every": 8}
 
     # ------------------------------------------------------------------ set-up
     def _init_model(self) -> None:
-        dense = self.store != "sparse" and self.penalty == "l2" and self.oracle == "exact"
+        dense = self.store != "sparse" and self.penalty == "l2" and self.oracle in ("exact", "means")
         self._store = DenseClassRows(self._averaged) if dense else SparseClassRows(self._averaged)
+        self._means = MeanExampleIndex() if self.oracle == "means" else None
         self._dense_seen = np.zeros(3, np.int64)  # rows learned densely, their entries, columns they name
-        self._oracle = make_oracle(self.oracle, seed=self.seed or 0, params=self.oracle_params)
+        # means: the sparse store (after store="auto" leaves the dense one) scans exactly
+        self._oracle = make_oracle("exact" if self.oracle == "means" else self.oracle, seed=self.seed or 0,
+                                   params=self.oracle_params)
         self._t = 0
         self._n_learned = 0  # classes that existed at the last step
         self._changed, self._is_changed = np.zeros(0, np.int64), np.zeros(0, np.bool_)  # rows the index has not seen
@@ -433,6 +447,9 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
             model["since_refresh"], model["needs_rebuild"] = self._since_refresh, self._needs_rebuild
             model["n_indexed"] = self._n_indexed
             model["index"] = self._oracle.export()
+        if self._means is not None:
+            model["means"] = self._means.export(len(self._labels))
+            model["since_refresh"] = self._since_refresh
         if self._watch is not None:
             model["watch"] = self._watch.export()
         return model
@@ -461,6 +478,9 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
             self._is_changed[pending] = True
             self._since_refresh, self._needs_rebuild = int(model["since_refresh"]), bool(model["needs_rebuild"])
             self._n_indexed = int(model["n_indexed"])
+        if self._means is not None:
+            self._means = MeanExampleIndex.restore(model["means"])
+            self._since_refresh = int(model["since_refresh"])
         if self._watch is not None and "watch" in model:  # absent: a state saved before adapt existed
             self._watch = ChangeWatch.restore(model["watch"])
 

@@ -35,11 +35,12 @@ class ExtremePredictions:
         p_true = np.zeros(len(labels))
         if self.dense:  # the columns no learned row named weigh 0: the kernel skips them
             self._store.reserve(0, n_classes)
+            candidates = self._means_candidates(rows) if not self._predicts_exactly else _EMPTY_CANDIDATES
             _dense.predict_rows(indptr, indices, data, self._store.V, self._store.U, self._store.scalars, n_classes,
-                                self._averaged, labels, predicted, p_true, self._scores, self._avg_scores)
+                                self._averaged, labels, predicted, p_true, self._scores, self._avg_scores, candidates)
             return predicted, p_true
         self._store.reserve(self._features.n_columns, n_classes, 0)
-        exact = self._oracle.exact or self.predict_exact
+        exact = self._oracle.exact or self._predicts_exactly
         candidates = _EMPTY_CANDIDATES
         if not exact and n_classes:
             candidates = self._oracle.top(self._sketches, self._row_sketches(indptr, indices, data), self._n_indexed,
@@ -116,14 +117,25 @@ class ExtremePredictions:
         X = scipy.sparse.csr_matrix((rows.data[lo:hi], rows.indices[lo:hi], rows.indptr - lo), shape=(rows.n_rows, width))
         return np.asarray(X[:, : weights.shape[1]] @ weights.T)
 
+    @property
+    def _predicts_exactly(self) -> bool:
+        """``predict_exact``, or by default (``None``) an exact scan but with ``oracle="means"``."""
+        return self.oracle != "means" if self.predict_exact is None else bool(self.predict_exact)
+
     def violator_recall(self, X, y) -> float:
         """The share of rows whose most violating class the oracle's candidates (re-ranked)
-        find as an exact scan does, at the current model (1.0 for the exact oracle)."""
-        if self._oracle.exact:
-            return 1.0
+        find as an exact scan does, at the current model (1.0 for the exact oracle, and for
+        ``oracle="means"`` until its index is trained)."""
         rows = self._encode_labelled(X, y)
         targets = np.ascontiguousarray(self._labels.indices(y, grow=False), np.int64)
         keep = targets >= 0
+        if self.dense and self._means is not None:
+            rows = self._model_rows(rows, learn=False)
+            found = [self._dense_violators(rows, targets, candidates)
+                     for candidates in (_EMPTY_CANDIDATES, self._means_candidates(rows))]
+            return float(np.mean((found[0] == found[1])[keep])) if keep.any() else 1.0
+        if self._oracle.exact:
+            return 1.0
         found = []
         for use_exact in (True, False):
             saved = self._oracle
@@ -133,6 +145,17 @@ class ExtremePredictions:
             finally:
                 self._oracle = saved
         return float(np.mean((found[0] == found[1])[keep])) if keep.any() else 1.0
+
+    def _dense_violators(self, rows: SparseRows, targets: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+        """``r`` per row at the current model in the dense store, among ``candidates`` (or every class)."""
+        n_classes = len(self._labels)
+        self._room(n_classes)
+        out = np.full(rows.n_rows, -1, np.int64)
+        lo, hi = rows.indptr[0], rows.indptr[-1]
+        _dense.violators(np.ascontiguousarray(rows.indptr - lo, np.int64), np.ascontiguousarray(rows.indices[lo:hi], np.int64),
+                         np.ascontiguousarray(rows.data[lo:hi], np.float64), self._store.V, targets, n_classes, candidates,
+                         self.fallback == "lowest", self._rng.copy(), self._scores, out)
+        return out
 
     def _violators(self, rows: SparseRows, targets: np.ndarray) -> np.ndarray:
         """``r`` per row at the current model, by the current oracle (nothing is learned)."""

@@ -1,0 +1,115 @@
+"""The candidate index of :class:`~streamlearn.memoir.ExtremeSVM`'s ``oracle="means"``, for dense
+rows (embeddings): an inverted-file index (faiss ``IndexIVFFlat``, inner product) over each class's
+**mean example**, normalised, that proposes a row's candidate classes.
+
+Why the means and not the class rows (002 indexes the rows): ``bench/dense_extreme_bench.py``
+measured both on a learned model. A learned row points away from the examples its class shares
+with its confusable neighbours and its norm follows the class's frequency, so an index over the
+rows misses the best row (recall 0.36 at 10⁵ classes with 8 lists searched, 0.78 with 128, slower
+than the exact scan). A class's examples lie around its mean whatever the rows do, so the lists
+searched for an example hold its class and its neighbours: the most violating classes a step
+needs, and the classes a prediction chooses among.
+
+The index follows the stream as the rows' indexes do (``index_every``): the means of the classes
+seen since the last refresh are re-indexed in place (``update_vectors``), new classes are added;
+the coarse lists (one per :data:`CLASSES_PER_LIST` classes, k-means) are trained once
+:data:`TRAIN_AT` classes exist and again each time the classes double. Until then the learner
+scans every class exactly. The state (sums, index bytes) is checkpointed: a restore goes on
+identically.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: classes per coarse list (k-means wants ~39 points a centroid)
+CLASSES_PER_LIST = 39
+#: classes before the first index: below this the exact scan is as cheap
+TRAIN_AT = 2000
+#: coarse lists searched per row
+N_PROBE = 2
+
+
+def _faiss():
+    import faiss
+
+    faiss.omp_set_num_threads(1)  # k-means and searches single-threaded: the same index, run after run
+    return faiss
+
+
+class MeanExampleIndex:
+    """Sums of each class's examples and the IVF index over their directions (module docstring)."""
+
+    def __init__(self):
+        self.sums = np.zeros((0, 0))
+        self.changed = np.zeros(0, np.bool_)  # classes whose mean moved since the last refresh
+        self.index, self.n_indexed, self.n_trained, self.dim = None, 0, 0, 0
+
+    @property
+    def ready(self) -> bool:
+        return self.index is not None
+
+    def observe(self, dense_rows: np.ndarray, y: np.ndarray) -> None:
+        """Add learned examples (rows as a dense array) to their classes' sums."""
+        n_classes, width = max(len(self.sums), int(y.max()) + 1), max(self.sums.shape[1], dense_rows.shape[1])
+        if n_classes > self.sums.shape[0] or width > self.sums.shape[1]:
+            grown = np.zeros((max(n_classes, 2 * self.sums.shape[0]), width))
+            grown[: self.sums.shape[0], : self.sums.shape[1]] = self.sums
+            self.sums = grown
+            self.changed = np.concatenate([self.changed, np.zeros(len(grown) - len(self.changed), np.bool_)])
+        np.add.at(self.sums[:, : dense_rows.shape[1]], y, dense_rows)
+        self.changed[y] = True
+
+    def _directions(self, classes) -> np.ndarray:
+        sums = self.sums[classes, : self.dim]
+        return np.ascontiguousarray(sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-300), np.float32)
+
+    def refresh(self, n_classes: int) -> None:
+        """Re-index the moved means and add the new classes (train again when the classes doubled)."""
+        if n_classes >= max(TRAIN_AT, 2 * self.n_trained):
+            self._train(n_classes)
+        if self.index is None:
+            return
+        moved = np.flatnonzero(self.changed[: self.n_indexed])
+        if len(moved):
+            self.index.update_vectors(moved.astype(np.int64), self._directions(moved))
+        if n_classes > self.n_indexed:
+            self.index.add(self._directions(np.arange(self.n_indexed, n_classes)))
+            self.n_indexed = n_classes
+        self.changed[:] = False
+
+    def _train(self, n_classes: int) -> None:
+        faiss = _faiss()
+        self.dim = self.sums.shape[1]
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(self.dim), self.dim, max(1, n_classes // CLASSES_PER_LIST),
+                                   faiss.METRIC_INNER_PRODUCT)
+        index.cp.niter = 10  # a list's centroid only routes queries
+        index.train(self._directions(np.arange(n_classes)))
+        index.make_direct_map(True)
+        index.nprobe = N_PROBE
+        self.index, self.n_indexed, self.n_trained = index, 0, n_classes
+
+    def candidates(self, dense_rows: np.ndarray, n: int) -> np.ndarray:
+        """``(rows, n)`` candidate classes per row (-1 pads)."""
+        queries = np.zeros((len(dense_rows), self.dim), np.float32)
+        width = min(self.dim, dense_rows.shape[1])
+        queries[:, :width] = dense_rows[:, :width]
+        return np.ascontiguousarray(self.index.search(queries, n)[1], np.int64)
+
+    def export(self, n_classes: int) -> dict:
+        state = {"sums": self.sums[:n_classes].copy(), "changed": self.changed[:n_classes].copy(),
+                 "n_indexed": self.n_indexed, "n_trained": self.n_trained, "dim": self.dim}
+        if self.index is not None:
+            state["index"] = _faiss().serialize_index(self.index)
+        return state
+
+    @classmethod
+    def restore(cls, state: dict) -> "MeanExampleIndex":
+        means = cls()
+        means.sums = np.asarray(state["sums"], np.float64).copy()
+        means.changed = np.asarray(state["changed"], np.bool_).copy()
+        means.n_indexed, means.n_trained, means.dim = int(state["n_indexed"]), int(state["n_trained"]), int(state["dim"])
+        if "index" in state:
+            means.index = _faiss().deserialize_index(np.asarray(state["index"], np.uint8))
+            means.index.nprobe = N_PROBE
+        return means

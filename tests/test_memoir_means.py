@@ -1,0 +1,103 @@
+"""ExtremeSVM(oracle="means"): candidates from an index over the classes' mean examples (dense rows).
+The candidate step against the exact one, learning and prediction through the index,
+``learn_many`` against the ``learn_one`` loop, checkpoints, recall, refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import streamlearn
+import streamlearn.memoir.means as means
+from streamlearn import ExtremeSVM
+from streamlearn.kernels import compiled
+from streamlearn.service.checkpoint import CheckpointStore
+from helpers import assert_same_state
+
+pytest.importorskip("faiss", reason="oracle='means' keeps its index in faiss")
+_dense = compiled("memoir_dense")
+
+
+def clustered_stream(n: int, n_classes: int, d: int, seed: int):
+    """Unit rows around class prototypes in clusters of 10 (confusable siblings); classes by first appearance."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(n_classes // 10 + 1, d))
+    prototypes = centres[np.arange(n_classes) // 10] + 0.6 * rng.normal(size=(n_classes, d))
+    y = rng.integers(n_classes, size=n)
+    X = prototypes[y] + 0.3 * rng.normal(size=(n, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    first = {}
+    for k in y.tolist():
+        first.setdefault(k, len(first))
+    return X, np.array([first[k] for k in y.tolist()])
+
+
+@pytest.fixture
+def small_index(monkeypatch):
+    """The index trained from 40 classes on (not 2,000), so that a test's stream uses it."""
+    monkeypatch.setattr(means, "TRAIN_AT", 40)
+
+
+def _learn(X, y, candidates, n_classes, d, lowest=True):
+    """The dense kernel over ``X`` from zero weights (averaged, 002's default step); the weights."""
+    n = len(y)
+    indptr, indices, data = np.arange(0, n * d + 1, d), np.tile(np.arange(d), n), X.ravel().copy()
+    V, U = np.zeros((n_classes, d)), np.zeros((n_classes, d))
+    scalars = np.array([1.0, 0.0, 0.0, 0.0])
+    _dense.learn_groups(indptr, indices, data, y, np.ones(n), 1, 0, V, U, scalars, 0, 1e-6, False, 3.0, 1e-4, True, 2.0,
+                        lowest, np.array([7], np.uint64), np.zeros(n_classes), np.zeros(n_classes), 1e-4,
+                        np.zeros(n, np.bool_), candidates)
+    return V, U, scalars
+
+
+@pytest.mark.parametrize("lowest", [True, False])
+def test_candidates_listing_every_class_are_the_exact_step_bit_for_bit(lowest):
+    X, y = clustered_stream(300, 12, 6, seed=1)
+    every = np.tile(np.arange(12), (300, 1))
+    exact, listed = _learn(X, y, np.zeros((0, 0), np.int64), 12, 6, lowest), _learn(X, y, every, 12, 6, lowest)
+    for a, b in zip(exact, listed):
+        assert a.tobytes() == b.tobytes()
+    none_listed = _learn(X, y, np.full((300, 3), -1), 12, 6)[0]  # only the lowest class: another model
+    assert none_listed.tobytes() != exact[0].tobytes()
+
+
+def test_learning_and_prediction_go_through_the_index(small_index):
+    X, y = clustered_stream(6000, 200, 16, seed=2)
+    model = ExtremeSVM(oracle="means", index_every=64)
+    model.learn_many(X[:5000], y[:5000])
+    assert model.dense and len(model.classes) == 200
+    accuracy = np.mean(model.predict_many(X[5000:]).astype(np.int64) == y[5000:])
+    exact = ExtremeSVM()
+    exact.learn_many(X[:5000], y[:5000])
+    exact_accuracy = np.mean(exact.predict_many(X[5000:]).astype(np.int64) == y[5000:])
+    assert accuracy > 0.5 and accuracy > exact_accuracy - 0.05, (accuracy, exact_accuracy)
+    # predictions through the candidates differ from an exact scan of the same model somewhere
+    scanned = ExtremeSVM(oracle="means", index_every=64, predict_exact=True)
+    scanned.learn_many(X[:5000], y[:5000])
+    assert list(scanned.predict_many(X[5000:])) != list(model.predict_many(X[5000:]))
+    assert 0.0 <= model.violator_recall(X[5000:5500], y[5000:5500]) <= 1.0
+
+
+def test_learn_many_equals_the_learn_one_loop_and_a_checkpoint_goes_on_identically(small_index, tmp_path):
+    X, y = clustered_stream(900, 60, 8, seed=3)
+    one, many = ExtremeSVM(oracle="means", index_every=50), ExtremeSVM(oracle="means", index_every=50)
+    for x, k in zip(X[:600], y[:600].tolist()):
+        one.learn_one(dict(enumerate(x.tolist())), k)
+    for start in range(0, 600, 70):
+        many.learn_many(X[start : min(start + 70, 600)], y[start : min(start + 70, 600)])
+    assert_same_state(one.export_state(), many.export_state())
+    assert "index" in one.export_state()["model"]["means"]  # trained: 60 classes > 40
+    store = CheckpointStore(tmp_path)
+    store.save({"learner": many.export_state()})
+    restored = streamlearn.learner_from_state(store.load_latest()["learner"])
+    for model in (many, restored):
+        model.learn_many(X[600:], y[600:])
+    assert_same_state(many.export_state(), restored.export_state())
+    assert list(many.predict_many(X[:200])) == list(restored.predict_many(X[:200]))
+
+
+@pytest.mark.parametrize("params", [{"oracle": "means", "store": "sparse"}, {"oracle": "means", "penalty": "l1"},
+                                    {"oracle": "trees"}])
+def test_bad_means_settings_are_refused_clearly(params):
+    with pytest.raises(ValueError, match="oracle"):
+        ExtremeSVM(**params)
