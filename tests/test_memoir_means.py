@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import streamlearn
-import streamlearn.memoir.means as means
 from streamlearn import ExtremeSVM
 from streamlearn.kernels import compiled
 from streamlearn.service.checkpoint import CheckpointStore
@@ -32,10 +31,8 @@ def clustered_stream(n: int, n_classes: int, d: int, seed: int):
     return X, np.array([first[k] for k in y.tolist()])
 
 
-@pytest.fixture
-def small_index(monkeypatch):
-    """The index trained from 40 classes on (not 2,000), so that a test's stream uses it."""
-    monkeypatch.setattr(means, "TRAIN_AT", 40)
+#: the index trained from 40 classes on (not 2,000), so that a test's stream uses it
+SMALL = {"oracle": "means", "oracle_params": {"train_at": 40}}
 
 
 def _learn(X, y, candidates, n_classes, d, lowest=True):
@@ -61,9 +58,9 @@ def test_candidates_listing_every_class_are_the_exact_step_bit_for_bit(lowest):
     assert none_listed.tobytes() != exact[0].tobytes()
 
 
-def test_learning_and_prediction_go_through_the_index(small_index):
+def test_learning_and_prediction_go_through_the_index():
     X, y = clustered_stream(6000, 200, 16, seed=2)
-    model = ExtremeSVM(oracle="means", index_every=64)
+    model = ExtremeSVM(**SMALL, index_every=64)
     model.learn_many(X[:5000], y[:5000])
     assert model.dense and len(model.classes) == 200
     accuracy = np.mean(model.predict_many(X[5000:]).astype(np.int64) == y[5000:])
@@ -72,15 +69,15 @@ def test_learning_and_prediction_go_through_the_index(small_index):
     exact_accuracy = np.mean(exact.predict_many(X[5000:]).astype(np.int64) == y[5000:])
     assert accuracy > 0.5 and accuracy > exact_accuracy - 0.05, (accuracy, exact_accuracy)
     # predictions through the candidates differ from an exact scan of the same model somewhere
-    scanned = ExtremeSVM(oracle="means", index_every=64, predict_exact=True)
+    scanned = ExtremeSVM(**SMALL, index_every=64, predict_exact=True)
     scanned.learn_many(X[:5000], y[:5000])
     assert list(scanned.predict_many(X[5000:])) != list(model.predict_many(X[5000:]))
     assert 0.0 <= model.violator_recall(X[5000:5500], y[5000:5500]) <= 1.0
 
 
-def test_learn_many_equals_the_learn_one_loop_and_a_checkpoint_goes_on_identically(small_index, tmp_path):
+def test_learn_many_equals_the_learn_one_loop_and_a_checkpoint_goes_on_identically(tmp_path):
     X, y = clustered_stream(900, 60, 8, seed=3)
-    one, many = ExtremeSVM(oracle="means", index_every=50), ExtremeSVM(oracle="means", index_every=50)
+    one, many = ExtremeSVM(**SMALL, index_every=50), ExtremeSVM(**SMALL, index_every=50)
     for x, k in zip(X[:600], y[:600].tolist()):
         one.learn_one(dict(enumerate(x.tolist())), k)
     for start in range(0, 600, 70):
@@ -94,10 +91,29 @@ def test_learn_many_equals_the_learn_one_loop_and_a_checkpoint_goes_on_identical
         model.learn_many(X[600:], y[600:])
     assert_same_state(many.export_state(), restored.export_state())
     assert list(many.predict_many(X[:200])) == list(restored.predict_many(X[:200]))
+    assert 0.0 <= many.index_recall <= 1.0 and many.index_recall == restored.index_recall
 
 
 @pytest.mark.parametrize("params", [{"oracle": "means", "store": "sparse"}, {"oracle": "means", "penalty": "l1"},
-                                    {"oracle": "trees"}])
+                                    {"oracle": "trees"}, {"oracle": "means", "oracle_params": {"ef": 64}},
+                                    {"oracle": "means", "oracle_params": {"n_probe": 0}}])
 def test_bad_means_settings_are_refused_clearly(params):
     with pytest.raises(ValueError, match="oracle"):
         ExtremeSVM(**params)
+
+
+@pytest.mark.slow
+def test_the_index_recall_is_in_the_metrics_log_and_inspect(tmp_path):
+    import json
+
+    from helpers import cli
+
+    X, y = clustered_stream(3000, 120, 8, seed=4)
+    stream = tmp_path / "embeddings.jsonl"
+    stream.write_text("".join(json.dumps({"x": {f"e{j}": v for j, v in enumerate(x.tolist())}, "y": int(k)}) + "\n" for x, k in zip(X, y)))
+    ck = tmp_path / "ck"
+    cli("train", stream, "--learner", "ExtremeSVM", "--param", "oracle=means", "--param", 'oracle_params={"train_at": 40}',
+        "--param", "index_every=64", "--checkpoint-dir", ck, "--checkpoint-every", "500", "--quiet")
+    lines = [json.loads(line) for line in (ck / "metrics.jsonl").read_text().splitlines()]
+    assert 0.0 <= lines[-1]["index_recall"] <= 1.0
+    assert json.loads(cli("inspect", ck, "--json").stdout)["counters"]["index_recall"] == lines[-1]["index_recall"]

@@ -18,10 +18,11 @@ oracle (:mod:`streamlearn.mips`) instead of a scan over all ``K`` rows:
 
 How it stays bounded in ``K`` and ``d`` (the store of :mod:`streamlearn.kernels.memoir_store`):
 class rows are sparse (only touched weights exist, so memory follows the model's non-zeros,
-never ``K × d``) — unless the rows are dense (embeddings: ``store``, below); the Pegasos shrink is one global scale kept outside the rows and the index
-(a uniform rescale never changes an argmax); a new class is a new, empty row, at any time; the
-oracle's index is updated once per ``learn_many`` / mini-batch for the rows that changed, in
-place. Predictions re-rank the oracle's ``n_candidates`` exactly (the exact oracle: every class).
+never ``K × d``) — unless the rows are dense (embeddings: ``store``, below); the Pegasos
+shrink is one global scale kept outside the rows and the index (a uniform rescale never changes
+an argmax); a new class is a new, empty row, at any time; the oracle's index is updated once
+per ``learn_many`` / mini-batch for the rows that changed, in place. Predictions re-rank the
+oracle's ``n_candidates`` exactly (the exact oracle: every class).
 
 Rows no feature of ``x`` reaches score 0. ``fallback="lowest"`` lets the lowest-index such class
 take part in the argmax (ties to the lowest index: MulticlassSVM's rule); ``"random"`` draws
@@ -52,7 +53,7 @@ from ..kernels import compiled
 from ..kernels.memoir_store import AW, A, G
 from ..mips import ORACLES, make_oracle
 from .dense import DenseLearning
-from .means import MeanExampleIndex
+from .means import MeanExampleIndex, check_means_params
 from .prediction import ExtremePredictions
 from .store import RENORMALIZE_BELOW, DenseClassRows, SparseClassRows
 
@@ -112,7 +113,8 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         step ``1/(λt)``, MulticlassSVM's. :attr:`step` is the step in use.
     oracle_params
         Keywords of the oracle's constructor: the graph's ``M``, ``ef_construction`` and ``ef``
-        (:class:`~streamlearn.mips.GraphOracle`), LSH's ``n_bits``.
+        (:class:`~streamlearn.mips.GraphOracle`), LSH's ``n_bits``, the means' ``train_at`` and
+        ``n_probe`` (:mod:`streamlearn.memoir.means`).
     adapt
         Follow a stream that changes (default, the defaults protocol's choice:
         ``bench/results/options-adapt.md``): the Page-Hinkley watch of :mod:`streamlearn.adaptation`
@@ -185,6 +187,8 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
             make_oracle(oracle, params=oracle_params)  # checks the keywords now, not at the first example
         elif penalty != "l2" or store == "sparse":
             raise InvalidParameterError("oracle='means' indexes dense rows: it takes penalty='l2' and store 'auto' or 'dense'")
+        else:
+            check_means_params(oracle_params)
         if store not in ("auto", "sparse", "dense"):
             raise InvalidParameterError(f"store must be 'auto', 'sparse' or 'dense', got {store!r}")
         if store == "dense" and (penalty != "l2" or oracle != "exact"):
@@ -210,17 +214,17 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
                "fallback": "random", "seed": 1}
         yield {"lam": 1e-4, "penalty": "l1", "oracle": "graph", "n_candidates": 3, "sketch_dim": 16, "balance": True,
                "oracle_params": {"M": 6, "ef_construction": 16}, "seed": 2}
-        yield {"oracle": "means", "index_every": 8}
+        yield {"oracle": "means", "index_every": 8, "oracle_params": {"train_at": 4, "n_probe": 1}}
 
     # ------------------------------------------------------------------ set-up
     def _init_model(self) -> None:
         dense = self.store != "sparse" and self.penalty == "l2" and self.oracle in ("exact", "means")
         self._store = DenseClassRows(self._averaged) if dense else SparseClassRows(self._averaged)
-        self._means = MeanExampleIndex() if self.oracle == "means" else None
+        self._means = MeanExampleIndex(**(self.oracle_params or {})) if self.oracle == "means" else None
+        self._recall_counts = np.zeros(2, np.int64)  # the index's hits, rows checked
         self._dense_seen = np.zeros(3, np.int64)  # rows learned densely, their entries, columns they name
-        # means: the sparse store (after store="auto" leaves the dense one) scans exactly
-        self._oracle = make_oracle("exact" if self.oracle == "means" else self.oracle, seed=self.seed or 0,
-                                   params=self.oracle_params)
+        means = self.oracle == "means"  # then the sparse store (once store="auto" leaves the dense one) scans exactly
+        self._oracle = make_oracle("exact" if means else self.oracle, seed=self.seed or 0, params=None if means else self.oracle_params)
         self._t = 0
         self._n_learned = 0  # classes that existed at the last step
         self._changed, self._is_changed = np.zeros(0, np.int64), np.zeros(0, np.bool_)  # rows the index has not seen
@@ -450,6 +454,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         if self._means is not None:
             model["means"] = self._means.export(len(self._labels))
             model["since_refresh"] = self._since_refresh
+            model["recall_counts"] = self._recall_counts.copy()
         if self._watch is not None:
             model["watch"] = self._watch.export()
         return model
@@ -479,8 +484,9 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
             self._since_refresh, self._needs_rebuild = int(model["since_refresh"]), bool(model["needs_rebuild"])
             self._n_indexed = int(model["n_indexed"])
         if self._means is not None:
-            self._means = MeanExampleIndex.restore(model["means"])
+            self._means = MeanExampleIndex.restore(model["means"], **(self.oracle_params or {}))
             self._since_refresh = int(model["since_refresh"])
+            self._recall_counts = np.asarray(model["recall_counts"], np.int64).copy()
         if self._watch is not None and "watch" in model:  # absent: a state saved before adapt existed
             self._watch = ChangeWatch.restore(model["watch"])
 

@@ -13,8 +13,8 @@ needs, and the classes a prediction chooses among.
 The index follows the stream as the rows' indexes do (``index_every``): the means of the classes
 seen since the last refresh are re-indexed in place (``update_vectors``), new classes are added;
 the coarse lists (one per :data:`CLASSES_PER_LIST` classes, k-means) are trained once
-:data:`TRAIN_AT` classes exist and again each time the classes double. Until then the learner
-scans every class exactly. The state (sums, index bytes) is checkpointed: a restore goes on
+``train_at`` classes exist and again each time the classes double; ``n_probe`` lists are searched
+(both ``oracle_params``). Until then the learner scans every class exactly. The state (sums, index bytes) is checkpointed: a restore goes on
 identically.
 """
 
@@ -22,12 +22,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InvalidParameterError
+
 #: classes per coarse list (k-means wants ~39 points a centroid)
 CLASSES_PER_LIST = 39
-#: classes before the first index: below this the exact scan is as cheap
-TRAIN_AT = 2000
-#: coarse lists searched per row
-N_PROBE = 2
+#: the oracle_params of oracle="means" and their defaults: classes before the first index (below
+#: it the exact scan is as cheap), coarse lists searched per row
+PARAMS = {"train_at": 2000, "n_probe": 2}
+
+
+def check_means_params(params: dict | None) -> None:
+    """Refuse ``oracle_params`` that are not :data:`PARAMS`' keys with integers ≥ 1."""
+    for key, value in (params or {}).items():
+        if key not in PARAMS or isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidParameterError(f"oracle='means' takes oracle_params {sorted(PARAMS)} (integers >= 1), got "
+                                        f"{key}={value!r}")
 
 
 def _faiss():
@@ -40,7 +49,8 @@ def _faiss():
 class MeanExampleIndex:
     """Sums of each class's examples and the IVF index over their directions (module docstring)."""
 
-    def __init__(self):
+    def __init__(self, train_at: int = PARAMS["train_at"], n_probe: int = PARAMS["n_probe"]):
+        self.train_at, self.n_probe = train_at, n_probe
         self.sums = np.zeros((0, 0))
         self.changed = np.zeros(0, np.bool_)  # classes whose mean moved since the last refresh
         self.index, self.n_indexed, self.n_trained, self.dim = None, 0, 0, 0
@@ -66,7 +76,7 @@ class MeanExampleIndex:
 
     def refresh(self, n_classes: int) -> None:
         """Re-index the moved means and add the new classes (train again when the classes doubled)."""
-        if n_classes >= max(TRAIN_AT, 2 * self.n_trained):
+        if n_classes >= max(self.train_at, 2 * self.n_trained):
             self._train(n_classes)
         if self.index is None:
             return
@@ -86,7 +96,7 @@ class MeanExampleIndex:
         index.cp.niter = 10  # a list's centroid only routes queries
         index.train(self._directions(np.arange(n_classes)))
         index.make_direct_map(True)
-        index.nprobe = N_PROBE
+        index.nprobe = self.n_probe
         self.index, self.n_indexed, self.n_trained = index, 0, n_classes
 
     def candidates(self, dense_rows: np.ndarray, n: int) -> np.ndarray:
@@ -104,12 +114,12 @@ class MeanExampleIndex:
         return state
 
     @classmethod
-    def restore(cls, state: dict) -> "MeanExampleIndex":
-        means = cls()
+    def restore(cls, state: dict, **params) -> "MeanExampleIndex":
+        means = cls(**params)
         means.sums = np.asarray(state["sums"], np.float64).copy()
         means.changed = np.asarray(state["changed"], np.bool_).copy()
         means.n_indexed, means.n_trained, means.dim = int(state["n_indexed"]), int(state["n_trained"]), int(state["dim"])
         if "index" in state:
             means.index = _faiss().deserialize_index(np.asarray(state["index"], np.uint8))
-            means.index.nprobe = N_PROBE
+            means.index.nprobe = means.n_probe
         return means

@@ -288,6 +288,9 @@ class Runner:
                 self.counters["learned"] += len(train)
                 self.counters["changes"] = self.model.n_changes
                 self.counters["switches"] = self.model.n_switches
+                recall = getattr(self.model, "index_recall", None)  # ExtremeSVM(oracle="means")'s, once it has an index
+                if recall is not None:
+                    self.counters["index_recall"] = recall
                 self._note(lines, train, rows, scored)
             if lines:
                 for i in sorted(lines):
