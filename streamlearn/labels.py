@@ -83,8 +83,21 @@ class LabelSpace:
             k = len(self.labels)
             self._index[y] = k
             self.labels.append(y)
-            self._small_ints = None
+            self._note_small_int(y, k)
         return k
+
+    def _note_small_int(self, y, k: int) -> None:
+        """Enter a new label in the small-int table as the dict finds it: at ``v`` when it equals
+        the int ``v`` (``2``, ``2.0``, ``True`` at 1); a rebuild per new class would cost the
+        table's size each time classes keep appearing."""
+        if self._small_ints is None:
+            return
+        try:
+            v = int(y)
+        except (TypeError, ValueError, OverflowError):
+            return
+        if v == y and 0 <= v < len(self._small_ints):
+            self._small_ints[v] = k
 
     def _small_int_classes(self, values: np.ndarray) -> np.ndarray | None:
         """Class indices of an int array whose labels are all known and below

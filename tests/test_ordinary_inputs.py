@@ -376,3 +376,22 @@ def test_serve_skips_a_directory_named_like_a_checkpoint(tmp_path, capsys):
 def test_the_bundled_data_set_is_found_by_its_file_name(capsys):
     code, out, err = run(capsys, "train", "letter.scale.t", "--quiet")
     assert code == 0 and summary(out)["learned"] == 5000 and "bundled data set" in err
+
+
+def test_int_labels_find_their_classes_by_table_as_by_dict_while_classes_keep_appearing():
+    """The small-int table follows each new class (not rebuilt per class): its answers stay the
+    dict's, for labels first seen as ints, floats equal to ints, booleans and text."""
+    from streamlearn.labels import LabelSpace
+
+    rng = np.random.default_rng(0)
+    space, reference = LabelSpace(), {}
+    space.indices([True, 2.0, "3", 2.5], grow=True)  # True is 1, 2.0 is 2; "3" and 2.5 are no int
+    for label in (True, 2.0, "3", 2.5):
+        reference.setdefault(label, len(reference))
+    for _ in range(30):
+        batch = rng.integers(0, 3000, size=200)
+        got = space.indices(batch, grow=True)
+        for label in batch.tolist():
+            reference.setdefault(label, len(reference))
+        assert got.tolist() == [reference[v] for v in batch.tolist()]
+    assert space.indices(np.array([1, 2, 3]), grow=False).tolist() == [0, 1, reference[3]]

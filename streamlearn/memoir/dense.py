@@ -69,8 +69,8 @@ class DenseLearning:
             piece_rows = (piece - piece[0], indices[piece[0] : piece[-1]], data[piece[0] : piece[-1]])
             dense_rows = None if means is None else _dense_rows(*piece_rows, store.n_columns)
             candidates = means.candidates(dense_rows, self.n_candidates) if means is not None and means.ready else _NO_CANDIDATES
-            if len(candidates) and self._since_refresh == 0:  # the first row after a refresh: its violator by a scan too
-                self._check_recall(piece_rows, y[start:stop], candidates, n_classes)
+            if len(candidates) and self._since_refresh == 0 and self._t >= self._recall_counts[2]:
+                self._check_recall(piece_rows, y[start:stop], candidates)
             self._t, self._n_learned = _dense.learn_groups(
                 *piece_rows, y[start:stop], weights[start:stop], self.batch_size, self._n_learned,
                 store.V, store.U, store.scalars, self._t, float(self.lam), bool(self.project), self._eta0(),
@@ -85,8 +85,10 @@ class DenseLearning:
                     self._since_refresh = 0
             start = stop
 
-    def _check_recall(self, piece_rows: tuple, y: np.ndarray, candidates: np.ndarray, n_classes: int) -> None:
-        """Count whether the candidates of the piece's first row hold its most violating class."""
+    def _check_recall(self, piece_rows: tuple, y: np.ndarray, candidates: np.ndarray) -> None:
+        """Count whether the candidates of the piece's first row hold its most violating class.
+        The scan costs classes × columns, so the next check waits a quarter as many steps as
+        there are classes (at least ``index_every``): a tenth or so of learning's cost."""
         indptr, indices, data = piece_rows
         first = (indptr[:2], indices[: indptr[1]], data[: indptr[1]])
         found = []
@@ -95,14 +97,15 @@ class DenseLearning:
             _dense.violators(*first, self._store.V, y[:1], self._n_learned, listed, self.fallback == "lowest",
                              self._rng.copy(), self._scores, out)
             found.append(int(out[0]))
-        self._recall_counts += (found[0] == found[1], 1)
+        self._recall_counts[:2] += (found[0] == found[1], 1)
+        self._recall_counts[2] = self._t + max(self.index_every, self._n_learned // 4)
 
     @property
     def index_recall(self) -> float | None:
         """``oracle="means"``: the share of rows whose most violating class the index's candidates
-        held, checked by an exact scan on the first row after each refresh; ``None`` before the
-        index exists (and for the other oracles: :meth:`violator_recall` measures those)."""
-        hits, checks = (int(v) for v in self._recall_counts)
+        held, checked by an exact scan on the first row after a refresh (:meth:`_check_recall`);
+        ``None`` before the index exists (the other oracles: :meth:`violator_recall` measures them)."""
+        hits, checks = (int(v) for v in self._recall_counts[:2])
         return hits / checks if checks else None
 
     def _means_candidates(self, rows: SparseRows) -> np.ndarray:

@@ -221,7 +221,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         dense = self.store != "sparse" and self.penalty == "l2" and self.oracle in ("exact", "means")
         self._store = DenseClassRows(self._averaged) if dense else SparseClassRows(self._averaged)
         self._means = MeanExampleIndex(**(self.oracle_params or {})) if self.oracle == "means" else None
-        self._recall_counts = np.zeros(2, np.int64)  # the index's hits, rows checked
+        self._recall_counts = np.zeros(3, np.int64)  # the index's hits, rows checked, the step of the next check
         self._dense_seen = np.zeros(3, np.int64)  # rows learned densely, their entries, columns they name
         means = self.oracle == "means"  # then the sparse store (once store="auto" leaves the dense one) scans exactly
         self._oracle = make_oracle("exact" if means else self.oracle, seed=self.seed or 0, params=None if means else self.oracle_params)
