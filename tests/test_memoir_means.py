@@ -117,3 +117,12 @@ def test_the_index_recall_is_in_the_metrics_log_and_inspect(tmp_path):
     lines = [json.loads(line) for line in (ck / "metrics.jsonl").read_text().splitlines()]
     assert 0.0 <= lines[-1]["index_recall"] <= 1.0
     assert json.loads(cli("inspect", ck, "--json").stdout)["counters"]["index_recall"] == lines[-1]["index_recall"]
+
+
+def test_a_missing_faiss_is_said_when_the_learner_is_made(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "faiss" else real(name, *a))
+    with pytest.raises(ValueError, match=r"streamlearn\[means\]"):
+        ExtremeSVM(oracle="means")

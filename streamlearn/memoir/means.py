@@ -32,7 +32,12 @@ PARAMS = {"train_at": 2000, "n_probe": 2}
 
 
 def check_means_params(params: dict | None) -> None:
-    """Refuse ``oracle_params`` that are not :data:`PARAMS`' keys with integers ≥ 1."""
+    """Refuse ``oracle_params`` that are not :data:`PARAMS`' keys with integers ≥ 1, and say so
+    now when faiss is missing (not at the first index, thousands of classes into a stream)."""
+    import importlib.util
+
+    if importlib.util.find_spec("faiss") is None:
+        raise InvalidParameterError("oracle='means' keeps its index in faiss: pip install 'streamlearn[means]' (faiss-cpu)")
     for key, value in (params or {}).items():
         if key not in PARAMS or isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidParameterError(f"oracle='means' takes oracle_params {sorted(PARAMS)} (integers >= 1), got "
