@@ -327,12 +327,12 @@ def report(results: dict) -> str:
 
 def plot(results: dict, path) -> None:
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(9, 5))
     names = list(results["rows"])
     for i, key in enumerate(("learn_per_s", "predict_per_s")):
         ax.bar(np.arange(len(names)) + 0.4 * i, [results["rows"][n][key] for n in names], 0.4, label=key.replace("_per_s", ""))
-    ax.set_xticks(np.arange(len(names)) + 0.2, [n.split(", candidates")[0].split(" (")[0] for n in names], fontsize=5,
-                  rotation=20)
+    ax.set_xticks(np.arange(len(names)) + 0.2, [n.split(", candidates")[0].split(" (its")[0].split(" (dense")[0] for n in names], fontsize=6,
+                  rotation=30, ha="right")
     ax.set_yscale("log")
     ax.set_ylabel("examples / s (CPU time)")
     ax.set_title(f"{results['classes']:,} classes, d = {results['dim']}")
