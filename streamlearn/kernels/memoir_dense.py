@@ -119,6 +119,32 @@ def _violator(V, indptr, indices, data, row, y, n_classes, candidates, lowest, r
 
 
 @njit(cache=True, nogil=True)
+def _candidate_scores(V, U, scalars, indptr, indices, data, row, y, n_before, n_classes, candidates, lowest, predict):
+    """One pass over a row's candidates for a step: each row of ``V`` read once serves both the
+    averaged iterate's prediction among the candidates below ``n_before`` (with ``predict``;
+    ``_best_candidate(..., averaged=True)``'s answer) and :func:`_violator`'s ``r`` (the lowest
+    class beside them with ``lowest``; no random draw here). Returns ``(predicted, r, s_r, s_y)``,
+    ``predicted = -1`` and ``r = -1`` when there is none."""
+    predicted, best = -1, 0.0
+    r, s_r = -1, 0.0
+    n_listed = candidates.shape[1]
+    extra = (1 if y == 0 else 0) if lowest else -1
+    for q in range(n_listed + 1):
+        k = candidates[row, q] if q < n_listed else extra
+        if k < 0 or k >= n_classes:
+            continue
+        s = _dot(V, indptr, indices, data, row, k)
+        if predict and q < n_listed and k < n_before:
+            p = (_dot(U, indptr, indices, data, row, k) + scalars[A] * s) / scalars[AW] if scalars[AW] > 0 else scalars[G] * s
+            if predicted < 0 or p > best or (p == best and k < predicted):
+                predicted, best = k, p
+        if n_classes >= 2 and k != y and (r < 0 or s > s_r or (s == s_r and k < r)):
+            r, s_r = k, s
+    s_y = _dot(V, indptr, indices, data, row, y) if n_classes >= 2 else 0.0
+    return predicted, r, s_r, s_y
+
+
+@njit(cache=True, nogil=True)
 def _add(V, U, scalars, indptr, indices, data, row, k, amount, averaged):
     """``V[k] += amount · x_row``, keeping ``Σ V²`` and, when averaging, ``U −= A δ``."""
     a = scalars[A]
@@ -162,16 +188,21 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, V, U,
             n_classes = max(n_classes, y[first + i] + 1)
         for i in range(group_size):  # every row at W^(t-1)
             row = first + i
-            if len(mistakes) and averaged:
+            predict = len(mistakes) > 0 and averaged
+            if candidates.shape[0]:
+                predicted, r, s_r, s_y = _candidate_scores(V, U, scalars, indptr, indices, data, row, y[row], n_before,
+                                                           n_classes, candidates, lowest, predict)
+                if n_classes >= 2 and not lowest and (r < 0 or s_r <= 0.0):
+                    r = random_other(rng, n_classes, y[row])
+                    s_r = _dot(V, indptr, indices, data, row, r)
+            else:
                 predicted = -1
-                if n_before and candidates.shape[0]:
-                    predicted = _best_candidate(V, U, scalars, indptr, indices, data, row, n_before, candidates, -1, -1,
-                                                True, False)[0]
-                elif n_before:
+                if predict and n_before:
                     _predicted_scores(V, U, scalars, indptr, indices, data, row, n_before, True, scores, avg_scores)
                     predicted = _argmax(scores, n_before, -1)
+                r, s_r, s_y = _violator(V, indptr, indices, data, row, y[row], n_classes, candidates, lowest, rng, scores)
+            if predict:
                 mistakes[row] = y[row] >= n_before or predicted != y[row]
-            r, s_r, s_y = _violator(V, indptr, indices, data, row, y[row], n_classes, candidates, lowest, rng, scores)
             if len(mistakes) and not averaged:
                 mistakes[row] = y[row] >= n_before or (r >= 0 and (s_r > s_y or (s_r == s_y and r < y[row])))
             r_of[i] = r
