@@ -46,6 +46,8 @@ def _weights(model) -> np.ndarray:
     if hasattr(model, "weight_matrix"):
         return model.weight_matrix()
     store = model.export_state()["model"]["store"]
+    if "dense" in store:  # the dense class rows (store="auto" on dense rows)
+        return np.concatenate([store["dense"].ravel(), store.get("dense_avg", np.zeros((0, 0))).ravel(), store["scalars"]])
     return np.concatenate([store["val"], store.get("avg", []), store["scalars"]])
 
 
