@@ -54,6 +54,13 @@ class SparseRows(NamedTuple):
     def n_rows(self) -> int:
         return len(self.indptr) - 1
 
+    def own_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(indptr, indices, data)`` of these rows alone, contiguous, ``indptr`` from 0 (a
+        slice of a larger batch shares its parent's ``indices``/``data``): what a kernel takes."""
+        lo, hi = self.indptr[0], self.indptr[-1]
+        return (np.ascontiguousarray(self.indptr - lo, np.int64), np.ascontiguousarray(self.indices[lo:hi], np.int64),
+                np.ascontiguousarray(self.data[lo:hi], np.float64))
+
 
 class CsrBatch:
     """A batch of examples as a CSR matrix over integer feature names (column ``j`` holds

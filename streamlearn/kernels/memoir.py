@@ -200,15 +200,7 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, store
             if r >= 0 and 1.0 + scalars[G] * (s_r - s_y) > 0.0:
                 amount_of[i] = weights[row]
         t += 1
-        if penalty == L2 and eta0 == 0.0:  # Pegasos: η = 1/(λt), W ← (1 − λη) W = (1 − 1/t) W
-            if t > 1:
-                scalars[G] *= 1.0 - 1.0 / t
-            step = 1.0 / (lam * t * group_size)
-        else:  # 002's schedule η = eta0 / (1 + eta_decay t); for L2, W ← (1 − λη) W
-            step = eta0 / (1.0 + eta_decay * t)
-            if penalty == L2:
-                scalars[G] *= max(1.0 - lam * step, 0.0)
-                step /= group_size
+        step = shrink_and_step(scalars, t, lam, eta0, eta_decay, group_size, penalty == L2)
         for i in range(group_size):
             row = first + i
             if amount_of[i] == 0.0 and penalty == L2:
@@ -227,18 +219,43 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, store
             group_rows = np.unique(np.concatenate((r_of[r_of >= 0], y[first : first + group_size])))
             truncate_rows(store, counts, scalars, group_rows, len(group_rows),
                           n_classes * lam * step / max(len(group_rows), 1))
-        elif project:
-            norm = scalars[G] * np.sqrt(max(scalars[SQ], 0.0))
-            if norm > radius:
-                scalars[G] *= radius / norm
-        weight = float(t) ** average_power
-        scalars[AW] += weight
-        if averaged:
-            scalars[A] += weight * scalars[G]
-        if scalars[G] < renormalize_below:
+        if finish_step(scalars, t, project and penalty == L2, radius, averaged, average_power, renormalize_below):
             _renormalize(store, counts, scalars, S)
             renormalized = True
     return t, n_classes, n_changed, stamp, renormalized, n_groups * group_size
+
+
+@njit(cache=True, nogil=True)
+def shrink_and_step(scalars, t, lam, eta0, eta_decay, group_size, l2):
+    """Step ``t``'s shrink of the global scale and the step size of each violated row (shared by
+    the sparse and the dense store): Pegasos (``l2`` with ``eta0 = 0``) ``W ← (1 − 1/t) W``,
+    ``η = 1/(λ t |group|)``; else 002's ``η = eta0 / (1 + eta_decay t)``, with ``l2``
+    ``W ← (1 − λη) W`` and ``η / |group|``."""
+    if l2 and eta0 == 0.0:
+        if t > 1:
+            scalars[G] *= 1.0 - 1.0 / t
+        return 1.0 / (lam * t * group_size)
+    step = eta0 / (1.0 + eta_decay * t)
+    if l2:
+        scalars[G] *= max(1.0 - lam * step, 0.0)
+        step /= group_size
+    return step
+
+
+@njit(cache=True, nogil=True)
+def finish_step(scalars, t, project, radius, averaged, average_power, renormalize_below):
+    """After step ``t``'s updates (shared by both stores): the projection onto ``‖W‖ ≤ radius``
+    (Alg. 1 line 9) with ``project``, the step's weight ``t^average_power`` in the average;
+    whether the global scale fell below ``renormalize_below`` (the caller folds it into the rows)."""
+    if project:
+        norm = scalars[G] * np.sqrt(max(scalars[SQ], 0.0))
+        if norm > radius:
+            scalars[G] *= radius / norm
+    weight = float(t) ** average_power
+    scalars[AW] += weight
+    if averaged:
+        scalars[A] += weight * scalars[G]
+    return scalars[G] < renormalize_below
 
 
 @njit(cache=True, nogil=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .memoir import random_other
+from .memoir import finish_step, random_other, shrink_and_step
 from .memoir_store import AW, SQ, A, G
 
 
@@ -210,28 +210,13 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, V, U,
             if r >= 0 and 1.0 + scalars[G] * (s_r - s_y) > 0.0:
                 amount_of[i] = weights[row]
         t += 1
-        if eta0 == 0.0:  # Pegasos: η = 1/(λt), W ← (1 − 1/t) W
-            if t > 1:
-                scalars[G] *= 1.0 - 1.0 / t
-            step = 1.0 / (lam * t * group_size)
-        else:
-            step = eta0 / (1.0 + eta_decay * t)
-            scalars[G] *= max(1.0 - lam * step, 0.0)
-            step /= group_size
+        step = shrink_and_step(scalars, t, lam, eta0, eta_decay, group_size, True)
         for i in range(group_size):
             if amount_of[i] != 0.0:
                 amount = step * amount_of[i] / scalars[G]
                 _add(V, U, scalars, indptr, indices, data, first + i, r_of[i], -amount, averaged)
                 _add(V, U, scalars, indptr, indices, data, first + i, y[first + i], amount, averaged)
-        if project:
-            norm = scalars[G] * np.sqrt(max(scalars[SQ], 0.0))
-            if norm > radius:
-                scalars[G] *= radius / norm
-        weight = float(t) ** average_power
-        scalars[AW] += weight
-        if averaged:
-            scalars[A] += weight * scalars[G]
-        if scalars[G] < renormalize_below:
+        if finish_step(scalars, t, project, radius, averaged, average_power, renormalize_below):
             renormalize(V, U, scalars, n_classes)
     return t, n_classes
 

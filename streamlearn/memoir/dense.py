@@ -51,10 +51,7 @@ class DenseLearning:
             return
         n_classes = max(len(self._labels), int(y.max()) + 1)
         self._room(n_classes)
-        indptr = np.ascontiguousarray(rows.indptr - rows.indptr[0], np.int64)
-        lo, hi = rows.indptr[0], rows.indptr[-1]
-        indices = np.ascontiguousarray(rows.indices[lo:hi], np.int64)
-        data = np.ascontiguousarray(rows.data[lo:hi], np.float64)
+        indptr, indices, data = rows.own_arrays()
         y = np.ascontiguousarray(y, np.int64)
         store = self._store
         store.reserve(int(indices.max()) + 1 if len(indices) else 0, n_classes)  # the rows' columns only
@@ -112,9 +109,7 @@ class DenseLearning:
         """The index's candidates of ``rows`` (``oracle="means"`` once it is trained), else none: every class."""
         if self._means is None or not self._means.ready:
             return _NO_CANDIDATES
-        lo = rows.indptr[0]
-        dense_rows = _dense_rows(rows.indptr - lo, rows.indices[lo : rows.indptr[-1]], rows.data[lo : rows.indptr[-1]],
-                                 self._store.n_columns)
+        dense_rows = _dense_rows(*rows.own_arrays(), self._store.n_columns)
         return self._means.candidates(dense_rows, self.n_candidates)
 
 

@@ -358,10 +358,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         n_rows = rows.n_rows
         n_classes = max(len(self._labels), int(y.max()) + 1 if len(y) else 0)
         self._room(n_classes)
-        indptr = np.ascontiguousarray(rows.indptr - rows.indptr[0], np.int64)
-        lo, hi = rows.indptr[0], rows.indptr[-1]
-        indices = np.ascontiguousarray(rows.indices[lo:hi], np.int64)
-        data = np.ascontiguousarray(rows.data[lo:hi], np.float64)
+        indptr, indices, data = rows.own_arrays()
         y = np.ascontiguousarray(y, np.int64)
         self._store.reserve(self._features.n_columns, n_classes, 2 * len(indices))
         weights = self._example_weights(y, n_classes)

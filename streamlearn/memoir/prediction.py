@@ -26,10 +26,7 @@ class ExtremePredictions:
         own_arrays(self)  # its scratch buffers, written by the kernel
         own_arrays(self._store)
         self._room(n_classes)
-        indptr = np.ascontiguousarray(rows.indptr - rows.indptr[0], np.int64)
-        lo, hi = rows.indptr[0], rows.indptr[-1]
-        indices = np.ascontiguousarray(rows.indices[lo:hi], np.int64)
-        data = np.ascontiguousarray(rows.data[lo:hi], np.float64)
+        indptr, indices, data = rows.own_arrays()
         predicted = np.empty(rows.n_rows, np.int64)
         labels = np.zeros(0, np.int64) if y is None else np.ascontiguousarray(y, np.int64)
         p_true = np.zeros(len(labels))
@@ -151,10 +148,8 @@ class ExtremePredictions:
         n_classes = len(self._labels)
         self._room(n_classes)
         out = np.full(rows.n_rows, -1, np.int64)
-        lo, hi = rows.indptr[0], rows.indptr[-1]
-        _dense.violators(np.ascontiguousarray(rows.indptr - lo, np.int64), np.ascontiguousarray(rows.indices[lo:hi], np.int64),
-                         np.ascontiguousarray(rows.data[lo:hi], np.float64), self._store.V, targets, n_classes, candidates,
-                         self.fallback == "lowest", self._rng.copy(), self._scores, out)
+        _dense.violators(*rows.own_arrays(), self._store.V, targets, n_classes, candidates, self.fallback == "lowest",
+                         self._rng.copy(), self._scores, out)
         return out
 
     def _violators(self, rows: SparseRows, targets: np.ndarray) -> np.ndarray:
@@ -162,9 +157,7 @@ class ExtremePredictions:
         n_classes = len(self._labels)
         self._room(n_classes)
         out = np.full(rows.n_rows, -1, np.int64)
-        indptr = np.ascontiguousarray(rows.indptr - rows.indptr[0], np.int64)
-        lo, hi = rows.indptr[0], rows.indptr[-1]
-        indices, data = np.ascontiguousarray(rows.indices[lo:hi], np.int64), np.ascontiguousarray(rows.data[lo:hi])
+        indptr, indices, data = rows.own_arrays()
         self._store.reserve(self._features.n_columns, n_classes, 0)
         candidates = _EMPTY_CANDIDATES if self._oracle.exact else self._oracle.top(
             self._sketches, self._row_sketches(indptr, indices, data), self._n_indexed, self.n_candidates)
