@@ -24,6 +24,16 @@ class DenseLearning:
         the columns they name, or classes × columns exceeds :data:`DENSE_MAX_WEIGHTS`."""
         if rows.n_rows == 0:
             return 0
+        if rows.n_rows == self.batch_size:  # one group (learn_one's road): the same test without arrays
+            lo, hi = int(rows.indptr[0]), int(rows.indptr[-1])
+            seen_rows, seen_entries, seen_columns = (int(v) for v in self._dense_seen)
+            n_rows, n_entries = seen_rows + rows.n_rows, seen_entries + hi - lo
+            n_columns = max(seen_columns, int(rows.indices[lo:hi].max()) + 1 if hi > lo else 0)
+            n_classes = max(self._n_learned, int(y.max()) + 1)
+            if 4 * n_entries < n_rows * n_columns or n_classes * n_columns > DENSE_MAX_WEIGHTS:
+                return 0
+            self._dense_seen[:] = (n_rows, n_entries, n_columns)
+            return rows.n_rows
         lo = rows.indptr[0]
         entries = np.diff(rows.indptr)
         last_column = np.full(rows.n_rows, -1, np.int64)
