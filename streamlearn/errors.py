@@ -97,5 +97,5 @@ class InvalidParameterError(StreamlearnError):
     ...     ExtremeSVM(oracle="tree")
     ... except InvalidParameterError as error:
     ...     print(error)
-    oracle must be one of exact, graph, lsh, means, got 'tree'
+    oracle must be one of exact, graph, lsh, means, auto, got 'tree'
     """

@@ -39,6 +39,7 @@ SMOKE_RUNS = {
     "ann_bench": (["--quick", "--out"], ["ann.json", "ann.md", "ann.png"]),
     "dense_extreme_bench": (["--quick", "--out"], ["dense-extreme.json", "dense-extreme.md", "dense-extreme.png"]),
     "linear_bound_bench": (["--quick", "--out"], ["linear-bound.json", "linear-bound.md", "linear-bound.png"]),
+    "oracle_cost_bench": (["--quick", "--out"], ["oracle-cost.json", "oracle-cost.md", "oracle-cost.png"]),
 }
 
 

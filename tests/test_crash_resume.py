@@ -375,3 +375,30 @@ def test_an_extreme_svm_kafka_daemon_killed_4_times_ends_as_an_uninterrupted_one
     payload = CheckpointStore(tmp_path / "ck").load_latest()
     assert payload["runner"]["counters"]["learned"] == 8000
     assert len(payload["learner"]["labels"]["labels"]) == len({r["y"] for r in recs}) > 250
+
+
+def test_an_extreme_svm_with_its_index_killed_5_times_ends_as_an_uninterrupted_one(tmp_path):
+    """ExtremeSVM at its default oracle="auto" on 40-dimensional embeddings of 150 classes, the
+    mean-example index trained from 40 classes: killed with -9 (in checkpoint writes too) and
+    resumed, it restores the index from the checkpoint's bytes and ends as one uninterrupted run."""
+    rng = np.random.default_rng(21)
+    prototypes = rng.normal(size=(150, 40))
+    lines = []
+    for i in range(12_000):
+        k = int(rng.integers(min(150, 10 + i // 40)))
+        x = prototypes[k] + 0.5 * rng.normal(size=40)
+        lines.append(f"{k} " + " ".join(f"{j + 1}:{v:.5f}" for j, v in enumerate(x / np.linalg.norm(x))))
+    path = tmp_path / "embeddings.svm"
+    path.write_text("\n".join(lines) + "\n")
+    args = [path, "--learner", "ExtremeSVM", "--param", 'oracle_params={"train_at": 40}', "--param", "index_every=64",
+            "--checkpoint-every", "300", "--checkpoint-interval", "1000", "--batch-records", "50"]
+    uninterrupted(args, tmp_path / "clean")
+    rng_kills = random.Random(22)
+    plan = [("early", 0.3), ("at", "checkpoint-write:2"), ("timed", 2), ("at", "metrics-line:2"), ("timed", 3)]
+    hits = run_campaign(args, tmp_path / "ck", plan, rng_kills)
+    assert len(hits) >= 4, hits
+    assert_same_job(tmp_path / "ck", tmp_path / "clean")
+    payload = CheckpointStore(tmp_path / "ck").load_latest()
+    assert payload["runner"]["counters"]["learned"] == 12_000
+    assert "index" in payload["learner"]["model"]["means"]  # the index itself was checkpointed, and restored
+    assert 0.0 <= payload["runner"]["counters"]["index_recall"] <= 1.0

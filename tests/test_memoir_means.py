@@ -13,7 +13,6 @@ from streamlearn.kernels import compiled
 from streamlearn.service.checkpoint import CheckpointStore
 from helpers import assert_same_state
 
-pytest.importorskip("faiss", reason="oracle='means' keeps its index in faiss")
 _dense = compiled("memoir_dense")
 
 
@@ -94,6 +93,49 @@ def test_learn_many_equals_the_learn_one_loop_and_a_checkpoint_goes_on_identical
     assert 0.0 <= many.index_recall <= 1.0 and many.index_recall == restored.index_recall
 
 
+def _without_means(state: dict) -> dict:
+    return {**state, "params": {k: v for k, v in state["params"].items() if k not in ("oracle", "oracle_params")},
+            "model": {k: v for k, v in state["model"].items() if k not in ("means", "since_refresh", "recall_counts")}}
+
+
+@pytest.mark.parametrize("d, params", [(40, {}), (8, {"oracle_params": {"train_at": 40}})])
+def test_auto_short_of_its_gate_is_the_exact_learner_bit_for_bit(d, params):
+    """Fewer classes than ``train_at`` (2,000 by default), or fewer columns than AUTO_MIN_COLUMNS:
+    oracle="auto" (the default) scans exactly, the same iterates as oracle="exact"."""
+    X, y = clustered_stream(1500, 120, d, seed=5)
+    auto, exact = ExtremeSVM(**params), ExtremeSVM(oracle="exact")
+    for model in (auto, exact):
+        model.learn_many(X[:1000], y[:1000])
+        for x, k in zip(X[1000:1100], y[1000:1100].tolist()):
+            model.learn_one(dict(enumerate(x.tolist())), k)
+    assert auto.oracle == "auto" and auto.dense and auto.index_recall is None
+    assert_same_state(_without_means(auto.export_state()), _without_means(exact.export_state()))
+    assert list(auto.predict_many(X[1100:])) == list(exact.predict_many(X[1100:]))
+
+
+def test_auto_learns_and_predicts_through_the_index_once_its_gate_opens():
+    X, y = clustered_stream(6000, 200, 40, seed=6)
+    auto, means = ExtremeSVM(oracle_params={"train_at": 40}), ExtremeSVM(oracle="means", oracle_params={"train_at": 40})
+    for model in (auto, means):
+        model.learn_many(X[:5000], y[:5000])
+    assert auto.index_recall is not None and 0.0 <= auto.index_recall <= 1.0
+    assert_same_state(_without_means(auto.export_state()), _without_means(means.export_state()))
+    assert list(auto.predict_many(X[5000:])) == list(means.predict_many(X[5000:]))
+
+
+def test_auto_on_sparse_rows_leaves_the_dense_store_and_never_indexes():
+    rng = np.random.default_rng(7)
+    words = [rng.choice(5000, 10, replace=False) for _ in range(60)]
+    labels = rng.integers(60, size=3000).tolist()
+    rows = [{f"w{j}": 1.0 for j in rng.choice(words[k], 4, replace=False)} for k in labels]
+    auto, exact = ExtremeSVM(oracle_params={"train_at": 40}), ExtremeSVM(oracle="exact")
+    for model in (auto, exact):
+        for x, k in zip(rows, labels):
+            model.learn_one(x, k)
+    assert not auto.dense and auto.index_recall is None
+    assert_same_state(_without_means(auto.export_state()), _without_means(exact.export_state()))
+
+
 @pytest.mark.parametrize("params", [{"oracle": "means", "store": "sparse"}, {"oracle": "means", "penalty": "l1"},
                                     {"oracle": "trees"}, {"oracle": "means", "oracle_params": {"ef": 64}},
                                     {"oracle": "means", "oracle_params": {"n_probe": 0}}])
@@ -124,5 +166,6 @@ def test_a_missing_faiss_is_said_when_the_learner_is_made(monkeypatch):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "faiss" else real(name, *a))
-    with pytest.raises(ValueError, match=r"streamlearn\[means\]"):
-        ExtremeSVM(oracle="means")
+    for oracle in ("means", "auto"):
+        with pytest.raises(ValueError, match="pip install faiss-cpu"):
+            ExtremeSVM(oracle=oracle)

@@ -74,8 +74,9 @@ class DenseLearning:
                 stop = min(stop, start + -(-until_refresh // self.batch_size) * self.batch_size)
             piece = indptr[start : stop + 1]
             piece_rows = (piece - piece[0], indices[piece[0] : piece[-1]], data[piece[0] : piece[-1]])
-            dense_rows = None if means is None else _dense_rows(*piece_rows, store.n_columns)
-            candidates = means.candidates(dense_rows, self.n_candidates) if means is not None and means.ready else _NO_CANDIDATES
+            candidates = _NO_CANDIDATES
+            if means is not None and means.ready:
+                candidates = means.candidates(_dense_rows(*piece_rows, store.n_columns), self.n_candidates)
             if len(candidates) and self._since_refresh == 0 and self._t >= self._recall_counts[2]:
                 self._check_recall(piece_rows, y[start:stop], candidates)
             self._t, self._n_learned = _dense.learn_groups(
@@ -85,7 +86,7 @@ class DenseLearning:
                 self._scores, self._avg_scores, RENORMALIZE_BELOW[self._averaged],
                 mistakes[start:stop] if len(mistakes) else mistakes, candidates)
             if means is not None:
-                means.observe(dense_rows, y[start:stop])
+                means.observe(*piece_rows, y[start:stop], store.n_columns)
                 self._since_refresh += stop - start
                 if self._since_refresh >= self.index_every:
                     means.refresh(self._n_learned)

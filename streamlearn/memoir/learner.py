@@ -53,7 +53,7 @@ from ..kernels import compiled
 from ..kernels.memoir_store import AW, A, G
 from ..mips import ORACLES, make_oracle
 from .dense import DenseLearning
-from .means import MeanExampleIndex, check_means_params
+from .means import AUTO_MIN_COLUMNS, MeanExampleIndex, check_means_params
 from .prediction import ExtremePredictions
 from .store import RENORMALIZE_BELOW, DenseClassRows, SparseClassRows
 
@@ -74,10 +74,12 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
     penalty
         ``"l2"`` (002 Alg. 1) or ``"l1"`` (Alg. 2: truncation, a sparse model).
     oracle
-        ``"exact"`` (inverted-index scan), ``"graph"`` (hnswlib) or ``"lsh"`` (SimpleLSH) over
-        sketches of the class rows; ``"means"``, for dense rows: a faiss inverted-file index over
-        each class's mean example (:mod:`streamlearn.memoir.means`, which says why not the rows),
-        an exact scan until it is trained and after ``store="auto"`` leaves the dense store.
+        ``"auto"`` (default): ``"means"`` where its index pays, else the exact scan (the cost
+        model of :mod:`streamlearn.memoir.means`: dense rows of at least ``AUTO_MIN_COLUMNS``
+        columns and ``train_at`` classes). ``"exact"`` (a scan, every class), ``"graph"`` (hnswlib) or
+        ``"lsh"`` (SimpleLSH) over sketches of the class rows; ``"means"``, for dense rows: a faiss
+        inverted-file index over each class's mean example (:mod:`streamlearn.memoir.means`, which
+        says why not the rows), an exact scan until it is trained and after the dense store.
     n_candidates
         Classes the oracle proposes for re-ranking, when learning (and predicting without
         ``predict_exact``).
@@ -92,7 +94,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         cheap on sparse rows); ``False``: through the oracle's candidates, re-ranked. The index
         holds the current iterate: with averaging and a step that does not decay to zero fast
         (the default schedule), its candidates may miss the averaged model's best class.
-        ``None`` (default): exact, but through the candidates with ``oracle="means"``: its index
+        ``None`` (default): exact, but through the candidates with the means index: it
         holds the classes' mean examples, not an iterate, and a model that learned through it
         never corrected the rows it never proposed, which an exact scan would then let win.
     batch_size
@@ -113,8 +115,8 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         step ``1/(λt)``, MulticlassSVM's. :attr:`step` is the step in use.
     oracle_params
         Keywords of the oracle's constructor: the graph's ``M``, ``ef_construction`` and ``ef``
-        (:class:`~streamlearn.mips.GraphOracle`), LSH's ``n_bits``, the means' ``train_at`` and
-        ``n_probe`` (:mod:`streamlearn.memoir.means`).
+        (:class:`~streamlearn.mips.GraphOracle`), LSH's ``n_bits``, the means' (and ``"auto"``'s)
+        ``train_at`` and ``n_probe`` (:mod:`streamlearn.memoir.means`).
     adapt
         Follow a stream that changes (default, the defaults protocol's choice:
         ``bench/results/options-adapt.md``): the Page-Hinkley watch of :mod:`streamlearn.adaptation`
@@ -130,7 +132,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         stays under :data:`~streamlearn.memoir.dense.DENSE_MAX_WEIGHTS` — then, for good, the sparse store (the switch
         falls between two groups, at the same example however the stream is fed); ``"dense"``:
         the matrix always; ``"sparse"``: the sparse store always. The dense store is for
-        ``penalty="l2"`` with the exact oracle (the others always use the sparse one); both give
+        ``penalty="l2"`` with the exact, means or auto oracle (the others always use the sparse one); both give
         the same iterates, bit for bit (:mod:`streamlearn.kernels.memoir_dense`), and the dense one
         scans a row's classes without a hash or a pointer per weight.
     n_bits, seed, standardize
@@ -154,7 +156,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
     ('class 7', 300, True)
     """
 
-    def __init__(self, lam: float = 1e-6, penalty: str = "l2", oracle: str = "exact", n_candidates: int = 10,
+    def __init__(self, lam: float = 1e-6, penalty: str = "l2", oracle: str = "auto", n_candidates: int = 10,
                  sketch_dim: int = 1024, index_every: int = 256, predict_exact: bool | None = None, batch_size: int = 1,
                  project: bool = False, average: bool | None = None, average_power: float | None = None, fallback: str = "lowest",
                  balance: bool = False, eta0: float | str | None = None,
@@ -176,40 +178,39 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         if penalty == "l2" and first_step != "pegasos" and lam * first_step >= 1:  # W ← (1 − λη) W would zero W
             raise InvalidParameterError(f"lam * eta0 must be below 1 for the l2 step schedule, got {lam} * {first_step}: "
                                         "give a smaller eta0, or eta0='pegasos' for the step 1/(λt)")
-        if oracle not in ORACLES + ("means",):
-            raise InvalidParameterError(f"oracle must be one of {', '.join(ORACLES + ('means',))}, got {oracle!r}")
+        if oracle not in ORACLES + ("means", "auto"):
+            raise InvalidParameterError(f"oracle must be one of {', '.join(ORACLES + ('means', 'auto'))}, got {oracle!r}")
         if fallback not in ("lowest", "random"):
             raise InvalidParameterError(f"fallback must be 'lowest' or 'random', got {fallback!r}")
         if eta_decay is not None and (isinstance(eta_decay, bool) or not isinstance(eta_decay, (int, float))
                                       or not 0 <= eta_decay < float("inf")):
             raise InvalidParameterError(f"eta_decay must be a number >= 0, got {eta_decay!r}")
-        if oracle != "means":
+        if oracle in ORACLES:
             make_oracle(oracle, params=oracle_params)  # checks the keywords now, not at the first example
-        elif penalty != "l2" or store == "sparse":
+        elif oracle == "means" and (penalty != "l2" or store == "sparse"):
             raise InvalidParameterError("oracle='means' indexes dense rows: it takes penalty='l2' and store 'auto' or 'dense'")
         else:
             check_means_params(oracle_params)
         if store not in ("auto", "sparse", "dense"):
             raise InvalidParameterError(f"store must be 'auto', 'sparse' or 'dense', got {store!r}")
-        if store == "dense" and (penalty != "l2" or oracle != "exact"):
-            raise InvalidParameterError("store='dense' is for penalty='l2' with oracle='exact' (ℓ1 truncation makes "
+        if store == "dense" and (penalty != "l2" or oracle in ("graph", "lsh")):
+            raise InvalidParameterError("store='dense' is for penalty='l2' without oracle 'graph' or 'lsh' (ℓ1 truncation makes "
                                         "sparse rows; the approximate oracles index sketches of sparse rows)")
         if average and penalty == "l1":
             raise InvalidParameterError("average=True is for penalty='l2' (an average of truncated rows is not sparse)")
         self._averaged = penalty == "l2" if average is None else bool(average)  # None: l2 averages, l1 does not
         self._average_power = average_power_of(self._averaged, average_power, DEFAULT_AVERAGE_POWER)
         self.lam, self.penalty, self.oracle, self.n_candidates, self.sketch_dim = lam, penalty, oracle, n_candidates, sketch_dim
-        self.index_every, self.predict_exact = index_every, predict_exact
+        self.index_every, self.predict_exact, self.oracle_params = index_every, predict_exact, oracle_params
         self.batch_size, self.project, self.average, self.average_power = batch_size, project, average, average_power
         self.fallback, self.balance, self.eta0, self.eta_decay = fallback, balance, eta0, eta_decay
-        self.oracle_params = oracle_params
         self.n_bits, self.seed, self.standardize, self.adapt, self.store = n_bits, seed, standardize, adapt, store
         self._reset()
 
     @classmethod
     def _unit_test_params(cls):
         yield {}
-        yield {"adapt": False, "average": False, "store": "sparse"}
+        yield {"adapt": False, "average": False, "store": "sparse", "oracle": "exact"}
         yield {"lam": 1e-2, "batch_size": 3, "project": True, "average": True, "average_power": 2.0, "oracle": "lsh",
                "fallback": "random", "seed": 1}
         yield {"lam": 1e-4, "penalty": "l1", "oracle": "graph", "n_candidates": 3, "sketch_dim": 16, "balance": True,
@@ -218,12 +219,14 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
 
     # ------------------------------------------------------------------ set-up
     def _init_model(self) -> None:
-        dense = self.store != "sparse" and self.penalty == "l2" and self.oracle in ("exact", "means")
+        dense = self.store != "sparse" and self.penalty == "l2" and self.oracle in ("exact", "means", "auto")
         self._store = DenseClassRows(self._averaged) if dense else SparseClassRows(self._averaged)
-        self._means = MeanExampleIndex(**(self.oracle_params or {})) if self.oracle == "means" else None
+        min_columns = AUTO_MIN_COLUMNS if self.oracle == "auto" else 1
+        indexed = dense and self.oracle in ("means", "auto")
+        self._means = MeanExampleIndex(**(self.oracle_params or {}), min_columns=min_columns) if indexed else None
         self._recall_counts = np.zeros(3, np.int64)  # the index's hits, rows checked, the step of the next check
         self._dense_seen = np.zeros(3, np.int64)  # rows learned densely, their entries, columns they name
-        means = self.oracle == "means"  # then the sparse store (once store="auto" leaves the dense one) scans exactly
+        means = self.oracle not in ORACLES  # then the sparse store (once store="auto" leaves the dense one) scans exactly
         self._oracle = make_oracle("exact" if means else self.oracle, seed=self.seed or 0, params=None if means else self.oracle_params)
         self._t = 0
         self._n_learned = 0  # classes that existed at the last step
@@ -437,7 +440,6 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         _sketch.sketch_rows(indptr, indices, data, _SKETCH_HASHES, out)
         return out
 
-    # --------------------------------------------------------------- prediction
     # -------------------------------------------------------------------- state
     def _export_model(self) -> dict:
         model = {"t": self._t, "n_learned": self._n_learned, "store": self._store.export(), "rng": int(self._rng[0]),
@@ -481,7 +483,8 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
             self._since_refresh, self._needs_rebuild = int(model["since_refresh"]), bool(model["needs_rebuild"])
             self._n_indexed = int(model["n_indexed"])
         if self._means is not None:
-            self._means = MeanExampleIndex.restore(model["means"], **(self.oracle_params or {}))
+            self._means = MeanExampleIndex.restore(model["means"], **(self.oracle_params or {}),
+                                                   min_columns=self._means.min_columns)
             self._since_refresh = int(model["since_refresh"])
             self._recall_counts = np.asarray(model["recall_counts"], np.int64).copy()
         if self._watch is not None and "watch" in model:  # absent: a state saved before adapt existed

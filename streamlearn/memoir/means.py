@@ -16,6 +16,16 @@ the coarse lists (one per :data:`CLASSES_PER_LIST` classes, k-means) are trained
 ``train_at`` classes exist and again each time the classes double; ``n_probe`` lists are searched
 (both ``oracle_params``). Until then the learner scans every class exactly. The state (sums, index bytes) is checkpointed: a restore goes on
 identically.
+
+``oracle="auto"`` (ExtremeSVM's default) is this index under a cost model measured on this machine
+(``bench/oracle_cost_bench.py``, ``bench/results/oracle-cost.md``): the exact scan costs about
+3 ns per class × column and example, the index a floor of 10–100 µs (its search and the candidates'
+re-scoring; more with more columns), so the index is cheaper from a few thousand to a few tens of
+thousands of weights on. It is trained only from ``train_at`` classes (2,000: up to there the learner stays
+the paper's exact algorithm, at most ~1 ms per example at d = 128) and :data:`AUTO_MIN_COLUMNS`
+columns: with fewer, the mean directions of thousands of classes crowd together and the
+candidates miss (−11 points of accuracy at 16 columns and 8,192 classes, +2 at 32 and 4,096).
+Sparse rows never reach it: ``store="auto"`` leaves the dense store first.
 """
 
 from __future__ import annotations
@@ -29,6 +39,8 @@ CLASSES_PER_LIST = 39
 #: the oracle_params of oracle="means" and their defaults: classes before the first index (below
 #: it the exact scan is as cheap), coarse lists searched per row
 PARAMS = {"train_at": 2000, "n_probe": 2}
+#: oracle="auto" trains the index only over rows of at least this many columns (module docstring)
+AUTO_MIN_COLUMNS = 32
 
 
 def check_means_params(params: dict | None) -> None:
@@ -37,7 +49,7 @@ def check_means_params(params: dict | None) -> None:
     import importlib.util
 
     if importlib.util.find_spec("faiss") is None:
-        raise InvalidParameterError("oracle='means' keeps its index in faiss: pip install 'streamlearn[means]' (faiss-cpu)")
+        raise InvalidParameterError("ExtremeSVM's mean-example index is kept in faiss, a dependency: pip install faiss-cpu")
     for key, value in (params or {}).items():
         if key not in PARAMS or isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidParameterError(f"oracle='means' takes oracle_params {sorted(PARAMS)} (integers >= 1), got "
@@ -54,8 +66,8 @@ def _faiss():
 class MeanExampleIndex:
     """Sums of each class's examples and the IVF index over their directions (module docstring)."""
 
-    def __init__(self, train_at: int = PARAMS["train_at"], n_probe: int = PARAMS["n_probe"]):
-        self.train_at, self.n_probe = train_at, n_probe
+    def __init__(self, train_at: int = PARAMS["train_at"], n_probe: int = PARAMS["n_probe"], min_columns: int = 1):
+        self.train_at, self.n_probe, self.min_columns = train_at, n_probe, min_columns
         self.sums = np.zeros((0, 0))
         self.changed = np.zeros(0, np.bool_)  # classes whose mean moved since the last refresh
         self.index, self.n_indexed, self.n_trained, self.dim = None, 0, 0, 0
@@ -64,15 +76,18 @@ class MeanExampleIndex:
     def ready(self) -> bool:
         return self.index is not None
 
-    def observe(self, dense_rows: np.ndarray, y: np.ndarray) -> None:
-        """Add learned examples (rows as a dense array) to their classes' sums."""
-        n_classes, width = max(len(self.sums), int(y.max()) + 1), max(self.sums.shape[1], dense_rows.shape[1])
+    def observe(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, y: np.ndarray, width: int) -> None:
+        """Add learned examples (CSR rows from 0, columns below ``width``) to their classes' sums."""
+        n_classes, width = max(len(self.sums), int(y.max()) + 1), max(self.sums.shape[1], width)
         if n_classes > self.sums.shape[0] or width > self.sums.shape[1]:
             grown = np.zeros((max(n_classes, 2 * self.sums.shape[0]), width))
             grown[: self.sums.shape[0], : self.sums.shape[1]] = self.sums
             self.sums = grown
             self.changed = np.concatenate([self.changed, np.zeros(len(grown) - len(self.changed), np.bool_)])
-        np.add.at(self.sums[:, : dense_rows.shape[1]], y, dense_rows)
+        if len(y) == 1:  # learn_one's road: one row, no repeated columns
+            self.sums[y[0], indices] += data
+        else:
+            np.add.at(self.sums, (np.repeat(y, np.diff(indptr)), indices), data)
         self.changed[y] = True
 
     def _directions(self, classes) -> np.ndarray:
@@ -81,7 +96,7 @@ class MeanExampleIndex:
 
     def refresh(self, n_classes: int) -> None:
         """Re-index the moved means and add the new classes (train again when the classes doubled)."""
-        if n_classes >= max(self.train_at, 2 * self.n_trained):
+        if n_classes >= max(self.train_at, 2 * self.n_trained) and self.sums.shape[1] >= self.min_columns:
             self._train(n_classes)
         if self.index is None:
             return
@@ -112,7 +127,10 @@ class MeanExampleIndex:
         return np.ascontiguousarray(self.index.search(queries, n)[1], np.int64)
 
     def export(self, n_classes: int) -> dict:
-        state = {"sums": self.sums[:n_classes].copy(), "changed": self.changed[:n_classes].copy(),
+        sums, changed = np.zeros((n_classes, self.sums.shape[1])), np.zeros(n_classes, np.bool_)
+        kept = min(n_classes, len(self.sums))  # the same state however the stream was fed
+        sums[:kept], changed[:kept] = self.sums[:kept], self.changed[:kept]
+        state = {"sums": sums, "changed": changed,
                  "n_indexed": self.n_indexed, "n_trained": self.n_trained, "dim": self.dim}
         if self.index is not None:
             state["index"] = _faiss().serialize_index(self.index)

@@ -116,8 +116,8 @@ class ExtremePredictions:
 
     @property
     def _predicts_exactly(self) -> bool:
-        """``predict_exact``, or by default (``None``) an exact scan but with ``oracle="means"``."""
-        return self.oracle != "means" if self.predict_exact is None else bool(self.predict_exact)
+        """``predict_exact``, or by default (``None``) an exact scan but with the means index."""
+        return self._means is None if self.predict_exact is None else bool(self.predict_exact)
 
     def violator_recall(self, X, y) -> float:
         """The share of rows whose most violating class the oracle's candidates (re-ranked)
