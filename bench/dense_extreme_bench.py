@@ -44,7 +44,7 @@ import time
 
 import numpy as np
 
-from .common import accuracy, machine, pyplot, save_results
+from .common import accuracy, machine, pyplot, save_results, vw_oaa
 
 RESULTS_NAME = "dense-extreme"
 SEED = 44
@@ -199,6 +199,28 @@ class DenseMemoir:
         return candidates[np.arange(len(xb)), np.argmax(scores, axis=1)]
 
 
+class DenseSoftmax:
+    """The "no index" peer: multinomial logistic regression, one pass of mini-batch SGD (step
+    ``lr`` on the batch's mean gradient), every score and the whole gradient of the seen classes'
+    rows ``W`` (float32) by BLAS products; classes numbered by first appearance."""
+
+    def __init__(self, n_classes: int, dim: int, lr: float):
+        self.W, self.lr, self.n_seen = np.zeros((n_classes, dim), np.float32), lr, 0
+
+    def learn(self, xb: np.ndarray, yb: np.ndarray) -> None:
+        self.n_seen = max(self.n_seen, int(yb.max()) + 1)
+        W = self.W[: self.n_seen]
+        scores = xb @ W.T
+        scores -= scores.max(axis=1, keepdims=True)
+        p = np.exp(scores)
+        p /= p.sum(axis=1, keepdims=True)
+        p[np.arange(len(yb)), yb] -= 1.0
+        W -= (self.lr / len(yb)) * (p.T @ xb)
+
+    def predict(self, xb: np.ndarray) -> np.ndarray:
+        return np.argmax(xb @ self.W[: self.n_seen].T, axis=1)
+
+
 def _per_second(n: int, seconds: float) -> float:
     """``n / seconds``; NaN when the process clock did not move (a smoke run's few rows)."""
     return n / seconds if seconds > 0 else float("nan")
@@ -233,10 +255,14 @@ def _candidate_recalls(model: DenseMemoir, index: IvfCandidates, Xt: np.ndarray,
     return {"recall": found_best / len(yt), "label_recall": found_label / len(yt)}
 
 
-def run_dense(X, y, Xt, yt, n_classes: int, batch: int, index: IvfCandidates | None) -> dict:
+def run_dense(X, y, Xt, yt, n_classes: int, batch: int, index: IvfCandidates | None, softmax_lr: float | None = None) -> dict:
+    """:class:`DenseMemoir` (with ``index``), or :class:`DenseSoftmax` given ``softmax_lr``."""
     y, yt = by_appearance(y, yt)
     before = _rss_mib()
-    model = DenseMemoir(n_classes, X.shape[1], index=index)
+    if softmax_lr is None:
+        model = DenseMemoir(n_classes, X.shape[1], index=index)
+    else:
+        model = DenseSoftmax(n_classes, X.shape[1], softmax_lr)
     started = time.process_time()
     for lo in range(0, len(y), batch):
         model.learn(X[lo:lo + batch], y[lo:lo + batch])
@@ -250,6 +276,35 @@ def run_dense(X, y, Xt, yt, n_classes: int, batch: int, index: IvfCandidates | N
     if index is not None and index.ready:
         row.update(_candidate_recalls(model, index, Xt, yt), index_trainings=index.trainings)
     return row
+
+
+def run_vw(X, y, Xt, yt, reduction: str) -> dict:
+    """Vowpal Wabbit (``--oaa`` / ``--log_multi``, one pass, its defaults) on the same rows."""
+    import scipy.sparse as sp
+
+    got = vw_oaa(sp.csr_matrix(X), y, sp.csr_matrix(Xt), yt, reduction=reduction)
+    return {"learn_per_s": _per_second(len(y), got["seconds"]), "predict_per_s": _per_second(len(yt), got["test_seconds"]),
+            "accuracy": got["accuracy"], "rss_growth_mib": float("nan")}
+
+
+def run_oplt(X, y, Xt, yt) -> dict:
+    """napkinXC's online PLT (``Model(model="oplt")``), one pass, one thread, its defaults."""
+    import tempfile
+
+    from napkinxc.models import Model
+
+    with tempfile.TemporaryDirectory() as work:
+        model = Model(output=work, model="oplt", threads=1, seed=0)
+        before = _rss_mib()
+        started = time.process_time()
+        model.fit(X.astype(np.float64), [[int(k)] for k in y])
+        learn = time.process_time() - started
+        held = _rss_mib() - before
+        started = time.process_time()
+        predicted = np.array([p[0] if p else -1 for p in model.predict(Xt.astype(np.float64), top_k=1)])
+        predict = time.process_time() - started
+    return {"learn_per_s": _per_second(len(y), learn), "predict_per_s": _per_second(len(yt), predict),
+            "accuracy": accuracy(predicted, yt), "rss_growth_mib": held}
 
 
 def run_extreme(X, y, Xt, yt, params: dict) -> dict:

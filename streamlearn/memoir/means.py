@@ -19,9 +19,9 @@ identically.
 
 ``oracle="auto"`` (ExtremeSVM's default) is this index under a cost model measured on this machine
 (``bench/oracle_cost_bench.py``, ``bench/results/oracle-cost.md``): the exact scan costs about
-3 ns per class × column and example, the index a floor of 10–100 µs (its search and the candidates'
-re-scoring; more with more columns), so the index is cheaper from a few thousand to a few tens of
-thousands of weights on. It is trained only from ``train_at`` classes (2,000: up to there the learner stays
+3–4 ns per class × column and example, the index a floor of 10–35 µs at d ≤ 128 and 125–230 µs at
+d = 512 (its search and the candidates' re-scoring), so the index is the cheaper from 4,000–33,000
+weights on (7.6× at 2,000 classes × 128, 9.2× at 1,000 × 512). It is trained only from ``train_at`` classes (2,000: up to there the learner stays
 the paper's exact algorithm, at most ~1 ms per example at d = 128) and :data:`AUTO_MIN_COLUMNS`
 columns: with fewer, the mean directions of thousands of classes crowd together and the
 candidates miss (−11 points of accuracy at 16 columns and 8,192 classes, +2 at 32 and 4,096).
