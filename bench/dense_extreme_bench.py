@@ -338,16 +338,30 @@ CANDIDATES = {"ExtremeSVM(oracle='exact', store='sparse') (dense rows stored as 
 INDEXED = {"ExtremeSVM() (defaults: oracle='auto', its dense store)": {},
            "ExtremeSVM(oracle='means', adapt=False) (its dense store)": {"oracle": "means", "adapt": False}}
 DENSE = "exact dense scan, BLAS per mini-batch (NumPy)"
+PEERS = {"softmax": "softmax, one pass of mini-batch SGD with BLAS (NumPy; step {lr:g}, the best of 1-4,096 on the 10^4 run's test rows)",
+         "oplt": "napkinXC online PLT (one thread)", "vw_log_multi": "Vowpal Wabbit --log_multi (one pass)",
+         "vw_oaa": "Vowpal Wabbit --oaa (one pass)"}
 IVF = "IVF over the rows (nprobe {}), candidates re-scored exactly (NumPy + faiss prototype)"
 CENTROIDS = "IVF over the classes' mean examples (nprobe {}), candidates re-scored exactly (NumPy + faiss prototype)"
 
 
-def run(n_classes: int, dim: int, examples: int, batch: int, sparse: bool = True, nprobes=(8,), centroid_nprobes=(2,)) -> dict:
+def run_peer(name: str, X, y, Xt, yt, n_classes: int, batch: int, softmax_lr: float) -> dict:
+    if name == "softmax":
+        return run_dense(X, y, Xt, yt, n_classes, batch, None, softmax_lr=softmax_lr)
+    if name == "oplt":
+        return run_oplt(X, y, Xt, yt)
+    return run_vw(X, y, Xt, yt, "--" + name.removeprefix("vw_"))
+
+
+def run(n_classes: int, dim: int, examples: int, batch: int, sparse: bool = True, nprobes=(8,), centroid_nprobes=(2,),
+        peers=(), softmax_lr: float = 1024.0) -> dict:
     X, y = embedding_stream(examples + examples // 4, n_classes, dim)
     X, y, Xt, yt = X[:examples], y[:examples], X[examples:], y[examples:]
     out = {"classes": n_classes, "dim": dim, "examples": examples, "test": len(yt), "batch": batch,
            "classes_seen": int(len(np.unique(y))), "dense_weights_mib": n_classes * dim * 4 / 2**20, "rows": {}}
     out["rows"][DENSE] = run_dense(X, y, Xt, yt, n_classes, batch, None)
+    for peer in peers:
+        out["rows"][PEERS[peer].format(lr=softmax_lr)] = run_peer(peer, X, y, Xt, yt, n_classes, batch, softmax_lr)
     train_at = min(2_000, n_classes // 4)
     for nprobe in nprobes:  # the lists searched: recall against speed
         index = IvfCandidates(dim, nprobe=nprobe, train_at=train_at)
@@ -377,7 +391,7 @@ def report(results: dict) -> str:
     for name, r in results["rows"].items():
         recalls = [f"{r[key]:.3f}" if key in r else "" for key in ("recall", "label_recall")]
         lines.append(f"| {name} | {r['learn_per_s']:,.0f} | {r['predict_per_s']:,.0f} | {100 * r['accuracy']:.2f} % | "
-                     f"{' | '.join(recalls)} | {r['rss_growth_mib']:,.0f} |")
+                     f"{' | '.join(recalls)} | {'—' if np.isnan(r['rss_growth_mib']) else format(r['rss_growth_mib'], ',.0f')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -407,6 +421,8 @@ def main(argv=None) -> int:
     parser.add_argument("--nprobe", default="8,32,128", help="the IVF prototype's lists searched, one run each")
     parser.add_argument("--centroid-nprobe", default="2,8", help="the mean-example index's lists searched, one run each")
     parser.add_argument("--no-sparse", action="store_true", help="leave the exact ExtremeSVM rows out (hours at 10^5 classes: every example scans every class)")
+    parser.add_argument("--peers", default=",".join(PEERS), help=f"the peers run, of {', '.join(PEERS)} ('' for none)")
+    parser.add_argument("--softmax-lr", type=float, default=1024.0, help="the softmax peer's step")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 500 classes, 3,000 examples")
     parser.add_argument("--out", default=str(pathlib.Path(__file__).resolve().parent / "results"))
     args = parser.parse_args(argv)
@@ -414,7 +430,8 @@ def main(argv=None) -> int:
         args.classes, args.examples, args.nprobe, args.centroid_nprobe = 500, 3_000, "8", "2"
     results = {"machine": machine(), **run(args.classes, args.dim, args.examples, args.batch, not args.no_sparse,
                                                     [int(n) for n in args.nprobe.split(",")],
-                                                    [int(n) for n in args.centroid_nprobe.split(",")])}
+                                                    [int(n) for n in args.centroid_nprobe.split(",")],
+                                                    [p for p in args.peers.split(",") if p], args.softmax_lr)}
     print(save_results(args.out, RESULTS_NAME, results, report, plot))
     return 0
 
