@@ -378,19 +378,19 @@ def test_an_extreme_svm_kafka_daemon_killed_4_times_ends_as_an_uninterrupted_one
 
 
 def test_an_extreme_svm_with_its_index_killed_5_times_ends_as_an_uninterrupted_one(tmp_path):
-    """ExtremeSVM at its default oracle="auto" on 40-dimensional embeddings of 150 classes, the
-    mean-example index trained from 40 classes: killed with -9 (in checkpoint writes too) and
-    resumed, it restores the index from the checkpoint's bytes and ends as one uninterrupted run."""
+    """ExtremeSVM at its defaults (oracle="auto") on 64-dimensional embeddings of 600 classes, the
+    mean-example index trained from 512 classes on (2^15 weights): killed with -9 (in checkpoint writes
+    too) and resumed, it restores the index from the checkpoint's bytes and ends as one uninterrupted run."""
     rng = np.random.default_rng(21)
-    prototypes = rng.normal(size=(150, 40))
+    prototypes = rng.normal(size=(600, 64))
     lines = []
     for i in range(12_000):
-        k = int(rng.integers(min(150, 10 + i // 40)))
-        x = prototypes[k] + 0.5 * rng.normal(size=40)
+        k = int(rng.integers(min(600, 10 + i // 12)))
+        x = prototypes[k] + 0.5 * rng.normal(size=64)
         lines.append(f"{k} " + " ".join(f"{j + 1}:{v:.5f}" for j, v in enumerate(x / np.linalg.norm(x))))
     path = tmp_path / "embeddings.svm"
     path.write_text("\n".join(lines) + "\n")
-    args = [path, "--learner", "ExtremeSVM", "--param", 'oracle_params={"train_at": 40}', "--param", "index_every=64",
+    args = [path, "--learner", "ExtremeSVM", "--param", "index_every=64",
             "--checkpoint-every", "300", "--checkpoint-interval", "1000", "--batch-records", "50"]
     uninterrupted(args, tmp_path / "clean")
     rng_kills = random.Random(22)

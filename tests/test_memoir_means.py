@@ -114,8 +114,9 @@ def test_auto_short_of_its_gate_is_the_exact_learner_bit_for_bit(d, params):
 
 
 def test_auto_learns_and_predicts_through_the_index_once_its_gate_opens():
-    X, y = clustered_stream(6000, 200, 40, seed=6)
-    auto, means = ExtremeSVM(oracle_params={"train_at": 40}), ExtremeSVM(oracle="means", oracle_params={"train_at": 40})
+    """200 columns: the index is trained from 164 classes on (AUTO_MIN_WEIGHTS = 2^15 weights), as oracle="means" with train_at=164."""
+    X, y = clustered_stream(6000, 200, 200, seed=6)
+    auto, means = ExtremeSVM(), ExtremeSVM(oracle="means", oracle_params={"train_at": 164})
     for model in (auto, means):
         model.learn_many(X[:5000], y[:5000])
     assert auto.index_recall is not None and 0.0 <= auto.index_recall <= 1.0

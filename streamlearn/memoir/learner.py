@@ -53,7 +53,7 @@ from ..kernels import compiled
 from ..kernels.memoir_store import AW, A, G
 from ..mips import ORACLES, make_oracle
 from .dense import DenseLearning
-from .means import AUTO_MIN_COLUMNS, MeanExampleIndex, check_means_params
+from .means import AUTO_MIN_COLUMNS, AUTO_MIN_WEIGHTS, MeanExampleIndex, check_means_params
 from .prediction import ExtremePredictions
 from .store import RENORMALIZE_BELOW, DenseClassRows, SparseClassRows
 
@@ -76,7 +76,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
     oracle
         ``"auto"`` (default): ``"means"`` where its index pays, else the exact scan (the cost
         model of :mod:`streamlearn.memoir.means`: dense rows of at least ``AUTO_MIN_COLUMNS``
-        columns and ``train_at`` classes). ``"exact"`` (a scan, every class), ``"graph"`` (hnswlib) or
+        columns, classes × columns at least ``AUTO_MIN_WEIGHTS``). ``"exact"`` (a scan, every class), ``"graph"`` (hnswlib) or
         ``"lsh"`` (SimpleLSH) over sketches of the class rows; ``"means"``, for dense rows: a faiss
         inverted-file index over each class's mean example (:mod:`streamlearn.memoir.means`, which
         says why not the rows), an exact scan until it is trained and after the dense store.
@@ -221,9 +221,9 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
     def _init_model(self) -> None:
         dense = self.store != "sparse" and self.penalty == "l2" and self.oracle in ("exact", "means", "auto")
         self._store = DenseClassRows(self._averaged) if dense else SparseClassRows(self._averaged)
-        min_columns = AUTO_MIN_COLUMNS if self.oracle == "auto" else 1
+        gate = {"min_columns": AUTO_MIN_COLUMNS, "min_weights": AUTO_MIN_WEIGHTS} if self.oracle == "auto" else {}
         indexed = dense and self.oracle in ("means", "auto")
-        self._means = MeanExampleIndex(**(self.oracle_params or {}), min_columns=min_columns) if indexed else None
+        self._means = MeanExampleIndex(**(self.oracle_params or {}), **gate) if indexed else None
         self._recall_counts = np.zeros(3, np.int64)  # the index's hits, rows checked, the step of the next check
         self._dense_seen = np.zeros(3, np.int64)  # rows learned densely, their entries, columns they name
         means = self.oracle not in ORACLES  # then the sparse store (once store="auto" leaves the dense one) scans exactly
@@ -484,7 +484,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
             self._n_indexed = int(model["n_indexed"])
         if self._means is not None:
             self._means = MeanExampleIndex.restore(model["means"], **(self.oracle_params or {}),
-                                                   min_columns=self._means.min_columns)
+                                                   min_columns=self._means.min_columns, min_weights=self._means.min_weights)
             self._since_refresh = int(model["since_refresh"])
             self._recall_counts = np.asarray(model["recall_counts"], np.int64).copy()
         if self._watch is not None and "watch" in model:  # absent: a state saved before adapt existed

@@ -21,10 +21,11 @@ identically.
 (``bench/oracle_cost_bench.py``, ``bench/results/oracle-cost.md``): the exact scan costs about
 3–4 ns per class × column and example, the index a floor of 10–35 µs at d ≤ 128 and 125–230 µs at
 d = 512 (its search and the candidates' re-scoring), so the index is the cheaper from 4,000–33,000
-weights on (7.6× at 2,000 classes × 128, 9.2× at 1,000 × 512). It is trained only from ``train_at`` classes (2,000: up to there the learner stays
-the paper's exact algorithm, at most ~1 ms per example at d = 128) and :data:`AUTO_MIN_COLUMNS`
+weights on (7.6× at 2,000 classes × 128, 9.2× at 1,000 × 512), at equal or better accuracy from
+32 columns on. So ``"auto"`` trains it once the classes × columns reach :data:`AUTO_MIN_WEIGHTS`
+(256 classes at d = 128, above every crossover measured) over at least :data:`AUTO_MIN_COLUMNS`
 columns: with fewer, the mean directions of thousands of classes crowd together and the
-candidates miss (−11 points of accuracy at 16 columns and 8,192 classes, +2 at 32 and 4,096).
+candidates miss (−11 points at 16 columns and 8,192 classes, +2 at 32 and 4,096).
 Sparse rows never reach it: ``store="auto"`` leaves the dense store first.
 """
 
@@ -38,9 +39,10 @@ from ..errors import InvalidParameterError
 CLASSES_PER_LIST = 39
 #: the oracle_params of oracle="means" and their defaults: classes before the first index (below
 #: it the exact scan is as cheap), coarse lists searched per row
-PARAMS = {"train_at": 2000, "n_probe": 2}
-#: oracle="auto" trains the index only over rows of at least this many columns (module docstring)
-AUTO_MIN_COLUMNS = 32
+PARAMS = {"train_at": 64, "n_probe": 2}
+#: oracle="auto" trains the index only over rows of at least this many columns, once classes ×
+#: columns reach AUTO_MIN_WEIGHTS (module docstring)
+AUTO_MIN_COLUMNS, AUTO_MIN_WEIGHTS = 32, 1 << 15
 
 
 def check_means_params(params: dict | None) -> None:
@@ -66,8 +68,9 @@ def _faiss():
 class MeanExampleIndex:
     """Sums of each class's examples and the IVF index over their directions (module docstring)."""
 
-    def __init__(self, train_at: int = PARAMS["train_at"], n_probe: int = PARAMS["n_probe"], min_columns: int = 1):
-        self.train_at, self.n_probe, self.min_columns = train_at, n_probe, min_columns
+    def __init__(self, train_at: int = PARAMS["train_at"], n_probe: int = PARAMS["n_probe"], min_columns: int = 1,
+                 min_weights: int = 0):
+        self.train_at, self.n_probe, self.min_columns, self.min_weights = train_at, n_probe, min_columns, min_weights
         self.sums = np.zeros((0, 0))
         self.changed = np.zeros(0, np.bool_)  # classes whose mean moved since the last refresh
         self.index, self.n_indexed, self.n_trained, self.dim = None, 0, 0, 0
@@ -96,7 +99,8 @@ class MeanExampleIndex:
 
     def refresh(self, n_classes: int) -> None:
         """Re-index the moved means and add the new classes (train again when the classes doubled)."""
-        if n_classes >= max(self.train_at, 2 * self.n_trained) and self.sums.shape[1] >= self.min_columns:
+        width = self.sums.shape[1]
+        if n_classes >= max(self.train_at, 2 * self.n_trained) and width >= self.min_columns and n_classes * width >= self.min_weights:
             self._train(n_classes)
         if self.index is None:
             return
