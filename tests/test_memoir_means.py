@@ -42,7 +42,7 @@ def _learn(X, y, candidates, n_classes, d, lowest=True):
     scalars = np.array([1.0, 0.0, 0.0, 0.0])
     _dense.learn_groups(indptr, indices, data, y, np.ones(n), 1, 0, V, U, scalars, 0, 1e-6, False, 3.0, 1e-4, True, 2.0,
                         lowest, np.array([7], np.uint64), np.zeros(n_classes), np.zeros(n_classes), 1e-4,
-                        np.zeros(n, np.bool_), candidates)
+                        np.zeros(n, np.bool_), candidates, np.zeros((0, 0)), np.zeros(0, np.bool_))
     return V, U, scalars
 
 
@@ -83,6 +83,9 @@ def test_learn_many_equals_the_learn_one_loop_and_a_checkpoint_goes_on_identical
         many.learn_many(X[start : min(start + 70, 600)], y[start : min(start + 70, 600)])
     assert_same_state(one.export_state(), many.export_state())
     assert "index" in one.export_state()["model"]["means"]  # trained: 60 classes > 40
+    expected = np.zeros((60, 8))
+    np.add.at(expected, y[:600], X[:600])  # the kernel's sums are each class's examples, summed
+    np.testing.assert_allclose(many.export_state()["model"]["means"]["sums"], expected, rtol=1e-12, atol=1e-12)
     store = CheckpointStore(tmp_path)
     store.save({"learner": many.export_state()})
     restored = streamlearn.learner_from_state(store.load_latest()["learner"])

@@ -67,9 +67,15 @@ class DenseLearning:
         store.reserve(int(indices.max()) + 1 if len(indices) else 0, n_classes)  # the rows' columns only
         weights = self._example_weights(y, n_classes)
         start, means = 0, self._means
+        sums, changed = _NO_SUMS, _NO_CHANGED
+        if means is not None:
+            means.reserve(n_classes, store.n_columns)
+            sums, changed = means.sums, means.changed
+        # pieces end where the index is refreshed, while it exists or the refresh could train it
+        split = means is not None and (means.ready or means.could_train(n_classes))
         while start < rows.n_rows:
             stop = rows.n_rows
-            if means is not None:
+            if split:
                 until_refresh = max(self.index_every - self._since_refresh, 1)
                 stop = min(stop, start + -(-until_refresh // self.batch_size) * self.batch_size)
             piece = indptr[start : stop + 1]
@@ -84,13 +90,12 @@ class DenseLearning:
                 store.V, store.U, store.scalars, self._t, float(self.lam), bool(self.project), self._eta0(),
                 self.step[1] or 0.0, self._averaged, self._average_power, self.fallback == "lowest", self._rng,
                 self._scores, self._avg_scores, RENORMALIZE_BELOW[self._averaged],
-                mistakes[start:stop] if len(mistakes) else mistakes, candidates)
+                mistakes[start:stop] if len(mistakes) else mistakes, candidates, sums, changed)
             if means is not None:
-                means.observe(*piece_rows, y[start:stop], store.n_columns)
                 self._since_refresh += stop - start
-                if self._since_refresh >= self.index_every:
+                if self._since_refresh >= self.index_every:  # unsplit, every refresh passed was a no-op
                     means.refresh(self._n_learned)
-                    self._since_refresh = 0
+                    self._since_refresh %= self.index_every
             start = stop
 
     def _check_recall(self, piece_rows: tuple, y: np.ndarray, candidates: np.ndarray) -> None:
@@ -125,6 +130,7 @@ class DenseLearning:
 
 
 _NO_CANDIDATES = np.zeros((0, 0), np.int64)
+_NO_SUMS, _NO_CHANGED = np.zeros((0, 0)), np.zeros(0, np.bool_)
 
 
 def _dense_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, width: int) -> np.ndarray:

@@ -79,19 +79,21 @@ class MeanExampleIndex:
     def ready(self) -> bool:
         return self.index is not None
 
-    def observe(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, y: np.ndarray, width: int) -> None:
-        """Add learned examples (CSR rows from 0, columns below ``width``) to their classes' sums."""
-        n_classes, width = max(len(self.sums), int(y.max()) + 1), max(self.sums.shape[1], width)
+    def reserve(self, n_classes: int, width: int) -> None:
+        """Room in :attr:`sums` / :attr:`changed` for ``n_classes`` classes and ``width`` columns (grown
+        by doubling the classes); the learning kernel adds each learned row to its class's sum there."""
+        n_classes, width = max(len(self.sums), n_classes), max(self.sums.shape[1], width)
         if n_classes > self.sums.shape[0] or width > self.sums.shape[1]:
             grown = np.zeros((max(n_classes, 2 * self.sums.shape[0]), width))
             grown[: self.sums.shape[0], : self.sums.shape[1]] = self.sums
             self.sums = grown
             self.changed = np.concatenate([self.changed, np.zeros(len(grown) - len(self.changed), np.bool_)])
-        if len(y) == 1:  # learn_one's road: one row, no repeated columns
-            self.sums[y[0], indices] += data
-        else:
-            np.add.at(self.sums, (np.repeat(y, np.diff(indptr)), indices), data)
-        self.changed[y] = True
+
+    def could_train(self, n_classes: int) -> bool:
+        """Whether :meth:`refresh` at ``n_classes`` classes would train the index (its gate)."""
+        width = self.sums.shape[1]
+        return (n_classes >= max(self.train_at, 2 * self.n_trained) and width >= self.min_columns
+                and n_classes * width >= self.min_weights)
 
     def _directions(self, classes) -> np.ndarray:
         sums = self.sums[classes, : self.dim]
@@ -99,8 +101,7 @@ class MeanExampleIndex:
 
     def refresh(self, n_classes: int) -> None:
         """Re-index the moved means and add the new classes (train again when the classes doubled)."""
-        width = self.sums.shape[1]
-        if n_classes >= max(self.train_at, 2 * self.n_trained) and width >= self.min_columns and n_classes * width >= self.min_weights:
+        if self.could_train(n_classes):
             self._train(n_classes)
         if self.index is None:
             return
