@@ -96,6 +96,19 @@ def test_learn_many_equals_the_learn_one_loop_and_a_checkpoint_goes_on_identical
     assert 0.0 <= many.index_recall <= 1.0 and many.index_recall == restored.index_recall
 
 
+def test_the_sums_grow_by_their_classes_not_by_each_new_column():
+    """Rows double only when the classes outgrow them (columns arriving batch after batch, as a
+    sparse stream's first rows bring them, once doubled the rows each time: 46 GiB on news20)."""
+    from streamlearn.memoir.means import MeanExampleIndex
+
+    means = MeanExampleIndex()
+    for width in range(1, 60):
+        means.reserve(5, width)
+    assert means.sums.shape == (5, 59) and len(means.changed) == 5
+    means.reserve(6, 59)
+    assert means.sums.shape == (10, 59) and len(means.changed) == 10
+
+
 def _without_means(state: dict) -> dict:
     return {**state, "params": {k: v for k, v in state["params"].items() if k not in ("oracle", "oracle_params")},
             "model": {k: v for k, v in state["model"].items() if k not in ("means", "since_refresh", "recall_counts")}}

@@ -82,9 +82,10 @@ class MeanExampleIndex:
     def reserve(self, n_classes: int, width: int) -> None:
         """Room in :attr:`sums` / :attr:`changed` for ``n_classes`` classes and ``width`` columns (grown
         by doubling the classes); the learning kernel adds each learned row to its class's sum there."""
-        n_classes, width = max(len(self.sums), n_classes), max(self.sums.shape[1], width)
-        if n_classes > self.sums.shape[0] or width > self.sums.shape[1]:
-            grown = np.zeros((max(n_classes, 2 * self.sums.shape[0]), width))
+        n_rows = len(self.sums) if n_classes <= len(self.sums) else max(n_classes, 2 * len(self.sums))
+        width = max(self.sums.shape[1], width)
+        if n_rows > self.sums.shape[0] or width > self.sums.shape[1]:
+            grown = np.zeros((n_rows, width))
             grown[: self.sums.shape[0], : self.sums.shape[1]] = self.sums
             self.sums = grown
             self.changed = np.concatenate([self.changed, np.zeros(len(grown) - len(self.changed), np.bool_)])
