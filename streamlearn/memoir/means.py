@@ -19,9 +19,9 @@ identically.
 
 ``oracle="auto"`` (ExtremeSVM's default) is this index under a cost model measured on this machine
 (``bench/oracle_cost_bench.py``, ``bench/results/oracle-cost.md``): the exact scan costs about
-3–4 ns per class × column and example, the index a floor of 10–35 µs at d ≤ 128 and 125–230 µs at
+2–3 ns per class × column and example, the index a floor of 15–25 µs at d ≤ 128 and 65–140 µs at
 d = 512 (its search and the candidates' re-scoring), so the index is the cheaper from 4,000–33,000
-weights on (7.6× at 2,000 classes × 128, 9.2× at 1,000 × 512), at equal or better accuracy from
+weights on (7.0× at 2,000 classes × 128, 7.9× at 1,000 × 512), at equal or better accuracy from
 32 columns on. So ``"auto"`` trains it once the classes × columns reach :data:`AUTO_MIN_WEIGHTS`
 (256 classes at d = 128, above every crossover measured) over at least :data:`AUTO_MIN_COLUMNS`
 columns: with fewer, the mean directions of thousands of classes crowd together and the
