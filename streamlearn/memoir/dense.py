@@ -55,8 +55,9 @@ class DenseLearning:
 
     def _learn_dense(self, rows: SparseRows, y: np.ndarray, mistakes: np.ndarray) -> None:
         """:meth:`_learn_sparse` in the dense store (:mod:`streamlearn.kernels.memoir_dense`); with
-        ``oracle="means"``, in pieces up to each refresh of the index (every ``index_every``
-        examples, whole groups), each row's candidates from the index as it stood."""
+        the mean-example index (``oracle="means"``, or ``"auto"`` past its gate), in pieces up to each
+        refresh of the index (every ``index_every`` examples, whole groups), each row's candidates
+        from the index as it stood; the kernel adds each row to its class's sum."""
         if rows.n_rows == 0:
             return
         n_classes = max(len(self._labels), int(y.max()) + 1)

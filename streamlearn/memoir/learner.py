@@ -14,7 +14,7 @@ oracle (:mod:`streamlearn.mips`) instead of a scan over all ``K`` rows:
 * ``penalty="l1"`` — 002 Alg. 2 (MEMOIR-ℓ1): truncated sub-gradient descent, step
   ``η_t = eta0 / (1 + eta_decay t)``, the rows the mini-batch touched soft-thresholded
   (Eq. 13): a sparse model;
-* ``oracle="lsh"`` with ``penalty="l2"`` is MEMOIR-LSH.
+* ``oracle="lsh"`` with ``penalty="l2"`` is MEMOIR-LSH; the default ``"auto"``: the parameter ``oracle``.
 
 How it stays bounded in ``K`` and ``d`` (the store of :mod:`streamlearn.kernels.memoir_store`):
 class rows are sparse (only touched weights exist, so memory follows the model's non-zeros,
