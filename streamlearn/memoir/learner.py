@@ -483,8 +483,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
             self._since_refresh, self._needs_rebuild = int(model["since_refresh"]), bool(model["needs_rebuild"])
             self._n_indexed = int(model["n_indexed"])
         if self._means is not None:
-            self._means = MeanExampleIndex.restore(model["means"], **(self.oracle_params or {}),
-                                                   min_columns=self._means.min_columns, min_weights=self._means.min_weights)
+            self._means.restore(model["means"])
             self._since_refresh = int(model["since_refresh"])
             self._recall_counts = np.asarray(model["recall_counts"], np.int64).copy()
         if self._watch is not None and "watch" in model:  # absent: a state saved before adapt existed

@@ -37,8 +37,8 @@ from ..errors import InvalidParameterError
 
 #: classes per coarse list (k-means wants ~39 points a centroid)
 CLASSES_PER_LIST = 39
-#: the oracle_params of oracle="means" and their defaults: classes before the first index (below
-#: it the exact scan is as cheap), coarse lists searched per row
+#: the oracle_params of oracle="means" and their defaults: classes before the first index (a
+#: couple of k-means lists' worth; oracle="auto" adds its gate), coarse lists searched per row
 PARAMS = {"train_at": 64, "n_probe": 2}
 #: oracle="auto" trains the index only over rows of at least this many columns, once classes ×
 #: columns reach AUTO_MIN_WEIGHTS (module docstring)
@@ -142,13 +142,12 @@ class MeanExampleIndex:
             state["index"] = _faiss().serialize_index(self.index)
         return state
 
-    @classmethod
-    def restore(cls, state: dict, **params) -> "MeanExampleIndex":
-        means = cls(**params)
-        means.sums = np.asarray(state["sums"], np.float64).copy()
-        means.changed = np.asarray(state["changed"], np.bool_).copy()
-        means.n_indexed, means.n_trained, means.dim = int(state["n_indexed"]), int(state["n_trained"]), int(state["dim"])
+    def restore(self, state: dict) -> None:
+        """Take the state :meth:`export` gave (this index keeps its own parameters and gate)."""
+        self.sums = np.asarray(state["sums"], np.float64).copy()
+        self.changed = np.asarray(state["changed"], np.bool_).copy()
+        self.n_indexed, self.n_trained, self.dim = int(state["n_indexed"]), int(state["n_trained"]), int(state["dim"])
+        self.index = None
         if "index" in state:
-            means.index = _faiss().deserialize_index(np.asarray(state["index"], np.uint8))
-            means.index.nprobe = means.n_probe
-        return means
+            self.index = _faiss().deserialize_index(np.asarray(state["index"], np.uint8))
+            self.index.nprobe = self.n_probe
