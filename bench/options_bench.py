@@ -3,7 +3,7 @@ sets and drifting streams together.
 
     python -m bench.options_bench [--jobs 2] [--out DIR]     # about 25 minutes on 2 cores
     python -m bench.options_bench --quick --out DIR          # the test suite's smoke run
-    python -m bench.options_bench --adapt-families           # adapt alone for PGS and ExtremeSVM: options-adapt.*
+    python -m bench.options_bench --other-families           # the other families: options-families.*
 
 Writes ``bench/results/options.{json,md,png}``.
 
@@ -25,6 +25,14 @@ is left for a longer run). ``calibrate`` changes no prediction and is not a cand
 A candidate's regret on a data set is the best validation score there minus its own; the default is
 the candidate with the smallest mean regret over all 13 (ties: the smaller worst regret);
 leave-one-out repeats the choice without each data set. Test scores are reported, never used to choose.
+
+``--other-families`` runs the same protocol for the families that are not MCID (:data:`OTHER_FAMILIES`):
+``adapt`` × ``fit_intercept`` for ExtremeSVM and MulticlassPGS, ``fit_intercept`` alone for the
+ℓp-norm SVM and the least-squares learners (they have no change watch). Their stationary sets are
+those ``bench.defaults_bench`` chose their other defaults on (WordNet too for ExtremeSVM; the dense
+and random-feature sets for the least-squares learners), except the ℓp-norm SVM's: USPS and letter
+only, because its window refits take minutes a pass on the larger sets. The least-squares learners'
+batch ``fit`` is not a cell: the option is one for both modes, and the stream is what a daemon runs.
 """
 
 from __future__ import annotations
@@ -40,18 +48,18 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 from bench.common import machine, pyplot, save_results
-from bench.defaults_bench import DATASETS, MCID, choose, dataset, key, one_pass, scored_choices
+from bench.defaults_bench import DATASETS, DENSE, MCID, RANDOM_FEATURES, choose, dataset, key, one_pass, scored_choices
 from bench.drift_bench import stream
 
 STREAMS = ["sea", "hyperplane", "sine", "rbf5", "led", "agrawal", "rbf-drift", "hyperplane-drift"]
 CANDIDATES = [{"adapt": adapt, "fit_intercept": intercept} for adapt in (True, False) for intercept in (True, False)]
-#: the families that took ``adapt`` after the MCID learners: it is their only candidate here (their
-#: ``fit_intercept``, where they have one, stays an option off by default)
-ADAPT_ONLY = {"MulticlassPGS", "ExtremeSVM"}
-
-
-def candidates_of(learner: str) -> list:
-    return [{"adapt": adapt} for adapt in (True, False)] if learner in ADAPT_ONLY else CANDIDATES
+INTERCEPT_ONLY = [{"fit_intercept": intercept} for intercept in (True, False)]
+#: the families that are not MCID: their candidates and their stationary sets (the drifting streams are added)
+OTHER_FAMILIES = {"ExtremeSVM": (CANDIDATES, DATASETS + ["wordnet"]), "MulticlassPGS": (CANDIDATES, DATASETS),
+                  "LpNormMulticlassSVM": (INTERCEPT_ONLY, ["usps", "letter"]),
+                  "GeneralizedLeastSquares": (INTERCEPT_ONLY, DENSE + RANDOM_FEATURES),
+                  "CalibratedLeastSquares": (INTERCEPT_ONLY, DENSE + RANDOM_FEATURES),
+                  "StagewiseRegression": (INTERCEPT_ONLY, DENSE)}
 VALIDATION_SEED = 100  # added to every stream generator's seeds for the validation runs
 BATCH = 1000
 QUICK_ROWS, QUICK_STREAM = 3000, 6000
@@ -99,18 +107,19 @@ def cell(learner: str, name: str, params: dict, quick: bool) -> tuple[float, flo
             one_pass(cls, params, split.X_train, split.y_train, split.X_test, split.y_test))
 
 
-def run(learners: list, names: list, jobs: int, quick: bool) -> dict:
+def run(plan: dict, jobs: int, quick: bool) -> dict:
+    """``plan``: each learner's (candidates, data sets and streams)."""
     from tqdm import tqdm
 
     with ProcessPoolExecutor(jobs) as pool:
         futures = {(learner, name, key(params)): pool.submit(cell, learner, name, params, quick)
-                   for name in names for learner in learners for params in candidates_of(learner)}
-        validation = {learner: {name: {} for name in names} for learner in learners}
-        test = {learner: {name: {} for name in names} for learner in learners}
+                   for learner, (candidates, names) in plan.items() for name in names for params in candidates}
+        validation = {learner: {name: {} for name in names} for learner, (_, names) in plan.items()}
+        test = {learner: {name: {} for name in names} for learner, (_, names) in plan.items()}
         for (learner, name, candidate), future in tqdm(futures.items(), desc="cells"):
             validation[learner][name][candidate], test[learner][name][candidate] = future.result()
     out = {}
-    for learner in learners:
+    for learner, (_, names) in plan.items():
         default = choose(validation[learner], names)
         rows = {}
         for name in names:
@@ -168,15 +177,17 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="a smoke run: two learners, USPS and two streams, cut short")
     parser.add_argument("--out", default=str(pathlib.Path(__file__).parent / "results"), help="folder of the results")
-    parser.add_argument("--adapt-families", action="store_true",
-                        help=f"the protocol for adapt alone on {', '.join(sorted(ADAPT_ONLY))}, into options-adapt.*")
+    parser.add_argument("--other-families", action="store_true",
+                        help=f"the protocol for {', '.join(OTHER_FAMILIES)}, into options-families.*")
     args = parser.parse_args(argv)
-    learners = ["MulticlassSVM", "MulticlassLogisticRegression"] if args.quick else MCID
-    if args.adapt_families:
-        learners = sorted(ADAPT_ONLY)
-    names = ["usps", "sea", "sine"] if args.quick else DATASETS + STREAMS
-    results = {"machine": machine(), "learners": run(learners, names, args.jobs, args.quick)}
-    name = "options-adapt" if args.adapt_families else "options"
+    if args.other_families:
+        plan = {learner: (candidates, ["usps", "sea"] if args.quick else sets + STREAMS)
+                for learner, (candidates, sets) in OTHER_FAMILIES.items()}
+    else:
+        learners = ["MulticlassSVM", "MulticlassLogisticRegression"] if args.quick else MCID
+        plan = {learner: (CANDIDATES, ["usps", "sea", "sine"] if args.quick else DATASETS + STREAMS) for learner in learners}
+    results = {"machine": machine(), "learners": run(plan, args.jobs, args.quick)}
+    name = "options-families" if args.other_families else "options"
     print(save_results(args.out, name, results, report, plot), file=sys.stdout)
     return 0
 

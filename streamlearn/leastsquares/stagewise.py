@@ -33,6 +33,11 @@ class StagewiseRegression(WindowRefit):
         The fit of a block (see above).
     window, refit_every, ridge, trace_ridge, max_features, standardize
         As :class:`CalibratedLeastSquares` (the stream refits on a window).
+    fit_intercept
+        Add the constant feature ``streamlearn.base.INTERCEPT_NAME`` (0.1) to every row before the
+        generator: the default :class:`FeatureSampler` ranks it first (it is non-zero on every row),
+        which gives the first stage its intercept; random Fourier features only shift their
+        phases by it.
 
     Attributes
     ----------
@@ -59,9 +64,10 @@ class StagewiseRegression(WindowRefit):
 
     def __init__(self, generator=None, block_size: int = 200, stages: int = 5, inner: str = "linear",
                  inner_iterations: int = 50, window: int = 10_000, refit_every: int = 1000, ridge: float | None = 0.1,
-                 trace_ridge: float | None = None, max_features: int = 4096, seed: int | None = None, standardize: bool = False):
+                 trace_ridge: float | None = None, max_features: int = 4096, seed: int | None = None, standardize: bool = False,
+                 fit_intercept: bool = False):
         self.generator = generator if generator is not None else FeatureSampler()
-        self.standardize, self.trace_ridge = standardize, trace_ridge
+        self.standardize, self.trace_ridge, self.fit_intercept = standardize, trace_ridge, fit_intercept
         self.block_size, self.stages, self.inner, self.inner_iterations = block_size, stages, inner, inner_iterations
         self.window, self.refit_every, self.ridge, self.max_features, self.seed = window, refit_every, ridge, max_features, seed
         if not callable(self.generator):
@@ -76,7 +82,7 @@ class StagewiseRegression(WindowRefit):
 
     @classmethod
     def _unit_test_params(cls):
-        yield {"block_size": 3, "stages": 2, "window": 60, "refit_every": 20}
+        yield {"block_size": 3, "stages": 2, "window": 60, "refit_every": 20, "fit_intercept": True}
         yield {"generator": RandomFourierFeatures(bandwidth=3.0, seed=1), "block_size": 8, "stages": 2, "inner": "logistic",
                "inner_iterations": 3, "window": 40, "refit_every": 13}
 

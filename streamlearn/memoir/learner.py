@@ -138,6 +138,10 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
     n_bits, seed, standardize
         As every streamlearn learner (``seed`` draws the random fallback, the sketches' index
         and the LSH planes).
+    fit_intercept
+        Learn an intercept per class: the feature ``streamlearn.base.INTERCEPT_NAME`` at
+        ``INTERCEPT_VALUE`` (0.1) on every row, after ``standardize``, regularised with the other
+        weights (as :class:`~streamlearn.MulticlassSVM`'s).
 
     Attributes
     ----------
@@ -161,7 +165,8 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
                  project: bool = False, average: bool | None = None, average_power: float | None = None, fallback: str = "lowest",
                  balance: bool = False, eta0: float | str | None = None,
                  eta_decay: float | None = None, oracle_params: dict | None = None, n_bits: int | None = None,
-                 seed: int | None = None, standardize: bool = False, adapt: bool = True, store: str = "auto"):
+                 seed: int | None = None, standardize: bool = False, adapt: bool = True, store: str = "auto",
+                 fit_intercept: bool = False):
         check_positive("lam", lam)
         if not isinstance(adapt, bool):
             raise InvalidParameterError(f"adapt must be True or False, got {adapt!r}")
@@ -205,12 +210,13 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         self.batch_size, self.project, self.average, self.average_power = batch_size, project, average, average_power
         self.fallback, self.balance, self.eta0, self.eta_decay = fallback, balance, eta0, eta_decay
         self.n_bits, self.seed, self.standardize, self.adapt, self.store = n_bits, seed, standardize, adapt, store
+        self.fit_intercept = fit_intercept
         self._reset()
 
     @classmethod
     def _unit_test_params(cls):
         yield {}
-        yield {"adapt": False, "average": False, "store": "sparse", "oracle": "exact"}
+        yield {"adapt": False, "average": False, "store": "sparse", "oracle": "exact", "fit_intercept": True}
         yield {"lam": 1e-2, "batch_size": 3, "project": True, "average": True, "average_power": 2.0, "oracle": "lsh",
                "fallback": "random", "seed": 1}
         yield {"lam": 1e-4, "penalty": "l1", "oracle": "graph", "n_candidates": 3, "sketch_dim": 16, "balance": True,
@@ -228,19 +234,14 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         self._dense_seen = np.zeros(3, np.int64)  # rows learned densely, their entries, columns they name
         means = self.oracle not in ORACLES  # then the sparse store (once store="auto" leaves the dense one) scans exactly
         self._oracle = make_oracle("exact" if means else self.oracle, seed=self.seed or 0, params=None if means else self.oracle_params)
-        self._t = 0
-        self._n_learned = 0  # classes that existed at the last step
+        self._t, self._n_learned = 0, 0  # steps; classes that existed at the last step
         self._changed, self._is_changed = np.zeros(0, np.int64), np.zeros(0, np.bool_)  # rows the index has not seen
         self._n_pending, self._since_refresh, self._needs_rebuild = 0, 0, False
         self._n_indexed = 0  # classes at the index's last refresh: the ones it may propose
         self._sketches = np.zeros((0, self.sketch_dim), np.float32) if not self._oracle.exact else _EMPTY_SKETCH
         self._rng = np.array([np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(self.seed or 0)], np.uint64)
-        self._class_counts = np.zeros(0, np.int64)
-        self._stamp = 0
-        self._mark = np.zeros(0, np.int64)
-        self._scores = np.zeros(0)
-        self._avg_scores = np.zeros(0)
-        self._touched = np.zeros(0, np.int64)
+        self._class_counts, self._stamp, self._mark = np.zeros(0, np.int64), 0, np.zeros(0, np.int64)
+        self._scores, self._avg_scores, self._touched = np.zeros(0), np.zeros(0), np.zeros(0, np.int64)
         self._watch = ChangeWatch() if self.adapt else None
 
     @property
