@@ -42,7 +42,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from bench.common import machine, pyplot, write_vw
+from bench.common import NO_INTERCEPT, machine, pyplot, write_vw
 from bench.data import Split, load
 from streamlearn import (CalibratedLeastSquares, FeatureSampler, GeneralizedLeastSquares, MulticlassSVM,
                          RandomFourierFeatures, StagewiseRegression)
@@ -125,7 +125,7 @@ def choose_bandwidth(Z: np.ndarray, y: np.ndarray) -> tuple[float, dict]:
     scores = {}
     for fraction in (0.6, 0.8, 1.0, 1.2, 1.6, 2.0, 2.4):
         F, Fv = rff(Z[:VALIDATION], Z[VALIDATION:], fraction * median, BANDWIDTH_FEATURES, 3)
-        model = GeneralizedLeastSquares(link="identity", ridge=MINIMAL_RIDGE, max_features=10_000).fit(F, y[:VALIDATION])
+        model = GeneralizedLeastSquares(**NO_INTERCEPT, link="identity", ridge=MINIMAL_RIDGE, max_features=10_000).fit(F, y[:VALIDATION])
         scores[fraction * median] = float(np.mean(np.asarray(model.classes)[scores_of(model, Fv).argmax(1)] != y[VALIDATION:]))
     return min(scores, key=scores.get), {f"{k:.3f}": v for k, v in scores.items()}
 
@@ -148,19 +148,19 @@ def choose_by_validation(fit, score, F: np.ndarray, y: np.ndarray, every: int) -
 def choose_iterations(F: np.ndarray, y: np.ndarray, max_iter: int, ridge: float) -> tuple[int, dict]:
     """Alg. 1's iteration count (softmax link), checked every 5 iterations."""
     return choose_by_validation(
-        lambda Fa, ya, check: GeneralizedLeastSquares(link="softmax", ridge=ridge, max_features=10_000).fit(
+        lambda Fa, ya, check: GeneralizedLeastSquares(**NO_INTERCEPT, link="softmax", ridge=ridge, max_features=10_000).fit(
             Fa, ya, max_iter=max_iter, tol=0.0, callback=check), scores_of, F, y, every=5)
 
 
 def choose_stages(F: np.ndarray, y: np.ndarray, max_stages: int, ridge: float) -> tuple[int, dict]:
     """Alg. 2's stage count, checked after every stage."""
     return choose_by_validation(
-        lambda Fa, ya, check: CalibratedLeastSquares(stages=max_stages, ridge=ridge, max_features=10_000).fit(Fa, ya, callback=check),
+        lambda Fa, ya, check: CalibratedLeastSquares(**NO_INTERCEPT, stages=max_stages, ridge=ridge, max_features=10_000).fit(Fa, ya, callback=check),
         lambda model, Fv: model._replay(Fv, len(model.classes)), F, y, every=1)
 
 
 def linear_validation_error(F: np.ndarray, y: np.ndarray, ridge: float) -> float:
-    model = GeneralizedLeastSquares(link="identity", ridge=ridge, max_features=10_000).fit(F[:VALIDATION], y[:VALIDATION])
+    model = GeneralizedLeastSquares(**NO_INTERCEPT, link="identity", ridge=ridge, max_features=10_000).fit(F[:VALIDATION], y[:VALIDATION])
     return float(np.mean(np.asarray(model.classes)[scores_of(model, F[VALIDATION:]).argmax(1)] != y[VALIDATION:]))
 
 
@@ -186,12 +186,12 @@ def choose_settings(F: np.ndarray, y: np.ndarray, limits: tuple[int, int]) -> di
 def fit_and_score(label: str, F, y, Ft, yt, ridge: float, count: int) -> dict:
     """One Table 1 model fitted on the whole training part with ``(ridge, count)``."""
     if label == "linear":
-        model, fit = GeneralizedLeastSquares(link="identity", ridge=ridge, max_features=10_000), lambda m: m.fit(F, y)
+        model, fit = GeneralizedLeastSquares(**NO_INTERCEPT, link="identity", ridge=ridge, max_features=10_000), lambda m: m.fit(F, y)
     elif label == "logistic":
-        model = GeneralizedLeastSquares(link="softmax", ridge=ridge, max_features=10_000)
+        model = GeneralizedLeastSquares(**NO_INTERCEPT, link="softmax", ridge=ridge, max_features=10_000)
         fit = lambda m: m.fit(F, y, max_iter=count, tol=0.0)  # noqa: E731
     else:
-        model, fit = CalibratedLeastSquares(stages=count, ridge=ridge, max_features=10_000), lambda m: m.fit(F, y)
+        model, fit = CalibratedLeastSquares(**NO_INTERCEPT, stages=count, ridge=ridge, max_features=10_000), lambda m: m.fit(F, y)
     start = time.perf_counter()
     fit(model)
     seconds = time.perf_counter() - start
@@ -232,7 +232,7 @@ def draw_spread(y, yt, Z, Zt, s: float, seeds=(1, 2, 3, 4, 5)) -> dict:
         errors = []
         for seed in seeds:
             F, Ft = rff(Z, Zt, s, m, seed)
-            model = GeneralizedLeastSquares(link="identity", ridge=MINIMAL_RIDGE, max_features=10_000).fit(F, y)
+            model = GeneralizedLeastSquares(**NO_INTERCEPT, link="identity", ridge=MINIMAL_RIDGE, max_features=10_000).fit(F, y)
             errors.append(error(model, Ft, yt))
         out[str(m)] = errors
         print("spread", m, errors, flush=True)
@@ -241,7 +241,7 @@ def draw_spread(y, yt, Z, Zt, s: float, seeds=(1, 2, 3, 4, 5)) -> dict:
 
 def stagewise_model(s: float, stages: int, block: int) -> StagewiseRegression:
     return StagewiseRegression(RandomFourierFeatures(bandwidth=s, seed=11), block_size=block, stages=stages, inner="linear",
-                               ridge=MINIMAL_RIDGE, max_features=10_000)
+                               ridge=MINIMAL_RIDGE, max_features=10_000, **NO_INTERCEPT)
 
 
 def stagewise_validation(Z, y, s: float, stages: int, block: int) -> dict:
@@ -370,7 +370,7 @@ def time_to_error(y, yt, Z, Zt, s: float, m: int = 1000, max_iter: int = 100) ->
     against LIBLINEAR and VW on the same features."""
     F, Ft = rff(Z, Zt, s, m, 5)
     start = time.perf_counter()
-    linear = GeneralizedLeastSquares(link="identity", ridge=MINIMAL_RIDGE, max_features=10_000).fit(F, y)
+    linear = GeneralizedLeastSquares(**NO_INTERCEPT, link="identity", ridge=MINIMAL_RIDGE, max_features=10_000).fit(F, y)
     ours = {"linear": {"seconds": time.perf_counter() - start, "error": error(linear, Ft, yt)}}
     curve, spent = [], [0.0, time.perf_counter()]
 
@@ -382,7 +382,7 @@ def time_to_error(y, yt, Z, Zt, s: float, m: int = 1000, max_iter: int = 100) ->
         spent[1] = time.perf_counter()  # the recording itself is not fit time
 
     spent[1] = time.perf_counter()
-    GeneralizedLeastSquares(link="softmax", ridge=MINIMAL_RIDGE, max_features=10_000).fit(F, y, max_iter=max_iter, tol=0.0, callback=record)
+    GeneralizedLeastSquares(**NO_INTERCEPT, link="softmax", ridge=MINIMAL_RIDGE, max_features=10_000).fit(F, y, max_iter=max_iter, tol=0.0, callback=record)
     peers = {**liblinear_runs(F, y, Ft, yt), **vw_runs(F, y, Ft, yt)}
     for peer in peers.values():
         reached = [p for p in [{"seconds": ours["linear"]["seconds"], "error": ours["linear"]["error"]}] + curve
@@ -404,7 +404,7 @@ def text_case(name: str, vocabulary: int = 10_000, block: int = 2000) -> dict:
     out = {"dataset": name, "train": split.X_train.shape, "vocabulary": vocabulary}
     stages = vocabulary // block
     model = StagewiseRegression(FeatureSampler(order="frequency"), block_size=block, stages=stages, inner="linear",
-                                ridge=MINIMAL_RIDGE, max_features=vocabulary)
+                                ridge=MINIMAL_RIDGE, max_features=vocabulary, **NO_INTERCEPT)
     start = time.perf_counter()
     model.fit(X, split.y_train)
     out[f"StagewiseRegression linear, {stages} x {block} frequent words"] = {

@@ -357,16 +357,17 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         :attr:`max_columns`: the vocabulary is put back as it was and the input refused, so
         the model is unchanged (``most_new`` bounds how many names ``grow`` can add: when
         they cannot reach the limit there is nothing to undo, and no copy is taken)."""
-        limit = self.max_columns
+        own = int(self._intercept_column >= 0)  # the intercept's column is not one of the user's features
+        limit = None if self.max_columns is None else self.max_columns + own
         if limit is None or (most_new is not None and self._features.n_columns + most_new <= limit):
             return grow()
         before = copy.deepcopy(self._features)
         result = grow()
         if self._features.n_columns > limit:
-            n = self._features.n_columns
+            n = self._features.n_columns - own
             self._features = before
             raise InvalidInputError(
-                "bad-shape", f"{type(self).__name__} takes at most {limit} features and this input brings the "
+                "bad-shape", f"{type(self).__name__} takes at most {self.max_columns} features and this input brings the "
                 f"vocabulary to {n} (the model is unchanged); raise the limit, or fit blocks of features stagewise")
         return result
 

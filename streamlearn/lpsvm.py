@@ -173,8 +173,9 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
     fit_intercept
         Learn an intercept per class: the feature ``streamlearn.base.INTERCEPT_NAME`` at
         ``INTERCEPT_VALUE`` (0.1) on every row, after ``standardize``, regularised with the other
-        weights (as :class:`~streamlearn.MulticlassSVM`'s). Off by default here: this family's
-        defaults and paper experiments have not been re-measured with it.
+        weights (as :class:`~streamlearn.MulticlassSVM`'s). On by default: the defaults protocol's
+        choice over stationary sets and drifting streams (``bench/results/options-families.md``);
+        the paper experiments of ``bench/`` turn it off (the paper's model has none).
 
     Attributes
     ----------
@@ -200,7 +201,7 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
 
     def __init__(self, p: float = 1.9, C: float = 1.0, tol: float = 1e-3, max_iter: int = 50, max_epochs: int = 1000,
                  window: int = 10_000, refit_every: int = 1000, seed: int | None = None, n_bits: int | None = None,
-                 standardize: bool = False, fit_intercept: bool = False):
+                 standardize: bool = False, fit_intercept: bool = True):
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 1.0 < p <= 2.0:
             raise InvalidParameterError(f"p must be a number with 1 < p <= 2, got {p!r}")
         check_positive("C", C)

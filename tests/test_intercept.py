@@ -1,6 +1,6 @@
-"""The MCID learners' intercept (``fit_intercept=True``, the default): a reserved feature of value
-INTERCEPT_VALUE on every row the model sees, after scaling. The kernel against the NumPy reference with a column of
-ones, and learn_many against the learn_one loop, are in test_mcid_reference.py."""
+"""Every learner's intercept (``fit_intercept=True``, the default): a reserved feature of value
+INTERCEPT_VALUE on every row the model sees, after scaling. The kernels against the NumPy references with a column of
+INTERCEPT_VALUE are in test_mcid_reference.py, test_pgs_reference.py and test_memoir.py."""
 
 from __future__ import annotations
 
@@ -26,18 +26,22 @@ def test_a_threshold_away_from_the_origin_needs_the_intercept(cls):
 
 @pytest.mark.parametrize("make", [
     lambda **kw: streamlearn.PrimalGradientSolver(**kw),
+    lambda **kw: streamlearn.MulticlassPGS(**kw),
     lambda **kw: streamlearn.LpNormMulticlassSVM(window=2000, refit_every=1000, **kw),
     lambda **kw: streamlearn.GeneralizedLeastSquares(**kw),
-], ids=["PrimalGradientSolver", "LpNormMulticlassSVM", "GeneralizedLeastSquares"])
-def test_the_other_families_learn_the_intercept_when_asked(make):
-    """Off by default outside MCID (their defaults were not re-measured with it); asked for, it is
-    the same reserved feature and it learns a boundary that misses the origin. (CalibratedLeastSquares
-    takes it too, river's checks run it; its calibration stages learn this threshold without it.)"""
+    lambda **kw: streamlearn.StagewiseRegression(window=2000, refit_every=1000, **kw),
+    lambda **kw: streamlearn.ExtremeSVM(**kw),
+], ids=["PrimalGradientSolver", "MulticlassPGS", "LpNormMulticlassSVM", "GeneralizedLeastSquares", "StagewiseRegression",
+        "ExtremeSVM"])
+def test_the_other_families_learn_the_intercept_by_default(make):
+    """On by default in every family (``bench/results/options-families.md``): the same reserved
+    feature, and it learns a boundary that misses the origin. (CalibratedLeastSquares takes it too,
+    river's checks run it; its calibration stages learn this threshold without it.)"""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(6000, 2))
     y = (X[:, 0] > 1.0).astype(np.int64)
-    with_, without = make(fit_intercept=True), make()
-    assert without.fit_intercept is False
+    with_, without = make(), make(fit_intercept=False)
+    assert with_.fit_intercept is True
     for model in (with_, without):
         model.learn_many(X[:5000], y[:5000])
         model.flush()

@@ -11,6 +11,7 @@ import scipy.optimize
 
 from streamlearn import (CalibratedLeastSquares, FeatureSampler, GeneralizedLeastSquares, RandomFourierFeatures,
                          StagewiseRegression)
+from streamlearn.base import INTERCEPT_NAME
 from streamlearn.errors import InvalidInputError, InvalidParameterError
 from streamlearn.leastsquares import log_loss, project_simplex
 
@@ -34,7 +35,7 @@ def weights(model, d):
 
 def test_identity_link_is_the_closed_form_least_squares_solution():
     X, y = blobs()
-    model = GeneralizedLeastSquares(link="identity", ridge=1e-12).fit(X, y)
+    model = GeneralizedLeastSquares(link="identity", ridge=1e-12, fit_intercept=False).fit(X, y)
     Y = np.eye(3)[y]
     expected = np.linalg.lstsq(X, Y, rcond=None)[0]
     np.testing.assert_allclose(weights(model, X.shape[1]), expected, rtol=1e-7, atol=1e-9)
@@ -48,8 +49,8 @@ def test_ridge_is_relative_to_the_features_own_scale():
     rng = np.random.default_rng(3)
     X, y = rng.normal(size=(8, 20)), np.arange(8) % 3
     for c in (1e-3, 1e3):
-        base = GeneralizedLeastSquares(link="identity", ridge=1e-3).fit(X, y)
-        scaled = GeneralizedLeastSquares(link="identity", ridge=1e-3).fit(c * X, y)
+        base = GeneralizedLeastSquares(link="identity", ridge=1e-3, fit_intercept=False).fit(X, y)
+        scaled = GeneralizedLeastSquares(link="identity", ridge=1e-3, fit_intercept=False).fit(c * X, y)
         np.testing.assert_allclose(weights(scaled, 20), weights(base, 20) / c, rtol=1e-9, atol=0)
 
 
@@ -57,13 +58,13 @@ def test_identity_link_stream_is_recursive_least_squares():
     """Fed in batches, the stream keeps the same sufficient statistics as one batch, and the
     identity link's weights are the closed form on everything seen."""
     X, y = blobs(n=400)
-    one = GeneralizedLeastSquares(link="identity", batch_size=400, ridge=1e-12)
+    one = GeneralizedLeastSquares(link="identity", batch_size=400, ridge=1e-12, fit_intercept=False)
     one.learn_many(X, y)
-    chunked = GeneralizedLeastSquares(link="identity", batch_size=400, ridge=1e-12)
+    chunked = GeneralizedLeastSquares(link="identity", batch_size=400, ridge=1e-12, fit_intercept=False)
     for start in range(0, 400, 37):  # uneven chunks; the pending mechanism forms one group of 400
         chunked.learn_many(X[start : start + 37], y[start : start + 37])
     np.testing.assert_array_equal(one.XtX, chunked.XtX)
-    steps = GeneralizedLeastSquares(link="identity", batch_size=25, ridge=1e-12)
+    steps = GeneralizedLeastSquares(link="identity", batch_size=25, ridge=1e-12, fit_intercept=False)
     for start in range(0, 400, 25):
         steps.learn_many(X[start : start + 25], y[start : start + 25])
     np.testing.assert_allclose(steps.XtX, X.T @ X, rtol=1e-12)
@@ -73,7 +74,7 @@ def test_identity_link_stream_is_recursive_least_squares():
 
 def test_softmax_link_decreases_the_log_loss_every_iteration_and_reaches_lbfgs():
     X, y = blobs(n=200, d=4, K=3, seed=2, noise=2.0)
-    model = GeneralizedLeastSquares(link="softmax", ridge=1e-12).fit(X, y, max_iter=2000, tol=1e-15)
+    model = GeneralizedLeastSquares(link="softmax", ridge=1e-12, fit_intercept=False).fit(X, y, max_iter=2000, tol=1e-15)
     history = np.array(model.history_)
     assert len(history) > 5
     assert np.all(np.diff(history) <= 1e-15)  # Theorem 1: monotone with the 1/L step
@@ -131,7 +132,7 @@ def test_a_softmax_stream_step_is_eq_6_with_its_ridge(params, ridge_of):
     """Each stream step is Eq. 6 of 004 on the running Σ̂ plus the ridge: ``trace_ridge ·
     tr(Σ̂)``, or ``ridge`` times the mean diagonal (1e-3 by default). NumPy reference of the steps."""
     X, y = blobs(n=60, d=5, seed=9)
-    model = GeneralizedLeastSquares(batch_size=20, **params)
+    model = GeneralizedLeastSquares(batch_size=20, fit_intercept=False, **params)
     model.learn_many(X, y)
     K, XtX, W = 3, np.zeros((5, 5)), np.zeros((5, 3))
     for start in range(0, 60, 20):
@@ -162,7 +163,7 @@ def test_calibrated_least_squares_with_a_trace_ridge_is_alg_2_with_that_ridge_on
     """One stage of Alg. 2 (Eq. 10, then Eq. 11 and the simplex projection) with
     ``Σ̂ + trace_ridge · tr(Σ̂) · I`` in both solves. NumPy reference."""
     X, y = blobs(n=200, d=5, seed=2)
-    model = CalibratedLeastSquares(stages=1, ridge=None, trace_ridge=0.05).fit(X, y)
+    model = CalibratedLeastSquares(stages=1, ridge=None, trace_ridge=0.05, fit_intercept=False).fit(X, y)
     Y = np.eye(3)[y]
 
     def ridged_solve(A, B):
@@ -244,7 +245,7 @@ def test_dense_models_refuse_too_many_features_and_stay_unchanged(make):
         assert info.value.reason == "bad-shape" and pickle.dumps(model) == before
     model.learn_one({"a": 1.0}, 0)
     model.learn_one({"c": 2.0}, 1)
-    assert model.predict_one({"a": 1.0}) == 0 and model.feature_space.names == ["a", "b", "c"]
+    assert model.predict_one({"a": 1.0}) == 0 and model.feature_space.names == [INTERCEPT_NAME, "a", "b", "c"]  # the limit is the user's
 
 
 def test_dense_models_refuse_bad_parameters():

@@ -8,6 +8,7 @@ import pytest
 
 import streamlearn
 from streamlearn import ExtremeSVM
+from streamlearn.base import INTERCEPT_VALUE
 from streamlearn.service.checkpoint import CheckpointStore
 from streamlearn.kernels import compiled
 from streamlearn.memoir import SparseClassRows
@@ -120,7 +121,7 @@ def weights_of(model, d: int) -> np.ndarray:
 ])
 def test_l2_with_the_exact_oracle_is_the_dense_pegasos_reference_and_multiclass_svm(params):
     X, y = sparse_stream(900, 8, 30, seed=1)
-    model, mcid = ExtremeSVM(**params, eta0="pegasos"), streamlearn.MulticlassSVM(**params, fit_intercept=False, adapt=False)
+    model, mcid = ExtremeSVM(**params, eta0="pegasos", fit_intercept=False), streamlearn.MulticlassSVM(**params, fit_intercept=False, adapt=False)
     for x, k in zip(X, y):
         model.learn_one(x, k)
         mcid.learn_one(x, k)
@@ -139,7 +140,7 @@ def test_l2_with_002s_step_schedule_is_the_dense_reference(params):
     """The default step (002's schedule at 3 / (1 + 1e-4 t), λ = 1e-6, averaged with power 2)
     and others against the dense reference, classes appearing mid-stream."""
     X, y = sparse_stream(700, 8, 30, seed=6, appear_every=40)
-    model = ExtremeSVM(**params)
+    model = ExtremeSVM(**params, fit_intercept=False)
     for x, k in zip(X, y):
         model.learn_one(x, k)
     eta0, eta_decay = model.step
@@ -157,10 +158,26 @@ def test_the_schedule_refuses_a_first_step_that_would_zero_the_weights():
         ExtremeSVM(penalty="l1", eta0="pegasos")
 
 
+@pytest.mark.parametrize("penalty", ["l2", "l1"])
+def test_the_default_intercept_is_the_reference_with_a_constant_column(penalty):
+    """``fit_intercept`` (the default) is the reference's weight of a last column of INTERCEPT_VALUE:
+    a model's score of the empty row is INTERCEPT_VALUE times it."""
+    X, y = sparse_stream(700, 8, 30, seed=6, appear_every=40)
+    params = {"lam": 1e-3, "eta0": 0.5, "eta_decay": 0.01, "batch_size": 2}
+    model = ExtremeSVM(penalty=penalty, **params, **({"average": False} if penalty == "l2" else {}))
+    model.learn_many(X, y)
+    with_constant = [{**x, 30: INTERCEPT_VALUE} for x in X]
+    reference = (reference_l2(with_constant, y, 31, **params) if penalty == "l2"
+                 else reference_l1(with_constant, y, 31, 1e-3, 0.5, 0.01, 2))
+    empty = model.decision_function_many([{}])[0]
+    got = np.column_stack([weights_of(model, 30) - empty[:, None], empty / INTERCEPT_VALUE])
+    assert np.abs(got - reference).max() <= 1e-9 * max(1.0, np.abs(reference).max())
+
+
 @pytest.mark.parametrize("batch_size", [1, 4])
 def test_l1_is_the_truncated_reference_and_sparse(batch_size):
     X, y = sparse_stream(700, 6, 25, seed=2)
-    model = ExtremeSVM(lam=0.05, penalty="l1", eta0=0.5, eta_decay=0.01, batch_size=batch_size)
+    model = ExtremeSVM(lam=0.05, penalty="l1", eta0=0.5, eta_decay=0.01, batch_size=batch_size, fit_intercept=False)
     model.learn_many(X, y)
     reference = reference_l1(X, y, 25, 0.05, 0.5, 0.01, batch_size)
     assert np.abs(weights_of(model, 25) - reference).max() <= 1e-9
@@ -171,7 +188,7 @@ def test_the_weight_count_stays_right_when_truncated_weights_come_back_between_c
     """A weight truncated to 0 and learned again before a compaction is a weight again: learned in
     calls of 32 rows, n_weights is the reference's non-zero count (it once kept counting it as 0)."""
     X, y = sparse_stream(700, 6, 25, seed=2)
-    model = ExtremeSVM(lam=0.05, penalty="l1", eta0=0.5, eta_decay=0.01, batch_size=4, adapt=False)
+    model = ExtremeSVM(lam=0.05, penalty="l1", eta0=0.5, eta_decay=0.01, batch_size=4, adapt=False, fit_intercept=False)
     for start in range(0, 700, 32):
         model.learn_many(X[start : start + 32], y[start : start + 32])
     reference = reference_l1(X, y, 25, 0.05, 0.5, 0.01, 4)
@@ -343,7 +360,7 @@ def test_many_classes_take_the_sparse_scan_and_still_equal_the_reference():
     """With 300 classes and rows whose columns reach few of them, the exact scan lists the
     classes it reaches instead of scoring every class: the same weights either way."""
     X, y = sparse_stream(1500, 300, 2000, seed=12, appear_every=4)
-    model = ExtremeSVM(lam=1e-3, average=True, average_power=2.0, eta0="pegasos")
+    model = ExtremeSVM(lam=1e-3, average=True, average_power=2.0, eta0="pegasos", fit_intercept=False)  # its column reaches every class
     model.learn_many(X, y)
     reference = reference_l2(X, y, 2000, 1e-3, average=True, average_power=2.0)
     got = weights_of(model, 2000)

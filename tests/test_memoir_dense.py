@@ -44,7 +44,7 @@ def test_the_dense_store_gives_the_sparse_stores_iterates_bit_for_bit(params):
     assert weights_of(dense, 16).tobytes() == weights_of(sparse, 16).tobytes()
     assert list(dense.predict_many(X[:200])) == list(sparse.predict_many(X[:200]))
     assert dense.n_steps == sparse.n_steps and dense.n_changes == sparse.n_changes
-    assert dense.n_weights == 12 * 16
+    assert dense.n_weights == 12 * (16 + 1)  # the columns and the intercept's
 
 
 @pytest.mark.parametrize("params", [{"eta0": "pegasos", "lam": 1e-2, "average": True, "average_power": 2.0},
@@ -53,7 +53,7 @@ def test_the_dense_store_gives_the_sparse_stores_iterates_bit_for_bit(params):
 def test_the_dense_kernel_is_the_numpy_reference_of_alg_1(params):
     X, y = dense_stream(600, 8, 10, seed=2)
     rows = [dict(enumerate(r.tolist())) for r in X]
-    model = ExtremeSVM(adapt=False, **params)
+    model = ExtremeSVM(adapt=False, fit_intercept=False, **params)
     model.learn_many(rows, y.tolist())
     assert model.dense
     settings = {key: value for key, value in params.items() if key != "eta0" or value != "pegasos"}
@@ -102,7 +102,7 @@ def test_store_dense_stays_dense_and_auto_leaves_it_above_the_size_limit(monkeyp
     X, y = turning_sparse_stream(20, 120, seed=5)
     always = ExtremeSVM(store="dense")
     always.learn_many(X, y)
-    assert always.dense and always.n_weights == len(always.classes) * (8 + 3 * 100)
+    assert always.dense and always.n_weights == len(always.classes) * (1 + 8 + 3 * 100)  # the intercept's column too
     monkeypatch.setattr(memoir_dense, "DENSE_MAX_WEIGHTS", 30)
     rows, labels = dense_stream(100, 6, 8, seed=6)
     capped = ExtremeSVM()
@@ -136,7 +136,7 @@ def test_dense_rows_grow_with_the_columns_learned_not_those_predicted():
     """A column the features know but no learned row named yet (an example waits for its group)
     scores 0 and does not grow the rows: a model that predicted exports the state of one that did not."""
     X, y = dense_stream(120, 6, 8, seed=9)
-    asked, quiet = ExtremeSVM(batch_size=3), ExtremeSVM(batch_size=3)
+    asked, quiet = ExtremeSVM(batch_size=3, fit_intercept=False), ExtremeSVM(batch_size=3, fit_intercept=False)
     for model in (asked, quiet):
         model.learn_many(X, y)
         model.learn_one({0: 1.0, "new": 2.0}, 0)  # pending: "new" has a column, no weight yet

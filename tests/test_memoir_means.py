@@ -9,6 +9,7 @@ import pytest
 
 import streamlearn
 from streamlearn import ExtremeSVM
+from streamlearn.base import INTERCEPT_VALUE
 from streamlearn.kernels import compiled
 from streamlearn.service.checkpoint import CheckpointStore
 from helpers import assert_same_state
@@ -83,8 +84,8 @@ def test_learn_many_equals_the_learn_one_loop_and_a_checkpoint_goes_on_identical
         many.learn_many(X[start : min(start + 70, 600)], y[start : min(start + 70, 600)])
     assert_same_state(one.export_state(), many.export_state())
     assert "index" in one.export_state()["model"]["means"]  # trained: 60 classes > 40
-    expected = np.zeros((60, 8))
-    np.add.at(expected, y[:600], X[:600])  # the kernel's sums are each class's examples, summed
+    expected = np.zeros((60, 9))  # the intercept's column first (the learner registers it before any feature)
+    np.add.at(expected, y[:600], np.hstack([np.full((600, 1), INTERCEPT_VALUE), X[:600]]))  # each class's examples, summed
     np.testing.assert_allclose(many.export_state()["model"]["means"]["sums"], expected, rtol=1e-12, atol=1e-12)
     store = CheckpointStore(tmp_path)
     store.save({"learner": many.export_state()})

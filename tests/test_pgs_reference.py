@@ -8,6 +8,7 @@ import pytest
 
 from streamlearn import MulticlassPGS, PrimalGradientSolver
 from streamlearn.errors import InvalidParameterError
+from streamlearn.base import INTERCEPT_NAME, INTERCEPT_VALUE
 
 PS = [1.2, 1.5, 1.8, 2.0]
 
@@ -163,7 +164,7 @@ BINARY_CASES = [(loss, bound) for loss in ("hinge", "logistic", "squared") for b
 @pytest.mark.parametrize("loss, bound", BINARY_CASES)
 def test_binary_solver_matches_the_dense_reference(p, loss, bound):
     X, y = stream(K=2, seed=int(10 * p))
-    model = PrimalGradientSolver(loss=loss, p=p, sigma=0.05, batch_size=3, bound=bound)
+    model = PrimalGradientSolver(loss=loss, p=p, sigma=0.05, batch_size=3, bound=bound, fit_intercept=False)
     feed(model, X, [bool(v) for v in y], in_batches=True)
     expected = reference_pgs(X, y, multiclass=False, loss=loss, p=p, sigma=0.05, k=3, bound=bound)
     np.testing.assert_allclose(learner_weights(model, X.shape[1]), expected, rtol=1e-9, atol=1e-12)
@@ -176,7 +177,7 @@ def test_binary_solver_matches_the_dense_reference(p, loss, bound):
 def test_multiclass_solver_matches_the_dense_reference_with_class_growth(p, bound, regularizer, loss):
     X, y = stream(seed=int(7 * p))
     labels = [f"class-{v}" for v in y]  # classes appear one by one, mid-stream
-    model = MulticlassPGS(loss=loss, p=p, sigma=0.05, batch_size=2, bound=bound, regularizer=regularizer)
+    model = MulticlassPGS(loss=loss, p=p, sigma=0.05, batch_size=2, bound=bound, regularizer=regularizer, fit_intercept=False)
     feed(model, X, labels, in_batches=bool(bound))
     expected = reference_pgs(X, y, multiclass=True, loss=loss, p=p, sigma=0.05, k=2, bound=bound,
                              block=regularizer == "block")
@@ -189,22 +190,37 @@ def test_multiclass_solver_matches_the_dense_reference_with_class_growth(p, boun
 @pytest.mark.parametrize("regularizer", ["entrywise", "block"])
 def test_averaged_iterate_matches_the_mean_of_the_dense_iterates(p, regularizer):
     X, y = stream(seed=int(3 * p))
-    model = MulticlassPGS(loss="softmax", p=p, sigma=0.05, batch_size=2, bound=0.7, regularizer=regularizer, iterate="average")
+    model = MulticlassPGS(loss="softmax", p=p, sigma=0.05, batch_size=2, bound=0.7, regularizer=regularizer, iterate="average",
+                          fit_intercept=False)
     feed(model, X, list(y), in_batches=True)
     expected = reference_pgs(X, y, multiclass=True, loss="softmax", p=p, sigma=0.05, k=2, bound=0.7,
                              block=regularizer == "block", average=True)
     np.testing.assert_allclose(learner_weights(model, X.shape[1]), expected, rtol=1e-9, atol=1e-12)
     x0 = {j: X[0, j] for j in np.flatnonzero(X[0])}
     np.testing.assert_allclose(model.decision_function_many([x0])[0], expected @ X[0], rtol=1e-9, atol=1e-12)
-    binary = PrimalGradientSolver(loss="logistic", p=p, sigma=0.05, iterate="average")
+    binary = PrimalGradientSolver(loss="logistic", p=p, sigma=0.05, iterate="average", fit_intercept=False)
     feed(binary, X, [bool(v % 2) for v in y], in_batches=True)
     expected = reference_pgs(X, y % 2, multiclass=False, loss="logistic", p=p, sigma=0.05, k=1, average=True)
     np.testing.assert_allclose(learner_weights(binary, X.shape[1]), expected, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("regularizer", ["entrywise", "block"])
+def test_the_default_intercept_is_the_reference_with_a_constant_column(regularizer):
+    """``fit_intercept`` (the default) is the reference's weight of a last column of INTERCEPT_VALUE."""
+    X, y = stream(seed=11)
+    model = MulticlassPGS(loss="hinge", p=1.5, sigma=0.05, batch_size=2, regularizer=regularizer)
+    feed(model, X, list(y), in_batches=True)
+    d = X.shape[1]
+    expected = reference_pgs(np.hstack([X, np.full((len(y), 1), INTERCEPT_VALUE)]), y, multiclass=True, loss="hinge", p=1.5,
+                             sigma=0.05, k=2, block=regularizer == "block")
+    W, got = model.weight_matrix(), np.zeros((len(expected), d + 1))
+    got[:, [d if name == INTERCEPT_NAME else name for name in model.feature_space.names]] = W
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+
+
 def test_long_stream_with_exact_resummation_still_matches():
     X, y = stream(n=12000, d=6, K=3, seed=5, density=0.9)
-    model = MulticlassPGS(loss="hinge", p=1.5, sigma=0.01)
+    model = MulticlassPGS(loss="hinge", p=1.5, sigma=0.01, fit_intercept=False)
     feed(model, X, list(y), in_batches=True)
     assert model.changes_since_resummation <= 16 * 4096  # the sums were recomputed exactly on the way (else ~1e5 changes)
     expected = reference_pgs(X, y, multiclass=True, loss="hinge", p=1.5, sigma=0.01, k=1)
@@ -250,7 +266,7 @@ def test_fig2_line6_divides_by_the_p_norm_not_the_q_norm(p):
 
 def test_bound_is_respected_by_the_learner():
     X, y = stream(K=3, seed=3)
-    model = MulticlassPGS(p=1.5, sigma=1e-3, bound=0.25)
+    model = MulticlassPGS(p=1.5, sigma=1e-3, bound=0.25, fit_intercept=False)
     feed(model, X, list(y), in_batches=True)
     W = model.weight_matrix()
     assert (np.abs(W) ** 1.5).sum() ** (1 / 1.5) <= 0.25 * (1 + 1e-12)
@@ -260,14 +276,14 @@ def test_random_iterate_is_one_of_the_iterates_and_seeded():
     X, y = stream(n=60, K=3, seed=4)
     runs = []
     for _ in range(2):
-        model = MulticlassPGS(p=1.5, sigma=0.05, iterate="random", seed=7)
+        model = MulticlassPGS(p=1.5, sigma=0.05, iterate="random", seed=7, fit_intercept=False)
         feed(model, X, list(y), in_batches=False)
         runs.append(model.weight_matrix())
     np.testing.assert_array_equal(runs[0], runs[1])
     kept_t = model.kept_step
     kept_by_seed = []
     for seed in range(30):  # the kept step is spread over 1..60, not always the last one
-        other = MulticlassPGS(p=1.5, sigma=0.05, iterate="random", seed=seed)
+        other = MulticlassPGS(p=1.5, sigma=0.05, iterate="random", seed=seed, fit_intercept=False)
         feed(other, X, list(y), in_batches=True)
         kept_by_seed.append(other.kept_step)
     assert len(set(kept_by_seed)) > 10 and 0.2 < np.mean(np.array(kept_by_seed) <= 30) < 0.8

@@ -37,7 +37,7 @@ class StagewiseRegression(WindowRefit):
         Add the constant feature ``streamlearn.base.INTERCEPT_NAME`` (0.1) to every row before the
         generator: the default :class:`FeatureSampler` ranks it first (it is non-zero on every row),
         which gives the first stage its intercept; random Fourier features only shift their
-        phases by it.
+        phases by it. On by default (``bench/results/options-families.md``).
 
     Attributes
     ----------
@@ -65,7 +65,7 @@ class StagewiseRegression(WindowRefit):
     def __init__(self, generator=None, block_size: int = 200, stages: int = 5, inner: str = "linear",
                  inner_iterations: int = 50, window: int = 10_000, refit_every: int = 1000, ridge: float | None = 0.1,
                  trace_ridge: float | None = None, max_features: int = 4096, seed: int | None = None, standardize: bool = False,
-                 fit_intercept: bool = False):
+                 fit_intercept: bool = True):
         self.generator = generator if generator is not None else FeatureSampler()
         self.standardize, self.trace_ridge, self.fit_intercept = standardize, trace_ridge, fit_intercept
         self.block_size, self.stages, self.inner, self.inner_iterations = block_size, stages, inner, inner_iterations

@@ -141,7 +141,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
     fit_intercept
         Learn an intercept per class: the feature ``streamlearn.base.INTERCEPT_NAME`` at
         ``INTERCEPT_VALUE`` (0.1) on every row, after ``standardize``, regularised with the other
-        weights (as :class:`~streamlearn.MulticlassSVM`'s).
+        weights (as :class:`~streamlearn.MulticlassSVM`'s); on by default (``bench/results/options-families.md``).
 
     Attributes
     ----------
@@ -166,7 +166,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
                  balance: bool = False, eta0: float | str | None = None,
                  eta_decay: float | None = None, oracle_params: dict | None = None, n_bits: int | None = None,
                  seed: int | None = None, standardize: bool = False, adapt: bool = True, store: str = "auto",
-                 fit_intercept: bool = False):
+                 fit_intercept: bool = True):
         check_positive("lam", lam)
         if not isinstance(adapt, bool):
             raise InvalidParameterError(f"adapt must be True or False, got {adapt!r}")

@@ -321,8 +321,9 @@ class PrimalGradientSolver(_PGSLearner):
     seed
         Seeds the random iterate.
     standardize, fit_intercept
-        As :class:`~streamlearn.GeneralizedLeastSquares`' (online scaling; an intercept, off by default
-        in this family too: its defaults and paper experiments have not been re-measured with one).
+        As :class:`~streamlearn.GeneralizedLeastSquares`' (online scaling; an intercept, on by
+        default: the defaults protocol chose it for :class:`MulticlassPGS`, and this binary solver,
+        the same one, follows it — ``bench/README.md`` gives its figures on the binary streams).
     adapt
         Follow a stream that changes: the Page-Hinkley watch of :mod:`streamlearn.adaptation` on the
         prequential mistakes of the predicting iterate; on a rise, the step counter restarts and ``Lam``
@@ -364,7 +365,7 @@ class PrimalGradientSolver(_PGSLearner):
 
     def __init__(self, loss: str = "hinge", p: float = 2.0, sigma: float = 1e-4, batch_size: int = 1,
                  bound: float | None = None, iterate: str = "last", seed: int | None = None,
-                 classes: tuple = (False, True), standardize: bool = False, fit_intercept: bool = False,
+                 classes: tuple = (False, True), standardize: bool = False, fit_intercept: bool = True,
                  adapt: bool = False):
         self.loss, self.p, self.sigma, self.batch_size, self.standardize = loss, p, sigma, batch_size, standardize
         self.fit_intercept, self.adapt = fit_intercept, adapt
@@ -462,7 +463,7 @@ class MulticlassPGS(_PGSLearner):
 
     def __init__(self, loss: str = "hinge", p: float = 2.0, sigma: float = 1e-3, batch_size: int = 1,
                  bound: float | None = None, regularizer: str = "entrywise", iterate: str = "last",
-                 seed: int | None = None, standardize: bool = False, fit_intercept: bool = False,
+                 seed: int | None = None, standardize: bool = False, fit_intercept: bool = True,
                  adapt: bool = False):
         self.loss, self.p, self.sigma, self.batch_size, self.standardize = loss, p, sigma, batch_size, standardize
         self.fit_intercept, self.adapt = fit_intercept, adapt
