@@ -38,7 +38,7 @@ classes (``p ∝ 1/count(y)``).
 ...     model.learn_one({"bark": 1.0}, "dog")
 ...     model.learn_one({"moo": 1.0}, "cow")
 >>> model.predict_one({"bark": 1.0}), len(model.classes), model.dense, model.n_weights
-('dog', 3, True, 9)
+('dog', 3, True, 12)
 """
 
 from __future__ import annotations
