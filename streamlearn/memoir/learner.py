@@ -119,7 +119,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         ``train_at`` and ``n_probe`` (:mod:`streamlearn.memoir.means`).
     adapt
         Follow a stream that changes (default, the defaults protocol's choice:
-        ``bench/results/options-adapt.md``): the Page-Hinkley watch of :mod:`streamlearn.adaptation`
+        ``bench/results/options-families.md``): the Page-Hinkley watch of :mod:`streamlearn.adaptation`
         on the prequential mistakes (the averaged iterate's, by an exact scan, when it predicts; else
         the current iterate's, which the step finds anyway: ``r`` above ``y``); on a rise, ``t``
         restarts at ``RESTART_EXAMPLES / batch_size`` (a larger step again) and the average at the

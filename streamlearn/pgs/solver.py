@@ -328,7 +328,7 @@ class PrimalGradientSolver(_PGSLearner):
         Follow a stream that changes: the Page-Hinkley watch of :mod:`streamlearn.adaptation` on the
         prequential mistakes of the predicting iterate; on a rise, the step counter restarts and ``Lam``
         is rescaled so that ``w`` is kept but the old gradients weigh as ``RESTART_EXAMPLES`` examples'
-        (see ``_restart``). Off by default: the defaults protocol (``bench/results/options-adapt.md``)
+        (see ``_restart``). Off by default: the defaults protocol (``bench/results/options-families.md``)
         chose it off for ``MulticlassPGS`` — the last iterate ``∇r*(Lam/((t+1)σ))`` follows an abrupt
         change within about 1,000 examples by itself, and a restart costs it on continuous drift — and
         this family keeps one default. Turn it on with ``iterate="average"`` or ``"random"``, whose
