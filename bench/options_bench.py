@@ -26,6 +26,15 @@ A candidate's regret on a data set is the best validation score there minus its 
 the candidate with the smallest mean regret over all 13 (ties: the smaller worst regret);
 leave-one-out repeats the choice without each data set. Test scores are reported, never used to choose.
 
+**The age constraint** (where ``adapt`` is a candidate): a default must follow a change however old the
+stream is — issue 41 asks that the recovery after a change at 10⁶ examples be at most twice that after
+one at 10⁴. Each candidate learns ``drift_bench``'s long stream (a Sine stream flipped at 10⁴, 10⁵ and
+10⁶) with the validation seeds, ``learn_many`` in blocks of :data:`LONG_BLOCK`, and the recoveries are
+``drift_bench``'s; a candidate over the bound is not eligible (unless none is), and the choice is made
+among the rest. The same runs with the reported seeds are shown beside, never used. The families
+without ``adapt`` are not run on it: their window refits forget by design, and
+``GeneralizedLeastSquares`` weighs every example alike whatever its intercept.
+
 ``--other-families`` runs the same protocol for the families that are not MCID (:data:`OTHER_FAMILIES`):
 ``adapt`` × ``fit_intercept`` for ExtremeSVM and MulticlassPGS, ``fit_intercept`` alone for the
 ℓp-norm SVM and the least-squares learners (they have no change watch). Their stationary sets are
@@ -63,6 +72,10 @@ OTHER_FAMILIES = {"ExtremeSVM": (CANDIDATES, DATASETS + ["wordnet"]), "Multiclas
 VALIDATION_SEED = 100  # added to every stream generator's seeds for the validation runs
 BATCH = 1000
 QUICK_ROWS, QUICK_STREAM = 3000, 6000
+#: the age constraint's stream, its bound (recovery at the last change over that at the first), the
+#: block a prequential step scores by the model before it (a lag of at most this many examples), and
+#: the smoke run's cut (one change: the constraint's code runs, its bound cannot bind)
+LONG, AGE_BOUND, LONG_BLOCK, QUICK_LONG = "long", 2.0, 100, 12_000
 
 
 @functools.lru_cache(maxsize=None)  # a worker scales each stream once for all its candidates
@@ -93,6 +106,27 @@ def prequential_accuracy(cls, params: dict, X: list, y: list) -> float:
     return hits / len(y)
 
 
+def long_recoveries(learner: str, params: dict, quick: bool) -> tuple[list, list]:
+    """(validation, test) recoveries after each change of the long stream (see the age constraint)."""
+    import streamlearn
+    from bench.drift_bench import around
+
+    out = []
+    for seed in (VALIDATION_SEED, 0):
+        X, y = scaled_stream(LONG, seed, QUICK_LONG if quick else None)
+        model, hits = getattr(streamlearn, learner)(**params), np.zeros(len(y), bool)
+        for start in range(0, len(y), LONG_BLOCK):
+            block = y[start : start + LONG_BLOCK]
+            predicted, _ = model.prequential(X[start : start + LONG_BLOCK], block, learn=True)
+            hits[start : start + len(block)] = predicted == model.class_indices(block)
+        out.append([around(hits, change, len(y))["recovery_or_rest"] for change in stream(LONG, seed)[2] if change < len(y)])
+    return tuple(out)
+
+
+def within_age_bound(recoveries: list) -> bool:
+    return recoveries[-1] <= AGE_BOUND * recoveries[0]
+
+
 def cell(learner: str, name: str, params: dict, quick: bool) -> tuple[float, float]:
     """(validation, test) score of one candidate on one data set or stream."""
     import streamlearn
@@ -112,20 +146,28 @@ def run(plan: dict, jobs: int, quick: bool) -> dict:
     from tqdm import tqdm
 
     with ProcessPoolExecutor(jobs) as pool:
+        aged = {(learner, key(params)): pool.submit(long_recoveries, learner, params, quick)
+                for learner, (candidates, _) in plan.items() if "adapt" in candidates[0] for params in candidates}
         futures = {(learner, name, key(params)): pool.submit(cell, learner, name, params, quick)
                    for learner, (candidates, names) in plan.items() for name in names for params in candidates}
         validation = {learner: {name: {} for name in names} for learner, (_, names) in plan.items()}
         test = {learner: {name: {} for name in names} for learner, (_, names) in plan.items()}
         for (learner, name, candidate), future in tqdm(futures.items(), desc="cells"):
             validation[learner][name][candidate], test[learner][name][candidate] = future.result()
+        recoveries = {learner: {} for learner in plan}
+        for (learner, candidate), future in aged.items():
+            recoveries[learner][candidate] = dict(zip(("validation", "test"), future.result()))
     out = {}
     for learner, (_, names) in plan.items():
-        default = choose(validation[learner], names)
+        eligible = [c for c, r in recoveries[learner].items() if within_age_bound(r["validation"])] or None
+        among = {name: {c: v for c, v in scores.items() if eligible is None or c in eligible}
+                 for name, scores in validation[learner].items()}
+        default = choose(among, names)
         rows = {}
         for name in names:
-            rows[name] = {**scored_choices(validation[learner], test[learner][name], names, name, default),
-                          "test": test[learner][name]}
-        out[learner] = {"default": default, "rows": rows, "validation": validation[learner]}
+            rows[name] = {**scored_choices(among, test[learner][name], names, name, default), "test": test[learner][name]}
+        out[learner] = {"default": default, "rows": rows, "validation": validation[learner],
+                        "long_recoveries": recoveries[learner], "eligible": eligible}
     return out
 
 
@@ -149,6 +191,14 @@ def report(results: dict) -> str:
                          + " | ".join(f"{100 * row['test'][c]:.2f}" for c in candidates) + " |")
         means = {c: np.mean([row["test"][c] for row in block["rows"].values()]) for c in candidates}
         lines += ["", "Mean test score over the data sets: " + "; ".join(f"{_short(c)} {100 * m:.2f}" for c, m in means.items()), ""]
+        if block.get("long_recoveries"):
+            lines += [f"Age constraint (recovery after the change at 10⁶ at most {AGE_BOUND:g}× that at 10⁴, validation seeds): "
+                      + ("no candidate meets it, so all were eligible" if block["eligible"] is None
+                         else "eligible " + "; ".join(f"`{_short(c)}`" for c in block["eligible"])), "",
+                      "| candidate | recoveries, validation | recoveries, reported seeds |", "|---|---|---|"]
+            lines += [f"| {_short(c)} | {' / '.join(f'{r:,}' for r in rec['validation'])} | {' / '.join(f'{r:,}' for r in rec['test'])} |"
+                      for c, rec in block["long_recoveries"].items()]
+            lines.append("")
     return "\n".join(lines) + "\n"
 
 
