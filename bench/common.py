@@ -20,7 +20,7 @@ THREAD_LIMITS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 #: the papers' models have no intercept; every learner fits one by default since issue 41, so a
-#: paper experiment turns it off (the MCID benches' ``PAPER`` turns off their other new defaults too)
+#: paper experiment turns it off (and ``adapt`` where the learner has it: the MCID benches' ``PAPER``)
 NO_INTERCEPT = {"fit_intercept": False}
 
 

@@ -13,7 +13,7 @@ Crammer–Singer solver and the paper's Table 2, in one run.
    20 % held out for validation (not 5-fold: see ``bench/README.md``); C and p are chosen on it
    (p = 2 alone for the Crammer–Singer row), refitted on the whole training part, and tested.
    Mean ± sd over the seeds, beside the paper's figures.
-4. **Batch against online**: ``MulticlassPGS(**NO_INTERCEPT, regularizer="block", loss="hinge")`` at the same p
+4. **Batch against online**: ``MulticlassPGS(**NO_INTERCEPT, adapt=False, regularizer="block", loss="hinge")`` at the same p
    with ``sigma = 1/(C n)`` (the same objective divided by C n) after 1 and 5 passes, against the
    batch solver: test accuracy and the objective (P) at its weights; accuracy against p for both.
 
@@ -182,7 +182,7 @@ def online(names: list, C: float, p_grid: list, log) -> dict:
         for p in p_grid:
             batch = fit(split, p, C, 1e-3)
             entry = {"batch": {"accuracy": batch["accuracy"], "primal": batch["primal"], "seconds": batch["seconds"]}}
-            model = MulticlassPGS(**NO_INTERCEPT, loss="hinge", p=p, sigma=1.0 / (C * n), regularizer="block")
+            model = MulticlassPGS(**NO_INTERCEPT, adapt=False, loss="hinge", p=p, sigma=1.0 / (C * n), regularizer="block")
             order = np.random.default_rng(0).permutation(n)
             start = time.perf_counter()
             for passes in range(1, 6):

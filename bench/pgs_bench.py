@@ -43,12 +43,12 @@ def per_example_cost(split, repeats: int) -> dict:
     X, y = split.X_train, split.y_train
     binary = y == 1
     makers = {
-        "binary p=2": lambda: PrimalGradientSolver(**NO_INTERCEPT, loss="hinge", p=2.0, sigma=SIGMA),
-        "binary p=1.8": lambda: PrimalGradientSolver(**NO_INTERCEPT, loss="hinge", p=1.8, sigma=SIGMA),
-        "20-class entrywise p=2": lambda: MulticlassPGS(**NO_INTERCEPT, p=2.0, sigma=SIGMA),
-        "20-class entrywise p=1.8": lambda: MulticlassPGS(**NO_INTERCEPT, p=1.8, sigma=SIGMA),
-        "20-class block p=2": lambda: MulticlassPGS(**NO_INTERCEPT, p=2.0, sigma=SIGMA, regularizer="block"),
-        "20-class block p=1.8": lambda: MulticlassPGS(**NO_INTERCEPT, p=1.8, sigma=SIGMA, regularizer="block"),
+        "binary p=2": lambda: PrimalGradientSolver(**NO_INTERCEPT, adapt=False, loss="hinge", p=2.0, sigma=SIGMA),
+        "binary p=1.8": lambda: PrimalGradientSolver(**NO_INTERCEPT, adapt=False, loss="hinge", p=1.8, sigma=SIGMA),
+        "20-class entrywise p=2": lambda: MulticlassPGS(**NO_INTERCEPT, adapt=False, p=2.0, sigma=SIGMA),
+        "20-class entrywise p=1.8": lambda: MulticlassPGS(**NO_INTERCEPT, adapt=False, p=1.8, sigma=SIGMA),
+        "20-class block p=2": lambda: MulticlassPGS(**NO_INTERCEPT, adapt=False, p=2.0, sigma=SIGMA, regularizer="block"),
+        "20-class block p=1.8": lambda: MulticlassPGS(**NO_INTERCEPT, adapt=False, p=1.8, sigma=SIGMA, regularizer="block"),
     }
     for name, make in makers.items():  # compile and warm up
         make().learn_many(X[:200], (binary if name.startswith("binary") else y)[:200])
@@ -96,7 +96,7 @@ def table2(split, max_passes: int) -> list:
     X, y = split.X_train, split.y_train
     Xt, yt = split.X_test, split.y_test
     s, st = np.where(y == 1, 1.0, -1.0), np.where(yt == 1, 1.0, -1.0)
-    PrimalGradientSolver(**NO_INTERCEPT, loss="logistic").learn_many(X[:50], y[:50] == 1)  # load the compiled kernel before timing
+    PrimalGradientSolver(**NO_INTERCEPT, adapt=False, loss="logistic").learn_many(X[:50], y[:50] == 1)  # load the compiled kernel before timing
     rows = []
     for name, loss, p in (("l2-logistic", "logistic", 2.0), ("l1.8-logistic", "logistic", 1.8), ("l2-least squares", "squared", 2.0)):
         w, qn_seconds = quasi_newton(X, s, p, SIGMA, loss)
@@ -105,7 +105,7 @@ def table2(split, max_passes: int) -> list:
         bound = None
         if loss == "squared":  # a domain that holds QN's optimum, so both solve the same problem
             bound = 2.0 * float(np.linalg.norm(w, p))
-        model = PrimalGradientSolver(**NO_INTERCEPT, loss=loss, p=p, sigma=SIGMA, bound=bound)
+        model = PrimalGradientSolver(**NO_INTERCEPT, adapt=False, loss=loss, p=p, sigma=SIGMA, bound=bound)
         elapsed, reached, curve = 0.0, None, []
         rng = np.random.default_rng(0)
         for epoch in range(1, max_passes + 1):
@@ -137,9 +137,9 @@ def inverse_time(runs: int) -> dict:
     from bench.mcid_bench import time_to_accuracy
 
     cases = {
-        "mnist 0 vs rest, p=1.8 logistic": ("mnist", lambda y: y == 0, lambda: PrimalGradientSolver(**NO_INTERCEPT, loss="logistic", p=1.8, sigma=SIGMA), 0.99),
-        "mnist 10 classes, MulticlassPGS p=1.8": ("mnist", None, lambda: MulticlassPGS(**NO_INTERCEPT, p=1.8, sigma=SIGMA), 0.88),
-        "news20 20 classes, MulticlassPGS p=1.8": ("news20", None, lambda: MulticlassPGS(**NO_INTERCEPT, p=1.8, sigma=SIGMA), 0.78),
+        "mnist 0 vs rest, p=1.8 logistic": ("mnist", lambda y: y == 0, lambda: PrimalGradientSolver(**NO_INTERCEPT, adapt=False, loss="logistic", p=1.8, sigma=SIGMA), 0.99),
+        "mnist 10 classes, MulticlassPGS p=1.8": ("mnist", None, lambda: MulticlassPGS(**NO_INTERCEPT, adapt=False, p=1.8, sigma=SIGMA), 0.88),
+        "news20 20 classes, MulticlassPGS p=1.8": ("news20", None, lambda: MulticlassPGS(**NO_INTERCEPT, adapt=False, p=1.8, sigma=SIGMA), 0.78),
     }
     out = {}
     for name, (data, relabel, make, target) in cases.items():
@@ -178,7 +178,7 @@ def toy(runs: int, n: int = 200_000, dims=(10, 20, 40)) -> dict:
             iterations = []
             for run in range(runs):
                 r = np.random.default_rng(10_000 + run)
-                model, steps, hit = PrimalGradientSolver(**NO_INTERCEPT, loss="logistic", p=2.0, sigma=0.01), 0, None
+                model, steps, hit = PrimalGradientSolver(**NO_INTERCEPT, adapt=False, loss="logistic", p=2.0, sigma=0.01), 0, None
                 while steps < 300_000:
                     draws = r.integers(0, m, 1000)
                     model.learn_many(X[draws], y[draws])

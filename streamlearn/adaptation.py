@@ -42,10 +42,11 @@ its own mistakes; a restart enters the shared model through the fold (:mod:`stre
 the weights are added like any change's, the restarted schedule — ``t`` and the averaged sums — is
 blended in by interpolation, so that members restarting at once keep it positive).
 
-Which learners adapt: by default (``adapt=True``) the MCID family and ``ExtremeSVM`` (its restart
-sets ``t`` back and the averaged iterate to the current one, as MCID's); on request the Primal
-Gradient Solver (:class:`~streamlearn.PrimalGradientSolver`, :class:`~streamlearn.MulticlassPGS`;
-the defaults protocol chose it off for them), whose dual averaging keeps the sum of all gradients
+Which learners adapt: by default (``adapt=True``) the MCID family, ``ExtremeSVM`` (its restart
+sets ``t`` back and the averaged iterate to the current one, as MCID's) and the Primal Gradient
+Solver (:class:`~streamlearn.PrimalGradientSolver`, :class:`~streamlearn.MulticlassPGS`; the
+defaults protocol chose it for them under its age constraint: ``bench/options_bench.py``), whose
+dual averaging keeps the sum of all gradients
 ``Lam``: its restart scales ``Lam`` by ``(t0+1)/(t+1)`` as ``t`` becomes ``t0``, which keeps
 ``w = ∇r*(Lam/((t+1)σ))`` (``∇r*`` is homogeneous of degree 1) while the old gradients come to
 weigh as ``t0`` steps' (003, Fig. 1 line 8). Not ``PrimalGradientRegressor`` (a real target has

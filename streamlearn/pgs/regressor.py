@@ -58,7 +58,7 @@ class PrimalGradientRegressor(PendingRows, river_base.MiniBatchRegressor):
                 "so the solver's guarantee (003, Sec. III) holds only on the domain ||w||_p <= B")
         self.bound, self.p, self.sigma, self.batch_size, self.iterate, self.seed = bound, p, sigma, batch_size, iterate, seed
         self._solver = PrimalGradientSolver(loss="squared", p=p, sigma=sigma, batch_size=batch_size, bound=bound,
-                                            iterate=iterate, seed=seed, fit_intercept=False).as_regression()
+                                            iterate=iterate, seed=seed, fit_intercept=False, adapt=False).as_regression()
         self._pending_cols, self._pending_vals, self._pending_y = [], [], []
 
     @property

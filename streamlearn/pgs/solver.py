@@ -328,13 +328,13 @@ class PrimalGradientSolver(_PGSLearner):
         Follow a stream that changes: the Page-Hinkley watch of :mod:`streamlearn.adaptation` on the
         prequential mistakes of the predicting iterate; on a rise, the step counter restarts and ``Lam``
         is rescaled so that ``w`` is kept but the old gradients weigh as ``RESTART_EXAMPLES`` examples'
-        (see ``_restart``). Off by default: the defaults protocol (``bench/results/options-families.md``)
-        chose it off for ``MulticlassPGS`` — the last iterate ``∇r*(Lam/((t+1)σ))`` follows an abrupt
-        change within about 1,000 examples by itself, and a restart costs it on continuous drift — and
-        this family keeps one default. Turn it on with ``iterate="average"`` or ``"random"``, whose
-        iterates otherwise keep the old concept for tens of thousands of examples, or for a stream of
-        many millions, where the last iterate's own recovery grows with the stream's age
-        (``bench/results/drift-pgs.md``).
+        (see ``_restart``). On by default: the defaults protocol (``bench/results/options-families.md``)
+        chose it for ``MulticlassPGS`` under its age constraint, and this family keeps one default.
+        Without it the last iterate ``∇r*(Lam/((t+1)σ))`` follows an abrupt change on a young stream
+        within about 1,000 examples by itself, but its recovery grows with the stream's age (never
+        within 40,000 examples of a change at 10⁶: ``bench/results/drift-pgs.md``). The watch costs
+        learning time where nothing changes (``bench/results/adaptation.md``): ``adapt=False`` for a
+        stream known not to change.
     classes
         The (negative, positive) labels, ``(False, True)`` by default (river's binary
         convention; ``0``/``1`` work too, as they equal ``False``/``True``). Any other label
@@ -366,7 +366,7 @@ class PrimalGradientSolver(_PGSLearner):
     def __init__(self, loss: str = "hinge", p: float = 2.0, sigma: float = 1e-4, batch_size: int = 1,
                  bound: float | None = None, iterate: str = "last", seed: int | None = None,
                  classes: tuple = (False, True), standardize: bool = False, fit_intercept: bool = True,
-                 adapt: bool = False):
+                 adapt: bool = True):
         self.loss, self.p, self.sigma, self.batch_size, self.standardize = loss, p, sigma, batch_size, standardize
         self.fit_intercept, self.adapt = fit_intercept, adapt
         self.bound, self.iterate, self.seed, self.classes_ = bound, iterate, seed, tuple(classes)
@@ -464,7 +464,7 @@ class MulticlassPGS(_PGSLearner):
     def __init__(self, loss: str = "hinge", p: float = 2.0, sigma: float = 1e-3, batch_size: int = 1,
                  bound: float | None = None, regularizer: str = "entrywise", iterate: str = "last",
                  seed: int | None = None, standardize: bool = False, fit_intercept: bool = True,
-                 adapt: bool = False):
+                 adapt: bool = True):
         self.loss, self.p, self.sigma, self.batch_size, self.standardize = loss, p, sigma, batch_size, standardize
         self.fit_intercept, self.adapt = fit_intercept, adapt
         self.bound, self.regularizer, self.iterate, self.seed = bound, regularizer, iterate, seed
