@@ -13,9 +13,9 @@ Crammer–Singer solver and the paper's Table 2, in one run.
    20 % held out for validation (not 5-fold: see ``bench/README.md``); C and p are chosen on it
    (p = 2 alone for the Crammer–Singer row), refitted on the whole training part, and tested.
    Mean ± sd over the seeds, beside the paper's figures.
-4. **Batch against online**: ``MulticlassPGS(**NO_INTERCEPT, adapt=False, regularizer="block", loss="hinge")`` at the same p
-   with ``sigma = 1/(C n)`` (the same objective divided by C n) after 1 and 5 passes, against the
-   batch solver: test accuracy and the objective (P) at its weights; accuracy against p for both.
+4. **Batch against online**: ``MulticlassPGS(regularizer="block", loss="hinge")`` (the paper's model:
+   no intercept, no change watch) at the same p with ``sigma = 1/(C n)`` (the same objective divided
+   by C n) after 1 and 5 passes, against the batch solver: test accuracy and the objective (P) at its weights; accuracy against p for both.
 
     python -m bench.lpsvm_bench                 # every section (hours: see bench/README.md)
     python -m bench.lpsvm_bench --only table2 --seeds 1 --C-exponents=-2,0,2,4

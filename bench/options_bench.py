@@ -94,16 +94,20 @@ def scaled_stream(name: str, seed: int, length: int | None) -> tuple:
     return X, y
 
 
+def prequential_hits(cls, params: dict, X: list, y: list, block: int = BATCH) -> np.ndarray:
+    """Each row's test-then-train hit over the stream, ``learn_many`` in blocks of ``block`` (for the
+    MCID learners each row is scored by the model as it stood when the row arrived: the ``learn_one``
+    loop's; the other families score a block by the model before it)."""
+    model, hits = cls(**params), np.zeros(len(y), bool)
+    for start in range(0, len(y), block):
+        labels = y[start : start + block]
+        predicted, _ = model.prequential(X[start : start + block], labels, learn=True)
+        hits[start : start + len(labels)] = predicted == model.class_indices(labels)
+    return hits
+
+
 def prequential_accuracy(cls, params: dict, X: list, y: list) -> float:
-    """Test-then-train accuracy over the stream, ``learn_many`` in blocks (for the MCID learners
-    each row is scored by the model as it stood when the row arrived: the ``learn_one`` loop's)."""
-    model = cls(**params)
-    hits = 0
-    for start in range(0, len(y), BATCH):
-        block = y[start : start + BATCH]
-        predicted, _ = model.prequential(X[start : start + BATCH], block, learn=True)
-        hits += int(np.sum(predicted == model.class_indices(block)))
-    return hits / len(y)
+    return float(prequential_hits(cls, params, X, y).mean())
 
 
 def long_recoveries(learner: str, params: dict, quick: bool) -> tuple[list, list]:
@@ -114,11 +118,7 @@ def long_recoveries(learner: str, params: dict, quick: bool) -> tuple[list, list
     out = []
     for seed in (VALIDATION_SEED, 0):
         X, y = scaled_stream(LONG, seed, QUICK_LONG if quick else None)
-        model, hits = getattr(streamlearn, learner)(**params), np.zeros(len(y), bool)
-        for start in range(0, len(y), LONG_BLOCK):
-            block = y[start : start + LONG_BLOCK]
-            predicted, _ = model.prequential(X[start : start + LONG_BLOCK], block, learn=True)
-            hits[start : start + len(block)] = predicted == model.class_indices(block)
+        hits = prequential_hits(getattr(streamlearn, learner), params, X, y, LONG_BLOCK)
         out.append([around(hits, change, len(y))["recovery_or_rest"] for change in stream(LONG, seed)[2] if change < len(y)])
     return tuple(out)
 
