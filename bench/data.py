@@ -24,8 +24,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.datasets import load_svmlight_file, load_svmlight_files
-from sklearn.preprocessing import normalize
 
 DATASETS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "datasets"
 CACHE = pathlib.Path(__file__).resolve().parent / ".cache"
@@ -59,6 +57,10 @@ def _shuffled(X, y, seed=SPLIT_SEED):
 
 
 def _news20() -> Split:
+    # scikit-learn is imported by each reader, not above: over a second in every process that reads only the cache
+    from sklearn.datasets import load_svmlight_file
+    from sklearn.preprocessing import normalize
+
     X, y = load_svmlight_file(str(DATASETS / "news20.bz2"), n_features=62061)
     X, y = _shuffled(normalize(X.astype(np.float64)), y.astype(np.int64))
     cut = int(0.8 * X.shape[0])
@@ -66,6 +68,8 @@ def _news20() -> Split:
 
 
 def _sector() -> Split:
+    from sklearn.datasets import load_svmlight_files
+
     X_tr, y_tr, X_te, y_te = load_svmlight_files(
         [str(DATASETS / "sector.scale.bz2"), str(DATASETS / "sector.t.scale.bz2")], n_features=55197
     )
@@ -89,6 +93,8 @@ def _mnist() -> Split:
 
 def _letter() -> Split:
     """The letter files streamlearn bundles (LIBSVM's scaled UCI Letter Recognition)."""
+    from sklearn.datasets import load_svmlight_files
+
     from streamlearn.datasets import path
 
     X_tr, y_tr, X_te, y_te = load_svmlight_files([str(path("train")), str(path("test"))], n_features=16)
@@ -97,6 +103,8 @@ def _letter() -> Split:
 
 
 def _usps() -> Split:
+    from sklearn.datasets import load_svmlight_files
+
     X_tr, y_tr, X_te, y_te = load_svmlight_files(
         [str(DATASETS / "usps-esl.train.svm.bz2"), str(DATASETS / "usps-esl.test.svm.bz2")], n_features=256)
     X_tr, y_tr = _shuffled(X_tr.astype(np.float64), y_tr.astype(np.int64))

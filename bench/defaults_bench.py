@@ -99,7 +99,7 @@ def candidates(learner: str, quick: bool) -> list[dict]:
             return [{"ridge": 1e-6}, {"trace_ridge": 1e-2}]
         return [{"ridge": ridge} for ridge in (1e-6, 1e-4, 1e-2)] + [{"trace_ridge": t} for t in (1e-4, 1e-3, 1e-2)]
     if learner == "MulticlassPGS":  # σ of 003's Eq. 7, and its iterate (Fig. 1 line 9; "random" is a device of the proof)
-        sigmas = (1e-5, 1e-4) if quick else (1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
+        sigmas = (1e-4,) if quick else (1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
         return [{"sigma": sigma, "iterate": iterate} for sigma in sigmas for iterate in ("last", "average")]
     if learner == "GeneralizedLeastSquares":  # Alg. 1's link, the ridge on Σ̂ (relative, or to its trace), examples per step
         if quick:
@@ -118,7 +118,7 @@ def candidates(learner: str, quick: bool) -> list[dict]:
     if learner == "StagewiseRegression":  # Alg. 3 on its default generator (features sampled by frequency)
         return [{"ridge": ridge, "stages": stages, "block_size": block} for ridge in (1e-6, 1e-3, 0.1, 1.0)
                 for stages, block in ((10, 1000), (5, 200), (10, 100))]
-    lambdas = (1e-5, 1e-4) if quick else (1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3)
+    lambdas = (1e-4,) if quick else (1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3)
     if learner == "ExtremeSVM":
         steps = ("pegasos",) if quick else tuple(STEPS)
         return [{"lam": lam, **average, **STEPS[step]} for lam in lambdas for average in EXTREME_AVERAGES.values()

@@ -68,6 +68,7 @@ RFF_FEATURES = {"rff4000": 4000, "rff8000": 8000}  # Table 1's random-feature ro
 BANDWIDTH_FEATURES = 2000  # random features of the fits that choose the bandwidth
 PROBE_FEATURES = 80_000  # features after which stagewise bandwidths are compared
 TEXT_CASE = {"datasets": ("news20", "sector"), "vocabulary": 10_000, "block": 2000}
+TIME_TO_ERROR = {"m": 1000, "max_iter": 100}  # time_to_error's random features and softmax iterations
 SECTIONS = ("table1", "draw_spread", "stagewise", "time_to_error", "text")  # a run's parts, each with its own provenance
 
 
@@ -75,11 +76,12 @@ def quick() -> None:
     """The smoke run's scale (``--quick``): 3,000 MNIST images, a few hundred features, one
     candidate where a grid was; every section runs, no figure means anything."""
     global VALIDATION, RIDGES, COUNT_LIMITS, LIBLINEAR_COSTS, STAGEWISE_FRACTIONS, RFF_FEATURES, BANDWIDTH_FEATURES
-    global PROBE_FEATURES, TEXT_CASE
+    global PROBE_FEATURES, TEXT_CASE, TIME_TO_ERROR
     VALIDATION, RIDGES, LIBLINEAR_COSTS, STAGEWISE_FRACTIONS = 2500, (1e-6, 1e-2), (1.0,), (0.6, 1.0)
     COUNT_LIMITS = {"raw": (10, 2), "rff4000": (10, 2)}
     RFF_FEATURES, BANDWIDTH_FEATURES, PROBE_FEATURES = {"rff4000": 200, "rff8000": 400}, 200, 400
     TEXT_CASE = {"datasets": ("news20",), "vocabulary": 500, "block": 100}
+    TIME_TO_ERROR = {"m": 200, "max_iter": 10}
 
 
 def pca(X: np.ndarray, Xt: np.ndarray, k: int = PCA_DIMS) -> tuple[np.ndarray, np.ndarray]:
@@ -605,7 +607,7 @@ def main(argv=None) -> None:
     runs = {"table1": lambda: table1(X, y, Xt, yt, Z, Zt, s),
             "draw_spread": lambda: draw_spread(y, yt, Z, Zt, s),
             "stagewise": lambda: stagewise_by_block(y, Z, yt, Zt, blocks, args.features),
-            "time_to_error": lambda: time_to_error(y, yt, Z, Zt, s),
+            "time_to_error": lambda: time_to_error(y, yt, Z, Zt, s, **TIME_TO_ERROR),
             "text": lambda: [text_case(name, TEXT_CASE["vocabulary"], TEXT_CASE["block"]) for name in TEXT_CASE["datasets"]]}
     for section in sections:
         if section == "table1":

@@ -69,6 +69,8 @@ OTHER_FAMILIES = {"ExtremeSVM": (CANDIDATES, DATASETS + ["wordnet"]), "Multiclas
                   "GeneralizedLeastSquares": (INTERCEPT_ONLY, DENSE + RANDOM_FEATURES),
                   "CalibratedLeastSquares": (INTERCEPT_ONLY, DENSE + RANDOM_FEATURES),
                   "StagewiseRegression": (INTERCEPT_ONLY, DENSE)}
+#: the smoke run's other families: one with each kind of candidate list
+QUICK_FAMILIES = ("MulticlassPGS", "GeneralizedLeastSquares")
 VALIDATION_SEED = 100  # added to every stream generator's seeds for the validation runs
 BATCH = 1000
 QUICK_ROWS, QUICK_STREAM = 3000, 6000
@@ -225,14 +227,14 @@ def plot(results: dict, path) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="a smoke run: two learners, USPS and two streams, cut short")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: two learners, USPS and one or two streams, cut short")
     parser.add_argument("--out", default=str(pathlib.Path(__file__).parent / "results"), help="folder of the results")
     parser.add_argument("--other-families", action="store_true",
                         help=f"the protocol for {', '.join(OTHER_FAMILIES)}, into options-families.*")
     args = parser.parse_args(argv)
     if args.other_families:
         plan = {learner: (candidates, ["usps", "sea"] if args.quick else sets + STREAMS)
-                for learner, (candidates, sets) in OTHER_FAMILIES.items()}
+                for learner, (candidates, sets) in OTHER_FAMILIES.items() if not args.quick or learner in QUICK_FAMILIES}
     else:
         learners = ["MulticlassSVM", "MulticlassLogisticRegression"] if args.quick else MCID
         plan = {learner: (CANDIDATES, ["usps", "sea", "sine"] if args.quick else DATASETS + STREAMS) for learner in learners}
