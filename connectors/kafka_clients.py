@@ -137,6 +137,11 @@ def group_sized_assignor():
 #: (keeping its log in S3) an older end still (an idle group member would stop while the group
 #: still learns; a hold-out read "to its end" would miss records; a mixing topic would be read short)
 PROBE_TIMEOUT_S = 5.0
+#: how long a fetch of the mixing log or of the end probe may wait at the broker: one whose storage
+#: answers slower than the wait (Tansu on S3) returns empty answers, and a client that asks again at
+#: once keeps that storage too busy to answer anything (at 10 ms a group stalled for minutes after a
+#: restart of such a broker); a read at the log's end waits this long for the answer that ends it
+FETCH_WAIT_MS = 200
 
 
 def assign_afresh(consumer, starts: dict) -> None:

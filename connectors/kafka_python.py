@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from .kafka_clients import (MARKERS, PROBE_TIMEOUT_S, Assigned, CommitFailed, Revoked, assign_afresh, end_now,
+from .kafka_clients import (FETCH_WAIT_MS, MARKERS, PROBE_TIMEOUT_S, Assigned, CommitFailed, Revoked, assign_afresh, end_now,
                             group_sized_assignor, message_size, unreachable, wait_for_partitions)
 from .kafka_security import KafkaSecurity, current
 
@@ -216,9 +216,9 @@ class KafkaPythonClient:
         from kafka.errors import KafkaError
 
         try:
-            if self._probe is None:  # small fetches answered at once: only the answers' watermarks are wanted
+            if self._probe is None:  # small fetches: only the answers' watermarks are wanted
                 self._probe = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-                                            max_partition_fetch_bytes=1, fetch_max_bytes=1, fetch_max_wait_ms=10,
+                                            max_partition_fetch_bytes=1, fetch_max_bytes=1, fetch_max_wait_ms=FETCH_WAIT_MS,
                                             **self._security)
             probe = self._probe
             parts = [self.partition(p) for p in partitions]

@@ -19,7 +19,7 @@ import time
 from streamlearn.service.checkpoint import pack, unpack
 
 from .errors import SourceUnavailable
-from .kafka_clients import assign_afresh, create_topic, end_now, unreachable
+from .kafka_clients import FETCH_WAIT_MS, assign_afresh, create_topic, end_now, unreachable
 
 
 class MixLog:
@@ -55,8 +55,7 @@ class MixLog:
         try:
             # a change holds a model's worth of weights: far past kafka-python's 1 MB default
             self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=256 << 20, **secured)
-            # a read ends at a fetch's answer: one at the log's end is answered at once, not after 500 ms
-            self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=10,
+            self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=FETCH_WAIT_MS,
                                            max_partition_fetch_bytes=256 << 20, fetch_max_bytes=256 << 20, **secured)
         except KafkaError as error:
             raise unreachable(bootstrap, error) from None

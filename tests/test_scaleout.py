@@ -210,9 +210,6 @@ STALLED_AFTER = 120
 
 
 @pytest.mark.kafka
-@pytest.mark.xfail(strict=False, raises=(AssertionError, subprocess.TimeoutExpired),
-                   reason="known defect, open: on the S3-backed broker the group can stall after the restart, members "
-                          "holding partitions they no longer read (reproduced at 944c94d, before issue 40, on a slow machine)")
 def test_a_broker_restart_in_the_middle_loses_and_doubles_nothing(tmp_path, durable, mnist, alone):
     """The first half of the topic is learned by the group; the broker (durable storage) is
     killed and started again on the same address; the second half arrives; the daemons report
