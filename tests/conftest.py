@@ -109,22 +109,40 @@ def pytest_collection_modifyitems(config, items):
     every river check (its ``pytestmark``). ``pytest -m "not slow and not kafka"`` is the quick
     subset (under a minute).
 
-    When the whole suite runs, the JIT-only run of the quick subset and the benchmarks' smoke
-    runs start now, niced, in processes of their own: they use the core the rest of the suite
-    leaves idle, and their tests (the smoke runs' moved to the end) only wait for what is left."""
+    When the whole suite runs (``pytest`` with no path), the JIT-only run of the quick subset, the
+    run of :data:`BESIDE_FILES` and the benchmarks' smoke runs start now, niced, in processes of
+    their own: they use the core the rest of the suite leaves idle, and their tests (moved to the
+    end) only wait for what is left."""
     for item in items:
         if "broker" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.kafka)
-    whole_suite = not config.getoption("collectonly") and not config.getoption("markexpr") and not config.getoption("keyword")
+    whole_suite = (config.args_source is pytest.Config.ArgsSource.TESTPATHS and not config.getoption("collectonly")
+                   and not config.getoption("markexpr") and not config.getoption("keyword"))
     selected = [item for item in items if item.name == JIT_ALONE and not item.get_closest_marker("skip")]
     if selected and whole_suite:
         config.jit_alone_run = start_jit_alone_run()
+    beside = [item for item in items if item.path.name in BESIDE_FILES]
+    if beside and whole_suite:  # their run starts now; their items wait for it at the end
+        config.run_beside = run = RunBeside(sorted({item.path for item in beside}))
+        items[:] = [item for item in items if item not in beside] + [run.stand_in(item) for item in beside]
     smoke = [item for item in items if item.path.name == "test_benchmarks.py"]
     if smoke and whole_suite and SHARED_DATASETS.is_dir():  # the smoke runs start now; their tests come last
         from test_benchmarks import SmokeRuns
 
         config.smoke_runs = SmokeRuns()
         items[:] = [item for item in items if item not in smoke] + smoke
+
+
+def pytest_sessionfinish(session):
+    """A background pytest run still going when the session ends (stopped early: ``-x``, Ctrl-C)
+    is stopped with everything it started (it leads a process group: :func:`limit_cpu`)."""
+    import signal
+
+    beside = getattr(session.config, "run_beside", None)
+    for process in (getattr(session.config, "jit_alone_run", None), beside and beside.process):
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 #: CPU seconds a background run of the suite (the JIT-alone quick subset, a benchmark's smoke run) may
@@ -148,20 +166,79 @@ def limit_cpu(seconds: int = BACKGROUND_CPU_SECONDS):
     return limit
 
 
-def start_jit_alone_run():
-    """``pytest -m "not slow and not kafka"`` with ``STREAMLEARN_JIT=1``, slightly niced; its output in a file."""
+def start_background_pytest(arguments: list, prefix: str, env: dict | None = None):
+    """``pytest -q ARGUMENTS`` in a process of its own, slightly niced, its CPU time limited; its
+    output in a file (``process.output_path``)."""
     import os
     import subprocess
     import sys
     import tempfile
 
-    output = tempfile.NamedTemporaryFile("w+", prefix="jit-alone-", suffix=".log", delete=False)
+    output = tempfile.NamedTemporaryFile("w+", prefix=prefix, suffix=".log", delete=False)
     process = subprocess.Popen(["nice", "-n", str(BACKGROUND_NICE), sys.executable, "-m", "pytest", "-q", "-p",
-                                "no:cacheprovider", "-m", "not slow and not kafka"], cwd=pathlib.Path(__file__).resolve().parents[1],
-                               stdout=output, stderr=subprocess.STDOUT, env={**os.environ, "STREAMLEARN_JIT": "1"},
+                                "no:cacheprovider", *arguments], cwd=pathlib.Path(__file__).resolve().parents[1],
+                               stdout=output, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
                                preexec_fn=limit_cpu())
     process.output_path = output.name
     return process
+
+
+def start_jit_alone_run():
+    """``pytest -m "not slow and not kafka"`` with ``STREAMLEARN_JIT=1`` (see :func:`start_background_pytest`)."""
+    return start_background_pytest(["-m", "not slow and not kafka"], "jit-alone-", {"STREAMLEARN_JIT": "1"})
+
+
+#: test files whose tests, when the whole suite runs, run in a pytest process of their own beside the
+#: session (:class:`RunBeside`): their time goes mostly to waiting on the daemons and brokers they start
+BESIDE_FILES = ("test_crash_resume.py", "test_kafka_security.py", "test_scaleout.py", "test_broker_restart.py")
+
+
+class RunBeside:
+    """The tests of :data:`BESIDE_FILES` run by a pytest process of their own, started with the
+    session; each of their items in the session waits for that run and takes its own outcome from
+    the run's JUnit report (its failure's text, its skip's reason), so every test is still reported
+    by name. Only when the whole suite runs: ``pytest tests/test_crash_resume.py`` runs them here."""
+
+    def __init__(self, paths: list):
+        import tempfile
+
+        self.report = pathlib.Path(tempfile.mkdtemp(prefix="run-beside-")) / "report.xml"
+        self.process = start_background_pytest([f"--junitxml={self.report}", *map(str, paths)], "run-beside-")
+        self._outcomes = None
+
+    def outcomes(self) -> dict:
+        """``{(classname, name): (kind, text)}`` of the run, waited for; kind is "passed", "failed" or "skipped"."""
+        if self._outcomes is None:
+            import xml.etree.ElementTree as ElementTree
+
+            self.process.wait(timeout=PATIENCE)  # the run's own limit is on its CPU time
+            self._outcomes = {}
+            if self.report.exists():
+                for case in ElementTree.parse(self.report).iter("testcase"):
+                    found = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
+                    kind = "passed" if found is None else "skipped" if found.tag == "skipped" else "failed"
+                    text = "" if found is None else f"{found.get('message', '')}\n{found.text or ''}"
+                    self._outcomes[case.get("classname"), case.get("name")] = kind, text
+        return self._outcomes
+
+    def check(self, nodeid: str) -> None:
+        """The outcome of test ``nodeid`` in the run beside, as this session's outcome of it."""
+        path, _, name = nodeid.partition("::")
+        kind, text = self.outcomes().get((path.removesuffix(".py").replace("/", "."), name), ("missing", ""))
+        if kind == "skipped":
+            pytest.skip(text.strip().splitlines()[0] if text.strip() else "skipped in the run beside")
+        if kind != "passed":
+            output = pathlib.Path(self.process.output_path).read_text()
+            pytest.fail(f"{nodeid} {kind} in the run beside the session (exit {self.process.returncode}):\n"
+                        f"{text[-5000:] or output[-5000:]}", pytrace=False)
+
+    def stand_in(self, item) -> pytest.Function:
+        """An item of the same name that takes ``item``'s outcome from the run (it asks for no
+        fixture: the session does not start brokers or learn models for a test it does not run)."""
+        def outcome():
+            self.check(item.nodeid)
+
+        return pytest.Function.from_parent(item.parent, name=item.name, callobj=outcome)
 
 
 #: the background runs yield a little to the tests in front, not so much that a busy machine starves them
