@@ -135,7 +135,9 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_sessionfinish(session):
     """A background pytest run still going when the session ends (stopped early: ``-x``, Ctrl-C)
-    is stopped with everything it started (it leads a process group: :func:`limit_cpu`)."""
+    is stopped with everything it started (it leads a process group: :func:`limit_cpu`); the run
+    beside leaves no file behind."""
+    import shutil
     import signal
 
     beside = getattr(session.config, "run_beside", None)
@@ -143,6 +145,9 @@ def pytest_sessionfinish(session):
         if process is not None and process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+    if beside is not None:  # its report and log were read by its stand-ins
+        shutil.rmtree(beside.report.parent, ignore_errors=True)
+        pathlib.Path(beside.process.output_path).unlink(missing_ok=True)
 
 
 #: CPU seconds a background run of the suite (the JIT-alone quick subset, a benchmark's smoke run) may
@@ -169,7 +174,6 @@ def limit_cpu(seconds: int = BACKGROUND_CPU_SECONDS):
 def start_background_pytest(arguments: list, prefix: str, env: dict | None = None):
     """``pytest -q ARGUMENTS`` in a process of its own, slightly niced, its CPU time limited; its
     output in a file (``process.output_path``)."""
-    import os
     import subprocess
     import sys
     import tempfile
