@@ -151,6 +151,10 @@ class KafkaPythonClient:
             try:
                 fetched = self.consumer.poll(timeout_ms=100, max_records=500)
             except BaseException as error:  # noqa: BLE001 - raised again in the learner's poll
+                if getattr(error, "retriable", False):  # see RETRY_POLL_S
+                    with self._ready:
+                        self._ready.wait(self.RETRY_POLL_S)
+                    continue
                 with self._ready:
                     self._error = error
                     self._ready.notify_all()
@@ -161,6 +165,11 @@ class KafkaPythonClient:
                     self._fetched.extend(messages)
                     self._bytes += sum(message_size(m) for m in messages)
                     self._ready.notify_all()
+
+    #: seconds before the poll thread polls again after a retriable error: kafka-python lets a refused
+    #: connection out of ``poll`` while it looks for the group's coordinator on a broker that is restarting;
+    #: the source's broker watch decides, on empty polls, whether the broker is away for too long
+    RETRY_POLL_S = 0.5
 
     #: seconds between two calls of ``while_waiting`` while a call waits for the poll thread
     WAITING_SLICE_S = 1.0

@@ -208,3 +208,71 @@ def test_a_call_waiting_for_a_broker_that_died_reports_the_outage_and_ends_at_th
     assert "is unreachable; waiting for it for up to 2 s" in log.getvalue()
     client.CLOSE_TIMEOUT_S = 0.5  # its poll thread still waits inside the call
     client.close()
+
+
+def test_a_refused_connection_out_of_kafka_pythons_poll_is_retried_not_raised(monkeypatch):
+    """kafka-python 3 lets a ``KafkaConnectionError`` (retriable) out of ``poll`` while it looks for
+    the group's coordinator on a broker that is restarting; a daemon of a ``--mix-topic`` group died
+    of it with exit 1. The poll thread polls again; a fatal error still reaches the learner's poll."""
+    import collections
+
+    import kafka
+    from kafka.errors import KafkaConnectionError, UnsupportedVersionError
+
+    from connectors.kafka_python import KafkaPythonClient
+
+    Message = collections.namedtuple("Message", "partition offset value")
+
+    class RestartingBrokerConsumer:
+        """A KafkaConsumer whose polls meet ``failures`` errors, then bring one message, then nothing."""
+
+        failures: list = []
+
+        def __init__(self, **config):
+            self.polls = 0
+
+        def partitions_for_topic(self, topic):
+            return {0}
+
+        def assign(self, partitions):
+            self.partitions = partitions
+
+        def seek_to_beginning(self, partition):
+            pass
+
+        def position(self, partition):
+            return 0
+
+        def poll(self, timeout_ms, max_records):
+            self.polls += 1
+            if self.failures:
+                raise self.failures.pop(0)
+            if self.polls == 1 + len(self.raised):
+                return {self.partitions[0]: [Message(0, 0, b"1 1:1")]}
+            time.sleep(timeout_ms / 1000)
+            return {}
+
+        def close(self, autocommit=False):
+            pass
+
+    monkeypatch.setattr(kafka, "KafkaConsumer", RestartingBrokerConsumer)
+    monkeypatch.setattr(KafkaPythonClient, "RETRY_POLL_S", 0.05)
+    refused = [KafkaConnectionError("111 ECONNREFUSED") for _ in range(3)]
+    RestartingBrokerConsumer.failures, RestartingBrokerConsumer.raised = list(refused), refused
+    client = KafkaPythonClient("127.0.0.1:9", "g", "t", {})
+    client.assign({})
+    taken = []
+    deadline = time.monotonic() + 10
+    while not taken and time.monotonic() < deadline:
+        taken = client.poll(200, 10)
+    assert [m.value for m in taken] == [b"1 1:1"]
+    assert client.consumer.polls >= 4
+    client.close()
+
+    fatal = [UnsupportedVersionError("the broker cannot do this")]
+    RestartingBrokerConsumer.failures, RestartingBrokerConsumer.raised = list(fatal), fatal
+    client = KafkaPythonClient("127.0.0.1:9", "g", "t", {})
+    client.assign({})
+    with pytest.raises(UnsupportedVersionError):
+        client.poll(2000, 10)
+    client.close()
