@@ -157,6 +157,21 @@ class ChangeWatch:
         if self.detector.update_many((1.0 if mistake else 0.0,)):
             self.change_seen = True
 
+    def after_span(self, mistakes, n_steps: int, restart, checked=None) -> None:
+        """Feed the mistakes of a span of ``n_steps`` steps (booleans; one ``bool`` for a span of one
+        row); if the span ends at a multiple of :data:`CHECK_EVERY`, call ``restart()`` when a
+        change was seen, then ``checked()`` (if given)."""
+        if isinstance(mistakes, bool):
+            self.observe_one(mistakes)
+        else:
+            self.observe(mistakes)
+        self.steps += n_steps
+        if self.steps % CHECK_EVERY == 0:
+            if self.take_change():
+                restart()
+            if checked is not None:
+                checked()
+
     def take_change(self) -> bool:
         """Whether a change was seen since the last call that returned True (and count it)."""
         if not self.change_seen:
@@ -189,17 +204,7 @@ def learn_watched(watch: ChangeWatch, n_groups: int, learn_between, restart, che
     first = 0
     while first < n_groups:
         last = min(n_groups, first + CHECK_EVERY - watch.steps % CHECK_EVERY)
-        mistakes = learn_between(first, last)
-        if isinstance(mistakes, bool):
-            watch.observe_one(mistakes)
-        else:
-            watch.observe(mistakes)
-        watch.steps += last - first
-        if watch.steps % CHECK_EVERY == 0:
-            if watch.take_change():
-                restart()
-            if checked is not None:
-                checked()
+        watch.after_span(learn_between(first, last), last - first, restart, checked)
         first = last
 
 
@@ -208,10 +213,15 @@ def learn_in_watched_spans(watch: ChangeWatch, rows: SparseRows, y: np.ndarray, 
     """:func:`learn_watched` for a learner whose step writes each row's scores:
     ``learn_span(rows, y, scores)`` learns a span and writes each row's scores at its step into
     ``scores``; ``classes_known()`` is the number of classes the model had learned so far."""
+    if rows.n_rows == 1:  # learn_one's road: one step, so one span (learn_watched's, without its closures)
+        n_before = classes_known()
+        learn_span(rows, y, scores)
+        watch.after_span(mistake_of_one(scores[0], int(y[0]), n_before), 1, restart, checked)
+        return
     n_groups = rows.n_rows // group
 
     def learn_between(first: int, last: int):
-        if first == 0 and last == n_groups:  # one span (learn_one's road): no slices
+        if first == 0 and last == n_groups:  # one span: no slices
             span_rows, span_y, span_scores = rows, y, scores
         else:
             lo, hi = first * group, last * group

@@ -115,11 +115,14 @@ class TemperatureCalibration:
             wider[:, : self.scores.shape[1]] = self.scores
             self.scores = wider
         if len(targets) == 1:  # learn_one's road: what the general one does, without its arrays
-            if targets[0] < n_before:
+            target = int(targets[0])
+            if target < n_before:
                 slot = self.entered % WINDOW
-                self.scores[slot, :n_before] = scores[0, :n_before]
-                self.scores[slot, n_before:] = -np.inf
-                self.targets[slot] = targets[0]
+                row = self.scores[slot]
+                row[:n_before] = scores[0, :n_before]
+                if n_before < len(row):
+                    row[n_before:] = -np.inf
+                self.targets[slot] = target
                 self._entered(1)
             return
         seen = scores.copy()
