@@ -38,14 +38,14 @@ def _scores(M, indptr, indices, data, row, n_classes, out):
 def _predicted_scores(V, U, scalars, indptr, indices, data, row, n_classes, averaged, scores, avg_scores):
     """The predicting iterate's scores of a row in ``scores``: ``g V x``, or with ``averaged``
     (once a step was averaged) ``(U x + A V x) / AW``."""
-    _scores(V, indptr, indices, data, row, n_classes, scores)
     if averaged and scalars[AW] > 0:
-        _scores(U, indptr, indices, data, row, n_classes, avg_scores)
         for k in range(n_classes):
+            scores[k], avg_scores[k] = _dots(V, U, indptr, indices, data, row, k)
             scores[k] = (avg_scores[k] + scalars[A] * scores[k]) / scalars[AW]
-    else:
-        for k in range(n_classes):
-            scores[k] = scalars[G] * scores[k]
+        return
+    _scores(V, indptr, indices, data, row, n_classes, scores)
+    for k in range(n_classes):
+        scores[k] = scalars[G] * scores[k]
 
 
 @njit(cache=True, nogil=True)
@@ -71,12 +71,29 @@ def _dot(M, indptr, indices, data, row, k):
 
 
 @njit(cache=True, nogil=True)
+def _dots(V, U, indptr, indices, data, row, k):
+    """``((V x_row)_k, (U x_row)_k)``, each summed as :func:`_dot` sums it, in one pass: two
+    independent chains of additions run side by side where one after the other each waited on
+    its own additions' latency."""
+    sv, su = 0.0, 0.0
+    wv, wu = V.shape[1], U.shape[1]
+    for p in range(indptr[row], indptr[row + 1]):
+        j = indices[p]
+        x = data[p]
+        if j < wv:
+            sv += V[k, j] * x
+        if j < wu:
+            su += U[k, j] * x
+    return sv, su
+
+
+@njit(cache=True, nogil=True)
 def _predicted_score(V, U, scalars, indptr, indices, data, row, k, averaged):
     """The predicting iterate's score of class ``k`` (as :func:`_predicted_scores`)."""
-    s = _dot(V, indptr, indices, data, row, k)
     if averaged and scalars[AW] > 0:
-        return (_dot(U, indptr, indices, data, row, k) + scalars[A] * s) / scalars[AW]
-    return scalars[G] * s
+        s, u = _dots(V, U, indptr, indices, data, row, k)
+        return (u + scalars[A] * s) / scalars[AW]
+    return scalars[G] * _dot(V, indptr, indices, data, row, k)
 
 
 @njit(cache=True, nogil=True)
@@ -133,9 +150,13 @@ def _candidate_scores(V, U, scalars, indptr, indices, data, row, y, n_before, n_
         k = candidates[row, q] if q < n_listed else extra
         if k < 0 or k >= n_classes:
             continue
-        s = _dot(V, indptr, indices, data, row, k)
+        if predict and q < n_listed and k < n_before and scalars[AW] > 0:
+            s, u = _dots(V, U, indptr, indices, data, row, k)
+            p = (u + scalars[A] * s) / scalars[AW]
+        else:
+            s = _dot(V, indptr, indices, data, row, k)
+            p = scalars[G] * s
         if predict and q < n_listed and k < n_before:
-            p = (_dot(U, indptr, indices, data, row, k) + scalars[A] * s) / scalars[AW] if scalars[AW] > 0 else scalars[G] * s
             if predicted < 0 or p > best or (p == best and k < predicted):
                 predicted, best = k, p
         if n_classes >= 2 and k != y and (r < 0 or s > s_r or (s == s_r and k < r)):
