@@ -37,6 +37,8 @@ from ..errors import InvalidParameterError
 
 #: classes per coarse list (k-means wants ~39 points a centroid)
 CLASSES_PER_LIST = 39
+#: k-means iterations of a training: a list's centroid only routes queries
+KMEANS_ITERATIONS = 10
 #: the oracle_params of oracle="means" and their defaults: classes before the first index (a
 #: couple of k-means lists' worth; oracle="auto" adds its gate), coarse lists searched per row
 PARAMS = {"train_at": 64, "n_probe": 2}
@@ -119,7 +121,7 @@ class MeanExampleIndex:
         self.dim = self.sums.shape[1]
         index = faiss.IndexIVFFlat(faiss.IndexFlatIP(self.dim), self.dim, max(1, n_classes // CLASSES_PER_LIST),
                                    faiss.METRIC_INNER_PRODUCT)
-        index.cp.niter = 10  # a list's centroid only routes queries
+        index.cp.niter = KMEANS_ITERATIONS
         index.train(self._directions(np.arange(n_classes)))
         index.make_direct_map(True)
         index.nprobe = self.n_probe
