@@ -188,7 +188,7 @@ def start_background_pytest(arguments: list, prefix: str, env: dict | None = Non
 
 
 #: quick files the JIT-alone run leaves out: many learning runs each, through kernels that the other quick
-#: files call too (with a cold cache the run compiles every kernel, 115 CPU-s, and these cost 100 more)
+#: files call too, and the whole suite is CPU-bound on two cores
 JIT_ALONE_LEAVES_OUT = ("test_adaptation.py", "test_runner.py", "test_calibration.py", "test_restore_real_data.py",
                         "test_ordinary_inputs.py", "test_connectors.py", "test_tracker.py")
 
