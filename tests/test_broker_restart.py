@@ -224,9 +224,9 @@ def test_a_refused_connection_out_of_kafka_pythons_poll_is_retried_not_raised(mo
     Message = collections.namedtuple("Message", "partition offset value")
 
     class RestartingBrokerConsumer:
-        """A KafkaConsumer whose polls meet ``failures`` errors, then bring one message, then nothing."""
+        """A KafkaConsumer whose polls answer from ``script`` in turn (an error is raised), then bring nothing."""
 
-        failures: list = []
+        script: list = []
 
         def __init__(self, **config):
             self.polls = 0
@@ -245,10 +245,11 @@ def test_a_refused_connection_out_of_kafka_pythons_poll_is_retried_not_raised(mo
 
         def poll(self, timeout_ms, max_records):
             self.polls += 1
-            if self.failures:
-                raise self.failures.pop(0)
-            if self.polls == 1 + len(self.raised):
-                return {self.partitions[0]: [Message(0, 0, b"1 1:1")]}
+            if self.script:
+                answer = self.script.pop(0)
+                if isinstance(answer, Exception):
+                    raise answer
+                return {self.partitions[0]: answer}
             time.sleep(timeout_ms / 1000)
             return {}
 
@@ -257,8 +258,7 @@ def test_a_refused_connection_out_of_kafka_pythons_poll_is_retried_not_raised(mo
 
     monkeypatch.setattr(kafka, "KafkaConsumer", RestartingBrokerConsumer)
     monkeypatch.setattr(KafkaPythonClient, "RETRY_POLL_S", 0.05)
-    refused = [KafkaConnectionError("111 ECONNREFUSED") for _ in range(3)]
-    RestartingBrokerConsumer.failures, RestartingBrokerConsumer.raised = list(refused), refused
+    RestartingBrokerConsumer.script = [KafkaConnectionError("111 ECONNREFUSED") for _ in range(3)] + [[Message(0, 0, b"1 1:1")]]
     client = KafkaPythonClient("127.0.0.1:9", "g", "t", {})
     client.assign({})
     taken = []
@@ -269,8 +269,7 @@ def test_a_refused_connection_out_of_kafka_pythons_poll_is_retried_not_raised(mo
     assert client.consumer.polls >= 4
     client.close()
 
-    fatal = [UnsupportedVersionError("the broker cannot do this")]
-    RestartingBrokerConsumer.failures, RestartingBrokerConsumer.raised = list(fatal), fatal
+    RestartingBrokerConsumer.script = [UnsupportedVersionError("the broker cannot do this")]
     client = KafkaPythonClient("127.0.0.1:9", "g", "t", {})
     client.assign({})
     with pytest.raises(UnsupportedVersionError):
