@@ -187,3 +187,115 @@ def test_a_missing_faiss_is_said_when_the_learner_is_made(monkeypatch):
     for oracle in ("means", "auto"):
         with pytest.raises(ValueError, match="pip install faiss-cpu"):
             ExtremeSVM(oracle=oracle)
+
+
+def _top_lists_reference(queries, centroids, n):
+    """The ``n`` largest inner products of each query, in float64 (a stable sort: ties to the lowest list)."""
+    scores = queries.astype(np.float64) @ centroids.astype(np.float64).T
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :n]
+    return order, np.take_along_axis(scores, order, axis=1)
+
+
+def _probe(queries, centroids, fast_scores, n):
+    lists, closeness = np.empty((len(queries), n), np.int64), np.empty((len(queries), n), np.float32)
+    largest_norm = float(np.linalg.norm(centroids.astype(np.float64), axis=1).max())
+    _dense.probe_lists(queries, centroids, largest_norm, fast_scores, n, lists, closeness)
+    return lists, closeness
+
+
+def test_the_probed_lists_are_the_numpy_reference_whatever_the_fast_scores_rounding():
+    """A query's lists come from BLAS scores whose rounding depends on the batch: any scores within
+    the error bound give the same lists, the reference's, one query alone or in a block."""
+    rng = np.random.default_rng(8)
+    centroids = rng.normal(size=(60, 24)).astype(np.float32)
+    centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
+    queries = (3 * rng.normal(size=(400, 24))).astype(np.float32)
+    expected, scores = _top_lists_reference(queries, centroids, 3)
+    assert (np.diff(np.sort(scores, axis=1)) > 1e-4).all()  # no near-tie: the reference is the only answer
+    blas = queries @ centroids.T
+    bound = 24 * 2.0**-24 * np.linalg.norm(queries, axis=1, keepdims=True)  # one product's error bound
+    for fast in (blas, blas + rng.uniform(-bound, bound, blas.shape).astype(np.float32),
+                 (queries.astype(np.float64) @ centroids.T.astype(np.float64)).astype(np.float32)):
+        lists, closeness = _probe(queries, centroids, fast, 3)
+        np.testing.assert_array_equal(lists, expected)
+        np.testing.assert_allclose(closeness, scores, rtol=1e-5, atol=1e-5)
+    one_at_a_time = np.vstack([_probe(queries[i : i + 1], centroids, blas[i : i + 1], 3)[0] for i in range(len(queries))])
+    np.testing.assert_array_equal(one_at_a_time, expected)
+
+
+def test_near_tied_lists_are_told_apart_by_the_exact_sum_not_by_the_fast_scores():
+    """Twin centroids whose scores differ by less than the fast scores' error: whichever twin the
+    fast scores rank first, the lists are the ones the in-order sums give."""
+    rng = np.random.default_rng(12)
+    base = rng.normal(size=(20, 24))
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    twins = base * (1 + 1e-6 * rng.normal(size=(20, 1)))  # within a few roundings of its twin
+    centroids = np.vstack([base, twins]).astype(np.float32)
+    queries = rng.normal(size=(300, 24)).astype(np.float32)
+    blas = queries @ centroids.T
+    expected = _probe(queries, centroids, blas, 3)[0]  # an odd count: the last list's twin is the first left out
+    bound = 24 * 2.0**-24 * np.linalg.norm(queries, axis=1, keepdims=True) * 1.0001
+    flipped = 0
+    for seed in range(5):
+        fast = blas + np.random.default_rng(seed).uniform(-bound, bound, blas.shape).astype(np.float32)
+        flipped += int((np.argsort(-fast, axis=1, kind="stable")[:, :3] != expected).any(axis=1).sum())
+        np.testing.assert_array_equal(_probe(queries, centroids, fast, 3)[0], expected)
+    assert flipped > 0  # the fast scores alone would have chosen otherwise
+
+
+def test_probed_ties_go_to_the_lowest_list_and_missing_lists_are_minus_one():
+    centroids = np.array([[0.0, 1.0], [1.0, 0.0], [1.0, 0.0]], np.float32)
+    queries = np.array([[2.0, 0.5]], np.float32)
+    lists = _probe(queries, centroids, queries @ centroids.T, 2)[0]
+    np.testing.assert_array_equal(lists, [[1, 2]])
+    np.testing.assert_array_equal(_probe(queries, centroids[:1], queries @ centroids[:1].T, 2)[0], [[0, -1]])
+
+
+def test_spherical_kmeans_finds_separated_directions_deterministically():
+    from streamlearn.memoir.means import spherical_kmeans
+
+    rng = np.random.default_rng(9)
+    directions = np.eye(6, 16)
+    points = directions[rng.integers(6, size=600)] + 0.05 * rng.normal(size=(600, 16))
+    points = (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
+    centroids = spherical_kmeans(points, 6)
+    assert centroids.shape == (6, 16) and centroids.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(centroids, axis=1), 1.0, rtol=1e-5)
+    assert (centroids @ directions.T).max(axis=0).min() > 0.99  # every direction found
+    assert spherical_kmeans(points, 6).tobytes() == centroids.tobytes()
+    crowded = spherical_kmeans(points, 40)  # more lists than directions: the empty ones take points
+    assert np.isfinite(crowded).all() and np.allclose(np.linalg.norm(crowded, axis=1), 1.0, rtol=1e-5)
+
+
+def test_every_class_stays_in_the_list_its_current_mean_finds():
+    """After moved means and new classes are re-indexed, each class's own direction (its largest
+    inner product, 1) finds it through one probed list: it sits in its nearest list, up to date."""
+    from streamlearn.memoir.means import MeanExampleIndex
+
+    rng = np.random.default_rng(10)
+    means = MeanExampleIndex(train_at=200, n_probe=1)
+    means.reserve(320, 12)
+    means.sums[:200] = rng.normal(size=(200, 12))
+    means.refresh(200)
+    assert means.ready and means.index.nlist == 200 // 39
+    means.reserve(320, 12)
+    moved = rng.choice(200, 50, replace=False)
+    means.sums[moved] = rng.normal(size=(50, 12))
+    means.changed[moved] = True
+    means.sums[200:320] = rng.normal(size=(120, 12))
+    means.refresh(320)
+    directions = means.sums[:320] / np.linalg.norm(means.sums[:320], axis=1, keepdims=True)
+    np.testing.assert_array_equal(means.candidates(directions, 1)[:, 0], np.arange(320))
+
+
+def test_learn_many_equals_the_learn_one_loop_while_several_lists_are_probed():
+    X, y = clustered_stream(2500, 260, 8, seed=11)
+    params = {"oracle": "means", "oracle_params": {"train_at": 120, "n_probe": 1}, "index_every": 40}
+    one, many = ExtremeSVM(**params), ExtremeSVM(**params)
+    for x, k in zip(X, y.tolist()):
+        one.learn_one(dict(enumerate(x.tolist())), k)
+    for start in range(0, len(y), 333):
+        many.learn_many(X[start : start + 333], y[start : start + 333])
+    assert_same_state(one.export_state(), many.export_state())
+    assert many.index_recall is not None and len(many.classes) == 260
+    assert list(one.predict_many(X[:300])) == list(many.predict_many(X[:300]))

@@ -311,3 +311,54 @@ def violators(indptr, indices, data, V, y, n_classes, candidates, lowest, rng, s
     for row in range(len(indptr) - 1):
         if y[row] >= 0:
             out[row] = _violator(V, indptr, indices, data, row, y[row], n_classes, candidates, lowest, rng, scores)[0]
+
+
+#: u = 2^-24, float32's unit roundoff: a float32 dot product of d terms, summed in any order (with or
+#: without fused multiply-adds), is within d·u/(1 − d·u) · Σ|q_j c_j| of the exact one (Higham,
+#: *Accuracy and Stability of Numerical Algorithms*, 2002, Eq. 3.5)
+FLOAT32_ROUNDOFF = 2.0 ** -24
+
+
+@njit(cache=True, nogil=True)
+def _insert(lists, closeness, row, n, k, s):
+    """Put list ``k`` of score ``s`` in the row's top ``n`` (largest first; a tie stays behind)."""
+    if s <= closeness[row, n - 1]:
+        return
+    q = n - 1
+    while q > 0 and s > closeness[row, q - 1]:
+        lists[row, q], closeness[row, q] = lists[row, q - 1], closeness[row, q - 1]
+        q -= 1
+    lists[row, q], closeness[row, q] = k, s
+
+
+@njit(cache=True, nogil=True)
+def probe_lists(queries, centroids, largest_norm, fast_scores, n, lists, closeness):
+    """The ``n`` coarse lists of largest inner product with each query (largest first, ties to the
+    lowest list) into ``lists`` / ``closeness``: the IVF search's first step.
+
+    ``fast_scores`` are the products from one BLAS call, whose rounding depends on the batch; the
+    lists within twice their error bound (:data:`FLOAT32_ROUNDOFF`) of the ``n``-th score hold
+    the true top ``n`` (``largest_norm``: the centroids' largest norm, a bound of the error), and
+    are re-scored here summing over the columns in order. So a row gets
+    the same lists in a batch of any size (``learn_many`` ≡ the ``learn_one`` loop) at the cost of a
+    BLAS product and a handful of dot products."""
+    d = centroids.shape[1]
+    gamma = d * FLOAT32_ROUNDOFF / (1.0 - d * FLOAT32_ROUNDOFF)
+    for row in range(queries.shape[0]):
+        for q in range(n):
+            lists[row, q], closeness[row, q] = -1, -np.inf
+        for k in range(centroids.shape[0]):
+            _insert(lists, closeness, row, n, k, fast_scores[row, k])
+        query_norm = 0.0
+        for j in range(d):
+            query_norm += float(queries[row, j]) ** 2
+        query_norm = np.sqrt(query_norm)
+        floor = closeness[row, n - 1] - 4.0 * gamma * query_norm * largest_norm  # both scores' errors, with room
+        for q in range(n):
+            lists[row, q], closeness[row, q] = -1, -np.inf
+        for k in range(centroids.shape[0]):
+            if fast_scores[row, k] >= floor:
+                s = np.float32(0.0)
+                for j in range(d):
+                    s += queries[row, j] * centroids[k, j]
+                _insert(lists, closeness, row, n, k, s)

@@ -11,18 +11,24 @@ searched for an example hold its class and its neighbours: the most violating cl
 needs, and the classes a prediction chooses among.
 
 The index follows the stream as the rows' indexes do (``index_every``): the means of the classes
-seen since the last refresh are re-indexed in place (``update_vectors``), new classes are added;
-the coarse lists (one per :data:`CLASSES_PER_LIST` classes, k-means) are trained once
-``train_at`` classes exist and again each time the classes double; ``n_probe`` lists are searched
-(both ``oracle_params``). Until then the learner scans every class exactly. The state (sums, index bytes) is checkpointed: a restore goes on
-identically.
+seen since the last refresh move to their nearest list in place, new classes are added; the
+coarse lists (one per :data:`CLASSES_PER_LIST` classes, :func:`spherical_kmeans`) are trained once
+``train_at`` classes exist and again each time the classes double; a row probes its ``n_probe``
+nearest lists (both ``oracle_params``), and faiss returns the best candidates of those lists
+(``search_preassigned``). faiss keeps the lists; the centroids and every choice of a list are
+made here (:meth:`MeanExampleIndex.probe`): faiss's selection of the nearest centroids costs
+several times their products, and its products' rounding depends on the batch, which would let
+``learn_many`` part from the ``learn_one`` loop. Until the first training the learner scans every
+class exactly. The state (sums, index bytes) is checkpointed: a restore goes on identically.
 
 ``oracle="auto"`` (ExtremeSVM's default) is this index under a cost model measured on this machine
 (``bench/oracle_cost_bench.py``, ``bench/results/oracle-cost.md``): the exact scan costs about
 2–3 ns per class × column and example, the index a floor of 15–25 µs at d ≤ 128 and 65–140 µs at
 d = 512 (its search and the candidates' re-scoring), so the index is the cheaper from 4,000–33,000
 weights on (7.0× at 2,000 classes × 128, 7.9× at 1,000 × 512), at equal or better accuracy from
-32 columns on. So ``"auto"`` trains it once the classes × columns reach :data:`AUTO_MIN_WEIGHTS`
+32 columns on. (Measured with faiss's own coarse step, before :meth:`MeanExampleIndex.probe`
+made the index cheaper: the crossovers are now lower than the gate, which errs towards the exact
+scan.) So ``"auto"`` trains it once the classes × columns reach :data:`AUTO_MIN_WEIGHTS`
 (256 classes at d = 128, above every crossover measured) over at least :data:`AUTO_MIN_COLUMNS`
 columns: with fewer, the mean directions of thousands of classes crowd together and the
 candidates miss (−11 points at 16 columns and 8,192 classes, +2 at 32 and 4,096).
@@ -32,13 +38,19 @@ Sparse rows never reach it: ``store="auto"`` leaves the dense store first.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..errors import InvalidParameterError
+from ..kernels import compiled
+
+_dense = compiled("memoir_dense")
 
 #: classes per coarse list (k-means wants ~39 points a centroid)
 CLASSES_PER_LIST = 39
 #: k-means iterations of a training: a list's centroid only routes queries
 KMEANS_ITERATIONS = 10
+#: queries scored against every centroid at once (a block of scores of a few MiB)
+PROBE_BLOCK = 1024
 #: the oracle_params of oracle="means" and their defaults: classes before the first index (a
 #: couple of k-means lists' worth; oracle="auto" adds its gate), coarse lists searched per row
 PARAMS = {"train_at": 64, "n_probe": 2}
@@ -60,6 +72,29 @@ def check_means_params(params: dict | None) -> None:
                                         f"{key}={value!r}")
 
 
+def spherical_kmeans(points: np.ndarray, n_lists: int, iterations: int = KMEANS_ITERATIONS, seed: int = 1234) -> np.ndarray:
+    """``n_lists`` unit centroids of the unit ``points`` (float32) by Lloyd's iterations under the inner
+    product (spherical k-means: Dhillon & Modha, *Machine Learning* 42, 2001), from distinct points
+    drawn at random; a list left empty takes the point its centroid serves worst. The assignment is
+    one BLAS product per block of points: faiss's k-means selects each point's centroid at several
+    times the product's cost."""
+    rng = np.random.default_rng(seed)
+    centroids = points[np.sort(rng.choice(len(points), n_lists, replace=False))]
+    for _ in range(iterations):
+        nearest, closeness = np.empty(len(points), np.int64), np.empty(len(points), np.float32)
+        for lo in range(0, len(points), PROBE_BLOCK):
+            scores = points[lo : lo + PROBE_BLOCK] @ centroids.T
+            nearest[lo : lo + PROBE_BLOCK] = scores.argmax(axis=1)
+            closeness[lo : lo + PROBE_BLOCK] = scores[np.arange(len(scores)), nearest[lo : lo + PROBE_BLOCK]]
+        members = sp.csr_matrix((np.ones(len(points), np.float32), (nearest, np.arange(len(points)))),
+                                shape=(n_lists, len(points)))
+        sums = np.asarray(members @ points, np.float32)
+        empty = np.flatnonzero(np.bincount(nearest, minlength=n_lists) == 0)
+        sums[empty] = points[np.argsort(closeness, kind="stable")[: len(empty)]]
+        centroids = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-30)
+    return np.ascontiguousarray(centroids, np.float32)
+
+
 def _faiss():
     import faiss
 
@@ -76,6 +111,8 @@ class MeanExampleIndex:
         self.sums = np.zeros((0, 0))
         self.changed = np.zeros(0, np.bool_)  # classes whose mean moved since the last refresh
         self.index, self.n_indexed, self.n_trained, self.dim = None, 0, 0, 0
+        self.centroids = np.zeros((0, 0), np.float32)  # the coarse lists' centroids, copied
+        self.largest_norm = 0.0
 
     @property
     def ready(self) -> bool:
@@ -110,29 +147,57 @@ class MeanExampleIndex:
             return
         moved = np.flatnonzero(self.changed[: self.n_indexed])
         if len(moved):
-            self.index.update_vectors(moved.astype(np.int64), self._directions(moved))
+            self._move(moved.astype(np.int64), self._directions(moved))
         if n_classes > self.n_indexed:
-            self.index.add(self._directions(np.arange(self.n_indexed, n_classes)))
+            self._add(self._directions(np.arange(self.n_indexed, n_classes)))
             self.n_indexed = n_classes
         self.changed[:] = False
 
     def _train(self, n_classes: int) -> None:
         faiss = _faiss()
         self.dim = self.sums.shape[1]
-        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(self.dim), self.dim, max(1, n_classes // CLASSES_PER_LIST),
-                                   faiss.METRIC_INNER_PRODUCT)
-        index.cp.niter = KMEANS_ITERATIONS
-        index.train(self._directions(np.arange(n_classes)))
+        quantizer = faiss.IndexFlatIP(self.dim)
+        quantizer.add(spherical_kmeans(self._directions(np.arange(n_classes)), max(1, n_classes // CLASSES_PER_LIST)))
+        index = faiss.IndexIVFFlat(quantizer, self.dim, quantizer.ntotal, faiss.METRIC_INNER_PRODUCT)  # trained: a full quantizer
         index.make_direct_map(True)
-        index.nprobe = self.n_probe
+        index.nprobe = min(self.n_probe, index.nlist)  # search_preassigned takes no list -1
         self.index, self.n_indexed, self.n_trained = index, 0, n_classes
+        self._keep_centroids()
+
+    def _add(self, directions: np.ndarray) -> None:
+        """Append ``directions`` to the index, each in the list :meth:`probe` finds for it."""
+        lists = self.probe(directions, 1)[0]
+        self.index.add_core(len(directions), _faiss().swig_ptr(directions), None, _faiss().swig_ptr(lists))
+
+    def _move(self, classes: np.ndarray, directions: np.ndarray) -> None:
+        """faiss's ``update_vectors`` with each direction's list found by :meth:`probe` (an IVF-Flat
+        code is the vector's float32 bytes)."""
+        lists = self.probe(directions, 1)[0]
+        faiss = _faiss()
+        self.index.direct_map.update_codes(self.index.invlists, len(classes), faiss.swig_ptr(classes), faiss.swig_ptr(lists),
+                                           faiss.swig_ptr(directions.view(np.uint8)))
+
+    def probe(self, queries: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``n`` coarse lists closest to each of the float32 ``queries``, and their scores
+        (:func:`~streamlearn.kernels.memoir_dense.probe_lists`), a block of rows at a time."""
+        lists, closeness = np.empty((len(queries), n), np.int64), np.empty((len(queries), n), np.float32)
+        for lo in range(0, len(queries), PROBE_BLOCK):
+            block = slice(lo, lo + PROBE_BLOCK)
+            _dense.probe_lists(queries[block], self.centroids, self.largest_norm, queries[block] @ self.centroids.T, n,
+                               lists[block], closeness[block])
+        return lists, closeness
+
+    def _keep_centroids(self) -> None:
+        self.centroids = np.ascontiguousarray(self.index.quantizer.reconstruct_n(0, self.index.nlist), np.float32)
+        self.largest_norm = float(np.linalg.norm(self.centroids.astype(np.float64), axis=1).max())
 
     def candidates(self, dense_rows: np.ndarray, n: int) -> np.ndarray:
         """``(rows, n)`` candidate classes per row (-1 pads)."""
         queries = np.zeros((len(dense_rows), self.dim), np.float32)
         width = min(self.dim, dense_rows.shape[1])
         queries[:, :width] = dense_rows[:, :width]
-        return np.ascontiguousarray(self.index.search(queries, n)[1], np.int64)
+        lists, closeness = self.probe(queries, self.index.nprobe)
+        return np.ascontiguousarray(self.index.search_preassigned(queries, n, lists, closeness)[1], np.int64)
 
     def export(self, n_classes: int) -> dict:
         sums, changed = np.zeros((n_classes, self.sums.shape[1])), np.zeros(n_classes, np.bool_)
@@ -152,4 +217,5 @@ class MeanExampleIndex:
         self.index = None
         if "index" in state:
             self.index = _faiss().deserialize_index(np.asarray(state["index"], np.uint8))
-            self.index.nprobe = self.n_probe
+            self.index.nprobe = min(self.n_probe, self.index.nlist)
+            self._keep_centroids()
