@@ -344,20 +344,34 @@ def probe_lists(queries, centroids, largest_norm, fast_scores, n, lists, closene
     BLAS product and a handful of dot products."""
     d = centroids.shape[1]
     gamma = d * FLOAT32_ROUNDOFF / (1.0 - d * FLOAT32_ROUNDOFF)
+    top = np.empty(n, np.float32)  # the row's n largest fast scores so far
+    near = np.empty(centroids.shape[0], np.int64)  # the lists within the margin of them when seen
     for row in range(queries.shape[0]):
-        for q in range(n):
-            lists[row, q], closeness[row, q] = -1, -np.inf
-        for k in range(centroids.shape[0]):
-            _insert(lists, closeness, row, n, k, fast_scores[row, k])
         query_norm = 0.0
         for j in range(d):
             query_norm += float(queries[row, j]) ** 2
-        query_norm = np.sqrt(query_norm)
-        floor = closeness[row, n - 1] - 4.0 * gamma * query_norm * largest_norm  # both scores' errors, with room
+        margin = 4.0 * gamma * np.sqrt(query_norm) * largest_norm  # both scores' errors, with room
+        top[:] = -np.inf
+        fast = fast_scores[row]
+        n_near, threshold = 0, -np.inf
+        for k in range(len(fast)):
+            s = fast[k]
+            if s < threshold:  # the floor only rises: this list stays below it
+                continue
+            near[n_near] = k
+            n_near += 1
+            if s > top[n - 1]:
+                q = n - 1
+                while q > 0 and s > top[q - 1]:
+                    top[q] = top[q - 1]
+                    q -= 1
+                top[q] = s
+                threshold = top[n - 1] - margin
         for q in range(n):
             lists[row, q], closeness[row, q] = -1, -np.inf
-        for k in range(centroids.shape[0]):
-            if fast_scores[row, k] >= floor:
+        for i in range(n_near):
+            k = near[i]
+            if fast[k] >= threshold:
                 s = np.float32(0.0)
                 for j in range(d):
                     s += queries[row, j] * centroids[k, j]

@@ -83,7 +83,7 @@ class DenseLearning:
             piece_rows = (piece - piece[0], indices[piece[0] : piece[-1]], data[piece[0] : piece[-1]])
             candidates = _NO_CANDIDATES
             if means is not None and means.ready:
-                candidates = means.candidates(_dense_rows(*piece_rows, store.n_columns), self.n_candidates)
+                candidates = means.candidates(_dense_rows(*piece_rows, means.dim, np.float32), self.n_candidates)
             if len(candidates) and self._since_refresh == 0 and self._t >= self._recall_counts[2]:
                 self._check_recall(piece_rows, y[start:stop], candidates)
             self._t, self._n_learned = _dense.learn_groups(
@@ -126,7 +126,7 @@ class DenseLearning:
         """The index's candidates of ``rows`` (``oracle="means"`` once it is trained), else none: every class."""
         if self._means is None or not self._means.ready:
             return _NO_CANDIDATES
-        dense_rows = _dense_rows(*rows.own_arrays(), self._store.n_columns)
+        dense_rows = _dense_rows(*rows.own_arrays(), self._means.dim, np.float32)
         return self._means.candidates(dense_rows, self.n_candidates)
 
 
@@ -134,9 +134,9 @@ _NO_CANDIDATES = np.zeros((0, 0), np.int64)
 _NO_SUMS, _NO_CHANGED = np.zeros((0, 0)), np.zeros(0, np.bool_)
 
 
-def _dense_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, width: int) -> np.ndarray:
-    """CSR rows as a dense ``(rows, width)`` array (columns past ``width`` dropped)."""
-    out = np.zeros((len(indptr) - 1, width))
+def _dense_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, width: int, dtype=np.float64) -> np.ndarray:
+    """CSR rows as a dense ``(rows, width)`` array of ``dtype`` (columns past ``width`` dropped)."""
+    out = np.zeros((len(indptr) - 1, width), dtype)
     row_of = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
     kept = indices < width
     out[row_of[kept], indices[kept]] = data[kept]
