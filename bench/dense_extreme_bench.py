@@ -375,7 +375,7 @@ def run_peer(name: str, X, y, Xt, yt, n_classes: int, batch: int, softmax_lr: fl
 
 
 def run(n_classes: int, dim: int, examples: int, batch: int, sparse: bool = True, nprobes=(8,), centroid_nprobes=(2,),
-        peers=(), softmax_lr: float = 1024.0) -> dict:
+        peers=(), softmax_lr: float = 1024.0, repeats: int = 1) -> dict:
     X, y = embedding_stream(examples + examples // 4, n_classes, dim)
     X, y, Xt, yt = X[:examples], y[:examples], X[examples:], y[examples:]
     out = {"classes": n_classes, "dim": dim, "examples": examples, "test": len(yt), "batch": batch,
@@ -394,7 +394,22 @@ def run(n_classes: int, dim: int, examples: int, batch: int, sparse: bool = True
         out["rows"][name] = run_extreme(X, y, Xt, yt, params)
     for name, row in out["rows"].items():
         print(name, row, flush=True)
+    if repeats > 1:
+        out["interleaved"] = interleaved(X, y, Xt, yt, n_classes, batch, repeats)
     return out
+
+
+def interleaved(X, y, Xt, yt, n_classes: int, batch: int, repeats: int) -> dict:
+    """The exact dense scan and ``ExtremeSVM()``, learned and tested in turn ``repeats`` times: the
+    ratios of each pair, whose median holds on a host whose speed drifts between two runs."""
+    runs = {"exact": [], "extreme": []}
+    for _ in range(repeats):
+        runs["exact"].append(run_dense(X, y, Xt, yt, n_classes, batch, None))
+        runs["extreme"].append(run_extreme(X, y, Xt, yt, {}))
+        print("interleaved", {k: (v[-1]["learn_per_s"], v[-1]["predict_per_s"]) for k, v in runs.items()}, flush=True)
+    for key in ("learn_per_s", "predict_per_s"):
+        runs[key.removesuffix("_per_s") + "_ratio"] = [e[key] / d[key] for e, d in zip(runs["extreme"], runs["exact"])]
+    return runs
 
 
 def report(results: dict) -> str:
@@ -415,6 +430,17 @@ def report(results: dict) -> str:
         lines.append(f"| {name} | {r['learn_per_s']:,.0f} | {r['predict_per_s']:,.0f} | {100 * r['accuracy']:.2f} % | "
                      f"{' | '.join(recalls)} | {'—' if np.isnan(r['rss_growth_mib']) else format(r['rss_growth_mib'], ',.0f')} | "
                      + (f"{r['checkpoint_s']:.2f} / {r['restore_s']:.2f} / {r['checkpoint_mib']:,.0f} |" if "checkpoint_s" in r else " |"))
+    if "interleaved" in results:
+        runs = results["interleaved"]
+        lines += ["", f"Interleaved: the exact dense scan and `ExtremeSVM()` learned and tested in turn, "
+                      f"{len(runs['exact'])} times (`--repeats`); `ExtremeSVM()` / exact scan, median (range):", "",
+                  "| | learn ex/s, exact / ExtremeSVM() (medians) | predict ex/s (medians) | learn ratio | predict ratio |",
+                  "|---|---:|---:|---:|---:|",
+                  "| " + " | ".join([f"{len(runs['exact'])} pairs"] + [
+                      f"{np.median([r[key] for r in runs['exact']]):,.0f} / {np.median([r[key] for r in runs['extreme']]):,.0f}"
+                      for key in ("learn_per_s", "predict_per_s")] + [
+                      f"**{np.median(runs[key]):.2f}×** ({min(runs[key]):.2f}–{max(runs[key]):.2f})"
+                      for key in ("learn_ratio", "predict_ratio")]) + " |"]
     return "\n".join(lines) + "\n"
 
 
@@ -446,6 +472,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-sparse", action="store_true", help="leave the exact ExtremeSVM rows out (hours at 10^5 classes: every example scans every class)")
     parser.add_argument("--peers", default=",".join(PEERS), help=f"the peers run, of {', '.join(PEERS)} ('' for none)")
     parser.add_argument("--softmax-lr", type=float, default=1024.0, help="the softmax peer's step")
+    parser.add_argument("--repeats", type=int, default=1, help="then the exact scan and ExtremeSVM() this many times in turn (ratios' medians)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 500 classes, 3,000 examples")
     parser.add_argument("--out", default=str(pathlib.Path(__file__).resolve().parent / "results"))
     args = parser.parse_args(argv)
@@ -454,7 +481,7 @@ def main(argv=None) -> int:
     results = {"machine": machine(), **run(args.classes, args.dim, args.examples, args.batch, not args.no_sparse,
                                                     [int(n) for n in args.nprobe.split(",")],
                                                     [int(n) for n in args.centroid_nprobe.split(",")],
-                                                    [p for p in args.peers.split(",") if p], args.softmax_lr)}
+                                                    [p for p in args.peers.split(",") if p], args.softmax_lr, args.repeats)}
     print(save_results(args.out, RESULTS_NAME, results, report, plot))
     return 0
 

@@ -18,6 +18,9 @@ DENSE_MAX_WEIGHTS = 1 << 27
 class DenseLearning:
     """The dense store's side of :class:`~streamlearn.memoir.ExtremeSVM`'s learning."""
 
+    #: ``(batch, first row, candidates)`` found ahead (:meth:`_piece_candidates`)
+    _kept_candidates: tuple | None = None
+
     def _rows_while_dense(self, rows: SparseRows, y: np.ndarray) -> int:
         """How many of ``rows`` (complete groups) ``store="auto"`` learns in the dense store: the
         groups before the first after which the rows learned so far fill less than a quarter of
@@ -53,11 +56,12 @@ class DenseLearning:
             self._dense_seen[:] = (n_rows[n_groups - 1], n_entries[n_groups - 1], n_columns[n_groups - 1])
         return n_groups * group
 
-    def _learn_dense(self, rows: SparseRows, y: np.ndarray, mistakes: np.ndarray) -> None:
+    def _learn_dense(self, rows: SparseRows, y: np.ndarray, mistakes: np.ndarray, ahead: tuple | None = None) -> None:
         """:meth:`_learn_sparse` in the dense store (:mod:`streamlearn.kernels.memoir_dense`); with
         the mean-example index (``oracle="means"``, or ``"auto"`` past its gate), in pieces up to each
         refresh of the index (every ``index_every`` examples, whole groups), each row's candidates
-        from the index as it stood; the kernel adds each row to its class's sum."""
+        from the index as it stood (``ahead``: :meth:`_piece_candidates`); the kernel adds each row
+        to its class's sum."""
         if rows.n_rows == 0:
             return
         n_classes = max(len(self._labels), int(y.max()) + 1)
@@ -75,15 +79,15 @@ class DenseLearning:
         # pieces end where the index is refreshed, while it exists or the refresh could train it
         split = means is not None and (means.ready or means.could_train(n_classes))
         while start < rows.n_rows:
-            stop = rows.n_rows
+            stop = reach = rows.n_rows
             if split:
-                until_refresh = max(self.index_every - self._since_refresh, 1)
-                stop = min(stop, start + -(-until_refresh // self.batch_size) * self.batch_size)
+                reach = -(-max(self.index_every - self._since_refresh, 1) // self.batch_size) * self.batch_size
+                stop = min(stop, start + reach)
             piece = indptr[start : stop + 1]
             piece_rows = (piece - piece[0], indices[piece[0] : piece[-1]], data[piece[0] : piece[-1]])
             candidates = _NO_CANDIDATES
             if means is not None and means.ready:
-                candidates = means.candidates(_dense_rows(*piece_rows, means.dim, np.float32), self.n_candidates)
+                candidates = self._piece_candidates(piece_rows, stop - start, ahead and (ahead[0], ahead[1] + start), reach)
             if len(candidates) and self._since_refresh == 0 and self._t >= self._recall_counts[2]:
                 self._check_recall(piece_rows, y[start:stop], candidates)
             self._t, self._n_learned = _dense.learn_groups(
@@ -98,6 +102,25 @@ class DenseLearning:
                     means.refresh(self._n_learned)
                     self._since_refresh %= self.index_every
             start = stop
+
+    def _piece_candidates(self, piece_rows: tuple, n_rows: int, ahead: tuple | None, reach: int) -> np.ndarray:
+        """The index's candidates of a piece's rows. With ``ahead = (batch, at)``, the ``learn_many``
+        batch the piece is part of and its first row there (the change watch learns it in spans
+        of a few rows), those of the batch's rows up to ``reach`` rows on, the next refresh (the
+        index does not change until then), are found at once and kept for the spans after it:
+        one BLAS product of the coarse step for them all."""
+        means = self._means
+        if ahead is None:
+            return means.candidates(_dense_rows(*piece_rows, means.dim, np.float32), self.n_candidates)
+        batch, at = ahead
+        kept = self._kept_candidates
+        if not (kept and kept[0] is batch and kept[1] <= at and at + n_rows <= kept[1] + len(kept[2])):
+            ahead_rows = SparseRows(batch.indptr[at : min(batch.n_rows, at + reach) + 1], batch.indices, batch.data)
+            found = means.candidates(_dense_rows(*ahead_rows.own_arrays(), means.dim, np.float32), self.n_candidates)
+            kept = self._kept_candidates = (batch, at, found)
+        if at + n_rows == batch.n_rows:  # the batch's last rows: hold on to nothing
+            self._kept_candidates = None
+        return kept[2][at - kept[1] : at - kept[1] + n_rows]
 
     def _check_recall(self, piece_rows: tuple, y: np.ndarray, candidates: np.ndarray) -> None:
         """Count whether the candidates of the piece's first row hold its most violating class.

@@ -325,7 +325,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         def learn_between(first: int, last: int):
             lo, hi = first * group, last * group
             span = rows if first == 0 and last == n_groups else SparseRows(rows.indptr[lo : hi + 1], rows.indices, rows.data)
-            self._learn_span(span, y[lo:hi], mistakes[lo:hi])
+            self._learn_span(span, y[lo:hi], mistakes[lo:hi], (rows, lo))
             return bool(mistakes[lo]) if hi - lo == 1 else mistakes[lo:hi]
 
         learn_watched(self._watch, n_groups, learn_between, self._restart)
@@ -346,11 +346,11 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         scalars[AW] = weight
         self._t = t0
 
-    def _learn_span(self, rows: SparseRows, y: np.ndarray, mistakes: np.ndarray) -> None:
+    def _learn_span(self, rows: SparseRows, y: np.ndarray, mistakes: np.ndarray, ahead: tuple | None = None) -> None:
         if self.dense:
             n_dense = rows.n_rows if self.store == "dense" else self._rows_while_dense(rows, y)
             self._learn_dense(SparseRows(rows.indptr[: n_dense + 1], rows.indices, rows.data), y[:n_dense],
-                              mistakes[:n_dense])
+                              mistakes[:n_dense], ahead)
             if n_dense == rows.n_rows:
                 return
             self._store = self._store.sparse()
