@@ -360,7 +360,7 @@ def probe_lists(queries, centroids, largest_norm, fast_scores, n, lists, closene
                 continue
             near[n_near] = k
             n_near += 1
-            if s > top[n - 1]:
+            if s > top[n - 1]:  # _insert without the ids: this runs for every list of every row
                 q = n - 1
                 while q > 0 and s > top[q - 1]:
                     top[q] = top[q - 1]

@@ -109,15 +109,13 @@ class DenseLearning:
         of a few rows), those of the batch's rows up to ``reach`` rows on, the next refresh (the
         index does not change until then), are found at once and kept for the spans after it:
         one BLAS product of the coarse step for them all."""
-        means = self._means
         if ahead is None:
-            return means.candidates(_dense_rows(*piece_rows, means.dim, np.float32), self.n_candidates)
+            return self._candidates_of(*piece_rows)
         batch, at = ahead
         kept = self._kept_candidates
         if not (kept and kept[0] is batch and kept[1] <= at and at + n_rows <= kept[1] + len(kept[2])):
             ahead_rows = SparseRows(batch.indptr[at : min(batch.n_rows, at + reach) + 1], batch.indices, batch.data)
-            found = means.candidates(_dense_rows(*ahead_rows.own_arrays(), means.dim, np.float32), self.n_candidates)
-            kept = self._kept_candidates = (batch, at, found)
+            kept = self._kept_candidates = (batch, at, self._candidates_of(*ahead_rows.own_arrays()))
         if at + n_rows == batch.n_rows:  # the batch's last rows: hold on to nothing
             self._kept_candidates = None
         return kept[2][at - kept[1] : at - kept[1] + n_rows]
@@ -149,8 +147,11 @@ class DenseLearning:
         """The index's candidates of ``rows`` (``oracle="means"`` once it is trained), else none: every class."""
         if self._means is None or not self._means.ready:
             return _NO_CANDIDATES
-        dense_rows = _dense_rows(*rows.own_arrays(), self._means.dim, np.float32)
-        return self._means.candidates(dense_rows, self.n_candidates)
+        return self._candidates_of(*rows.own_arrays())
+
+    def _candidates_of(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> np.ndarray:
+        """The trained index's candidates of CSR rows (``indptr`` from 0), as float32 rows of its columns."""
+        return self._means.candidates(_dense_rows(indptr, indices, data, self._means.dim, np.float32), self.n_candidates)
 
 
 _NO_CANDIDATES = np.zeros((0, 0), np.int64)

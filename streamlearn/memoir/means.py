@@ -167,15 +167,16 @@ class MeanExampleIndex:
     def _add(self, directions: np.ndarray) -> None:
         """Append ``directions`` to the index, each in the list :meth:`probe` finds for it."""
         lists = self.probe(directions, 1)[0]
-        self.index.add_core(len(directions), _faiss().swig_ptr(directions), None, _faiss().swig_ptr(lists))
+        swig_ptr = _faiss().swig_ptr
+        self.index.add_core(len(directions), swig_ptr(directions), None, swig_ptr(lists))
 
     def _move(self, classes: np.ndarray, directions: np.ndarray) -> None:
         """faiss's ``update_vectors`` with each direction's list found by :meth:`probe` (an IVF-Flat
         code is the vector's float32 bytes)."""
         lists = self.probe(directions, 1)[0]
-        faiss = _faiss()
-        self.index.direct_map.update_codes(self.index.invlists, len(classes), faiss.swig_ptr(classes), faiss.swig_ptr(lists),
-                                           faiss.swig_ptr(directions.view(np.uint8)))
+        swig_ptr = _faiss().swig_ptr
+        self.index.direct_map.update_codes(self.index.invlists, len(classes), swig_ptr(classes), swig_ptr(lists),
+                                           swig_ptr(directions.view(np.uint8)))
 
     def probe(self, queries: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``n`` coarse lists closest to each of the float32 ``queries``, and their scores
