@@ -277,21 +277,25 @@ def _dense_rows_reference(dense, column_of, grow, next_column):
     return np.array(indptr), np.array(indices, np.int64), np.array(data), column_of, added
 
 
+@pytest.mark.parametrize("known_share", [0.5, 1.0])
 @pytest.mark.parametrize("grow", [True, False])
 @pytest.mark.parametrize("shape", [(8, 13), (1, 1), (0, 4), (5, 0)])
-def test_dense_rows_is_the_csr_road_in_one_pass(shape, grow):
+def test_dense_rows_is_the_csr_road_in_one_pass(shape, grow, known_share):
     """The dense road's one pass against SciPy's CSR mapped column by column (its reference):
     the same rows, new positions given columns in order of first appearance, unknown ones
-    dropped without ``grow``; the order keys of new columns are their positions."""
+    dropped without ``grow``; the order keys of new columns are their positions. Every other
+    row has no zero, so rows over known columns that are copied whole meet rows that are not."""
     rng = np.random.default_rng(sum(shape) + grow)
-    dense = rng.normal(size=shape) * (rng.random(shape) < 0.5)
+    keep = rng.random(shape) < 0.5
+    keep[::2] = True
+    dense = rng.normal(size=shape) * keep
     column_of = np.full(shape[1], -1, np.int64)
-    known = rng.permutation(shape[1])[: shape[1] // 2]
+    known = rng.permutation(shape[1])[: int(shape[1] * known_share)]
     column_of[known] = 3 + np.arange(len(known))
     next_column = 3 + len(known)
     count = int(np.count_nonzero(dense))
     keys, added = np.zeros(next_column + shape[1], np.int64), np.zeros(shape[1], np.int64)
-    out_idx, out_val, mapped = np.zeros(count, np.int64), np.zeros(count), column_of.copy()
+    out_idx, out_val, mapped = np.zeros(count + 1, np.int64), np.zeros(count + 1), column_of.copy()
     indptr, n, n_added = kernels.compiled("rows").dense_rows(dense, mapped, keys, out_idx, out_val, grow, next_column, added)
     ref_indptr, ref_indices, ref_data, ref_column_of, ref_added = _dense_rows_reference(dense, column_of, grow, next_column)
     assert n == len(ref_indices) and n_added == len(ref_added)
