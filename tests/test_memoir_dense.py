@@ -145,3 +145,38 @@ def test_dense_rows_grow_with_the_columns_learned_not_those_predicted():
     assert asked.decision_function_many([{"new": 1.0}]).tolist() == [[0.0] * 6]
     assert asked.n_weights == 6 * 8
     assert_same_state(asked.export_state(), quiet.export_state())
+
+
+_kernels = streamlearn.kernels.compiled("memoir_dense")
+
+
+def test_csr_rows_scatter_into_dense_rows_as_numpy_places_them():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(6, 9)) * (rng.random((6, 9)) < 0.5)
+    indptr, indices, data = (np.concatenate([[0], np.cumsum((X != 0).sum(1))]), np.nonzero(X)[1], X[X != 0])
+    out = np.zeros((6, 7), np.float32)  # two columns past the width are dropped; values cast to float32
+    _kernels.scatter_rows(indptr, indices, data, out)
+    np.testing.assert_array_equal(out, X[:, :7].astype(np.float32))
+
+
+@pytest.mark.parametrize("averaged", [True, False])
+def test_prediction_among_candidates_is_the_numpy_reference(averaged):
+    """The best of each row's listed classes under the predicting iterate, ``(U x + A V x) / AW``
+    or ``g V x`` (pads, and classes the model does not have, skipped), against NumPy's scores:
+    lists of every length, so that classes scored four at a time meet those scored alone."""
+    rng = np.random.default_rng(6)
+    n_rows, n_classes, d = 40, 13, 7
+    V, U, X = rng.normal(size=(n_classes, d)), rng.normal(size=(n_classes, d)), rng.normal(size=(n_rows, d))
+    scalars = np.array([0.7, 0.0, 0.4, 2.5])  # g, Σ V², A, AW
+    candidates = rng.integers(-1, n_classes + 3, size=(n_rows, 11))
+    for row in range(n_rows):
+        candidates[row, row % 12 :] = -1
+    indptr, indices, data = np.arange(0, n_rows * d + 1, d), np.tile(np.arange(d), n_rows), X.ravel().copy()
+    predicted = np.empty(n_rows, np.int64)
+    _kernels.predict_rows(indptr, indices, data, V, U, scalars, n_classes, averaged, np.zeros(0, np.int64), predicted,
+                          np.zeros(0), np.zeros(n_classes), np.zeros(n_classes), candidates)
+    scores = (X @ U.T + 0.4 * X @ V.T) / 2.5 if averaged else 0.7 * X @ V.T
+    for row in range(n_rows):
+        listed = [k for k in candidates[row] if 0 <= k < n_classes]
+        expected = max(listed, key=lambda k: (scores[row, k], -k)) if listed else 0
+        assert predicted[row] == expected, (row, listed)

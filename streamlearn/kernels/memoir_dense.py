@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit
 
 from .memoir import finish_step, random_other, shrink_and_step
+from .memory import prefetch_row
 from .memoir_store import AW, SQ, A, G
 
 
@@ -97,17 +98,75 @@ def _predicted_score(V, U, scalars, indptr, indices, data, row, k, averaged):
 
 
 @njit(cache=True, nogil=True)
+def _four_dots(V, U, indptr, indices, data, row, ks, first, both, sv, su):
+    """``sv[q] = (V x_row)_{ks[q]}`` (and ``su[q]`` of ``U`` with ``both``) for ``q`` in
+    ``first .. first + 3``, each summed as :func:`_dot` sums it: four classes' chains of
+    additions side by side, where one class at a time waited on each addition's latency."""
+    k0, k1, k2, k3 = ks[first], ks[first + 1], ks[first + 2], ks[first + 3]
+    a0, a1, a2, a3 = 0.0, 0.0, 0.0, 0.0
+    b0, b1, b2, b3 = 0.0, 0.0, 0.0, 0.0
+    wv, wu = V.shape[1], U.shape[1]
+    for p in range(indptr[row], indptr[row + 1]):
+        j = indices[p]
+        x = data[p]
+        if j < wv:
+            a0 += V[k0, j] * x
+            a1 += V[k1, j] * x
+            a2 += V[k2, j] * x
+            a3 += V[k3, j] * x
+        if both and j < wu:
+            b0 += U[k0, j] * x
+            b1 += U[k1, j] * x
+            b2 += U[k2, j] * x
+            b3 += U[k3, j] * x
+    sv[first], sv[first + 1], sv[first + 2], sv[first + 3] = a0, a1, a2, a3
+    su[first], su[first + 1], su[first + 2], su[first + 3] = b0, b1, b2, b3
+
+
+@njit(cache=True, nogil=True)
+def _listed_dots(V, U, indptr, indices, data, row, candidates, n_classes, extra, last, both):
+    """The classes of ``candidates[row]`` below ``n_classes`` in order, then ``extra`` and ``last``
+    when they are classes (-1: none), and their ``V x`` (and ``U x`` with ``both``), each summed
+    as :func:`_dot` sums it. Returns ``(ks, sv, su, n, n_listed)``: ``n`` classes, the first
+    ``n_listed`` of them from the list."""
+    width = candidates.shape[1]
+    ks = np.empty(width + 2, np.int64)
+    n = 0
+    for q in range(width):
+        k = candidates[row, q]
+        if 0 <= k < n_classes:
+            ks[n] = k
+            n += 1
+    n_listed = n
+    for k in (extra, last):
+        if 0 <= k < n_classes:
+            ks[n] = k
+            n += 1
+    sv, su = np.empty(n), np.empty(n)
+    whole = n - n % 4
+    for first in range(0, whole, 4):
+        _four_dots(V, U, indptr, indices, data, row, ks, first, both, sv, su)
+    for q in range(whole, n):
+        if both:
+            sv[q], su[q] = _dots(V, U, indptr, indices, data, row, ks[q])
+        else:
+            sv[q] = _dot(V, indptr, indices, data, row, ks[q])
+    return ks, sv, su, n, n_listed
+
+
+@njit(cache=True, nogil=True)
 def _best_candidate(V, U, scalars, indptr, indices, data, row, n_classes, candidates, skip, extra, averaged, raw):
     """The best of ``candidates[row]`` and ``extra`` (-1: none) other than ``skip``, among the
     classes below ``n_classes``, ties to the lowest index: by ``V x`` with ``raw``, else by the
     predicting iterate. Returns ``(class, score)``, ``(-1, 0)`` when there is none."""
+    both = not raw and averaged and scalars[AW] > 0
+    ks, sv, su, n, _ = _listed_dots(V, U, indptr, indices, data, row, candidates, n_classes, extra, -1, both)
     best, best_score = -1, 0.0
-    for q in range(candidates.shape[1] + 1):
-        k = candidates[row, q] if q < candidates.shape[1] else extra
-        if k < 0 or k >= n_classes or k == skip:
+    for q in range(n):
+        k = ks[q]
+        if k == skip:
             continue
-        s = _dot(V, indptr, indices, data, row, k) if raw else _predicted_score(V, U, scalars, indptr, indices, data, row,
-                                                                                 k, averaged)
+        s = sv[q] if raw else ((su[q] + scalars[A] * sv[q]) / scalars[AW] if both else scalars[G] * sv[q])
         if best < 0 or s > best_score or (s == best_score and k < best):
             best, best_score = k, s
     return best, best_score
@@ -142,26 +201,21 @@ def _candidate_scores(V, U, scalars, indptr, indices, data, row, y, n_before, n_
     ``_best_candidate(..., averaged=True)``'s answer) and :func:`_violator`'s ``r`` (the lowest
     class beside them with ``lowest``; no random draw here). Returns ``(predicted, r, s_r, s_y)``,
     ``predicted = -1`` and ``r = -1`` when there is none."""
+    extra = (1 if y == 0 else 0) if lowest else -1
+    both = predict and scalars[AW] > 0
+    ks, sv, su, n, n_listed = _listed_dots(V, U, indptr, indices, data, row, candidates, n_classes, extra,
+                                           y if n_classes >= 2 else -1, both)
     predicted, best = -1, 0.0
     r, s_r = -1, 0.0
-    n_listed = candidates.shape[1]
-    extra = (1 if y == 0 else 0) if lowest else -1
-    for q in range(n_listed + 1):
-        k = candidates[row, q] if q < n_listed else extra
-        if k < 0 or k >= n_classes:
-            continue
-        if predict and q < n_listed and k < n_before and scalars[AW] > 0:
-            s, u = _dots(V, U, indptr, indices, data, row, k)
-            p = (u + scalars[A] * s) / scalars[AW]
-        else:
-            s = _dot(V, indptr, indices, data, row, k)
-            p = scalars[G] * s
+    for q in range(n - (n_classes >= 2)):  # the last is y's own score
+        k, s = ks[q], sv[q]
         if predict and q < n_listed and k < n_before:
+            p = (su[q] + scalars[A] * s) / scalars[AW] if both else scalars[G] * s
             if predicted < 0 or p > best or (p == best and k < predicted):
                 predicted, best = k, p
         if n_classes >= 2 and k != y and (r < 0 or s > s_r or (s == s_r and k < r)):
             r, s_r = k, s
-    s_y = _dot(V, indptr, indices, data, row, y) if n_classes >= 2 else 0.0
+    s_y = sv[n - 1] if n_classes >= 2 else 0.0
     return predicted, r, s_r, s_y
 
 
@@ -212,6 +266,8 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, V, U,
             row = first + i
             predict = len(mistakes) > 0 and averaged
             if candidates.shape[0]:
+                if row + 1 < len(indptr) - 1:
+                    _prefetch_candidates(V, U, candidates, row + 1, averaged)
                 predicted, r, s_r, s_y = _candidate_scores(V, U, scalars, indptr, indices, data, row, y[row], n_before,
                                                            n_classes, candidates, lowest, predict)
                 if n_classes >= 2 and not lowest and (r < 0 or s_r <= 0.0):
@@ -263,19 +319,35 @@ def renormalize(V, U, scalars, n_classes):
 
 
 @njit(cache=True, nogil=True)
+def _prefetch_candidates(V, U, candidates, row, averaged):
+    """Start reading the rows of ``V`` (and ``U`` with ``averaged``) of a row's candidates."""
+    for q in range(candidates.shape[1]):
+        k = candidates[row, q]
+        if 0 <= k < V.shape[0]:
+            prefetch_row(V, k)
+        if averaged and 0 <= k < U.shape[0]:
+            prefetch_row(U, k)
+
+
+@njit(cache=True, nogil=True)
 def predict_rows(indptr, indices, data, V, U, scalars, n_classes, averaged, y, predicted, p_true, scores, avg_scores,
                  candidates):
     """:func:`streamlearn.kernels.memoir.predict_rows` on dense rows: the predicted class of each
     row (-1 with no class; ties to the lowest index) and, when ``y`` is given (non-empty; -1 for a
     class the model does not know), the softmax probability of ``y`` — over every class, or over
     the row's ``candidates`` and ``y`` (when ``candidates`` has rows; no candidate: class 0)."""
-    for row in range(len(indptr) - 1):
+    n_rows = len(indptr) - 1
+    if candidates.shape[0] and n_rows:
+        _prefetch_candidates(V, U, candidates, 0, averaged)
+    for row in range(n_rows):
         if n_classes == 0:
             predicted[row] = -1
             if len(y):
                 p_true[row] = 0.0
             continue
         if candidates.shape[0]:
+            if row + 1 < n_rows:
+                _prefetch_candidates(V, U, candidates, row + 1, averaged)
             best, best_score = _best_candidate(V, U, scalars, indptr, indices, data, row, n_classes, candidates, -1, -1,
                                                averaged, False)
             predicted[row] = max(best, 0)
@@ -311,6 +383,19 @@ def violators(indptr, indices, data, V, y, n_classes, candidates, lowest, rng, s
     for row in range(len(indptr) - 1):
         if y[row] >= 0:
             out[row] = _violator(V, indptr, indices, data, row, y[row], n_classes, candidates, lowest, rng, scores)[0]
+
+
+@njit(cache=True, nogil=True)
+def scatter_rows(indptr, indices, data, out):
+    """``out[i, indices[p]] = data[p]`` for row ``i``'s entries of CSR rows (``indptr`` from 0;
+    columns past ``out``'s dropped; cast to ``out``'s type): a dense copy of the rows in ``out``
+    (zeros)."""
+    width = out.shape[1]
+    for i in range(len(indptr) - 1):
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            if j < width:
+                out[i, j] = data[p]
 
 
 #: u = 2^-24, float32's unit roundoff: a float32 dot product of d terms, summed in any order (with or

@@ -161,7 +161,5 @@ _NO_SUMS, _NO_CHANGED = np.zeros((0, 0)), np.zeros(0, np.bool_)
 def _dense_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, width: int, dtype=np.float64) -> np.ndarray:
     """CSR rows as a dense ``(rows, width)`` array of ``dtype`` (columns past ``width`` dropped)."""
     out = np.zeros((len(indptr) - 1, width), dtype)
-    row_of = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
-    kept = indices < width
-    out[row_of[kept], indices[kept]] = data[kept]
+    _dense.scatter_rows(indptr, indices, data, out)
     return out
