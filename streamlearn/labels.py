@@ -50,8 +50,9 @@ class LabelSpace:
     streamlearn.errors.InvalidInputError: row 0: empty label '  '
     """
 
-    #: integer labels below this are looked up in a table by :meth:`indices` (8 bytes each)
-    SMALL_INT_LABELS = 1 << 16
+    #: integer labels below this are looked up in a table by :meth:`indices` (8 bytes each, as
+    #: far as the largest label seen: 8 MiB at most; an extreme stream's ids reach 10**5-10**6)
+    SMALL_INT_LABELS = 1 << 20
     _small_ints = None  # table: class of int label v at [v] (-1: none); None: to rebuild
 
     def __init__(self):
@@ -99,11 +100,12 @@ class LabelSpace:
         if v == y and 0 <= v < len(self._small_ints):
             self._small_ints[v] = k
 
-    def _small_int_classes(self, values: np.ndarray) -> np.ndarray | None:
-        """Class indices of an int array whose labels are all known and below
-        :attr:`SMALL_INT_LABELS`, by a table look-up (a dict look-up per distinct label
-        costs a sort of the batch); ``None`` otherwise. The table is filled from the dict,
-        so ``1`` finds a class first seen as ``True`` or ``1.0`` exactly as the dict does."""
+    def _small_int_classes(self, values: np.ndarray, grow: bool) -> np.ndarray | None:
+        """Class indices of an int array whose labels are all below :attr:`SMALL_INT_LABELS`,
+        by a table look-up (a dict look-up per distinct label costs a sort of the batch and a
+        Python call each); new labels, with ``grow``, enter through :meth:`index` in order of
+        first appearance, and only they; ``None`` for other arrays. The table is filled from
+        the dict, so ``1`` finds a class first seen as ``True`` or ``1.0`` exactly as the dict does."""
         if not len(values) or values.min() < 0:
             return None
         needed = int(values.max()) + 1
@@ -115,7 +117,13 @@ class LabelSpace:
             get = self._index.get
             self._small_ints = np.fromiter((get(v, -1) for v in range(size)), np.int64, size)
         classes = self._small_ints[values]
-        return classes if classes.min() >= 0 else None
+        if not grow or classes.min() >= 0:
+            return classes
+        unknown = values[classes < 0]
+        distinct, first = np.unique(unknown, return_index=True)
+        for v in distinct[np.argsort(first, kind="stable")].tolist():
+            self.index(v, grow=True)  # enters it in the table too
+        return self._small_ints[values]
 
     def indices(self, ys, grow: bool) -> np.ndarray:
         """Class indices of a batch of labels (a list, an array or a Series), numbering new
@@ -123,7 +131,7 @@ class LabelSpace:
         grows the space."""
         values = np.asarray(ys) if not isinstance(ys, list) else None
         if values is not None and values.dtype.kind in "iu" and values.ndim == 1:
-            known = self._small_int_classes(values)
+            known = self._small_int_classes(values, grow)
             if known is not None:
                 return known
         if values is not None and values.dtype.kind in "iub" and values.ndim == 1:

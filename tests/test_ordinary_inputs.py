@@ -395,3 +395,5 @@ def test_int_labels_find_their_classes_by_table_as_by_dict_while_classes_keep_ap
             reference.setdefault(label, len(reference))
         assert got.tolist() == [reference[v] for v in batch.tolist()]
     assert space.indices(np.array([1, 2, 3]), grow=False).tolist() == [0, 1, reference[3]]
+    assert space.indices(np.array([2, 4000]), grow=False).tolist() == [1, -1]  # unknown, not entered
+    assert 4000 not in space.labels
