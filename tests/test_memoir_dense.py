@@ -98,6 +98,22 @@ def test_auto_leaves_the_dense_store_at_the_same_example_however_fed():
     assert one.decision_function_many(probe).tobytes() == sparse.decision_function_many(probe).tobytes()
 
 
+def test_auto_leaves_the_dense_store_when_rows_thin_out_over_known_columns_however_fed():
+    """Rows that name one known column each, no new one: the store fills ever less of its
+    columns, and ``learn_many``'s batches leave it at the example ``learn_one`` does."""
+    rng = np.random.default_rng(7)
+    X = [{f"c{j}": float(rng.normal()) for j in range(40)} for _ in range(20)]
+    X += [{f"c{int(rng.integers(40))}": 1.0} for _ in range(150)]
+    y = rng.integers(5, size=len(X)).tolist()
+    one, many = ExtremeSVM(batch_size=2), ExtremeSVM(batch_size=2)
+    for x, k in zip(X, y):
+        one.learn_one(x, k)
+    for start in range(0, len(X), 45):
+        many.learn_many(X[start : start + 45], y[start : start + 45])
+    assert not one.dense and not many.dense
+    assert_same_state(one.export_state(), many.export_state())
+
+
 def test_store_dense_stays_dense_and_auto_leaves_it_above_the_size_limit(monkeypatch):
     X, y = turning_sparse_stream(20, 120, seed=5)
     always = ExtremeSVM(store="dense")

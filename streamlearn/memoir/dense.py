@@ -39,13 +39,19 @@ class DenseLearning:
             return rows.n_rows
         lo = rows.indptr[0]
         entries = np.diff(rows.indptr)
+        seen_rows, seen_entries, seen_columns = (int(v) for v in self._dense_seen)
+        n_whole = rows.n_rows // self.batch_size * self.batch_size
+        if (seen_columns and 4 * int(entries.min()) >= seen_columns and int(rows.indices[lo : rows.indptr[-1]].max()) < seen_columns
+                and max(self._n_learned, int(y.max()) + 1) * seen_columns <= DENSE_MAX_WEIGHTS):
+            # no new column and every row fills a quarter of them: no group can break the rule
+            self._dense_seen[:] = (seen_rows + n_whole, seen_entries + int(rows.indptr[n_whole] - lo), seen_columns)
+            return n_whole
         last_column = np.full(rows.n_rows, -1, np.int64)
         filled = entries > 0
         if filled.any():
             last_column[filled] = np.maximum.reduceat(rows.indices[lo : rows.indptr[-1]], (rows.indptr[:-1] - lo)[filled])
         group = self.batch_size
         ends = np.arange(group, rows.n_rows + 1, group) - 1
-        seen_rows, seen_entries, seen_columns = (int(v) for v in self._dense_seen)
         n_rows = seen_rows + ends + 1
         n_entries = seen_entries + np.cumsum(entries)[ends]
         n_columns = np.maximum(seen_columns, np.maximum.accumulate(last_column)[ends] + 1)
