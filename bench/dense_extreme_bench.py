@@ -466,8 +466,8 @@ def main(argv=None) -> int:
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--examples", type=int, default=40_000)
     parser.add_argument("--batch", type=int, default=64, help="the dense method's mini-batch")
-    parser.add_argument("--nprobe", default="8,32,128", help="the IVF prototype's lists searched, one run each")
-    parser.add_argument("--centroid-nprobe", default="2,8", help="the mean-example index's lists searched, one run each")
+    parser.add_argument("--nprobe", default="8,32,128", help="the IVF prototype's lists searched, one run each ('' for no run)")
+    parser.add_argument("--centroid-nprobe", default="2,8", help="the mean-example index's lists searched, one run each ('' for no run)")
     parser.add_argument("--no-sparse", action="store_true", help="leave the exact ExtremeSVM rows out (hours at 10^5 classes: every example scans every class)")
     parser.add_argument("--peers", default=",".join(PEERS), help=f"the peers run, of {', '.join(PEERS)} ('' for none)")
     parser.add_argument("--softmax-lr", type=float, default=1024.0, help="the softmax peer's step")
@@ -478,8 +478,8 @@ def main(argv=None) -> int:
     if args.quick:
         args.classes, args.examples, args.nprobe, args.centroid_nprobe = 500, 3_000, "8", "2"
     results = {"machine": machine(), **run(args.classes, args.dim, args.examples, args.batch, not args.no_sparse,
-                                                    [int(n) for n in args.nprobe.split(",")],
-                                                    [int(n) for n in args.centroid_nprobe.split(",")],
+                                                    [int(n) for n in args.nprobe.split(",") if n],
+                                                    [int(n) for n in args.centroid_nprobe.split(",") if n],
                                                     [p for p in args.peers.split(",") if p], args.softmax_lr, args.repeats)}
     print(save_results(args.out, RESULTS_NAME, results, report, plot))
     return 0
