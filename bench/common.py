@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pathlib
 import platform
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -60,7 +61,7 @@ def machine() -> dict:
     limits = [f"{name}={os.environ[name]}" for name in THREAD_LIMITS if name in os.environ]
     return {"commit": commit, "uncommitted_changes": changed, "cpu": cpu, "cores": os.cpu_count(),
             "python": platform.python_version(), "versions": versions,
-            "command": " ".join([*limits, "python -m", module, *sys.argv[1:]])}
+            "command": " ".join([*limits, "python -m", module, shlex.join(sys.argv[1:])])}
 
 
 def cpu_seconds(pid: int) -> float:
