@@ -23,15 +23,14 @@ class exactly. The state (sums, index bytes) is checkpointed: a restore goes on 
 
 ``oracle="auto"`` (ExtremeSVM's default) is this index under a cost model measured on this machine
 (``bench/oracle_cost_bench.py``, ``bench/results/oracle-cost.md``): the exact scan costs about
-2–3 ns per class × column and example, the index a floor of 15–25 µs at d ≤ 128 and 65–140 µs at
-d = 512 (its search and the candidates' re-scoring), so the index is the cheaper from 4,000–33,000
-weights on (7.0× at 2,000 classes × 128, 7.9× at 1,000 × 512), at equal or better accuracy from
-32 columns on. (Measured with faiss's own coarse step, before :meth:`MeanExampleIndex.probe`
-made the index cheaper: the crossovers are now lower than the gate, which errs towards the exact
-scan.) So ``"auto"`` trains it once the classes × columns reach :data:`AUTO_MIN_WEIGHTS`
-(256 classes at d = 128, above every crossover measured) over at least :data:`AUTO_MIN_COLUMNS`
-columns: with fewer, the mean directions of thousands of classes crowd together and the
-candidates miss (−11 points at 16 columns and 8,192 classes, +2 at 32 and 4,096).
+2–3 ns per class × column and example, the index a floor of 12–25 µs at d ≤ 128 and 39–140 µs at
+d = 512 (its search and the candidates' re-scoring), so the index is the cheaper from 4,000–8,000
+weights on (10.4× at 2,000 classes × 128, 9.6× at 1,000 × 512), at equal or better accuracy from
+32 columns on. So ``"auto"`` trains it once the classes × columns reach :data:`AUTO_MIN_WEIGHTS`
+(256 classes at d = 128, above every crossover measured: the gate errs towards the exact scan)
+over at least :data:`AUTO_MIN_COLUMNS` columns: with fewer, the mean directions of thousands of
+classes crowd together and the candidates miss (−11 points at 16 columns and 8,192 classes, ±0
+at 32 and 4,096).
 Sparse rows never reach it: ``store="auto"`` leaves the dense store first.
 """
 
