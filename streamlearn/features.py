@@ -377,7 +377,7 @@ class FeatureSpace:
         if self._positions_too_sparse(width, count):
             return None
         column_of = self._position_columns(width)
-        out_idx, out_val = self._scratch(count + 1)  # dense_rows writes one past the last kept entry
+        out_idx, out_val = self._scratch(count)
         added = NO_ENTRIES
         if grow:
             room = min(count, width)

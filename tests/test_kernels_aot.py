@@ -284,7 +284,7 @@ def test_dense_rows_is_the_csr_road_in_one_pass(shape, grow, known_share):
     """The dense road's one pass against SciPy's CSR mapped column by column (its reference):
     the same rows, new positions given columns in order of first appearance, unknown ones
     dropped without ``grow``; the order keys of new columns are their positions. Every other
-    row has no zero, so rows over known columns that are copied whole meet rows that are not."""
+    row has no zero, and with ``known_share`` 1 every column is known."""
     rng = np.random.default_rng(sum(shape) + grow)
     keep = rng.random(shape) < 0.5
     keep[::2] = True
@@ -295,7 +295,7 @@ def test_dense_rows_is_the_csr_road_in_one_pass(shape, grow, known_share):
     next_column = 3 + len(known)
     count = int(np.count_nonzero(dense))
     keys, added = np.zeros(next_column + shape[1], np.int64), np.zeros(shape[1], np.int64)
-    out_idx, out_val, mapped = np.zeros(count + 1, np.int64), np.zeros(count + 1), column_of.copy()
+    out_idx, out_val, mapped = np.zeros(count, np.int64), np.zeros(count), column_of.copy()
     indptr, n, n_added = kernels.compiled("rows").dense_rows(dense, mapped, keys, out_idx, out_val, grow, next_column, added)
     ref_indptr, ref_indices, ref_data, ref_column_of, ref_added = _dense_rows_reference(dense, column_of, grow, next_column)
     assert n == len(ref_indices) and n_added == len(ref_added)

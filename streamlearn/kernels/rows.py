@@ -36,41 +36,30 @@ def dense_rows(X, column_of, keys, out_idx, out_val, grow, next_column, added):
     """A dense batch of finite values over positions as rows over weight columns in one pass:
     what SciPy's CSR then :func:`map_rows` (``keys_are_positions``, values copied) give,
     without the CSR in between. A row of a dense batch is in position order, so no row needs
-    sorting. ``out_idx`` / ``out_val`` need room for the batch's nonzero entries plus one
-    (:func:`dense_census`; every entry is written at the next free place, which only a kept
-    one then takes, because a branch on each value's zeroness mispredicts on image rows);
-    ``column_of`` must cover every position (``X.shape[1]``), and with ``grow`` ``keys`` from
-    ``next_column`` and ``added`` must have room for every new one.
+    sorting. ``out_idx`` / ``out_val`` need room for the batch's nonzero entries
+    (:func:`dense_census`); ``column_of`` must cover every position (``X.shape[1]``), and with
+    ``grow`` ``keys`` from ``next_column`` and ``added`` must have room for every new one.
     Returns ``(indptr, n, n_added)``: the rows are ``out_idx[:n]`` / ``out_val[:n]``."""
     n_rows, width = X.shape
     out_ptr = np.empty(n_rows + 1, np.int64)
     out_ptr[0] = 0
     n = 0
     n_added = 0
-    all_known = True
-    for j in range(width):
-        all_known &= column_of[j] >= 0
     for i in range(n_rows):
-        full = all_known
         for j in range(width):
-            full &= X[i, j] != 0.0
-        if full:  # a row without zeros over known columns is two straight copies
-            out_idx[n : n + width] = column_of[:width]
-            out_val[n : n + width] = X[i]
-            n += width
-        else:
-            for j in range(width):
-                v = X[i, j]
+            v = X[i, j]
+            if v != 0.0:
                 c = column_of[j]
-                if c < 0 and grow and v != 0.0:
+                if c < 0 and grow:
                     c = next_column + n_added
                     column_of[j] = c
                     keys[c] = j
                     added[n_added] = j
                     n_added += 1
-                out_idx[n] = c
-                out_val[n] = v
-                n += (v != 0.0) & (c >= 0)
+                if c >= 0:
+                    out_idx[n] = c
+                    out_val[n] = v
+                    n += 1
         out_ptr[i + 1] = n
     return out_ptr, n, n_added
 
