@@ -112,10 +112,12 @@ class LabelSpace:
         if needed > self.SMALL_INT_LABELS:
             return None
         if self._small_ints is None or len(self._small_ints) < needed:
-            size = max(needed, 2 * len(self._small_ints) if self._small_ints is not None else 16)
-            size = min(size, self.SMALL_INT_LABELS)
+            kept = self._small_ints if self._small_ints is not None else np.zeros(0, np.int64)
+            size = min(max(needed, 2 * len(kept), 16), self.SMALL_INT_LABELS)
             get = self._index.get
-            self._small_ints = np.fromiter((get(v, -1) for v in range(size)), np.int64, size)
+            # the kept part is current (_note_small_int); only the new range is read from the dict
+            self._small_ints = np.concatenate([kept, np.fromiter((get(v, -1) for v in range(len(kept), size)), np.int64,
+                                                                 size - len(kept))])
         classes = self._small_ints[values]
         if not grow or classes.min() >= 0:
             return classes
