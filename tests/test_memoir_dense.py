@@ -184,15 +184,23 @@ def test_prediction_among_candidates_is_the_numpy_reference(averaged):
     n_rows, n_classes, d = 40, 13, 7
     V, U, X = rng.normal(size=(n_classes, d)), rng.normal(size=(n_classes, d)), rng.normal(size=(n_rows, d))
     scalars = np.array([0.7, 0.0, 0.4, 2.5])  # g, Σ V², A, AW
-    candidates = rng.integers(-1, n_classes + 3, size=(n_rows, 11))
+    candidates = np.array([rng.choice(np.arange(n_classes + 3), 11, replace=False) for _ in range(n_rows)])  # distinct, as an index's
     for row in range(n_rows):
         candidates[row, row % 12 :] = -1
     indptr, indices, data = np.arange(0, n_rows * d + 1, d), np.tile(np.arange(d), n_rows), X.ravel().copy()
-    predicted = np.empty(n_rows, np.int64)
+    predicted, labelled, p_true = np.empty(n_rows, np.int64), np.empty(n_rows, np.int64), np.empty(n_rows)
+    y = rng.integers(-1, n_classes, size=n_rows)  # -1: a class the model does not know
     _kernels.predict_rows(indptr, indices, data, V, U, scalars, n_classes, averaged, np.zeros(0, np.int64), predicted,
                           np.zeros(0), np.zeros(n_classes), np.zeros(n_classes), candidates)
+    _kernels.predict_rows(indptr, indices, data, V, U, scalars, n_classes, averaged, y, labelled, p_true,
+                          np.zeros(n_classes), np.zeros(n_classes), candidates)
     scores = (X @ U.T + 0.4 * X @ V.T) / 2.5 if averaged else 0.7 * X @ V.T
     for row in range(n_rows):
         listed = [k for k in candidates[row] if 0 <= k < n_classes]
         expected = max(listed, key=lambda k: (scores[row, k], -k)) if listed else 0
-        assert predicted[row] == expected, (row, listed)
+        assert predicted[row] == expected == labelled[row], (row, listed)
+        # y's probability: the softmax over the listed classes and y
+        pool = sorted(set(listed) | ({int(y[row])} if y[row] >= 0 else set()))
+        weights = np.exp(scores[row, pool] - scores[row, pool].max()) if pool else np.zeros(0)
+        want = 0.0 if y[row] < 0 else weights[pool.index(y[row])] / weights.sum()
+        assert p_true[row] == pytest.approx(want, rel=1e-9, abs=1e-12), (row, listed, int(y[row]))

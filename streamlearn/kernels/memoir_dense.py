@@ -89,15 +89,6 @@ def _dots(V, U, indptr, indices, data, row, k):
 
 
 @njit(cache=True, nogil=True)
-def _predicted_score(V, U, scalars, indptr, indices, data, row, k, averaged):
-    """The predicting iterate's score of class ``k`` (as :func:`_predicted_scores`)."""
-    if averaged and scalars[AW] > 0:
-        s, u = _dots(V, U, indptr, indices, data, row, k)
-        return (u + scalars[A] * s) / scalars[AW]
-    return scalars[G] * _dot(V, indptr, indices, data, row, k)
-
-
-@njit(cache=True, nogil=True)
 def _four_dots(V, U, indptr, indices, data, row, ks, first, both, sv, su):
     """``sv[q] = (V x_row)_{ks[q]}`` (and ``su[q]`` of ``U`` with ``both``) for ``q`` in
     ``first .. first + 3``, each summed as :func:`_dot` sums it: four classes' chains of
@@ -155,20 +146,16 @@ def _listed_dots(V, U, indptr, indices, data, row, candidates, n_classes, extra,
 
 
 @njit(cache=True, nogil=True)
-def _best_candidate(V, U, scalars, indptr, indices, data, row, n_classes, candidates, skip, extra, averaged, raw):
+def _best_candidate(V, indptr, indices, data, row, n_classes, candidates, skip, extra):
     """The best of ``candidates[row]`` and ``extra`` (-1: none) other than ``skip``, among the
-    classes below ``n_classes``, ties to the lowest index: by ``V x`` with ``raw``, else by the
-    predicting iterate. Returns ``(class, score)``, ``(-1, 0)`` when there is none."""
-    both = not raw and averaged and scalars[AW] > 0
-    ks, sv, su, n, _ = _listed_dots(V, U, indptr, indices, data, row, candidates, n_classes, extra, -1, both)
+    classes below ``n_classes``, by ``V x``, ties to the lowest index. Returns ``(class, score)``,
+    ``(-1, 0)`` when there is none."""
+    ks, sv, _, n, _ = _listed_dots(V, V, indptr, indices, data, row, candidates, n_classes, extra, -1, False)
     best, best_score = -1, 0.0
     for q in range(n):
         k = ks[q]
-        if k == skip:
-            continue
-        s = sv[q] if raw else ((su[q] + scalars[A] * sv[q]) / scalars[AW] if both else scalars[G] * sv[q])
-        if best < 0 or s > best_score or (s == best_score and k < best):
-            best, best_score = k, s
+        if k != skip and (best < 0 or sv[q] > best_score or (sv[q] == best_score and k < best)):
+            best, best_score = k, sv[q]
     return best, best_score
 
 
@@ -186,8 +173,7 @@ def _violator(V, indptr, indices, data, row, y, n_classes, candidates, lowest, r
         if not lowest and scores[r] <= 0.0:
             r = random_other(rng, n_classes, y)
         return r, scores[r], scores[y]
-    r, s_r = _best_candidate(V, V, scores, indptr, indices, data, row, n_classes, candidates, y,  # raw: U, scalars unused
-                             (1 if y == 0 else 0) if lowest else -1, False, True)
+    r, s_r = _best_candidate(V, indptr, indices, data, row, n_classes, candidates, y, (1 if y == 0 else 0) if lowest else -1)
     if not lowest and (r < 0 or s_r <= 0.0):
         r = random_other(rng, n_classes, y)
         s_r = _dot(V, indptr, indices, data, row, r)
@@ -198,7 +184,7 @@ def _violator(V, indptr, indices, data, row, y, n_classes, candidates, lowest, r
 def _candidate_scores(V, U, scalars, indptr, indices, data, row, y, n_before, n_classes, candidates, lowest, predict):
     """One pass over a row's candidates for a step: each row of ``V`` read once serves both the
     averaged iterate's prediction among the candidates below ``n_before`` (with ``predict``;
-    ``_best_candidate(..., averaged=True)``'s answer) and :func:`_violator`'s ``r`` (the lowest
+    :func:`predict_rows`' answer) and :func:`_violator`'s ``r`` (the lowest
     class beside them with ``lowest``; no random draw here). Returns ``(predicted, r, s_r, s_y)``,
     ``predicted = -1`` and ``r = -1`` when there is none."""
     extra = (1 if y == 0 else 0) if lowest else -1
@@ -348,19 +334,22 @@ def predict_rows(indptr, indices, data, V, U, scalars, n_classes, averaged, y, p
         if candidates.shape[0]:
             if row + 1 < n_rows:
                 _prefetch_candidates(V, U, candidates, row + 1, averaged)
-            best, best_score = _best_candidate(V, U, scalars, indptr, indices, data, row, n_classes, candidates, -1, -1,
-                                               averaged, False)
+            k = y[row] if len(y) else -1
+            both = averaged and scalars[AW] > 0
+            ks, p, su, n, n_listed = _listed_dots(V, U, indptr, indices, data, row, candidates, n_classes, -1, k, both)
+            for q in range(n):  # the predicting iterate's scores, as _predicted_scores gives them
+                p[q] = (su[q] + scalars[A] * p[q]) / scalars[AW] if both else scalars[G] * p[q]
+            best, best_score = -1, 0.0
+            for q in range(n_listed):
+                if best < 0 or p[q] > best_score or (p[q] == best_score and ks[q] < best):
+                    best, best_score = ks[q], p[q]
             predicted[row] = max(best, 0)
             if len(y):
-                k = y[row]
                 total, listed = 0.0, False
-                for q in range(candidates.shape[1]):
-                    c = candidates[row, q]
-                    if 0 <= c < n_classes:
-                        total += np.exp(_predicted_score(V, U, scalars, indptr, indices, data, row, c, averaged) - best_score)
-                        listed = listed or c == k
-                s_y = -np.inf if k < 0 or k >= n_classes else _predicted_score(V, U, scalars, indptr, indices, data, row, k,
-                                                                               averaged)
+                for q in range(n_listed):
+                    total += np.exp(p[q] - best_score)
+                    listed = listed or ks[q] == k
+                s_y = p[n - 1] if 0 <= k < n_classes else -np.inf  # y's score is the last
                 if 0 <= k < n_classes and not listed:
                     total += np.exp(s_y - best_score)
                 p_true[row] = 0.0 if total == 0.0 else np.exp(s_y - best_score) / total

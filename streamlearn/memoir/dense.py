@@ -157,15 +157,15 @@ class DenseLearning:
 
     def _candidates_of(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> np.ndarray:
         """The trained index's candidates of CSR rows (``indptr`` from 0), as float32 rows of its columns."""
-        return self._means.candidates(_dense_rows(indptr, indices, data, self._means.dim, np.float32), self.n_candidates)
+        return self._means.candidates(_dense_rows(indptr, indices, data, self._means.dim), self.n_candidates)
 
 
 _NO_CANDIDATES = np.zeros((0, 0), np.int64)
 _NO_SUMS, _NO_CHANGED = np.zeros((0, 0)), np.zeros(0, np.bool_)
 
 
-def _dense_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, width: int, dtype=np.float64) -> np.ndarray:
-    """CSR rows as a dense ``(rows, width)`` array of ``dtype`` (columns past ``width`` dropped)."""
-    out = np.zeros((len(indptr) - 1, width), dtype)
+def _dense_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, width: int) -> np.ndarray:
+    """CSR rows as a dense float32 ``(rows, width)`` array, the index's queries (columns past ``width`` dropped)."""
+    out = np.zeros((len(indptr) - 1, width), np.float32)
     _dense.scatter_rows(indptr, indices, data, out)
     return out
