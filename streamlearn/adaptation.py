@@ -35,7 +35,9 @@ predicts alike right after one) until it errs less again. The factor and the fad
 on other seeds of the drift bench's streams than those it reports (``bench/README.md``).
 
 Decisions take effect only at a step that is a multiple of :data:`CHECK_EVERY`: ``learn_many``
-then cuts its rows at those steps, and so equals the ``learn_one`` loop bit for bit. The watch
+then cuts its rows at those steps, and so equals the ``learn_one`` loop bit for bit (a kernel that
+learns a whole batch, ExtremeSVM's dense store, runs the same test and check inside its step:
+:mod:`streamlearn.kernels.watch`, with :meth:`ChangeWatch.as_array`'s state). The watch
 is part of the learner's state (checkpoints resume it exactly). With ``lam="auto"`` the leader's
 mistakes are watched and every candidate restarts. In a ``--mix-topic`` group each member watches
 its own mistakes; a restart enters the shared model through the fold (:mod:`streamlearn.service.mixing`:
@@ -180,6 +182,20 @@ class ChangeWatch:
         self.changes += 1
         return True
 
+    def as_array(self) -> np.ndarray:
+        """The state as :mod:`streamlearn.kernels.watch`'s array (a kernel that watches as it
+        learns takes it, and :meth:`load_array` takes it back)."""
+        d = self.detector
+        return np.array([d.n, d.mean, d.sum_increase, d.min_increase, d.drift_detected, self.change_seen,
+                         self.changes, self.steps], np.float64)
+
+    def load_array(self, state: np.ndarray) -> None:
+        """Take the state a kernel left in :meth:`as_array`'s array."""
+        d = self.detector
+        d.n, d.mean, d.sum_increase, d.min_increase = (float(v) for v in state[:4])
+        d.drift_detected, self.change_seen = bool(state[4]), bool(state[5])
+        self.changes, self.steps = int(state[6]), int(state[7])
+
     def export(self) -> dict:
         return {"detector": {name: getattr(self.detector, name) for name in PageHinkleyUp.STATE},
                 "change_seen": self.change_seen, "changes": self.changes, "steps": self.steps}
@@ -234,6 +250,15 @@ def learn_in_watched_spans(watch: ChangeWatch, rows: SparseRows, y: np.ndarray, 
         return mistakes_of(span_scores, span_y, n_before)
 
     learn_watched(watch, n_groups, learn_between, restart, checked)
+
+
+def watch_params(batch_size: int, average_power: float) -> np.ndarray:
+    """The parameters of :func:`streamlearn.kernels.watch.watch_step`, and of the restart a kernel
+    makes when it says so: the test's, :data:`CHECK_EVERY`, the step a restart goes back to
+    (:func:`restart_step`'s cap) and the average's weight there."""
+    detector, restart_at = PageHinkleyUp(), restart_step(1 << 62, batch_size)
+    return np.array([detector.threshold, detector.delta, detector.alpha, detector.min_instances, CHECK_EVERY,
+                     restart_at, average_weight_of(restart_at, average_power)], np.float64)
 
 
 def average_weight_of(t: int, power: float) -> float:

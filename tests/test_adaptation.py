@@ -77,6 +77,26 @@ def test_the_written_out_page_hinkley_fires_where_rivers_does(alpha):
     assert sum(fired) >= 3  # the rises at 2000, 6000 and 8000 at least
 
 
+@pytest.mark.parametrize("group", [1, 3])
+def test_the_compiled_watch_is_the_python_watch_step_for_step(group):
+    """The kernels' watch (a learner that watches inside its step) against ChangeWatch, its reference:
+    the same state after every step, and a change acted on at the same steps."""
+    from streamlearn.adaptation import watch_params
+    from streamlearn.kernels import compiled
+
+    rng = np.random.default_rng(5)
+    rates = np.repeat([0.1, 0.6, 0.05, 0.5], 1500 * group)
+    mistakes = rng.random(len(rates)) < rates
+    python, state, params = ChangeWatch(), ChangeWatch().as_array(), watch_params(group, 2.0)
+    acted, acted_python = [], []
+    for first in range(0, len(mistakes), group):
+        acted.append(bool(compiled("watch").watch_step(state, params, mistakes, first, group)))
+        python.after_span(mistakes[first : first + group], 1, lambda: None)
+        acted_python.append(python.changes > sum(acted_python))
+        assert state.tobytes() == python.as_array().tobytes()
+    assert acted == acted_python and sum(acted) >= 2
+
+
 def test_the_watch_stays_quiet_on_a_steady_error_rate():
     rng = np.random.default_rng(4)
     watch = ChangeWatch()

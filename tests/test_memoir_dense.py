@@ -204,3 +204,21 @@ def test_prediction_among_candidates_is_the_numpy_reference(averaged):
         weights = np.exp(scores[row, pool] - scores[row, pool].max()) if pool else np.zeros(0)
         want = 0.0 if y[row] < 0 else weights[pool.index(y[row])] / weights.sum()
         assert p_true[row] == pytest.approx(want, rel=1e-9, abs=1e-12), (row, listed, int(y[row]))
+
+
+@pytest.mark.parametrize("params", [{}, {"batch_size": 3}, {"average_power": 1.0, "lam": 1e-4}])
+def test_the_dense_store_restarts_where_the_sparse_store_does(params):
+    """The dense kernel watches and restarts inside its step; the sparse store learns in the watch's
+    Python spans (the reference): the same changes, steps and iterates through two label swaps."""
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(7000, 6))
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(np.int64)
+    y[2500:5000] = 1 - y[2500:5000]
+    dense, sparse = ExtremeSVM(**params), ExtremeSVM(store="sparse", **params)
+    for lo in range(0, len(y), 500):
+        dense.learn_many(X[lo : lo + 500], y[lo : lo + 500])
+        sparse.learn_many(X[lo : lo + 500], y[lo : lo + 500])
+    assert dense.dense and dense.n_changes >= 2
+    assert (dense.n_changes, dense.n_steps) == (sparse.n_changes, sparse.n_steps)
+    assert weights_of(dense, 6).tobytes() == weights_of(sparse, 6).tobytes()
+    assert list(dense.predict_many(X[:300])) == list(sparse.predict_many(X[:300]))

@@ -43,7 +43,7 @@ def _learn(X, y, candidates, n_classes, d, lowest=True):
     scalars = np.array([1.0, 0.0, 0.0, 0.0])
     _dense.learn_groups(indptr, indices, data, y, np.ones(n), 1, 0, V, U, scalars, 0, 1e-6, False, 3.0, 1e-4, True, 2.0,
                         lowest, np.array([7], np.uint64), np.zeros(n_classes), np.zeros(n_classes), 1e-4,
-                        np.zeros(n, np.bool_), candidates, np.zeros((0, 0)), np.zeros(0, np.bool_))
+                        np.zeros(n, np.bool_), candidates, np.zeros((0, 0)), np.zeros(0, np.bool_), np.zeros(0), np.zeros(0))
     return V, U, scalars
 
 

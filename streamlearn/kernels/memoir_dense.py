@@ -18,6 +18,7 @@ from numba import njit
 from .memoir import finish_step, random_other, shrink_and_step
 from .memory import prefetch_row
 from .memoir_store import AW, SQ, A, G
+from .watch import RESTART_AT, RESTART_WEIGHT, watch_step
 
 
 @njit(cache=True, nogil=True)
@@ -226,7 +227,7 @@ def _add(V, U, scalars, indptr, indices, data, row, k, amount, averaged):
 @njit(cache=True, nogil=True)
 def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, V, U, scalars, t, lam, project, eta0,
                  eta_decay, averaged, average_power, lowest, rng, scores, avg_scores, renormalize_below, mistakes,
-                 candidates, sums, changed):
+                 candidates, sums, changed, watch, watch_params):
     """:func:`streamlearn.kernels.memoir.learn_groups` with the exact oracle and ``penalty = L2``
     on dense rows (its docstring has the rules): for each group, every row's most violating
     class ``r = argmax_{k≠y} (V x)_k`` at the group's starting weights (ties to the lowest
@@ -238,7 +239,10 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, V, U,
     ``candidates`` (``(rows, n)``, -1 pads; or ``(0, 0)``: every class): an index's classes for
     each row, among which ``r`` and the prediction behind a mistake are chosen (:func:`_violator`).
     ``sums`` (or ``(0, 0)``): each row is added to its class's row there and ``changed[y]`` set
-    (the mean examples of :mod:`streamlearn.memoir.means`). Returns ``(t, n_classes)``."""
+    (the mean examples of :mod:`streamlearn.memoir.means`). ``watch`` (or an empty array): the
+    change watch's state, fed each step's ``mistakes`` (:func:`.watch.watch_step`, with
+    ``watch_params``); when it says so, the restart of ``ExtremeSVM._restart``. Returns
+    ``(t, n_classes)``."""
     n_groups = (len(indptr) - 1) // group_size
     r_of = np.empty(group_size, np.int64)
     amount_of = np.empty(group_size)
@@ -286,7 +290,21 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, V, U,
                 _add(V, U, scalars, indptr, indices, data, first + i, y[first + i], amount, averaged)
         if finish_step(scalars, t, project, radius, averaged, average_power, renormalize_below):
             renormalize(V, U, scalars, n_classes)
+        if len(watch) and watch_step(watch, watch_params, mistakes, first, group_size) and t > watch_params[RESTART_AT]:
+            t = restart(U, scalars, averaged, watch_params)
     return t, n_classes
+
+
+@njit(cache=True, nogil=True)
+def restart(U, scalars, averaged, watch_params):
+    """``ExtremeSVM._restart`` (:mod:`streamlearn.adaptation`): the step goes back to
+    ``RESTART_AT`` and the average to the current iterate with that step's weight; returns the step."""
+    weight = watch_params[RESTART_WEIGHT]
+    if averaged:
+        U[:, :] = 0.0
+        scalars[A] = weight * scalars[G]
+    scalars[AW] = weight
+    return int(watch_params[RESTART_AT])
 
 
 @njit(cache=True, nogil=True)

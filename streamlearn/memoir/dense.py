@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..adaptation import watch_params
 from ..batches import SparseRows
 from ..kernels import compiled
 from .store import RENORMALIZE_BELOW
@@ -17,9 +18,6 @@ DENSE_MAX_WEIGHTS = 1 << 27
 
 class DenseLearning:
     """The dense store's side of :class:`~streamlearn.memoir.ExtremeSVM`'s learning."""
-
-    #: ``(batch, first row, candidates)`` found ahead (:meth:`_piece_candidates`)
-    _kept_candidates: tuple | None = None
 
     def _rows_while_dense(self, rows: SparseRows, y: np.ndarray) -> int:
         """How many of ``rows`` (complete groups) ``store="auto"`` learns in the dense store: the
@@ -62,12 +60,23 @@ class DenseLearning:
             self._dense_seen[:] = (n_rows[n_groups - 1], n_entries[n_groups - 1], n_columns[n_groups - 1])
         return n_groups * group
 
-    def _learn_dense(self, rows: SparseRows, y: np.ndarray, mistakes: np.ndarray, ahead: tuple | None = None) -> None:
+    def _learn_dense_head(self, rows: SparseRows, y: np.ndarray, mistakes: np.ndarray, watched: bool = False) -> tuple:
+        """Learn the first of ``rows`` the dense store keeps (all, or those before ``store="auto"``
+        leaves it: the learner then moves to the sparse store); return the rest ``(rows, y, mistakes)``."""
+        n_dense = rows.n_rows if self.store == "dense" else self._rows_while_dense(rows, y)
+        self._learn_dense(SparseRows(rows.indptr[: n_dense + 1], rows.indices, rows.data), y[:n_dense],
+                          mistakes[:n_dense], watched)
+        if n_dense < rows.n_rows:
+            self._store = self._store.sparse()
+        return SparseRows(rows.indptr[n_dense:], rows.indices, rows.data), y[n_dense:], mistakes[n_dense:]
+
+    def _learn_dense(self, rows: SparseRows, y: np.ndarray, mistakes: np.ndarray, watched: bool = False) -> None:
         """:meth:`_learn_sparse` in the dense store (:mod:`streamlearn.kernels.memoir_dense`); with
         the mean-example index (``oracle="means"``, or ``"auto"`` past its gate), in pieces up to each
         refresh of the index (every ``index_every`` examples, whole groups), each row's candidates
-        from the index as it stood (``ahead``: :meth:`_piece_candidates`); the kernel adds each row
-        to its class's sum."""
+        from the index as it stood; the kernel adds each row to its class's sum. ``watched``: the
+        kernel feeds the change watch each step's ``mistakes`` and restarts when it says so (no
+        Python between steps: the watch's state goes in as an array and comes back)."""
         if rows.n_rows == 0:
             return
         n_classes = max(len(self._labels), int(y.max()) + 1)
@@ -84,8 +93,11 @@ class DenseLearning:
             sums, changed = means.sums, means.changed
         # pieces end where the index is refreshed, while it exists or the refresh could train it
         split = means is not None and (means.ready or means.could_train(n_classes))
+        watch, params = _NO_WATCH, _NO_WATCH
+        if watched:
+            watch, params = self._watch.as_array(), watch_params(self.batch_size, self._average_power)
         while start < rows.n_rows:
-            stop = reach = rows.n_rows
+            stop = rows.n_rows
             if split:
                 reach = -(-max(self.index_every - self._since_refresh, 1) // self.batch_size) * self.batch_size
                 stop = min(stop, start + reach)
@@ -93,7 +105,7 @@ class DenseLearning:
             piece_rows = (piece - piece[0], indices[piece[0] : piece[-1]], data[piece[0] : piece[-1]])
             candidates = _NO_CANDIDATES
             if means is not None and means.ready:
-                candidates = self._piece_candidates(piece_rows, stop - start, ahead and (ahead[0], ahead[1] + start), reach)
+                candidates = self._candidates_of(*piece_rows)
             if len(candidates) and self._since_refresh == 0 and self._t >= self._recall_counts[2]:
                 self._check_recall(piece_rows, y[start:stop], candidates)
             self._t, self._n_learned = _dense.learn_groups(
@@ -101,30 +113,15 @@ class DenseLearning:
                 store.V, store.U, store.scalars, self._t, float(self.lam), bool(self.project), self._eta0(),
                 self.step[1] or 0.0, self._averaged, self._average_power, self.fallback == "lowest", self._rng,
                 self._scores, self._avg_scores, RENORMALIZE_BELOW[self._averaged],
-                mistakes[start:stop] if len(mistakes) else mistakes, candidates, sums, changed)
+                mistakes[start:stop] if len(mistakes) else mistakes, candidates, sums, changed, watch, params)
             if means is not None:
                 self._since_refresh += stop - start
                 if self._since_refresh >= self.index_every:  # unsplit, every refresh passed was a no-op
                     means.refresh(self._n_learned)
                     self._since_refresh %= self.index_every
             start = stop
-
-    def _piece_candidates(self, piece_rows: tuple, n_rows: int, ahead: tuple | None, reach: int) -> np.ndarray:
-        """The index's candidates of a piece's rows. With ``ahead = (batch, at)``, the ``learn_many``
-        batch the piece is part of and its first row there (the change watch learns it in spans
-        of a few rows), those of the batch's rows up to ``reach`` rows on, the next refresh (the
-        index does not change until then), are found at once and kept for the spans after it:
-        one BLAS product of the coarse step for them all."""
-        if ahead is None:
-            return self._candidates_of(*piece_rows)
-        batch, at = ahead
-        kept = self._kept_candidates
-        if not (kept and kept[0] is batch and kept[1] <= at and at + n_rows <= kept[1] + len(kept[2])):
-            ahead_rows = SparseRows(batch.indptr[at : min(batch.n_rows, at + reach) + 1], batch.indices, batch.data)
-            kept = self._kept_candidates = (batch, at, self._candidates_of(*ahead_rows.own_arrays()))
-        if at + n_rows == batch.n_rows:  # the batch's last rows: hold on to nothing
-            self._kept_candidates = None
-        return kept[2][at - kept[1] : at - kept[1] + n_rows]
+        if watched:
+            self._watch.load_array(watch)
 
     def _check_recall(self, piece_rows: tuple, y: np.ndarray, candidates: np.ndarray) -> None:
         """Count whether the candidates of the piece's first row hold its most violating class.
@@ -161,7 +158,7 @@ class DenseLearning:
 
 
 _NO_CANDIDATES = np.zeros((0, 0), np.int64)
-_NO_SUMS, _NO_CHANGED = np.zeros((0, 0)), np.zeros(0, np.bool_)
+_NO_SUMS, _NO_CHANGED, _NO_WATCH = np.zeros((0, 0)), np.zeros(0, np.bool_), np.zeros(0)
 
 
 def _dense_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, width: int) -> np.ndarray:

@@ -319,13 +319,17 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
             self._store.compact()
 
     def _learn_watched(self, rows: SparseRows, y: np.ndarray) -> None:
+        """Learn with the change watch: the dense store's kernel watches as it learns; the sparse
+        store learns in the spans of :func:`~streamlearn.adaptation.learn_watched`."""
         mistakes = np.zeros(rows.n_rows, np.bool_)
+        if self.dense:
+            rows, y, mistakes = self._learn_dense_head(rows, y, mistakes, watched=True)
         group, n_groups = self.batch_size, rows.n_rows // self.batch_size
 
         def learn_between(first: int, last: int):
             lo, hi = first * group, last * group
             span = rows if first == 0 and last == n_groups else SparseRows(rows.indptr[lo : hi + 1], rows.indices, rows.data)
-            self._learn_span(span, y[lo:hi], mistakes[lo:hi], (rows, lo))
+            self._learn_sparse(span, y[lo:hi], mistakes[lo:hi])
             return bool(mistakes[lo]) if hi - lo == 1 else mistakes[lo:hi]
 
         learn_watched(self._watch, n_groups, learn_between, self._restart)
@@ -346,17 +350,11 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         scalars[AW] = weight
         self._t = t0
 
-    def _learn_span(self, rows: SparseRows, y: np.ndarray, mistakes: np.ndarray, ahead: tuple | None = None) -> None:
+    def _learn_span(self, rows: SparseRows, y: np.ndarray, mistakes: np.ndarray) -> None:
         if self.dense:
-            n_dense = rows.n_rows if self.store == "dense" else self._rows_while_dense(rows, y)
-            self._learn_dense(SparseRows(rows.indptr[: n_dense + 1], rows.indices, rows.data), y[:n_dense],
-                              mistakes[:n_dense], ahead)
-            if n_dense == rows.n_rows:
-                return
-            self._store = self._store.sparse()
-            rows = SparseRows(rows.indptr[n_dense:], rows.indices, rows.data)
-            y, mistakes = y[n_dense:], mistakes[n_dense:]
-        self._learn_sparse(rows, y, mistakes)
+            rows, y, mistakes = self._learn_dense_head(rows, y, mistakes)
+        if rows.n_rows:
+            self._learn_sparse(rows, y, mistakes)
 
     def _learn_sparse(self, rows: SparseRows, y: np.ndarray, mistakes: np.ndarray) -> None:
         n_rows = rows.n_rows
