@@ -43,6 +43,7 @@ SMOKE_RUNS = {
     "dense_extreme_bench": (["--quick", "--repeats", "2", "--out"], ["dense-extreme.json", "dense-extreme.md", "dense-extreme.png"]),
     "linear_bound_bench": (["--quick", "--out"], ["linear-bound.json", "linear-bound.md", "linear-bound.png"]),
     "oracle_cost_bench": (["--quick", "--out"], ["oracle-cost.json", "oracle-cost.md", "oracle-cost.png"]),
+    "list_cost_bench": (["--quick", "--out"], ["list-cost.json", "list-cost.md", "list-cost.png"]),
 }
 
 

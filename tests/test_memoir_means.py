@@ -288,6 +288,21 @@ def test_every_class_stays_in_the_list_its_current_mean_finds():
     np.testing.assert_array_equal(means.candidates(directions, 1)[:, 0], np.arange(320))
 
 
+def test_past_tens_of_thousands_of_classes_the_lists_grow_like_the_root_of_the_classes():
+    """Lists of ~39 classes up to ~n_probe · 13 · 39² classes; then √(n_probe · 13 · K): the count
+    that balances the coarse step against the list scans (bench/results/list-cost.md)."""
+    from streamlearn.memoir.means import MeanExampleIndex
+
+    rng = np.random.default_rng(12)
+    for n_classes, n_lists in ((5_000, 5_000 // 39), (24_000, int(np.sqrt(13 * 24_000)))):
+        means = MeanExampleIndex(train_at=n_classes, n_probe=1)
+        means.reserve(n_classes, 8)
+        means.sums[:n_classes] = rng.normal(size=(n_classes, 8))
+        means.refresh(n_classes)
+        assert means.index.nlist == n_lists
+    assert n_lists < 24_000 // 39
+
+
 def test_learn_many_equals_the_learn_one_loop_while_several_lists_are_probed():
     X, y = clustered_stream(2500, 260, 8, seed=11)
     params = {"oracle": "means", "oracle_params": {"train_at": 120, "n_probe": 1}, "index_every": 40}

@@ -12,7 +12,8 @@ needs, and the classes a prediction chooses among.
 
 The index follows the stream as the rows' indexes do (``index_every``): the means of the classes
 seen since the last refresh move to their nearest list in place, new classes are added; the
-coarse lists (one per :data:`CLASSES_PER_LIST` classes, :func:`spherical_kmeans`) are trained once
+coarse lists (one per :data:`CLASSES_PER_LIST` classes, fewer past ~40,000: :meth:`MeanExampleIndex.n_lists`;
+:func:`spherical_kmeans`) are trained once
 ``train_at`` classes exist and again each time the classes double; a row probes its ``n_probe``
 nearest lists (both ``oracle_params``), and faiss returns the best candidates of those lists
 (``search_preassigned``). faiss keeps the lists; the centroids and every choice of a list are
@@ -46,6 +47,9 @@ _dense = compiled("memoir_dense")
 
 #: classes per coarse list (k-means wants ~39 points a centroid)
 CLASSES_PER_LIST = 39
+#: what reading one mean in a list's scan costs, in products of a query with one centroid (faiss's
+#: scan against the coarse step's BLAS product: 13–19 near the best count, bench/results/list-cost.md)
+SCAN_TO_CENTROID_COST = 13
 #: k-means iterations of a training: a list's centroid only routes queries
 KMEANS_ITERATIONS = 10
 #: queries scored against every centroid at once (a block of scores of a few MiB)
@@ -134,6 +138,19 @@ class MeanExampleIndex:
         return (n_classes >= max(self.train_at, 2 * self.n_trained) and width >= self.min_columns
                 and n_classes * width >= self.min_weights)
 
+    def n_lists(self, n_classes: int) -> int:
+        """The coarse lists of an index trained at ``n_classes`` classes: one per
+        :data:`CLASSES_PER_LIST`, or fewer, ``√(n_probe · SCAN_TO_CENTROID_COST · n_classes)``: a row
+        scores every centroid and scans ``n_probe`` lists of ``n_classes / lists`` means, and that
+        count makes the two costs equal, their sum least (past ~40,000 classes at ``n_probe = 2``).
+        k-means then costs ``n_classes^1.5``, not ``n_classes²``.
+
+        >>> MeanExampleIndex(n_probe=2).n_lists(10_000), MeanExampleIndex(n_probe=2).n_lists(1_000_000)
+        (256, 5099)
+        """
+        balanced = int(np.sqrt(self.n_probe * SCAN_TO_CENTROID_COST * n_classes))
+        return max(1, min(n_classes // CLASSES_PER_LIST, balanced))
+
     def _directions(self, classes) -> np.ndarray:
         sums = self.sums[classes, : self.dim]
         return np.ascontiguousarray(sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-300), np.float32)
@@ -156,7 +173,7 @@ class MeanExampleIndex:
         faiss = _faiss()
         self.dim = self.sums.shape[1]
         quantizer = faiss.IndexFlatIP(self.dim)
-        quantizer.add(spherical_kmeans(self._directions(np.arange(n_classes)), max(1, n_classes // CLASSES_PER_LIST)))
+        quantizer.add(spherical_kmeans(self._directions(np.arange(n_classes)), self.n_lists(n_classes)))
         index = faiss.IndexIVFFlat(quantizer, self.dim, quantizer.ntotal, faiss.METRIC_INNER_PRODUCT)  # trained: a full quantizer
         index.make_direct_map(True)
         index.nprobe = min(self.n_probe, index.nlist)  # search_preassigned takes no list -1
