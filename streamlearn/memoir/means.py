@@ -48,7 +48,7 @@ _dense = compiled("memoir_dense")
 #: classes per coarse list (k-means wants ~39 points a centroid)
 CLASSES_PER_LIST = 39
 #: what reading one mean in a list's scan costs, in products of a query with one centroid (faiss's
-#: scan against the coarse step's BLAS product: 13–19 near the best count, bench/results/list-cost.md)
+#: scan against the coarse step's BLAS product, measured: bench/results/list-cost.md)
 SCAN_TO_CENTROID_COST = 13
 #: k-means iterations of a training: a list's centroid only routes queries
 KMEANS_ITERATIONS = 10
