@@ -45,9 +45,7 @@ the weights are added like any change's, the restarted schedule — ``t`` and th
 blended in by interpolation, so that members restarting at once keep it positive).
 
 Which learners adapt: by default (``adapt=True``) the MCID family, ``ExtremeSVM`` (its restart
-sets ``t`` back and the averaged iterate to the current one, as MCID's; its watch leaves out the
-examples of classes seen for the first time, :func:`known_class_rows`: an extreme stream keeps
-meeting new classes, certain mistakes that say nothing of a change) and the Primal Gradient
+sets ``t`` back and the averaged iterate to the current one, as MCID's) and the Primal Gradient
 Solver (:class:`~streamlearn.PrimalGradientSolver`, :class:`~streamlearn.MulticlassPGS`; the
 defaults protocol chose it for them under its age constraint: ``bench/options_bench.py``), whose
 dual averaging keeps the sum of all gradients
@@ -252,22 +250,6 @@ def learn_in_watched_spans(watch: ChangeWatch, rows: SparseRows, y: np.ndarray, 
         return mistakes_of(span_scores, span_y, n_before)
 
     learn_watched(watch, n_groups, learn_between, restart, checked)
-
-
-def known_class_rows(y: np.ndarray, n_known: int, group: int) -> np.ndarray:
-    """Which rows of a span learned in groups of ``group`` rows had a class the model knew at
-    their group's turn: ``n_known`` classes before the span, and those of the groups before
-    (classes are numbered by first appearance). ExtremeSVM's watch feeds only these.
-
-    >>> known_class_rows(np.array([0, 2, 3, 3, 1, 4]), 2, 2).tolist()
-    [True, False, False, False, True, False]
-    """
-    seen_before = np.empty(len(y), np.int64)
-    seen_before[:group] = n_known
-    if len(y) > group:
-        reached = np.maximum.accumulate(y)[group - 1 : len(y) - 1 : group] + 1
-        seen_before[group:] = np.maximum(n_known, np.repeat(reached, group)[: len(y) - group])
-    return y < seen_before
 
 
 def watch_params(batch_size: int, average_power: float) -> np.ndarray:

@@ -240,7 +240,7 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, V, U,
     each row, among which ``r`` and the prediction behind a mistake are chosen (:func:`_violator`).
     ``sums`` (or ``(0, 0)``): each row is added to its class's row there and ``changed[y]`` set
     (the mean examples of :mod:`streamlearn.memoir.means`). ``watch`` (or an empty array): the
-    change watch's state, fed each step's ``mistakes`` on known classes (:func:`.watch.watch_step`, with
+    change watch's state, fed each step's ``mistakes`` (:func:`.watch.watch_step`, with
     ``watch_params``); when it says so, the restart of ``ExtremeSVM._restart``. Returns
     ``(t, n_classes)``."""
     n_groups = (len(indptr) - 1) // group_size
@@ -290,7 +290,7 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, V, U,
                 _add(V, U, scalars, indptr, indices, data, first + i, y[first + i], amount, averaged)
         if finish_step(scalars, t, project, radius, averaged, average_power, renormalize_below):
             renormalize(V, U, scalars, n_classes)
-        if len(watch) and watch_step(watch, watch_params, mistakes, y, n_before, first, group_size) and t > watch_params[RESTART_AT]:
+        if len(watch) and watch_step(watch, watch_params, mistakes, first, group_size) and t > watch_params[RESTART_AT]:
             t = restart(U, scalars, averaged, watch_params)
     return t, n_classes
 

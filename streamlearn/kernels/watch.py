@@ -21,17 +21,13 @@ THRESHOLD, DELTA, ALPHA, MIN_INSTANCES, CHECK_EVERY, RESTART_AT, RESTART_WEIGHT 
 
 
 @njit(cache=True, nogil=True)
-def watch_step(watch, params, mistakes, y, n_known, first, n_rows):
+def watch_step(watch, params, mistakes, first, n_rows):
     """Feed the 0/1 ``mistakes[first : first + n_rows]`` of one step to the Page-Hinkley test,
-    but those of rows whose class ``y`` is not among the ``n_known`` the model knew (classes
-    first seen: :func:`streamlearn.adaptation.known_class_rows`), count the step, and say whether
-    a change must be acted on now: one was seen and the step is a multiple of ``CHECK_EVERY``
-    (the change is then counted, as ``ChangeWatch.take_change``)."""
+    count the step, and say whether a change must be acted on now: one was seen and the step is
+    a multiple of ``CHECK_EVERY`` (the change is then counted, as ``ChangeWatch.take_change``)."""
     n, mean, total, lowest = watch[N], watch[MEAN], watch[TOTAL], watch[LOWEST]
     detected = watch[DETECTED] != 0.0
     for i in range(first, first + n_rows):
-        if y[i] >= n_known:
-            continue
         x = 1.0 if mistakes[i] else 0.0
         if detected:
             n, mean, total, lowest = 0.0, 0.0, 0.0, np.inf

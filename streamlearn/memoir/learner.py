@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..adaptation import ChangeWatch, average_weight_of, known_class_rows, learn_watched, restart_step
+from ..adaptation import ChangeWatch, average_weight_of, learn_watched, restart_step
 from ..base import StreamClassifier, average_power_of, check_positive
 from ..errors import InvalidParameterError
 from ..batches import SparseRows
@@ -121,9 +121,9 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         Follow a stream that changes (default, the defaults protocol's choice:
         ``bench/results/options-families.md``): the Page-Hinkley watch of :mod:`streamlearn.adaptation`
         on the prequential mistakes (the averaged iterate's, by an exact scan, when it predicts; else
-        the current iterate's, which the step finds anyway: ``r`` above ``y``) on classes it knew
-        (a growing pool of classes is not a change); on a rise, ``t`` restarts at
-        ``RESTART_EXAMPLES / batch_size`` (a larger step again) and the average at the current iterate. ``False``: 002's learner exactly, and about half the learning time with
+        the current iterate's, which the step finds anyway: ``r`` above ``y``); on a rise, ``t``
+        restarts at ``RESTART_EXAMPLES / batch_size`` (a larger step again) and the average at the
+        current iterate. ``False``: 002's learner exactly, and about half the learning time with
         averaging (the watch's scan; ``bench/results/adaptation.md``). On a stationary stream the
         watch does not fire and both are the same model.
     store
@@ -329,9 +329,8 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         def learn_between(first: int, last: int):
             lo, hi = first * group, last * group
             span = rows if first == 0 and last == n_groups else SparseRows(rows.indptr[lo : hi + 1], rows.indices, rows.data)
-            n_known = self._n_learned
             self._learn_sparse(span, y[lo:hi], mistakes[lo:hi])
-            return mistakes[lo:hi][known_class_rows(y[lo:hi], n_known, group)]
+            return bool(mistakes[lo]) if hi - lo == 1 else mistakes[lo:hi]
 
         learn_watched(self._watch, n_groups, learn_between, self._restart)
 
