@@ -288,19 +288,27 @@ def test_every_class_stays_in_the_list_its_current_mean_finds():
     np.testing.assert_array_equal(means.candidates(directions, 1)[:, 0], np.arange(320))
 
 
-def test_past_tens_of_thousands_of_classes_the_lists_grow_like_the_root_of_the_classes():
+def test_past_tens_of_thousands_of_classes_the_lists_grow_like_the_root_of_the_classes(monkeypatch):
     """Lists of ~39 classes up to ~n_probe · 13 · 39² classes; then √(n_probe · 13 · K): the count
     that balances the coarse step against the list scans (bench/results/list-cost.md)."""
     from streamlearn.memoir.means import MeanExampleIndex
 
+    from streamlearn.memoir import means as means_module
+
     rng = np.random.default_rng(12)
+    trained_on = []
+    kmeans = means_module.spherical_kmeans
+    monkeypatch.setattr(means_module, "spherical_kmeans", lambda points, n: trained_on.append(len(points)) or kmeans(points, n))
     for n_classes, n_lists in ((5_000, 5_000 // 39), (24_000, int(np.sqrt(13 * 24_000)))):
         means = MeanExampleIndex(train_at=n_classes, n_probe=1)
         means.reserve(n_classes, 8)
         means.sums[:n_classes] = rng.normal(size=(n_classes, 8))
         means.refresh(n_classes)
         assert means.index.nlist == n_lists
+        directions = means.sums[:n_classes] / np.linalg.norm(means.sums[:n_classes], axis=1, keepdims=True)
+        np.testing.assert_array_equal(means.candidates(directions, 1)[:, 0], np.arange(n_classes))  # all indexed
     assert n_lists < 24_000 // 39
+    assert trained_on == [5_000, 39 * n_lists]  # k-means on ~39 classes a list, drawn when there are more
 
 
 def test_learn_many_equals_the_learn_one_loop_while_several_lists_are_probed():

@@ -143,7 +143,8 @@ class MeanExampleIndex:
         :data:`CLASSES_PER_LIST`, or fewer, ``√(n_probe · SCAN_TO_CENTROID_COST · n_classes)``: a row
         scores every centroid and scans ``n_probe`` lists of ``n_classes / lists`` means, and that
         count makes the two costs equal, their sum least (past ~40,000 classes at ``n_probe = 2``).
-        k-means then costs ``n_classes^1.5``, not ``n_classes²``.
+        k-means, on :data:`CLASSES_PER_LIST` classes a list drawn at random, then costs
+        ``n_classes`` rather than ``n_classes²``.
 
         >>> MeanExampleIndex(n_probe=2).n_lists(10_000), MeanExampleIndex(n_probe=2).n_lists(1_000_000)
         (256, 5099)
@@ -173,7 +174,10 @@ class MeanExampleIndex:
         faiss = _faiss()
         self.dim = self.sums.shape[1]
         quantizer = faiss.IndexFlatIP(self.dim)
-        quantizer.add(spherical_kmeans(self._directions(np.arange(n_classes)), self.n_lists(n_classes)))
+        n_lists, trained_on = self.n_lists(n_classes), np.arange(n_classes)
+        if n_lists < n_classes // CLASSES_PER_LIST:  # past the root's count: k-means on CLASSES_PER_LIST points a list
+            trained_on = np.sort(np.random.default_rng(n_classes).choice(n_classes, CLASSES_PER_LIST * n_lists, replace=False))
+        quantizer.add(spherical_kmeans(self._directions(trained_on), n_lists))
         index = faiss.IndexIVFFlat(quantizer, self.dim, quantizer.ntotal, faiss.METRIC_INNER_PRODUCT)  # trained: a full quantizer
         index.make_direct_map(True)
         index.nprobe = min(self.n_probe, index.nlist)  # search_preassigned takes no list -1
