@@ -123,8 +123,12 @@ class LabelSpace:
             return classes
         unknown = values[classes < 0]
         distinct, first = np.unique(unknown, return_index=True)
-        for v in distinct[np.argsort(first, kind="stable")].tolist():
-            self.index(v, grow=True)  # enters it in the table too
+        new = distinct[np.argsort(first, kind="stable")]  # in no dict entry: the table holds every int below its size
+        start = len(self.labels)
+        entered = new.tolist()
+        self._index.update(zip(entered, range(start, start + len(entered))))
+        self.labels.extend(entered)
+        self._small_ints[new] = np.arange(start, start + len(new))
         return self._small_ints[values]
 
     def indices(self, ys, grow: bool) -> np.ndarray:
