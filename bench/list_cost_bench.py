@@ -31,12 +31,16 @@ RESULTS_NAME = "list-cost"
 QUERIES, N_PROBE, RESULTS = 1024, 2, 10
 
 
-def _median_seconds(work, repeats: int) -> float:
+def _median_seconds(work, repeats: int, at_least: float = 0.02) -> float:
+    """The median over ``repeats`` of one call's CPU seconds, each sample calling ``work`` until
+    ``at_least`` seconds passed (the process clock ticks coarsely on some kernels)."""
     times = []
     for _ in range(repeats):
-        started = time.process_time()
-        work()
-        times.append(time.process_time() - started)
+        started, calls = time.process_time(), 0
+        while (spent := time.process_time() - started) < at_least or not calls:
+            work()
+            calls += 1
+        times.append(spent / calls)
     return float(np.median(times))
 
 
