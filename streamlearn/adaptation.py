@@ -71,6 +71,8 @@ True
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .base import hide_unknown_classes
@@ -252,13 +254,17 @@ def learn_in_watched_spans(watch: ChangeWatch, rows: SparseRows, y: np.ndarray, 
     learn_watched(watch, n_groups, learn_between, restart, checked)
 
 
+@functools.lru_cache(maxsize=64)
 def watch_params(batch_size: int, average_power: float) -> np.ndarray:
     """The parameters of :func:`streamlearn.kernels.watch.watch_step`, and of the restart a kernel
     makes when it says so: the test's, :data:`CHECK_EVERY`, the step a restart goes back to
-    (:func:`restart_step`'s cap) and the average's weight there."""
+    (:func:`restart_step`'s cap) and the average's weight there. Read-only and kept per
+    learner setting: ``learn_one`` asks for them at every example."""
     detector, restart_at = PageHinkleyUp(), restart_step(1 << 62, batch_size)
-    return np.array([detector.threshold, detector.delta, detector.alpha, detector.min_instances, CHECK_EVERY,
-                     restart_at, average_weight_of(restart_at, average_power)], np.float64)
+    params = np.array([detector.threshold, detector.delta, detector.alpha, detector.min_instances, CHECK_EVERY,
+                       restart_at, average_weight_of(restart_at, average_power)], np.float64)
+    params.setflags(write=False)
+    return params
 
 
 def average_weight_of(t: int, power: float) -> float:
