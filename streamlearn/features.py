@@ -319,7 +319,7 @@ class FeatureSpace:
             cols[unknown] = self.columns([names[i] for i in unknown.tolist()], grow)
         return cols
 
-    def encode_many(self, X, grow: bool) -> SparseRows:
+    def encode_many(self, X, grow: bool, zero_share: float | None = None) -> SparseRows:
         """Validate a batch (pandas/narwhals DataFrame, 2-D NumPy array, SciPy sparse
         matrix or a list of feature dicts) and return it as CSR rows over weight columns. Column names are the
         DataFrame's column labels, or the integers ``0..n_cols-1`` for arrays. Only
@@ -327,13 +327,18 @@ class FeatureSpace:
         in order of first appearance (row by row), so the vocabulary does not depend on
         where a stream is cut into batches. The rows may be views on buffers the next call
         reuses (:meth:`_scratch`), or on ``X``'s own values: use them or copy them first, and
-        never write to them."""
+        never write to them.
+
+        ``zero_share``: a caller whose kernels give the same result for a row with explicit
+        zero entries as without them (0 added to a sum or a weight changes no bit) may take a
+        dense float64 array with at most this share of zeros as it is: its values, zeros and
+        all, over a cached column layout, without the copy (:meth:`_dense_as_it_is`)."""
         own_arrays(self)  # the encoding kernels write the caches even when they only look names up
         if isinstance(X, list):
             return self._encode_dicts(X, grow)
         if isinstance(X, np.ndarray) and self.n_bits is None:
             X = dense_array(X)
-            rows = self._encode_dense(X, grow)
+            rows = self._encode_dense(X, grow, zero_share)
             if rows is not None:
                 return rows
         names, matrix, needed = batch_to_csr(X)  # positions 0..needed-1 cover the batch
@@ -366,16 +371,21 @@ class FeatureSpace:
             return SparseRows(indptr, out_idx[:n], out_val[:n] if copied else matrix.data)
         return self._mapped_rows(matrix.indptr.astype(np.int64), column_of[matrix.indices], matrix.data.astype(np.float64))
 
-    def _encode_dense(self, dense: np.ndarray, grow: bool) -> SparseRows | None:
+    def _encode_dense(self, dense: np.ndarray, grow: bool, zero_share: float | None = None) -> SparseRows | None:
         """A dense float64 batch's rows in two compiled passes (:func:`~streamlearn.kernels.rows.dense_census`,
         then :func:`~streamlearn.kernels.rows.dense_rows`: the CSR road's rows, without building
-        the CSR); ``None`` when its width is one :meth:`_positions_too_sparse` refuses to cache."""
+        the CSR), or in one (:meth:`_dense_as_it_is`) when ``zero_share`` allows its zeros;
+        ``None`` when its width is one :meth:`_positions_too_sparse` refuses to cache."""
         n_rows, width = dense.shape
         count, bad = _rows.dense_census(dense)
         if bad >= 0:  # before anything changes
             raise InvalidInputError("non-finite", f"value {dense.ravel()[bad]!r} is NaN or infinite", bad // width, bad % width)
         if self._positions_too_sparse(width, count):
             return None
+        if zero_share is not None and n_rows * width - count <= zero_share * n_rows * width:
+            rows = self._dense_as_it_is(dense)
+            if rows is not None:
+                return rows
         column_of = self._position_columns(width)
         out_idx, out_val = self._scratch(count)
         added = NO_ENTRIES
@@ -388,6 +398,25 @@ class FeatureSpace:
         if n_added:
             self._record_positions(added[:n_added])
         return SparseRows(indptr, out_idx[:n], out_val[:n])
+
+    def _dense_as_it_is(self, dense: np.ndarray) -> SparseRows | None:
+        """A dense batch's values as rows over weight columns, zeros included: ``dense`` itself
+        as the rows' values, over a layout (each row the columns of positions ``0..width-1``)
+        kept while the batch shape and the vocabulary's size stay; ``None`` while a position
+        has no column yet (the copying road then adds or drops it). A row of a dense batch is
+        in position order, as :func:`~streamlearn.kernels.rows.dense_rows` gives it."""
+        n_rows, width = dense.shape
+        shape = (n_rows, width, len(self._names))
+        layout = getattr(self, "_dense_layout", None)  # (absent after unpickling)
+        if layout is None or layout[0] != shape:
+            columns = self._position_columns(width)[:width]
+            layout = None
+            if (columns >= 0).all():
+                layout = (shape, np.arange(0, n_rows * width + 1, width, dtype=np.int64), np.tile(columns, n_rows))
+            self._dense_layout = layout
+            if layout is None:
+                return None
+        return SparseRows(layout[1], layout[2], dense.ravel())
 
     def _positions_too_sparse(self, needed: int, n_entries: int) -> bool:
         """Whether covering positions ``0..needed-1`` would grow the position cache (one int64
@@ -465,6 +494,7 @@ class FeatureSpace:
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_scratch_idx", None), state.pop("_scratch_val", None)  # buffers, not state
+        state.pop("_dense_layout", None)  # a cache
         state["_table_names"], state["_table_columns"] = None, None  # a cache of another object's names
         if self.n_bits is not None:
             state["_column"] = {}  # a cache: recomputed on demand

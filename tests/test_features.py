@@ -277,3 +277,57 @@ def test_a_non_finite_value_in_a_dense_batch_is_named_and_changes_nothing():
         model.learn_many(X, [0, 1])
     assert model.feature_keys == keys_before and len(keys_before) == 2  # the intercept's and 0
     assert model.n_steps == 1
+
+
+def nearly_dense_stream(n: int, width: int, seed: int):
+    """Rows with a few zeros; the first rows leave positions 0-4 empty, so that they take their
+    columns after the others (the vocabulary's order is not the positions')."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, width))
+    X[rng.random(X.shape) < 0.02] = 0.0
+    X[:3, :5] = 0.0
+    return X, rng.integers(0, 5, n)
+
+
+@pytest.mark.parametrize("params", [{}, {"batch_size": 3, "project": True}, {"lam": "auto"},
+                                    {"average": False, "adapt": False, "fit_intercept": False, "calibrate": False}])
+@pytest.mark.parametrize("learner", ["MulticlassSVM", "MulticlassLogisticRegression", "OneVsRestPegasos"])
+def test_a_nearly_dense_array_read_in_place_learns_and_scores_as_its_csr_matrix_bit_for_bit(learner, params):
+    """An MCID learner takes a dense batch with few zeros as it is, zeros and all (no copy):
+    the same model, state and scores, bit for bit, as the CSR matrix of the same rows."""
+    import streamlearn
+    from helpers import assert_same_state
+
+    X, y = nearly_dense_stream(600, 12, seed=11)
+    in_place, sparse = getattr(streamlearn, learner)(**params), getattr(streamlearn, learner)(**params)
+    for lo, hi in ((0, 3), (3, 150), (150, 402), (402, 600)):  # whole groups of 3: nothing left pending
+        in_place.learn_many(X[lo:hi], y[lo:hi])
+        sparse.learn_many(sp.csr_matrix(X[lo:hi]), y[lo:hi])
+    assert list(in_place.feature_keys)[:3] != [0, 1, 2]  # the positions' columns are permuted
+    assert_same_state(in_place.export_state(), sparse.export_state())
+    X_test, _ = nearly_dense_stream(50, 12, seed=12)
+    assert in_place.decision_function_many(X_test).tobytes() == sparse.decision_function_many(sp.csr_matrix(X_test)).tobytes()
+    assert (X == nearly_dense_stream(600, 12, seed=11)[0]).all()  # the caller's array is untouched
+
+
+def test_the_feature_space_reads_a_nearly_dense_batch_in_place_only_within_its_share_of_zeros():
+    from streamlearn.features import FeatureSpace
+
+    X, _ = nearly_dense_stream(200, 9, seed=13)
+    space = FeatureSpace()
+    space.encode_many(X, grow=True)
+    position_of = np.empty(9, np.int64)
+    position_of[np.asarray(space.columns(list(range(9)), grow=False))] = np.arange(9)
+    zeros = int((X == 0).sum())
+    for zero_share, in_place in (((zeros + 0.5) / X.size, True), ((zeros - 0.5) / X.size, False), (None, False)):
+        rows = space.encode_many(X, grow=False, zero_share=zero_share)
+        assert np.shares_memory(rows.data, X) == in_place
+        assert rows.indptr[-1] - rows.indptr[0] == (X.size if in_place else np.count_nonzero(X))
+        dense = np.zeros((200, 9))
+        for i in range(200):
+            lo, hi = rows.indptr[i], rows.indptr[i + 1]
+            dense[i, position_of[rows.indices[lo:hi]]] = rows.data[lo:hi]
+        assert (dense == X).all()
+    wider = np.ones((4, 10))  # position 9 has no column: the copying road drops it
+    rows = space.encode_many(wider, grow=False, zero_share=1.0)
+    assert not np.shares_memory(rows.data, wider) and rows.indptr[-1] == 4 * 9

@@ -168,6 +168,7 @@ class MCIDLearner(StreamClassifier):
         return self._weights.dense()
 
     _scores_while_learning = True
+    _zeros_add_nothing = True  # x_j = 0 adds +-0 to every score and weight (kernels/scaled.py), and no weight is -0
 
     # ------------------------------------------------------- parameter mixing's surface
     def mixing_state(self) -> dict:
