@@ -127,9 +127,10 @@ def candidates(learner: str, quick: bool) -> list[dict]:
             for lam in lambdas for average in AVERAGES.values() for project in (False, True)]
 
 
-def one_pass(cls, params: dict, X, y, X_test, y_test) -> float:
+def one_pass(cls, params: dict, X, y, X_test, y_test, seed: int = SEED) -> float:
+    """Test accuracy after one pass of ``cls(**params)`` over the training part shuffled by ``seed``."""
     model = cls(**params)
-    order = np.random.default_rng(SEED).permutation(X.shape[0])
+    order = np.random.default_rng(seed).permutation(X.shape[0])
     X, y = X[order], y[order]
     for start in range(0, X.shape[0], 1000):
         model.learn_many(X[start : start + 1000], y[start : start + 1000])

@@ -1,7 +1,8 @@
 """Learning a stream that changes: streamlearn's defaults beside river's on river's synthetic streams.
 
     python -m bench.drift_bench [--jobs 2] [--streams sine,hyperplane,...] [--long] [--out DIR]
-    python -m bench.drift_bench --benchmark-sets [--jobs 2] [--out DIR]
+    python -m bench.drift_bench --benchmark-sets [--seeds 5] [--jobs 2] [--out DIR]
+    python -m bench.drift_bench --benchmark-sets --quick --seeds 2 --out DIR   # its smoke run: USPS, MulticlassSVM
     python -m bench.drift_bench --quick --out DIR      # the test suite's smoke run: Sine and Phishing, linear learners
 
 Prequential (test-then-train, every example), each learner behind river's
@@ -23,6 +24,9 @@ accuracy around each change.
 changes — one pass over each stationary benchmark set (news20, sector, MNIST, USPS, letter;
 ``bench.defaults_bench.one_pass``: shuffled, ``learn_many`` in blocks of 1,000), test accuracy of
 each MCID learner in each of ``STATIONARY_CONFIGS``, and the changes the defaults detected. Writes ``bench/results/drift-stationary.{json,md,png}``.
+``--seeds N``: each pass over N shuffles (seeds ``SEED``, ``SEED + 1``, …): one shuffle moves one-pass accuracy by
+tenths of a point, the size of the differences asked about, so the table gives means over the shuffles and the
+paired difference's mean and standard error.
 """
 
 from __future__ import annotations
@@ -185,15 +189,17 @@ STATIONARY_CONFIGS = {"defaults": {}, "adapt=False": {"adapt": False}, "fit_inte
 
 
 def stationary_cell(task) -> dict:
-    """One pass of one MCID learner over a benchmark set in each of STATIONARY_CONFIGS."""
+    """One pass of one MCID learner over a benchmark set in each of STATIONARY_CONFIGS, for each
+    shuffle seed: ``accuracy[config]`` is the mean over the seeds (``per_seed`` keeps each), and
+    ``detected[config]`` the changes detected over all of them."""
     from .data import load
     from .defaults_bench import one_pass
 
     import streamlearn
 
-    name, learner = task
+    name, learner, seeds = task
     split = load(name)
-    out = {"set": name, "learner": learner, "accuracy": {}, "detected": {}}
+    out = {"set": name, "learner": learner, "seeds": list(seeds), "accuracy": {}, "per_seed": {}, "detected": {}}
     for config, params in STATIONARY_CONFIGS.items():
         models = []
 
@@ -201,9 +207,18 @@ def stationary_cell(task) -> dict:
             models.append(getattr(streamlearn, learner)(**given))
             return models[-1]
 
-        out["accuracy"][config] = one_pass(make, params, split.X_train, split.y_train, split.X_test, split.y_test)
-        out["detected"][config] = models[-1].n_changes
+        scores = [one_pass(make, params, split.X_train, split.y_train, split.X_test, split.y_test, seed) for seed in seeds]
+        out["per_seed"][config] = scores
+        out["accuracy"][config] = float(np.mean(scores))
+        out["detected"][config] = sum(model.n_changes for model in models)
     return out
+
+
+def paired_difference(cell: dict, config: str = "before (both off)") -> tuple[float, float]:
+    """Mean and standard error (0 for one seed), in points, of the defaults minus ``config`` over the cell's shuffles."""
+    differences = 100 * (np.array(cell["per_seed"]["defaults"]) - np.array(cell["per_seed"][config]))
+    error = float(differences.std(ddof=1) / np.sqrt(len(differences))) if len(differences) > 1 else 0.0
+    return float(differences.mean()), error
 
 
 def stationary_report(results: dict) -> str:
@@ -211,17 +226,22 @@ def stationary_report(results: dict) -> str:
     configs = list(STATIONARY_CONFIGS)
     lines = ["# The new defaults where nothing changes (bench/drift_bench.py --benchmark-sets)\n",
              f"`{m['command']}` at `{m['commit'][:10]}`{' (uncommitted changes)' if m['uncommitted_changes'] else ''}. "
-             "One pass (shuffled, `learn_many` in blocks of 1,000), test accuracy of each MCID learner at its defaults "
-             "(`adapt=True`, `fit_intercept=True`), with each of them off, and with both off (the defaults before "
-             "issue 41); changes detected by the defaults.\n",
+             f"One pass (`learn_many` in blocks of 1,000) over {len(results['cells'][0]['seeds'])} shuffle(s) of the "
+             "training part, mean test accuracy of each MCID learner at its defaults (`adapt=True`, `fit_intercept=True`), "
+             "with each of them off, and with both off (the defaults before issue 41); the defaults minus those before, "
+             "paired by shuffle: mean ± standard error (points); changes detected by the defaults over all shuffles.\n",
              "| set | learner | " + " | ".join(configs) + " | defaults − before (points) | changes detected |",
              "|---|---|" + "---:|" * (len(configs) + 2)]
     for c in results["cells"]:
         acc = c["accuracy"]
+        mean, error = paired_difference(c)
         lines.append(f"| {c['set']} | {c['learner']} | " + " | ".join(f"{acc[k]:.4f}" for k in configs)
-                     + f" | {100 * (acc['defaults'] - acc['before (both off)']):+.2f} | {c['detected']['defaults']} |")
-    worst = min(100 * (c["accuracy"]["defaults"] - c["accuracy"]["before (both off)"]) for c in results["cells"])
-    lines.append(f"\nLargest loss of the defaults against those before: {max(-worst, 0):.2f} points.")
+                     + f" | {mean:+.2f} ± {error:.2f} | {c['detected']['defaults']} |")
+    means = [paired_difference(c) for c in results["cells"]]
+    worst = min(means)
+    lines.append(f"\nLargest mean loss of the defaults against those before: {max(-worst[0], 0):.2f} ± {worst[1]:.2f} points; "
+                 f"cells losing more than 0.3 points on average: {sum(m < -0.3 for m, _ in means)} of {len(means)}, "
+                 f"of which more than two standard errors below −0.3: {sum(m + 2 * e < -0.3 for m, e in means)}.")
     return "\n".join(lines) + "\n"
 
 
@@ -251,12 +271,18 @@ def main(argv=None) -> int:
     parser.add_argument("--long", action="store_true", help="also the Sine stream flipped at 1e4, 1e5 and 1e6")
     parser.add_argument("--learners", default="", help="only the learners whose name contains one of these (comma-separated)")
     parser.add_argument("--name", default=RESULTS_NAME, help="the results' file name (without extension)")
+    parser.add_argument("--seeds", type=int, default=1, help="--benchmark-sets: shuffles of each set (seeds SEED, SEED + 1, ...)")
     args = parser.parse_args(argv)
     wanted = [w for w in args.learners.split(",") if w]
     results_dir = pathlib.Path(args.out)
     if args.benchmark_sets:
+        from .defaults_bench import SEED
+
+        seeds = list(range(SEED, SEED + args.seeds))
+        sets, learners = (["usps"], ["MulticlassSVM"]) if args.quick else (BENCHMARK_SETS, ADAPTING)
+        tasks = [(s, learner, seeds) for s in sets for learner in learners if not wanted or any(w in learner for w in wanted)]
         with ProcessPoolExecutor(args.jobs) as pool:
-            cells = list(pool.map(stationary_cell, [(s, learner) for s in BENCHMARK_SETS for learner in ADAPTING]))
+            cells = list(pool.map(stationary_cell, tasks))
         results = {"machine": machine(), "cells": cells}
         print(save_results(results_dir, RESULTS_NAME + "-stationary", results, stationary_report, stationary_plot))
         return 0

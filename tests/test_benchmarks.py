@@ -33,6 +33,8 @@ SMOKE_RUNS = {
     "serve_bench": (["--quick", "--out"], ["serve.json", "serve.md"]),
     "scaleout_bench": (["--quick", "--out"], ["scaleout.json", "scaleout.md", "scaleout.png"]),
     "drift_bench": (["--quick", "--jobs", "1", "--out"], ["drift.json", "drift.md", "drift.png"]),
+    "drift_bench benchmark-sets": (["--quick", "--benchmark-sets", "--seeds", "2", "--jobs", "1", "--out"],
+                                   ["drift-stationary.json", "drift-stationary.md", "drift-stationary.png"]),
     "calibration_bench": (["--quick", "--out"], ["calibration.json", "calibration.md", "calibration.png"]),
     "speed_bench": (["--quick", "--out"], ["speed.json", "speed.md", "speed.png"]),
     "options_bench": (["--quick", "--jobs", "1", "--out"], ["options.json", "options.md", "options.png"]),
