@@ -52,10 +52,6 @@ INTERCEPT_NAME = RESERVED_PREFIX + "intercept"
 #: regularises the intercept more and moves it less per step: the value that keeps the stationary
 #: sets and most of the intercept's gain on drifting streams (bench/README.md, "Changing streams")
 INTERCEPT_VALUE = 0.1
-#: copying a value out of a dense batch (rows.dense_rows) costs about as much as this many of a
-#: step's products of an entry with a class: the share of zeros below which a family that ignores
-#: explicit zeros reads the batch as it is (see :meth:`StreamClassifier._explicit_zero_share`)
-DENSE_COPY_IN_PRODUCTS = 4
 
 
 def with_constant_column(rows: SparseRows, column: int, value: float = 1.0) -> SparseRows:
@@ -78,8 +74,7 @@ def softmax_rows(scores: np.ndarray) -> np.ndarray:
 
 
 def is_pandas_frame(X) -> bool:
-    """Whether X is a pandas DataFrame, without importing pandas (slow to import) for
-    users who never pass one."""
+    """Whether X is a pandas DataFrame, without importing pandas (slow) for users who never pass one."""
     pandas = sys.modules.get("pandas")
     return pandas is not None and isinstance(X, pandas.DataFrame)
 
@@ -93,8 +88,7 @@ def hide_unknown_classes(scores: np.ndarray, n_before: int, targets: np.ndarray)
 
 
 def check_positive(name: str, value, integer: bool = False) -> None:
-    """Raise :class:`InvalidParameterError` unless ``value`` is a positive, finite number
-    (``lam=inf`` made every step zero: a model that never learns)."""
+    """Raise :class:`InvalidParameterError` unless ``value`` is positive and finite (``lam=inf``: no step)."""
     kind = int if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kind) or not 0 < value < float("inf"):
         what = "a positive integer" if integer else "a positive finite number"
@@ -354,22 +348,12 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
             raise InvalidInputError("length-mismatch", f"X has {n_rows} rows but y has {n_labels} labels")
         if self.max_classes is not None:
             self._check_class_room(self._labels.n_new(y))
-        return self._within_column_room(lambda: self._features.encode_many(X, grow=True,
-                                                                            zero_share=self._explicit_zero_share()))
-
-    #: whether this family's kernels give the same model and scores, bit for bit, for a row with
-    #: explicit zero entries as without them (0 added to a sum or a weight changes nothing)
-    _zeros_add_nothing = False
+        share = self._explicit_zero_share()
+        return self._within_column_room(lambda: self._features.encode_many(X, grow=True, zero_share=share))
 
     def _explicit_zero_share(self) -> float | None:
-        """The share of zeros up to which a dense array's batch reaches the kernels as it is,
-        zeros and all, rather than copied without them (``FeatureSpace.encode_many``): a zero
-        costs a product per class, the copy :data:`DENSE_COPY_IN_PRODUCTS` of them a value.
-        ``None`` (zeros dropped) for families without :attr:`_zeros_add_nothing`, and with
-        ``standardize`` (its statistics count entries)."""
-        if not self._zeros_add_nothing or self._scaler is not None:
-            return None
-        return min(0.5, DENSE_COPY_IN_PRODUCTS / max(len(self._labels), 1))
+        """Up to which share of zeros a dense array reaches the kernels as it is (``encode_many``)."""
+        return None
 
     def _within_column_room(self, grow, most_new: int | None = None):
         """``grow()``, which may add names to the vocabulary, undone if that takes it past

@@ -25,7 +25,7 @@ import numpy as np
 
 from .batches import (NO_ENTRIES, NUMERIC_TYPES, CsrBatch, SparseRows, batch_to_csr, dense_array,  # noqa: F401 (re-exported)
                       dict_values, is_scipy_sparse, row_of_entry, scipy_sparse, stack_rows)
-from .errors import InvalidInputError
+from .dense_arrays import DenseArrayEncoding
 from .kernels import compiled
 
 _rows = compiled("rows")
@@ -65,7 +65,7 @@ def own_arrays(obj) -> None:
             setattr(obj, name, value.copy())
 
 
-class FeatureSpace:
+class FeatureSpace(DenseArrayEncoding):
     """Maps feature names to weight columns.
 
     Parameters
@@ -370,53 +370,6 @@ class FeatureSpace:
                 )  # fmt: skip
             return SparseRows(indptr, out_idx[:n], out_val[:n] if copied else matrix.data)
         return self._mapped_rows(matrix.indptr.astype(np.int64), column_of[matrix.indices], matrix.data.astype(np.float64))
-
-    def _encode_dense(self, dense: np.ndarray, grow: bool, zero_share: float | None = None) -> SparseRows | None:
-        """A dense float64 batch's rows in two compiled passes (:func:`~streamlearn.kernels.rows.dense_census`,
-        then :func:`~streamlearn.kernels.rows.dense_rows`: the CSR road's rows, without building
-        the CSR), or in one (:meth:`_dense_as_it_is`) when ``zero_share`` allows its zeros;
-        ``None`` when its width is one :meth:`_positions_too_sparse` refuses to cache."""
-        n_rows, width = dense.shape
-        count, bad = _rows.dense_census(dense)
-        if bad >= 0:  # before anything changes
-            raise InvalidInputError("non-finite", f"value {dense.ravel()[bad]!r} is NaN or infinite", bad // width, bad % width)
-        if self._positions_too_sparse(width, count):
-            return None
-        if zero_share is not None and n_rows * width - count <= zero_share * n_rows * width:
-            rows = self._dense_as_it_is(dense)
-            if rows is not None:
-                return rows
-        column_of = self._position_columns(width)
-        out_idx, out_val = self._scratch(count)
-        added = NO_ENTRIES
-        if grow:
-            room = min(count, width)
-            self._reserve_order_keys(len(self._names) + room)
-            added = np.empty(room, np.int64)
-        indptr, n, n_added = _rows.dense_rows(dense, column_of, self._order_key, out_idx, out_val, grow, len(self._names),
-                                              added)
-        if n_added:
-            self._record_positions(added[:n_added])
-        return SparseRows(indptr, out_idx[:n], out_val[:n])
-
-    def _dense_as_it_is(self, dense: np.ndarray) -> SparseRows | None:
-        """A dense batch's values as rows over weight columns, zeros included: ``dense`` itself
-        as the rows' values, over a layout (each row the columns of positions ``0..width-1``)
-        kept while the batch shape and the vocabulary's size stay; ``None`` while a position
-        has no column yet (the copying road then adds or drops it). A row of a dense batch is
-        in position order, as :func:`~streamlearn.kernels.rows.dense_rows` gives it."""
-        n_rows, width = dense.shape
-        shape = (n_rows, width, len(self._names))
-        layout = getattr(self, "_dense_layout", None)  # (absent after unpickling)
-        if layout is None or layout[0] != shape:
-            columns = self._position_columns(width)[:width]
-            layout = None
-            if (columns >= 0).all():
-                layout = (shape, np.arange(0, n_rows * width + 1, width, dtype=np.int64), np.tile(columns, n_rows))
-            self._dense_layout = layout
-            if layout is None:
-                return None
-        return SparseRows(layout[1], layout[2], dense.ravel())
 
     def _positions_too_sparse(self, needed: int, n_entries: int) -> bool:
         """Whether covering positions ``0..needed-1`` would grow the position cache (one int64

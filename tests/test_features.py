@@ -331,3 +331,30 @@ def test_the_feature_space_reads_a_nearly_dense_batch_in_place_only_within_its_s
     wider = np.ones((4, 10))  # position 9 has no column: the copying road drops it
     rows = space.encode_many(wider, grow=False, zero_share=1.0)
     assert not np.shares_memory(rows.data, wider) and rows.indptr[-1] == 4 * 9
+
+
+@pytest.mark.parametrize("first_row_fills", [True, False])
+def test_new_positions_enter_the_vocabulary_as_the_copying_road_adds_them(first_row_fills):
+    """Read in place, a batch whose first row holds every position without a column gives them
+    columns in position order, as the copying road does; otherwise it is copied."""
+    from streamlearn.features import FeatureSpace
+
+    X, _ = nearly_dense_stream(50, 7, seed=14)
+    X[0, :] = np.arange(1.0, 8.0)
+    X[1:, 4] = 0.0
+    if not first_row_fills:
+        X[0, 2] = 0.0
+    seen = np.array([[0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 2.0]])  # positions 1 and 6 come first
+    in_place, copied = FeatureSpace(), FeatureSpace()
+    for space in (in_place, copied):
+        space.encode_many(seen, grow=True)
+    rows = in_place.encode_many(X, grow=True, zero_share=1.0)
+    reference = copied.encode_many(X, grow=True)
+    assert np.shares_memory(rows.data, X) == first_row_fills
+    assert in_place.export() == copied.export()
+    assert list(in_place.export()["names"])[:2] == [1, 6]
+    for i in range(50):
+        lo, hi, l2, h2 = rows.indptr[i], rows.indptr[i + 1], reference.indptr[i], reference.indptr[i + 1]
+        kept = rows.data[lo:hi] != 0.0
+        assert rows.indices[lo:hi][kept].tolist() == reference.indices[l2:h2].tolist()
+        assert rows.data[lo:hi][kept].tolist() == reference.data[l2:h2].tolist()
