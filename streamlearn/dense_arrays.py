@@ -48,7 +48,8 @@ class DenseArrayEncoding:
     def _dense_as_it_is(self, dense: np.ndarray, grow: bool) -> SparseRows | None:
         """A dense batch's values as rows over weight columns, zeros included: ``dense`` itself
         as the rows' values, over a layout (each row the columns of positions ``0..width-1``)
-        kept while the batch shape and the vocabulary's size stay. Positions without a column
+        kept while the width and the vocabulary's size stay: a batch of fewer rows than it was
+        built for takes its beginning (a stream's last, smaller batch). Positions without a column
         get theirs here when ``grow`` and the first row holds a value at each (then
         :func:`~streamlearn.kernels.rows.dense_rows` would add them there, in position order);
         else ``None``: the copying road adds or drops them. A row of a dense batch is in
@@ -64,10 +65,10 @@ class DenseArrayEncoding:
             self._order_key[columns] = missing
             self._int_name_columns[missing] = columns
             self._record_positions(missing)
-        shape = (n_rows, width, len(self._names))
+        key = (width, len(self._names))
         layout = getattr(self, "_dense_layout", None)  # (absent after unpickling)
-        if layout is None or layout[0] != shape:
+        if layout is None or layout[0] != key or len(layout[1]) <= n_rows:
             columns = self._int_name_columns[:width]
-            layout = (shape, np.arange(0, n_rows * width + 1, width, dtype=np.int64), np.tile(columns, n_rows))
+            layout = (key, np.arange(0, n_rows * width + 1, width, dtype=np.int64), np.tile(columns, n_rows))
             self._dense_layout = layout
-        return SparseRows(layout[1], layout[2], dense.ravel())
+        return SparseRows(layout[1][: n_rows + 1], layout[2][: n_rows * width], dense.ravel())
