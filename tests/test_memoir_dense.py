@@ -61,6 +61,28 @@ def test_the_dense_kernel_is_the_numpy_reference_of_alg_1(params):
     assert np.abs(weights_of(model, 10) - reference).max() <= 1e-9 * max(1.0, np.abs(reference).max())
 
 
+@pytest.mark.parametrize("params", [{"eta0": "pegasos", "lam": 1e-2, "average": True, "average_power": 2.0},
+                                    {"eta0": 2.0, "eta_decay": 1e-3, "lam": 1e-3, "batch_size": 2, "project": True,
+                                     "average": False}])
+def test_float32_rows_follow_the_numpy_reference_of_alg_1_within_their_rounding(params):
+    """The rows an index-routed model keeps (float32, narrowed mid-stream) against the float64
+    reference: the same argmaxes, so weights within float32's rounding of the reference's."""
+    X, y = dense_stream(600, 8, 10, seed=2)
+    rows = [dict(enumerate(r.tolist())) for r in X]
+    model = ExtremeSVM(adapt=False, fit_intercept=False, oracle="exact", **params)
+    model.learn_many(rows[:100], y[:100].tolist())
+    model.class_rows.narrow()
+    model.learn_many(rows[100:], y[100:].tolist())
+    assert model.class_rows.V.dtype == np.float32
+    settings = {key: value for key, value in params.items() if key != "eta0" or value != "pegasos"}
+    reference = reference_l2(rows, y.tolist(), 10, **settings)
+    scale = max(1.0, np.abs(reference).max())
+    assert np.abs(weights_of(model, 10) - reference).max() <= 1e-5 * scale
+    float64 = ExtremeSVM(adapt=False, fit_intercept=False, oracle="exact", **params)
+    float64.learn_many(rows, y.tolist())  # and they are not the float64 rows: the test sees float32's rounding
+    assert np.abs(weights_of(float64, 10) - reference).max() <= 1e-9 * scale < np.abs(weights_of(model, 10) - reference).max()
+
+
 @pytest.mark.parametrize("batch_size", [1, 3])
 def test_learn_many_on_an_array_equals_the_learn_one_loop(batch_size):
     X, y = dense_stream(500, 10, 12, seed=3)

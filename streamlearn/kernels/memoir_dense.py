@@ -7,7 +7,9 @@ The model is the one of :mod:`.memoir_store`'s docstring: ``W = g · V`` with th
 ``g = scalars[G]``, ``SQ = Σ V²``, the averaged iterate ``(U + A V) / AW``. Every sum runs in
 the order the sparse kernels use (per class, over the row's entries in order), so on the same
 rows the two stores give the same scores and the same iterates, bit for bit; a weight the sparse
-store never touched is a 0 here, which adds nothing to a sum.
+store never touched is a 0 here, which adds nothing to a sum. ``V`` and ``U`` may be float32
+(the learner narrows them once its index routes the steps): the same code, each stored weight
+rounded to float32, every sum still in float64.
 """
 
 from __future__ import annotations
@@ -213,10 +215,10 @@ def _add(V, U, scalars, indptr, indices, data, row, k, amount, averaged):
     sq = 0.0
     for p in range(indptr[row], indptr[row + 1]):
         j = indices[p]
-        old = V[k, j]
+        old = float(V[k, j])
         delta = amount * data[p]
-        new = old + delta
-        V[k, j] = new
+        V[k, j] = old + delta
+        new = float(V[k, j])  # as stored: float32 rows round it, and Σ V² follows what they hold
         sq += new * new - old * old
         if averaged:
             U[k, j] -= a * delta
@@ -291,17 +293,19 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, V, U,
         if finish_step(scalars, t, project, radius, averaged, average_power, renormalize_below):
             renormalize(V, U, scalars, n_classes)
         if len(watch) and watch_step(watch, watch_params, mistakes, first, group_size) and t > watch_params[RESTART_AT]:
-            t = restart(U, scalars, averaged, watch_params)
+            t = restart(U, scalars, averaged, watch_params, n_classes)
     return t, n_classes
 
 
 @njit(cache=True, nogil=True)
-def restart(U, scalars, averaged, watch_params):
+def restart(U, scalars, averaged, watch_params, n_classes):
     """``ExtremeSVM._restart`` (:mod:`streamlearn.adaptation`): the step goes back to
-    ``RESTART_AT`` and the average to the current iterate with that step's weight; returns the step."""
+    ``RESTART_AT`` and the average to the current iterate with that step's weight; returns the step.
+    Only the ``n_classes`` rows in use are cleared: the rows beyond are 0 and never touched, so
+    they take no resident memory."""
     weight = watch_params[RESTART_WEIGHT]
     if averaged:
-        U[:, :] = 0.0
+        U[:n_classes, :] = 0.0
         scalars[A] = weight * scalars[G]
     scalars[AW] = weight
     return int(watch_params[RESTART_AT])

@@ -9,7 +9,6 @@ import numpy as np
 from ..adaptation import watch_params
 from ..batches import SparseRows
 from ..kernels import compiled
-from .store import RENORMALIZE_BELOW
 
 _dense = compiled("memoir_dense")
 #: store="auto" keeps the dense class rows while classes × columns stays at most this: 2 GiB of float64 with the average
@@ -112,13 +111,15 @@ class DenseLearning:
                 *piece_rows, y[start:stop], weights[start:stop], self.batch_size, self._n_learned,
                 store.V, store.U, store.scalars, self._t, float(self.lam), bool(self.project), self._eta0(),
                 self.step[1] or 0.0, self._averaged, self._average_power, self.fallback == "lowest", self._rng,
-                self._scores, self._avg_scores, RENORMALIZE_BELOW[self._averaged],
+                self._scores, self._avg_scores, store.renormalize_below,
                 mistakes[start:stop] if len(mistakes) else mistakes, candidates, sums, changed, watch, params)
             if means is not None:
                 self._since_refresh += stop - start
                 if self._since_refresh >= self.index_every:  # unsplit, every refresh passed was a no-op
                     means.refresh(self._n_learned)
                     self._since_refresh %= self.index_every
+                    if means.ready:  # the index routes the steps from now on (see ``ExtremeSVM``'s ``store``)
+                        store.narrow()
             start = stop
         if watched:
             self._watch.load_array(watch)
@@ -158,7 +159,7 @@ class DenseLearning:
 
 
 _NO_CANDIDATES = np.zeros((0, 0), np.int64)
-_NO_SUMS, _NO_CHANGED, _NO_WATCH = np.zeros((0, 0)), np.zeros(0, np.bool_), np.zeros(0)
+_NO_SUMS, _NO_CHANGED, _NO_WATCH = np.zeros((0, 0), np.float32), np.zeros(0, np.bool_), np.zeros(0)
 
 
 def _dense_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, width: int) -> np.ndarray:

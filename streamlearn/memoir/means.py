@@ -111,7 +111,7 @@ class MeanExampleIndex:
     def __init__(self, train_at: int = PARAMS["train_at"], n_probe: int = PARAMS["n_probe"], min_columns: int = 1,
                  min_weights: int = 0):
         self.train_at, self.n_probe, self.min_columns, self.min_weights = train_at, n_probe, min_columns, min_weights
-        self.sums = np.zeros((0, 0))
+        self.sums = np.zeros((0, 0), np.float32)  # float32: they only give the index its float32 directions
         self.changed = np.zeros(0, np.bool_)  # classes whose mean moved since the last refresh
         self.index, self.n_indexed, self.n_trained, self.dim = None, 0, 0, 0
         self.centroids = np.zeros((0, 0), np.float32)  # the coarse lists' centroids, copied
@@ -127,7 +127,7 @@ class MeanExampleIndex:
         n_rows = len(self.sums) if n_classes <= len(self.sums) else max(n_classes, 2 * len(self.sums))
         width = max(self.sums.shape[1], width)
         if n_rows > self.sums.shape[0] or width > self.sums.shape[1]:
-            grown = np.zeros((n_rows, width))
+            grown = np.zeros((n_rows, width), np.float32)
             grown[: self.sums.shape[0], : self.sums.shape[1]] = self.sums
             self.sums = grown
             self.changed = np.concatenate([self.changed, np.zeros(len(grown) - len(self.changed), np.bool_)])
@@ -154,7 +154,7 @@ class MeanExampleIndex:
 
     def _directions(self, classes) -> np.ndarray:
         sums = self.sums[classes, : self.dim]
-        return np.ascontiguousarray(sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-300), np.float32)
+        return np.ascontiguousarray(sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), np.float32(1e-30)), np.float32)
 
     def refresh(self, n_classes: int) -> None:
         """Re-index the moved means and add the new classes (train again when the classes doubled)."""
@@ -224,7 +224,7 @@ class MeanExampleIndex:
         return np.ascontiguousarray(self.index.search_preassigned(queries, n, lists, closeness)[1], np.int64)
 
     def export(self, n_classes: int) -> dict:
-        sums, changed = np.zeros((n_classes, self.sums.shape[1])), np.zeros(n_classes, np.bool_)
+        sums, changed = np.zeros((n_classes, self.sums.shape[1]), np.float32), np.zeros(n_classes, np.bool_)
         kept = min(n_classes, len(self.sums))  # the same state however the stream was fed
         sums[:kept], changed[:kept] = self.sums[:kept], self.changed[:kept]
         state = {"sums": sums, "changed": changed,
@@ -235,7 +235,7 @@ class MeanExampleIndex:
 
     def restore(self, state: dict) -> None:
         """Take the state :meth:`export` gave (this index keeps its own parameters and gate)."""
-        self.sums = np.asarray(state["sums"], np.float64).copy()
+        self.sums = np.asarray(state["sums"], np.float32).copy()
         self.changed = np.asarray(state["changed"], np.bool_).copy()
         self.n_indexed, self.n_trained, self.dim = int(state["n_indexed"]), int(state["n_trained"]), int(state["dim"])
         self.index = None

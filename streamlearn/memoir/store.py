@@ -10,9 +10,12 @@ from ..kernels import compiled
 from ..kernels.memoir_store import ClassRowStore
 
 _store_kernels = compiled("memoir_store")
+_dense_kernels = compiled("memoir_dense")
 #: the global scale is folded into the rows below this: with an averaged iterate ``U + A V``
 #: cancels about log10(1/g) digits (4 of 16 here), without one only the sketches' float32 range matters
 RENORMALIZE_BELOW = {True: 1e-4, False: 1e-30}
+#: the same for float32 dense rows (:meth:`DenseClassRows.narrow`): 2 of their 7 digits, either way
+RENORMALIZE_BELOW_FLOAT32 = 1e-2
 
 
 class SparseClassRows:
@@ -149,7 +152,9 @@ class SparseClassRows:
 
 class DenseClassRows:
     """Class rows as a dense ``(classes, columns)`` matrix ``V`` (and ``U`` when averaging), grown
-    by doubling, for rows that fill most columns; the scalars as :class:`SparseClassRows`'."""
+    by doubling, for rows that fill most columns; the scalars as :class:`SparseClassRows`'.
+    float64, or float32 once :meth:`narrow` is called (the learner does when its index routes
+    the steps); sums and scores run in float64 either way."""
 
     dense = True
 
@@ -176,8 +181,23 @@ class DenseClassRows:
         if self.averaged:
             self.U = _grown_matrix(self.U, shape)
 
+    @property
+    def renormalize_below(self) -> float:
+        """The kernels' ``renormalize_below`` for these rows."""
+        return RENORMALIZE_BELOW_FLOAT32 if self.V.dtype == np.float32 else RENORMALIZE_BELOW[self.averaged]
+
+    def narrow(self) -> None:
+        """Keep the rows in float32 from now on: half the memory and the memory traffic. The
+        scale is folded in first, so each weight keeps float32's 7 digits."""
+        if self.V.dtype == np.float32:
+            return
+        _dense_kernels.renormalize(self.V, self.U if self.averaged else self.U[:0], self.scalars, self.n_classes)
+        self.V = _grown_matrix(self.V[: self.n_classes, : self.n_columns], self.V.shape, np.float32)
+        if self.averaged:
+            self.U = _grown_matrix(self.U[: self.n_classes, : self.n_columns], self.U.shape, np.float32)
+
     def clear_average(self) -> None:
-        self.U.fill(0.0)
+        self.U[: self.n_classes].fill(0.0)  # rows past them are 0 and untouched: no resident memory
 
     def export(self) -> dict:
         state = {"dense": self.V[: self.n_classes, : self.n_columns].copy(), "scalars": self.scalars.copy()}
@@ -188,19 +208,21 @@ class DenseClassRows:
     @classmethod
     def restore(cls, state: dict, averaged: bool) -> "DenseClassRows":
         store = cls(averaged)
-        V = np.asarray(state["dense"], np.float64)
+        V = np.asarray(state["dense"])
+        if V.dtype == np.float32:
+            store.narrow()
         store.reserve(V.shape[1], V.shape[0])
         store.V[: V.shape[0], : V.shape[1]] = V
         if averaged:
-            store.U[: V.shape[0], : V.shape[1]] = np.asarray(state["dense_avg"], np.float64)
+            store.U[: V.shape[0], : V.shape[1]] = np.asarray(state["dense_avg"])
         store.scalars = np.asarray(state["scalars"], np.float64).copy()
         return store
 
     def sparse(self) -> SparseClassRows:
         """The same model in a :class:`SparseClassRows` (its weights that are not 0, column by
         column): it scores every row as this store does."""
-        V = self.V[: self.n_classes, : self.n_columns]
-        U = self.U[: self.n_classes, : self.n_columns] if self.averaged else np.zeros_like(V)
+        V = self.V[: self.n_classes, : self.n_columns].astype(np.float64)
+        U = self.U[: self.n_classes, : self.n_columns].astype(np.float64) if self.averaged else np.zeros_like(V)
         kept = (V != 0.0) | (U != 0.0)
         columns, classes = np.nonzero(kept.T)  # column-major: a column's weights together
         state = {"cls": classes.astype(np.int64), "val": V[classes, columns], "avg": U[classes, columns],
@@ -210,8 +232,8 @@ class DenseClassRows:
         return SparseClassRows.restore(state, self.averaged, self.n_classes)
 
 
-def _grown_matrix(matrix: np.ndarray, shape: tuple) -> np.ndarray:
-    out = np.zeros(shape)
+def _grown_matrix(matrix: np.ndarray, shape: tuple, dtype=None) -> np.ndarray:
+    out = np.zeros(shape, matrix.dtype if dtype is None else dtype)
     out[: matrix.shape[0], : matrix.shape[1]] = matrix
     return out
 
