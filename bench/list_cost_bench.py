@@ -4,8 +4,8 @@ should have: what a query's two parts cost against the lists' count, measured on
     python -m bench.list_cost_bench [--classes 65536,177000] [--lists 0.5,1,2,4] [--repeats 7] [--out DIR]
 
 A query first scores every centroid (``MeanExampleIndex.probe``: one BLAS product and the choice
-of the ``n_probe = 2`` nearest), then faiss scans those lists' means (``search_preassigned``, 10
-results). For each class count K, the means are the unit rows of
+of the ``n_probe = 2`` nearest), then the scan of those lists' means (``MeanExampleIndex.candidates``
+less the coarse step, 10 results). For each class count K, the means are the unit rows of
 :func:`bench.dense_extreme_bench.embedding_stream` (clustered, d = 128), the lists are k-means'
 (:func:`~streamlearn.memoir.means.spherical_kmeans`, 3 iterations), and the counts tried are
 ``--lists`` × the index's own choice (``MeanExampleIndex.n_lists``), and ``K / 39`` (one list per
@@ -46,26 +46,20 @@ def _median_seconds(work, repeats: int, at_least: float = 0.02) -> float:
 
 def measure(n_classes: int, n_lists: int, repeats: int) -> dict:
     """One index of ``n_lists`` lists over ``n_classes`` means: each part's cost per query."""
-    import faiss
-
     from streamlearn.memoir.means import MeanExampleIndex, spherical_kmeans
 
-    faiss.omp_set_num_threads(1)
     rows, _ = embedding_stream(n_classes + QUERIES, n_classes, 128)
     means, queries = rows[:n_classes], np.ascontiguousarray(rows[n_classes:])
-    index = MeanExampleIndex(n_probe=N_PROBE)
-    index.centroids = spherical_kmeans(means, n_lists, iterations=3)
-    index.largest_norm = float(np.linalg.norm(index.centroids.astype(np.float64), axis=1).max())
-    quantizer = faiss.IndexFlatIP(128)
-    quantizer.add(index.centroids)
-    ivf = faiss.IndexIVFFlat(quantizer, 128, n_lists, faiss.METRIC_INNER_PRODUCT)
-    ivf.nprobe = N_PROBE
-    homes = index.probe(means, 1)[0]  # held: faiss reads it through a raw pointer
-    ivf.add_core(n_classes, faiss.swig_ptr(means), None, faiss.swig_ptr(homes))
-    lists, closeness = index.probe(queries, N_PROBE)
-    scanned = sum(ivf.invlists.list_size(int(k)) for k in lists.ravel())
+    index = MeanExampleIndex(train_at=2**62, n_probe=N_PROBE)  # never trains itself: the lists are these
+    index.reserve(n_classes, 128)
+    index.sums[:n_classes] = means
+    index.use_centroids(spherical_kmeans(means, n_lists, iterations=3))
+    index.refresh(n_classes)
+    lists, _ = index.probe(queries, N_PROBE)
+    sizes = np.bincount(index.probe(means, 1)[0][:, 0], minlength=n_lists)
+    scanned = int(sizes[lists].sum())
     coarse = _median_seconds(lambda: index.probe(queries, N_PROBE), repeats)
-    scan = _median_seconds(lambda: ivf.search_preassigned(queries, RESULTS, lists, closeness), repeats)
+    scan = _median_seconds(lambda: index.candidates(queries, RESULTS), repeats) - coarse  # the lists' scan alone
     return {"classes": n_classes, "lists": n_lists, "coarse_us": 1e6 * coarse / QUERIES, "scan_us": 1e6 * scan / QUERIES,
             "centroid_ns": 1e9 * coarse / (QUERIES * n_lists), "mean_ns": 1e9 * scan / scanned,
             "scanned_per_query": scanned / QUERIES}

@@ -400,5 +400,5 @@ def test_an_extreme_svm_with_its_index_killed_5_times_ends_as_an_uninterrupted_o
     assert_same_job(tmp_path / "ck", tmp_path / "clean")
     payload = CheckpointStore(tmp_path / "ck").load_latest()
     assert payload["runner"]["counters"]["learned"] == 12_000
-    assert "index" in payload["learner"]["model"]["means"]  # the index itself was checkpointed, and restored
+    assert "centroids" in payload["learner"]["model"]["means"]  # the index itself was checkpointed, and restored
     assert 0.0 <= payload["runner"]["counters"]["index_recall"] <= 1.0

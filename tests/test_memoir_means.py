@@ -43,7 +43,7 @@ def _learn(X, y, candidates, n_classes, d, lowest=True):
     scalars = np.array([1.0, 0.0, 0.0, 0.0])
     _dense.learn_groups(indptr, indices, data, y, np.ones(n), 1, 0, V, U, scalars, 0, 1e-6, False, 3.0, 1e-4, True, 2.0,
                         lowest, np.array([7], np.uint64), np.zeros(n_classes), np.zeros(n_classes), 1e-4,
-                        np.zeros(n, np.bool_), candidates, np.zeros((0, 0)), np.zeros(0, np.bool_), np.zeros(0), np.zeros(0))
+                        np.zeros(n, np.bool_), candidates, np.zeros(0), np.zeros(0))
     return V, U, scalars
 
 
@@ -77,17 +77,22 @@ def test_learning_and_prediction_go_through_the_index():
 
 def test_learn_many_equals_the_learn_one_loop_and_a_checkpoint_goes_on_identically(tmp_path):
     X, y = clustered_stream(900, 60, 8, seed=3)
-    one, many = ExtremeSVM(**SMALL, index_every=50), ExtremeSVM(**SMALL, index_every=50)
+    one, many = ExtremeSVM(**SMALL, index_every=48), ExtremeSVM(**SMALL, index_every=48)  # 24 rows pending at 600
     for x, k in zip(X[:600], y[:600].tolist()):
         one.learn_one(dict(enumerate(x.tolist())), k)
     for start in range(0, 600, 70):
         many.learn_many(X[start : min(start + 70, 600)], y[start : min(start + 70, 600)])
     assert_same_state(one.export_state(), many.export_state())
-    assert "index" in one.export_state()["model"]["means"]  # trained: 60 classes > 40
+    assert "centroids" in one.export_state()["model"]["means"]  # trained: 60 classes > 40
     expected = np.zeros((60, 9))  # the intercept's column first (the learner registers it before any feature)
     np.add.at(expected, y[:600], np.hstack([np.full((600, 1), INTERCEPT_VALUE), X[:600]]))  # each class's examples, summed
-    sums = many.export_state()["model"]["means"]["sums"]
-    assert sums.dtype == np.float32  # they only give the index its float32 directions
+    state = many.export_state()["model"]["means"]
+    assert state["sums"].dtype == np.float32  # they only give the index its float32 directions
+    indptr, indices, data, pending_y = state["pending"]  # the rows since the last refresh: added at the next
+    assert len(pending_y) == 24 and pending_y.tolist() == y[600 - len(pending_y) : 600].tolist()
+    sums = state["sums"].astype(np.float64)
+    for i, k in enumerate(pending_y.tolist()):
+        sums[k, indices[indptr[i] : indptr[i + 1]]] += data[indptr[i] : indptr[i + 1]]
     np.testing.assert_allclose(sums, expected, rtol=1e-5, atol=1e-5)
     assert many.class_rows.V.dtype == np.float32  # the index routes the steps: float32 rows
     store = CheckpointStore(tmp_path)
@@ -183,14 +188,34 @@ def test_the_index_recall_is_in_the_metrics_log_and_inspect(tmp_path):
     assert json.loads(cli("inspect", ck, "--json").stdout)["counters"]["index_recall"] == lines[-1]["index_recall"]
 
 
-def test_a_missing_faiss_is_said_when_the_learner_is_made(monkeypatch):
-    import importlib.util
+def test_the_list_scan_is_the_numpy_reference_of_the_best_cosines_in_the_probed_lists():
+    """Classes placed, moved and moved back across lists (the pool compacted and grown on the
+    way): each row's candidates are the n classes of best cosine among its probed lists' members,
+    as NumPy finds them over the members it knows of."""
+    from streamlearn.memoir.means import MeanExampleIndex
 
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "faiss" else real(name, *a))
-    for oracle in ("means", "auto"):
-        with pytest.raises(ValueError, match="pip install faiss-cpu"):
-            ExtremeSVM(oracle=oracle)
+    rng = np.random.default_rng(14)
+    means = MeanExampleIndex(train_at=300, n_probe=2)
+    means.reserve(300, 16)
+    means.sums[:300] = rng.normal(size=(300, 16))
+    means.refresh(300)
+    for round_ in range(6):  # moves: members leave lists, lists outgrow their room
+        moved = rng.choice(300, 120, replace=False)
+        means.sums[moved] = rng.normal(size=(120, 16)) * (round_ + 1)
+        means.changed[moved] = True
+        means.refresh(300)
+    queries = rng.normal(size=(40, 16)).astype(np.float32)
+    got = means.candidates(queries, 7)
+    directions = means.sums[:300].astype(np.float64)
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    nearest = np.argmax(directions.astype(np.float32) @ means.centroids.T, axis=1)  # each class's list
+    probed = np.argsort(-(queries.astype(np.float64) @ means.centroids.T.astype(np.float64)), axis=1, kind="stable")[:, :2]
+    for row in range(len(queries)):
+        members = np.flatnonzero(np.isin(nearest, probed[row]))
+        cosines = directions[members] @ queries[row].astype(np.float64)
+        expected = members[np.argsort(-cosines, kind="stable")][:7]
+        assert set(got[row][got[row] >= 0].tolist()) == set(expected.tolist()), row
+        assert (got[row] >= 0).sum() == min(7, len(members))
 
 
 def _top_lists_reference(queries, centroids, n):
@@ -281,7 +306,7 @@ def test_every_class_stays_in_the_list_its_current_mean_finds():
     means.reserve(320, 12)
     means.sums[:200] = rng.normal(size=(200, 12))
     means.refresh(200)
-    assert means.ready and means.index.nlist == 200 // 39
+    assert means.ready and means.n_lists_trained == 200 // 39
     means.reserve(320, 12)
     moved = rng.choice(200, 50, replace=False)
     means.sums[moved] = rng.normal(size=(50, 12))
@@ -308,7 +333,7 @@ def test_past_tens_of_thousands_of_classes_the_lists_grow_like_the_root_of_the_c
         means.reserve(n_classes, 8)
         means.sums[:n_classes] = rng.normal(size=(n_classes, 8))
         means.refresh(n_classes)
-        assert means.index.nlist == n_lists
+        assert means.n_lists_trained == n_lists
         directions = means.sums[:n_classes] / np.linalg.norm(means.sums[:n_classes], axis=1, keepdims=True)
         np.testing.assert_array_equal(means.candidates(directions, 1)[:, 0], np.arange(n_classes))  # all indexed
     assert n_lists < 24_000 // 39
@@ -326,3 +351,20 @@ def test_learn_many_equals_the_learn_one_loop_while_several_lists_are_probed():
     assert_same_state(one.export_state(), many.export_state())
     assert many.index_recall is not None and len(many.classes) == 260
     assert list(one.predict_many(X[:300])) == list(many.predict_many(X[:300]))
+
+
+def test_a_state_saved_with_a_faiss_index_restores_and_trains_its_lists_again():
+    """Checkpoints written before the index kept its own lists hold faiss bytes under "index" and
+    no pending rows: the sums are restored, and the next refresh trains the lists anew."""
+    X, y = clustered_stream(900, 60, 8, seed=3)
+    model = ExtremeSVM(**SMALL, index_every=50)
+    model.learn_many(X[:600], y[:600])
+    state = model.export_state()
+    means = state["model"]["means"]
+    old = {"sums": means["sums"].astype(np.float64), "changed": means["changed"], "n_indexed": means["n_indexed"],
+           "n_trained": means["n_trained"], "dim": means["dim"], "index": np.zeros(16, np.uint8)}
+    restored = streamlearn.learner_from_state({**state, "model": {**state["model"], "means": old}})
+    assert "centroids" not in restored.export_state()["model"]["means"]
+    restored.learn_many(X[600:700], y[600:700])
+    assert "centroids" in restored.export_state()["model"]["means"]
+    assert np.mean(restored.predict_many(X[700:]).astype(np.int64) == y[700:]) > 0.5

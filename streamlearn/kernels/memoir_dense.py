@@ -229,7 +229,7 @@ def _add(V, U, scalars, indptr, indices, data, row, k, amount, averaged):
 @njit(cache=True, nogil=True)
 def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, V, U, scalars, t, lam, project, eta0,
                  eta_decay, averaged, average_power, lowest, rng, scores, avg_scores, renormalize_below, mistakes,
-                 candidates, sums, changed, watch, watch_params):
+                 candidates, watch, watch_params):
     """:func:`streamlearn.kernels.memoir.learn_groups` with the exact oracle and ``penalty = L2``
     on dense rows (its docstring has the rules): for each group, every row's most violating
     class ``r = argmax_{k≠y} (V x)_k`` at the group's starting weights (ties to the lowest
@@ -240,8 +240,7 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, V, U,
     averaged iterate's prediction with ``averaged``, else ``r`` scoring above ``y``.
     ``candidates`` (``(rows, n)``, -1 pads; or ``(0, 0)``: every class): an index's classes for
     each row, among which ``r`` and the prediction behind a mistake are chosen (:func:`_violator`).
-    ``sums`` (or ``(0, 0)``): each row is added to its class's row there and ``changed[y]`` set
-    (the mean examples of :mod:`streamlearn.memoir.means`). ``watch`` (or an empty array): the
+    ``watch`` (or an empty array): the
     change watch's state, fed each step's ``mistakes`` (:func:`.watch.watch_step`, with
     ``watch_params``); when it says so, the restart of ``ExtremeSVM._restart``. Returns
     ``(t, n_classes)``."""
@@ -275,10 +274,6 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, V, U,
                 mistakes[row] = y[row] >= n_before or predicted != y[row]
             if len(mistakes) and not averaged:
                 mistakes[row] = y[row] >= n_before or (r >= 0 and (s_r > s_y or (s_r == s_y and r < y[row])))
-            if sums.shape[0]:
-                for p in range(indptr[row], indptr[row + 1]):
-                    sums[y[row], indices[p]] += data[p]
-                changed[y[row]] = True
             r_of[i] = r
             amount_of[i] = 0.0
             if r >= 0 and 1.0 + scalars[G] * (s_r - s_y) > 0.0:

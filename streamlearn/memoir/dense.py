@@ -73,7 +73,8 @@ class DenseLearning:
         """:meth:`_learn_sparse` in the dense store (:mod:`streamlearn.kernels.memoir_dense`); with
         the mean-example index (``oracle="means"``, or ``"auto"`` past its gate), in pieces up to each
         refresh of the index (every ``index_every`` examples, whole groups), each row's candidates
-        from the index as it stood; the kernel adds each row to its class's sum. ``watched``: the
+        from the index as it stood; each piece's rows go to their classes' sums at the next
+        refresh. ``watched``: the
         kernel feeds the change watch each step's ``mistakes`` and restarts when it says so (no
         Python between steps: the watch's state goes in as an array and comes back)."""
         if rows.n_rows == 0:
@@ -86,10 +87,8 @@ class DenseLearning:
         store.reserve(int(indices.max()) + 1 if len(indices) else 0, n_classes)  # the rows' columns only
         weights = self._example_weights(y, n_classes)
         start, means = 0, self._means
-        sums, changed = _NO_SUMS, _NO_CHANGED
         if means is not None:
             means.reserve(n_classes, store.n_columns)
-            sums, changed = means.sums, means.changed
         # pieces end where the index is refreshed, while it exists or the refresh could train it
         split = means is not None and (means.ready or means.could_train(n_classes))
         watch, params = _NO_WATCH, _NO_WATCH
@@ -112,11 +111,14 @@ class DenseLearning:
                 store.V, store.U, store.scalars, self._t, float(self.lam), bool(self.project), self._eta0(),
                 self.step[1] or 0.0, self._averaged, self._average_power, self.fallback == "lowest", self._rng,
                 self._scores, self._avg_scores, store.renormalize_below,
-                mistakes[start:stop] if len(mistakes) else mistakes, candidates, sums, changed, watch, params)
+                mistakes[start:stop] if len(mistakes) else mistakes, candidates, watch, params)
             if means is not None:
-                self._since_refresh += stop - start
-                if self._since_refresh >= self.index_every:  # unsplit, every refresh passed was a no-op
-                    means.refresh(self._n_learned)
+                means.add_rows(*piece_rows, y[start:stop])
+                before, self._since_refresh = self._since_refresh, self._since_refresh + stop - start
+                if self._since_refresh >= self.index_every:  # unsplit, every refresh passed only added rows
+                    last = self._since_refresh // self.index_every * self.index_every - before
+                    refreshed_at = -(-last // self.batch_size) * self.batch_size  # the end of the group that passed it
+                    means.refresh(self._n_learned, keep=stop - start - refreshed_at)
                     self._since_refresh %= self.index_every
                     if means.ready:  # the index routes the steps from now on (see ``ExtremeSVM``'s ``store``)
                         store.narrow()
@@ -159,7 +161,7 @@ class DenseLearning:
 
 
 _NO_CANDIDATES = np.zeros((0, 0), np.int64)
-_NO_SUMS, _NO_CHANGED, _NO_WATCH = np.zeros((0, 0), np.float32), np.zeros(0, np.bool_), np.zeros(0)
+_NO_WATCH = np.zeros(0)
 
 
 def _dense_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, width: int) -> np.ndarray:

@@ -77,7 +77,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         ``"auto"`` (default): ``"means"`` where its index pays, else the exact scan (the cost
         model of :mod:`streamlearn.memoir.means`: dense rows of at least ``AUTO_MIN_COLUMNS``
         columns, classes × columns at least ``AUTO_MIN_WEIGHTS``). ``"exact"`` (a scan, every class), ``"graph"`` (hnswlib) or
-        ``"lsh"`` (SimpleLSH) over sketches of the class rows; ``"means"``, for dense rows: a faiss
+        ``"lsh"`` (SimpleLSH) over sketches of the class rows; ``"means"``, for dense rows: an
         inverted-file index over each class's mean example (:mod:`streamlearn.memoir.means`, which
         says why not the rows), an exact scan until it is trained and after the dense store.
     n_candidates

@@ -1,6 +1,6 @@
 """The candidate index of :class:`~streamlearn.memoir.ExtremeSVM`'s ``oracle="means"``, for dense
-rows (embeddings): an inverted-file index (faiss ``IndexIVFFlat``, inner product) over each class's
-**mean example**, normalised, that proposes a row's candidate classes.
+rows (embeddings): an inverted-file index (IVF, cosine) over each class's **mean example**, that
+proposes a row's candidate classes.
 
 Why the means and not the class rows (002 indexes the rows): ``bench/dense_extreme_bench.py``
 measured both on a learned model. A learned row points away from the examples its class shares
@@ -15,12 +15,16 @@ seen since the last refresh move to their nearest list in place, new classes are
 coarse lists (one per :data:`CLASSES_PER_LIST` classes, fewer past ~40,000: :meth:`MeanExampleIndex.n_lists`;
 :func:`spherical_kmeans`) are trained once
 ``train_at`` classes exist and again each time the classes double; a row probes its ``n_probe``
-nearest lists (both ``oracle_params``), and faiss returns the best candidates of those lists
-(``search_preassigned``). faiss keeps the lists; the centroids and every choice of a list are
-made here (:meth:`MeanExampleIndex.probe`): faiss's selection of the nearest centroids costs
-several times their products, and its products' rounding depends on the batch, which would let
-``learn_many`` part from the ``learn_one`` loop. Until the first training the learner scans every
-class exactly. The state (sums, index bytes) is checkpointed: a restore goes on identically.
+nearest lists (both ``oracle_params``), and the scan of those lists returns the classes of best
+cosine (:mod:`streamlearn.kernels.mean_lists`). The lists hold class ids; the scan reads the
+classes' float32 sums and inverse norms, so the index costs the sums and an id per class (a faiss
+IVF-Flat held a float32 copy of every direction, in per-list vectors grown by doubling: twice
+the sums' memory again). The rows learned between two refreshes are added to their sums at the
+second, so every row in between is searched in the index as it stood: a row's lists are chosen
+by sums over the columns in order (:meth:`MeanExampleIndex.probe`) whatever the batch, and
+``learn_many`` gives the ``learn_one`` loop's model. Until the first training the learner scans
+every class exactly. The state (sums, centroids, lists, rows not yet added) is checkpointed: a
+restore goes on identically.
 
 ``oracle="auto"`` (ExtremeSVM's default) is this index under a cost model measured on this machine
 (``bench/oracle_cost_bench.py``, ``bench/results/oracle-cost.md``): the exact scan costs about
@@ -44,6 +48,7 @@ from ..errors import InvalidParameterError
 from ..kernels import compiled
 
 _dense = compiled("memoir_dense")
+_lists = compiled("mean_lists")
 
 #: classes per coarse list (k-means wants ~39 points a centroid)
 CLASSES_PER_LIST = 39
@@ -63,12 +68,7 @@ AUTO_MIN_COLUMNS, AUTO_MIN_WEIGHTS = 32, 1 << 15
 
 
 def check_means_params(params: dict | None) -> None:
-    """Refuse ``oracle_params`` that are not :data:`PARAMS`' keys with integers ≥ 1, and say so
-    now when faiss is missing (not at the first index, thousands of classes into a stream)."""
-    import importlib.util
-
-    if importlib.util.find_spec("faiss") is None:
-        raise InvalidParameterError("ExtremeSVM's mean-example index is kept in faiss, a dependency: pip install faiss-cpu")
+    """Refuse ``oracle_params`` that are not :data:`PARAMS`' keys with integers ≥ 1."""
     for key, value in (params or {}).items():
         if key not in PARAMS or isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidParameterError(f"oracle='means' takes oracle_params {sorted(PARAMS)} (integers >= 1), got "
@@ -98,39 +98,56 @@ def spherical_kmeans(points: np.ndarray, n_lists: int, iterations: int = KMEANS_
     return np.ascontiguousarray(centroids, np.float32)
 
 
-def _faiss():
-    import faiss
-
-    faiss.omp_set_num_threads(1)  # k-means and searches single-threaded: the same index, run after run
-    return faiss
+_NO_PENDING = (np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
 
 
 class MeanExampleIndex:
-    """Sums of each class's examples and the IVF index over their directions (module docstring)."""
+    """Sums of each class's examples and the inverted lists over their directions (module docstring)."""
 
     def __init__(self, train_at: int = PARAMS["train_at"], n_probe: int = PARAMS["n_probe"], min_columns: int = 1,
                  min_weights: int = 0):
         self.train_at, self.n_probe, self.min_columns, self.min_weights = train_at, n_probe, min_columns, min_weights
         self.sums = np.zeros((0, 0), np.float32)  # float32: they only give the index its float32 directions
         self.changed = np.zeros(0, np.bool_)  # classes whose mean moved since the last refresh
-        self.index, self.n_indexed, self.n_trained, self.dim = None, 0, 0, 0
-        self.centroids = np.zeros((0, 0), np.float32)  # the coarse lists' centroids, copied
+        self.n_indexed, self.n_trained, self.dim = 0, 0, 0
+        self.centroids = np.zeros((0, 0), np.float32)  # the coarse lists' centroids
         self.largest_norm = 0.0
+        self._inv_norms, self._list_of, self._slot = np.zeros(0, np.float32), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        self._members, self._pool_end = np.zeros(0, np.int64), 0
+        self._start, self._length, self._capacity = (np.zeros(0, np.int64) for _ in range(3))
+        self._pending: list[tuple] = []  # rows learned since the last refresh: (indptr, indices, data, y)
 
     @property
     def ready(self) -> bool:
-        return self.index is not None
+        return len(self.centroids) > 0
+
+    @property
+    def n_lists_trained(self) -> int:
+        """The coarse lists of the index (0 before its first training)."""
+        return len(self.centroids)
 
     def reserve(self, n_classes: int, width: int) -> None:
         """Room in :attr:`sums` / :attr:`changed` for ``n_classes`` classes and ``width`` columns (grown
-        by doubling the classes); the learning kernel adds each learned row to its class's sum there."""
+        by doubling the classes)."""
         n_rows = len(self.sums) if n_classes <= len(self.sums) else max(n_classes, 2 * len(self.sums))
         width = max(self.sums.shape[1], width)
         if n_rows > self.sums.shape[0] or width > self.sums.shape[1]:
             grown = np.zeros((n_rows, width), np.float32)
             grown[: self.sums.shape[0], : self.sums.shape[1]] = self.sums
             self.sums = grown
-            self.changed = np.concatenate([self.changed, np.zeros(len(grown) - len(self.changed), np.bool_)])
+        if n_rows > len(self.changed):
+            extra = n_rows - len(self.changed)
+            self.changed = np.concatenate([self.changed, np.zeros(extra, np.bool_)])
+            self._inv_norms = np.concatenate([self._inv_norms, np.zeros(extra, np.float32)])
+            self._list_of = np.concatenate([self._list_of, np.full(extra, -1, np.int64)])
+            self._slot = np.concatenate([self._slot, np.full(extra, -1, np.int64)])
+
+    def add_rows(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, y: np.ndarray) -> None:
+        """Rows learned (CSR, ``indptr`` from 0; within :attr:`sums`' columns): added to their
+        classes' sums at the next :meth:`refresh`, so that every row until then is searched in
+        the index as it stood (``learn_many`` ≡ the ``learn_one`` loop)."""
+        if len(y):
+            self._pending.append((indptr.copy(), indices.copy(), data.copy(), np.asarray(y, np.int64).copy()))
 
     def could_train(self, n_classes: int) -> bool:
         """Whether :meth:`refresh` at ``n_classes`` classes would train the index (its gate)."""
@@ -152,51 +169,91 @@ class MeanExampleIndex:
         balanced = int(np.sqrt(self.n_probe * SCAN_TO_CENTROID_COST * n_classes))
         return max(1, min(n_classes // CLASSES_PER_LIST, balanced))
 
-    def _directions(self, classes) -> np.ndarray:
-        sums = self.sums[classes, : self.dim]
-        return np.ascontiguousarray(sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), np.float32(1e-30)), np.float32)
+    def _directions(self, classes: np.ndarray) -> np.ndarray:
+        """The unit directions of ``classes``' sums (their :attr:`dim` columns), float32."""
+        return np.ascontiguousarray(self.sums[classes, : self.dim] * self._inv_norms[classes, None], np.float32)
 
-    def refresh(self, n_classes: int) -> None:
-        """Re-index the moved means and add the new classes (train again when the classes doubled)."""
+    def refresh(self, n_classes: int, keep: int = 0) -> None:
+        """Add the rows learned since the last refresh to their sums (but the last ``keep``:
+        learned after the refresh's place in the stream), then re-place the moved means and add
+        the new classes (train again when the classes doubled)."""
+        kept = []
+        if keep:
+            indptr, indices, data, y = self._pending.pop()
+            cut = len(y) - keep
+            self._pending.append((indptr[: cut + 1], indices, data, y[:cut]))
+            kept = [(indptr[cut:] - indptr[cut], indices[indptr[cut] :], data[indptr[cut] :], y[cut:])]
+        for indptr, indices, data, y in self._pending:
+            _lists.add_rows(indptr, indices, data, y, self.sums, self.changed)
+        self._pending = kept
         if self.could_train(n_classes):
             self._train(n_classes)
-        if self.index is None:
+        if not self.ready:
             return
-        moved = np.flatnonzero(self.changed[: self.n_indexed])
-        if len(moved):
-            self._move(moved.astype(np.int64), self._directions(moved))
-        if n_classes > self.n_indexed:
-            self._add(self._directions(np.arange(self.n_indexed, n_classes)))
-            self.n_indexed = n_classes
+        classes = np.concatenate([np.flatnonzero(self.changed[: self.n_indexed]), np.arange(self.n_indexed, n_classes)])
+        if len(classes):
+            self._place(classes.astype(np.int64))
+        self.n_indexed = max(self.n_indexed, n_classes)
         self.changed[:] = False
 
     def _train(self, n_classes: int) -> None:
-        faiss = _faiss()
+        """New coarse lists (k-means over the directions), empty: :meth:`refresh` fills them."""
         self.dim = self.sums.shape[1]
-        quantizer = faiss.IndexFlatIP(self.dim)
-        n_lists, trained_on = self.n_lists(n_classes), np.arange(n_classes)
+        every = np.arange(n_classes)
+        _lists.inverse_norms(self.sums, every, self.dim, self._inv_norms)
+        n_lists, trained_on = self.n_lists(n_classes), every
         if n_lists < n_classes // CLASSES_PER_LIST:  # past the root's count: k-means on CLASSES_PER_LIST points a list
             trained_on = np.sort(np.random.default_rng(n_classes).choice(n_classes, CLASSES_PER_LIST * n_lists, replace=False))
-        quantizer.add(spherical_kmeans(self._directions(trained_on), n_lists))
-        index = faiss.IndexIVFFlat(quantizer, self.dim, quantizer.ntotal, faiss.METRIC_INNER_PRODUCT)  # trained: a full quantizer
-        index.make_direct_map(True)
-        index.nprobe = min(self.n_probe, index.nlist)  # search_preassigned takes no list -1
-        self.index, self.n_indexed, self.n_trained = index, 0, n_classes
-        self._keep_centroids()
+        self.use_centroids(spherical_kmeans(self._directions(trained_on), n_lists))
+        self.n_trained = n_classes
 
-    def _add(self, directions: np.ndarray) -> None:
-        """Append ``directions`` to the index, each in the list :meth:`probe` finds for it."""
-        lists = self.probe(directions, 1)[0]
-        swig_ptr = _faiss().swig_ptr
-        self.index.add_core(len(directions), swig_ptr(directions), None, swig_ptr(lists))
+    def use_centroids(self, centroids: np.ndarray) -> None:
+        """New coarse lists around ``centroids`` (float32 rows of :attr:`sums`' width), empty: the
+        next :meth:`refresh` places every class in its list."""
+        self._set_centroids(centroids)
+        self.dim = self.centroids.shape[1]
+        self._list_of[:], self._slot[:] = -1, -1
+        self._start, self._length, self._capacity = (np.zeros(len(self.centroids), np.int64) for _ in range(3))
+        self._members, self._pool_end, self.n_indexed = np.zeros(max(16, 2 * len(self.sums)), np.int64), 0, 0
 
-    def _move(self, classes: np.ndarray, directions: np.ndarray) -> None:
-        """faiss's ``update_vectors`` with each direction's list found by :meth:`probe` (an IVF-Flat
-        code is the vector's float32 bytes)."""
-        lists = self.probe(directions, 1)[0]
-        swig_ptr = _faiss().swig_ptr
-        self.index.direct_map.update_codes(self.index.invlists, len(classes), swig_ptr(classes), swig_ptr(lists),
-                                           swig_ptr(directions.view(np.uint8)))
+    def _set_centroids(self, centroids: np.ndarray) -> None:
+        self.centroids = np.ascontiguousarray(centroids, np.float32)
+        self.largest_norm = float(np.linalg.norm(self.centroids.astype(np.float64), axis=1).max())
+
+    def _place(self, classes: np.ndarray) -> None:
+        """Each of ``classes`` (its inverse norm updated) into the list :meth:`probe` finds for it."""
+        _lists.inverse_norms(self.sums, classes, self.dim, self._inv_norms)
+        lists = self.probe(self._directions(classes), 1)[0][:, 0].copy()
+        done = 0
+        while done < len(classes):
+            placed, self._pool_end = _lists.place(classes[done:], lists[done:], self._list_of, self._slot, self._members,
+                                                  self._start, self._length, self._capacity, self._pool_end)
+            done += placed
+            if done < len(classes):
+                self._make_room()
+
+    def _make_room(self) -> None:
+        """Compact the pool when moved lists left half of it behind, else double it."""
+        if self._pool_end > 2 * int(self._length.sum()):
+            self._lay_out(self._list_members())
+        else:
+            self._members = np.concatenate([self._members, np.zeros(len(self._members), np.int64)])
+
+    def _list_members(self) -> list[np.ndarray]:
+        return [self._members[s : s + n] for s, n in zip(self._start.tolist(), self._length.tolist())]
+
+    def _lay_out(self, members: list[np.ndarray]) -> None:
+        """The lists' members, in order, in a fresh pool with room for as many again."""
+        self._length = np.array([len(m) for m in members], np.int64)
+        self._capacity = np.maximum(4, 2 * self._length)
+        self._start = np.concatenate([[0], np.cumsum(self._capacity)[:-1]]).astype(np.int64)
+        self._pool_end = int(self._capacity.sum())
+        self._members = np.zeros(max(16, 2 * self._pool_end), np.int64)
+        self._slot[:], self._list_of[:] = -1, -1
+        for l, (s, listed) in enumerate(zip(self._start.tolist(), members)):
+            self._members[s : s + len(listed)] = listed
+            self._slot[listed] = np.arange(s, s + len(listed))
+            self._list_of[listed] = l
 
     def probe(self, queries: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``n`` coarse lists closest to each of the float32 ``queries``, and their scores
@@ -208,10 +265,6 @@ class MeanExampleIndex:
                                lists[block], closeness[block])
         return lists, closeness
 
-    def _keep_centroids(self) -> None:
-        self.centroids = np.ascontiguousarray(self.index.quantizer.reconstruct_n(0, self.index.nlist), np.float32)
-        self.largest_norm = float(np.linalg.norm(self.centroids.astype(np.float64), axis=1).max())
-
     def candidates(self, dense_rows: np.ndarray, n: int) -> np.ndarray:
         """``(rows, n)`` candidate classes per row (-1 pads) of dense rows (fastest as float32 of
         :attr:`dim` columns, which are taken as they are)."""
@@ -220,26 +273,43 @@ class MeanExampleIndex:
             queries = np.zeros((len(dense_rows), self.dim), np.float32)
             width = min(self.dim, dense_rows.shape[1])
             queries[:, :width] = dense_rows[:, :width]
-        lists, closeness = self.probe(queries, self.index.nprobe)
-        return np.ascontiguousarray(self.index.search_preassigned(queries, n, lists, closeness)[1], np.int64)
+        probed = self.probe(queries, min(self.n_probe, len(self.centroids)))[0]
+        out, best = np.empty((len(queries), n), np.int64), np.empty((len(queries), n), np.float32)
+        _lists.scan(queries, probed, self.sums, self._inv_norms, self._members, self._start, self._length, n, out, best)
+        return out
 
     def export(self, n_classes: int) -> dict:
-        sums, changed = np.zeros((n_classes, self.sums.shape[1]), np.float32), np.zeros(n_classes, np.bool_)
         kept = min(n_classes, len(self.sums))  # the same state however the stream was fed
+        sums, changed = np.zeros((n_classes, self.sums.shape[1]), np.float32), np.zeros(n_classes, np.bool_)
         sums[:kept], changed[:kept] = self.sums[:kept], self.changed[:kept]
-        state = {"sums": sums, "changed": changed,
-                 "n_indexed": self.n_indexed, "n_trained": self.n_trained, "dim": self.dim}
-        if self.index is not None:
-            state["index"] = _faiss().serialize_index(self.index)
+        pending = [np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)]
+        for indptr, indices, data, y in self._pending:
+            pending = [np.concatenate([pending[0], pending[0][-1] + indptr[1:]]), np.concatenate([pending[1], indices]),
+                       np.concatenate([pending[2], data]), np.concatenate([pending[3], y])]
+        state = {"sums": sums, "changed": changed, "n_indexed": self.n_indexed, "n_trained": self.n_trained, "dim": self.dim,
+                 "pending": pending}
+        if self.ready:
+            state["centroids"] = self.centroids.copy()
+            state["list_lengths"] = self._length.copy()
+            state["members"] = np.concatenate(self._list_members())
         return state
 
     def restore(self, state: dict) -> None:
         """Take the state :meth:`export` gave (this index keeps its own parameters and gate)."""
-        self.sums = np.asarray(state["sums"], np.float32).copy()
-        self.changed = np.asarray(state["changed"], np.bool_).copy()
+        self.sums = np.zeros((0, 0), np.float32)
+        self.changed = np.zeros(0, np.bool_)
+        self.reserve(*np.shape(state["sums"]))
+        self.sums[:] = state["sums"]
+        self.changed[:] = state["changed"]
         self.n_indexed, self.n_trained, self.dim = int(state["n_indexed"]), int(state["n_trained"]), int(state["dim"])
-        self.index = None
-        if "index" in state:
-            self.index = _faiss().deserialize_index(np.asarray(state["index"], np.uint8))
-            self.index.nprobe = min(self.n_probe, self.index.nlist)
-            self._keep_centroids()
+        if "index" in state:  # saved with a faiss index, before these lists: trained again at the next refresh
+            self.n_indexed, self.n_trained, self.changed[:] = 0, 0, False
+        indptr, indices, data, y = (np.asarray(a) for a in state.get("pending", _NO_PENDING))
+        self._pending = [(indptr.astype(np.int64), indices.astype(np.int64), data.astype(np.float64), y.astype(np.int64))]
+        self.centroids = np.zeros((0, 0), np.float32)
+        if "centroids" in state:
+            self._set_centroids(np.asarray(state["centroids"], np.float32))
+            lengths = np.asarray(state["list_lengths"], np.int64)
+            members = np.asarray(state["members"], np.int64)
+            self._lay_out(np.split(members, np.cumsum(lengths)[:-1]))
+            _lists.inverse_norms(self.sums, np.arange(self.n_indexed), self.dim, self._inv_norms)
