@@ -68,6 +68,18 @@ def place(classes, lists, list_of, slot, members, start, length, capacity, pool_
     return len(classes), pool_end
 
 
+@njit(cache=True, nogil=True)
+def insert_top(ids, scores, row, n, k, s):
+    """Put ``k`` of score ``s`` in the row's top ``n`` (largest first; a tie stays behind)."""
+    if s <= scores[row, n - 1]:
+        return
+    q = n - 1
+    while q > 0 and s > scores[row, q - 1]:
+        ids[row, q], scores[row, q] = ids[row, q - 1], scores[row, q - 1]
+        q -= 1
+    ids[row, q], scores[row, q] = k, s
+
+
 # fastmath: LLVM vectorizes the float32 sums (in the compiled loop's order: the same for a row in any batch)
 @njit(cache=True, nogil=True, fastmath=True)
 def scan(queries, probed, sums, inv_norms, members, start, length, n, out, best):
@@ -92,14 +104,7 @@ def scan(queries, probed, sums, inv_norms, members, start, length, n, out, best)
                 s = np.float32(0.0)
                 for j in range(d):
                     s += sums[k, j] * queries[row, j]
-                s *= inv_norms[k]
-                if s <= best[row, n - 1]:
-                    continue
-                q = n - 1
-                while q > 0 and s > best[row, q - 1]:
-                    out[row, q], best[row, q] = out[row, q - 1], best[row, q - 1]
-                    q -= 1
-                out[row, q], best[row, q] = k, s
+                insert_top(out, best, row, n, k, s * inv_norms[k])
 
 
 @njit(cache=True, nogil=True)

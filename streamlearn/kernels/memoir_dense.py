@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .mean_lists import insert_top
 from .memoir import finish_step, random_other, shrink_and_step
 from .memory import prefetch_row
 from .memoir_store import AW, SQ, A, G
@@ -411,18 +412,6 @@ FLOAT32_ROUNDOFF = 2.0 ** -24
 
 
 @njit(cache=True, nogil=True)
-def _insert(lists, closeness, row, n, k, s):
-    """Put list ``k`` of score ``s`` in the row's top ``n`` (largest first; a tie stays behind)."""
-    if s <= closeness[row, n - 1]:
-        return
-    q = n - 1
-    while q > 0 and s > closeness[row, q - 1]:
-        lists[row, q], closeness[row, q] = lists[row, q - 1], closeness[row, q - 1]
-        q -= 1
-    lists[row, q], closeness[row, q] = k, s
-
-
-@njit(cache=True, nogil=True)
 def probe_lists(queries, centroids, largest_norm, fast_scores, n, lists, closeness):
     """The ``n`` coarse lists of largest inner product with each query (largest first, ties to the
     lowest list) into ``lists`` / ``closeness``: the IVF search's first step.
@@ -451,7 +440,7 @@ def probe_lists(queries, centroids, largest_norm, fast_scores, n, lists, closene
                 continue
             near[n_near] = k
             n_near += 1
-            if s > top[n - 1]:  # _insert without the ids: this runs for every list of every row
+            if s > top[n - 1]:  # insert_top without the ids: this runs for every list of every row
                 q = n - 1
                 while q > 0 and s > top[q - 1]:
                     top[q] = top[q - 1]
@@ -466,4 +455,4 @@ def probe_lists(queries, centroids, largest_norm, fast_scores, n, lists, closene
                 s = np.float32(0.0)
                 for j in range(d):
                     s += queries[row, j] * centroids[k, j]
-                _insert(lists, closeness, row, n, k, s)
+                insert_top(lists, closeness, row, n, k, s)

@@ -134,10 +134,9 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         the matrix always; ``"sparse"``: the sparse store always. The dense store is for
         ``penalty="l2"`` with the exact, means or auto oracle (the others always use the sparse one); both give
         the same iterates, bit for bit (:mod:`streamlearn.kernels.memoir_dense`), and the dense one
-        scans a row's classes without a hash or a pointer per weight. Once the mean-example index
-        is trained (``oracle="means"``, or ``"auto"`` past its gate), the dense rows are kept in
-        float32: the index's candidates already approximate the exact argmax, and the rows are
-        most of the model's memory and of a step's memory traffic (sums and scores stay float64).
+        scans a row's classes without a hash or a pointer per weight. Once the mean-example index is
+        trained, the dense rows are float32: its candidates already approximate the exact argmax,
+        and the rows are most of the model's memory and memory traffic (sums stay float64).
     n_bits, seed, standardize
         As every streamlearn learner (``seed`` draws the random fallback, the sketches' index
         and the LSH planes).
