@@ -104,7 +104,9 @@ def scan(queries, probed, sums, inv_norms, members, start, length, n, out, best)
                 s = np.float32(0.0)
                 for j in range(d):
                     s += sums[k, j] * queries[row, j]
-                insert_top(out, best, row, n, k, s * inv_norms[k])
+                s *= inv_norms[k]
+                if s > best[row, n - 1]:  # the call only when it inserts: in the loop it keeps the sum from vectorizing
+                    insert_top(out, best, row, n, k, s)
 
 
 @njit(cache=True, nogil=True)
