@@ -136,7 +136,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         the same iterates, bit for bit (:mod:`streamlearn.kernels.memoir_dense`), and the dense one
         scans a row's classes without a hash or a pointer per weight. Once the mean-example index is
         trained, the dense rows are float32: its candidates already approximate the exact argmax,
-        and the rows are most of the model's memory and memory traffic (sums stay float64).
+        and the rows are most of the model's memory and memory traffic (products summed in float64).
     n_bits, seed, standardize
         As every streamlearn learner (``seed`` draws the random fallback, the sketches' index
         and the LSH planes).

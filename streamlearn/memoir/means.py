@@ -282,10 +282,10 @@ class MeanExampleIndex:
         kept = min(n_classes, len(self.sums))  # the same state however the stream was fed
         sums, changed = np.zeros((n_classes, self.sums.shape[1]), np.float32), np.zeros(n_classes, np.bool_)
         sums[:kept], changed[:kept] = self.sums[:kept], self.changed[:kept]
-        pending = [np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)]
-        for indptr, indices, data, y in self._pending:
-            pending = [np.concatenate([pending[0], pending[0][-1] + indptr[1:]]), np.concatenate([pending[1], indices]),
-                       np.concatenate([pending[2], data]), np.concatenate([pending[3], y])]
+        pieces = [_NO_PENDING, *self._pending]  # each piece's indptr from 0, its arrays exactly its rows'
+        offsets = np.cumsum([int(piece[0][-1]) for piece in pieces])
+        pending = [np.concatenate([[0]] + [piece[0][1:] + offset - piece[0][-1] for piece, offset in zip(pieces, offsets)])]
+        pending += [np.concatenate([piece[i] for piece in pieces]) for i in (1, 2, 3)]
         state = {"sums": sums, "changed": changed, "n_indexed": self.n_indexed, "n_trained": self.n_trained, "dim": self.dim,
                  "pending": pending}
         if self.ready:

@@ -154,7 +154,7 @@ class DenseClassRows:
     """Class rows as a dense ``(classes, columns)`` matrix ``V`` (and ``U`` when averaging), grown
     by doubling, for rows that fill most columns; the scalars as :class:`SparseClassRows`'.
     float64, or float32 once :meth:`narrow` is called (the learner does when its index routes
-    the steps); sums and scores run in float64 either way."""
+    the steps); products are summed in float64 either way."""
 
     dense = True
 
