@@ -14,6 +14,10 @@ and the averaged-iterate bookkeeping (``U``, ``A``).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
+
 import numpy as np
 
 
@@ -24,6 +28,31 @@ def grown(array: np.ndarray, shape: tuple, fill: float) -> np.ndarray:
     out = np.zeros(shape) if fill == 0.0 else np.full(shape, fill)
     out[tuple(slice(0, n) for n in array.shape)] = array
     return out
+
+
+#: arrays at least this large are followed by :func:`return_freed_pages` when replaced by a grown copy
+LARGE_ARRAY_BYTES = 1 << 20
+
+
+def return_freed_pages() -> bool:
+    """Give the pages of freed heap blocks back to the OS (glibc's ``malloc_trim``); ``False``
+    where the C library has none. Call it after a large array is replaced by its grown copy:
+    glibc raises its mmap threshold as large blocks are freed, so later ones come from the
+    heap, and a freed block that is not at its top stays resident until trimmed."""
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
+@functools.cache
+def _malloc_trim():
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        return None
 
 
 def class_capacity(n_classes: int) -> int:

@@ -46,6 +46,7 @@ import scipy.sparse as sp
 
 from ..errors import InvalidParameterError
 from ..kernels import compiled
+from ..weights import LARGE_ARRAY_BYTES, return_freed_pages
 
 _dense = compiled("memoir_dense")
 _lists = compiled("mean_lists")
@@ -135,6 +136,8 @@ class MeanExampleIndex:
             grown = np.zeros((n_rows, width), np.float32)
             grown[: self.sums.shape[0], : self.sums.shape[1]] = self.sums
             self.sums = grown
+            if grown.nbytes >= LARGE_ARRAY_BYTES:
+                return_freed_pages()
         if n_rows > len(self.changed):
             extra = n_rows - len(self.changed)
             self.changed = np.concatenate([self.changed, np.zeros(extra, np.bool_)])

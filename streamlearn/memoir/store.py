@@ -8,6 +8,7 @@ import numpy as np
 
 from ..kernels import compiled
 from ..kernels.memoir_store import ClassRowStore
+from ..weights import LARGE_ARRAY_BYTES, return_freed_pages
 
 _store_kernels = compiled("memoir_store")
 _dense_kernels = compiled("memoir_dense")
@@ -180,6 +181,8 @@ class DenseClassRows:
         self.V = _grown_matrix(self.V, shape)
         if self.averaged:
             self.U = _grown_matrix(self.U, shape)
+        if self.V.nbytes >= LARGE_ARRAY_BYTES:
+            return_freed_pages()
 
     @property
     def renormalize_below(self) -> float:
