@@ -32,7 +32,7 @@ SMOKE_RUNS = {
     "lpsvm_bench": (["--quick", "--out"], ["lpsvm.json", "lpsvm.md", "lpsvm.png"]),
     "serve_bench": (["--quick", "--out"], ["serve.json", "serve.md"]),
     "scaleout_bench": (["--quick", "--out"], ["scaleout.json", "scaleout.md", "scaleout.png"]),
-    "drift_bench": (["--quick", "--jobs", "1", "--out"], ["drift.json", "drift.md", "drift.png"]),
+    "drift_bench": (["--quick", "--stream-seeds", "2", "--jobs", "1", "--out"], ["drift.json", "drift.md", "drift.png"]),
     "drift_bench benchmark-sets": (["--quick", "--benchmark-sets", "--seeds", "2", "--jobs", "1", "--out"],
                                    ["drift-stationary.json", "drift-stationary.md", "drift-stationary.png"]),
     "calibration_bench": (["--quick", "--out"], ["calibration.json", "calibration.md", "calibration.png"]),
@@ -106,6 +106,19 @@ def test_the_benchmark_smoke_run_writes_its_results(module, smoke_runs):
         assert (out / name).stat().st_size > 0, name
     provenance = json.loads((out / SMOKE_RUNS[module][1][0]).read_text())["machine"]
     assert provenance["commit"] and provenance["versions"]["numpy"] and provenance["cpu"]
+
+
+def test_the_drift_bench_draws_each_synthetic_stream_as_often_as_asked_and_a_real_set_once(smoke_runs):
+    result, out = smoke_runs["drift_bench"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    cells = json.loads((out / "drift.json").read_text())["cells"]
+    draws = {}
+    for cell in cells:
+        draws.setdefault((cell["stream"], cell["learner"]), []).append(cell["seed"])
+    assert {key: sorted(seeds) for key, seeds in draws.items()} == {
+        (stream, learner): [0, 10] if stream == "sine" else [0] for stream, learner in draws}
+    assert {stream for stream, _ in draws} == {"sine", "phishing"}
+    assert "Draws of each synthetic stream: 2" in (out / "drift.md").read_text()
 
 
 def test_every_benchmark_has_a_smoke_run():
