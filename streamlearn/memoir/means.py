@@ -53,8 +53,8 @@ _lists = compiled("mean_lists")
 
 #: classes per coarse list (k-means wants ~39 points a centroid)
 CLASSES_PER_LIST = 39
-#: what reading one mean in a list's scan costs, in products of a query with one centroid (measured
-#: with faiss's scan, which the lists' own scan matches: bench/results/list-cost.md, bench/README.md)
+#: what reading one mean in a list's scan costs, in products of a query with one centroid (measured with
+#: faiss's scan; the lists' own scan reads larger and erratic values, not yet a re-choice: bench/README.md)
 SCAN_TO_CENTROID_COST = 13
 #: k-means iterations of a training: a list's centroid only routes queries
 KMEANS_ITERATIONS = 10
