@@ -355,7 +355,7 @@ def report(results: dict) -> str:
         lines.append(f"| {learner} | {f'{statistics.median(recoveries):,.0f}' if recoveries else '–'} | "
                      f"{np.mean(drift_acc) if drift_acc else float('nan'):.4f}{covers} | "
                      f"{f'{np.mean(tree_acc):.4f}' if trees and len(tree_acc) == len(trees) else '–'} | "
-                     f"{np.mean(still) if still else float('nan'):.4f} | "
+                     f"{f'{np.mean(still):.4f}' if still else '–'} | "
                      f"{statistics.median(c['examples_per_s'] for c in mine):,.0f} |")
     draws = len({c["seed"] for c in cells})
     lines += ["", f"Draws of each synthetic stream: {draws} (`--stream-seeds`); the trees' streams: the drifting ones "
