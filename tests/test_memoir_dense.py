@@ -273,6 +273,7 @@ def test_freed_heap_blocks_under_a_live_one_are_given_back_to_the_os():
         pytest.skip("the C library has no malloc_trim")
     assert float(after) < float(held) - 150  # 234 MiB of freed blocks
 
+
 def test_growing_dense_rows_and_index_sums_give_freed_pages_back(monkeypatch):
     import streamlearn.memoir.means as means
     import streamlearn.memoir.store as store
