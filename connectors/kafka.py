@@ -111,9 +111,10 @@ class BrokerWatch:
               file=self.log, flush=True)
         self.down_since, self._backoff = None, self.PROBE_EVERY_S
 
-    def away(self) -> bool:
+    def away(self, may_stop: bool = True) -> bool:
         """After a poll that brought nothing: whether the broker is unreachable (probing it
-        when due); raises :class:`SourceUnavailable` once it has been away ``timeout`` s."""
+        when due); raises :class:`SourceUnavailable` once it has been away ``timeout`` s,
+        unless not ``may_stop`` (see :meth:`notice`)."""
         now = time.monotonic()
         if now < self._next_probe:
             return self.down_since is not None
@@ -127,12 +128,18 @@ class BrokerWatch:
             limit = "for ever" if self.timeout is None else f"for up to {self.timeout:g} s (--broker-timeout)"
             print(f"streamlearn: the Kafka broker at {self.bootstrap} is unreachable; waiting for it {limit}",
                   file=self.log, flush=True)
-        elif self.timeout is not None and now - self.down_since >= self.timeout:
+        elif may_stop and self.timeout is not None and now - self.down_since >= self.timeout:
             raise SourceUnavailable(f"the Kafka broker at {self.bootstrap} has been unreachable for "
                                     f"{now - self.down_since:.0f} s (--broker-timeout {self.timeout:g})")
         self._next_probe = now + self._backoff
         self._backoff = min(2 * self._backoff, self.MAX_BACKOFF_S)
         return True
+
+    def notice(self) -> None:
+        """While a commit waits (bounded by its own timeout): report an outage's start or end,
+        never stop — the runner commits outside the source's loop, and the next empty poll
+        applies the timeout."""
+        self.away(may_stop=False)
 
 
 class KafkaSource:
@@ -258,6 +265,7 @@ class KafkaSource:
     def _connect(self):
         consumer = make_client(self.client, self.bootstrap, self.group, self.topic, self.consumer_options, self.security)
         consumer.while_waiting = self._watch.away  # a call waiting for a broker that went away reports it
+        consumer.while_committing = self._watch.notice  # a commit left waiting by a broker that died, too
         if self.subscribe:
             consumer.subscribe(lambda p: self._starts.get(p))
             self.consumer = consumer

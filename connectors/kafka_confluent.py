@@ -19,6 +19,7 @@ class ConfluentClient:
     #: seconds to wait for the topic's metadata before calling the broker unreachable
     METADATA_TIMEOUT_S = 10.0
     COMMIT_TIMEOUT_S = 10.0
+    WAITING_SLICE_S = 1.0
 
     def __init__(self, bootstrap: str, group: str, topic: str, options: dict, security: KafkaSecurity | None = None):
         try:
@@ -33,6 +34,8 @@ class ConfluentClient:
         self._consumer = confluent_kafka.Consumer(self._config)
         self._committer = None  # a handle of its own: a commit waiting on the consumer's would block its polls
         self._probe = None  # a handle of its own for end_offsets, which assigns it
+        self.while_waiting = None  # librdkafka's calls here are bounded by timeouts of their own
+        self.while_committing = None  # called once a WAITING_SLICE_S while a commit waits (set by the source)
 
     def _partitions(self) -> list[int]:
         try:
@@ -84,7 +87,9 @@ class ConfluentClient:
         broker that went away to come back): it runs on a thread of its own, one at a time, so
         a commit left waiting can never land after a newer one, and through a second librdkafka
         handle, since a commit left waiting on the consumer's own handle keeps its polls from
-        returning (the source could then never see that the broker is gone)."""
+        returning (the source could then never see that the broker is gone). While it waits,
+        ``while_committing()`` runs once a ``WAITING_SLICE_S`` (the source's watch reports an
+        outage that starts meanwhile)."""
         import threading
 
         if self._commit_thread is not None and self._commit_thread.is_alive():
@@ -106,7 +111,11 @@ class ConfluentClient:
 
         self._commit_thread = threading.Thread(target=commit, name="streamlearn-kafka-commit", daemon=True)
         self._commit_thread.start()
-        self._commit_thread.join(self.COMMIT_TIMEOUT_S)
+        deadline = time.monotonic() + self.COMMIT_TIMEOUT_S
+        while self._commit_thread.is_alive() and (left := deadline - time.monotonic()) > 0:
+            self._commit_thread.join(min(left, self.WAITING_SLICE_S))
+            if self._commit_thread.is_alive() and self.while_committing is not None:
+                self.while_committing()
         if self._commit_thread.is_alive():
             raise CommitFailed(f"no answer within {self.COMMIT_TIMEOUT_S:g} s")
         if "error" in outcome:

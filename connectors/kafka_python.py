@@ -34,7 +34,7 @@ class KafkaPythonClient:
         self._security = current(security).kafka_python()
         self.poll_thread = None
         self._probe = None  # a consumer of no group, made by end_offsets
-        self.while_waiting = None  # see call
+        self.while_waiting = self.while_committing = None  # see call
         self._assignor = group_sized_assignor()  # used only by subscribe(): assign() joins no group
         try:
             self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
@@ -174,13 +174,14 @@ class KafkaPythonClient:
     #: seconds between two calls of ``while_waiting`` while a call waits for the poll thread
     WAITING_SLICE_S = 1.0
 
-    def call(self, call, watched: bool = True):
+    def call(self, call, committing: bool = False):
         """Run ``call()`` on the poll thread (or here, before it started) and return its result.
 
         A call to a broker that went away can wait for minutes (kafka-python's request timeout):
         while it waits, ``while_waiting()`` (set by the source: it reports the outage and raises
-        once ``--broker-timeout`` has passed) runs once a ``WAITING_SLICE_S``, unless ``watched``
-        is false (a call bounded by a timeout of its own)."""
+        once ``--broker-timeout`` has passed) runs once a ``WAITING_SLICE_S``; while a commit
+        (bounded by a timeout of its own) waits, ``while_committing()`` runs instead (it
+        reports the outage and never raises)."""
         if self.poll_thread is None or not self.poll_thread.is_alive():
             return call()
         done: dict = {}
@@ -193,8 +194,9 @@ class KafkaPythonClient:
                     self._ready.wait(self.WAITING_SLICE_S)
                 if "finished" in done:
                     break
-            if watched and self.while_waiting is not None:
-                self.while_waiting()
+            watch = self.while_committing if committing else self.while_waiting
+            if watch is not None:
+                watch()
         if "error" in done:
             raise done["error"]
         return done["result"]
@@ -247,7 +249,7 @@ class KafkaPythonClient:
 
         committed = {self.partition(p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()}
         try:
-            self.call(lambda: self.consumer.commit(offsets=committed, timeout_ms=self.COMMIT_TIMEOUT_MS), watched=False)
+            self.call(lambda: self.consumer.commit(offsets=committed, timeout_ms=self.COMMIT_TIMEOUT_MS), committing=True)
         except KafkaError as error:
             raise CommitFailed(str(error)) from None
 

@@ -148,6 +148,20 @@ def _broker_holding(topic: str, recs: list):
     return broker
 
 
+def _confluent_client_that_committed(broker, topic: str):
+    """A confluent client that has polled ``topic`` and committed (its committing handle knows the coordinator)."""
+    pytest.importorskip("confluent_kafka")
+    from connectors.kafka_confluent import ConfluentClient
+
+    client = ConfluentClient(broker.bootstrap, "g", topic, {})
+    client.assign({0: 0})
+    deadline = time.monotonic() + 20
+    while not client.poll(200, 10):
+        assert time.monotonic() < deadline, f"nothing polled from {topic}, which holds messages"
+    client.commit({0: 1})
+    return client
+
+
 @pytest.mark.kafka
 def test_a_commit_left_waiting_on_a_broker_that_died_does_not_stop_the_polls(monkeypatch):
     """A broker killed while it holds a commit unanswered: the commit is given up after its
@@ -160,15 +174,9 @@ def test_a_commit_left_waiting_on_a_broker_that_died_does_not_stop_the_polls(mon
     from connectors.kafka_clients import CommitFailed
     from connectors.kafka_confluent import ConfluentClient
 
-    pytest.importorskip("confluent_kafka")
     broker = _broker_holding("held", records(200, seed=23))
     try:
-        client = ConfluentClient(broker.bootstrap, "g", "held", {})
-        client.assign({0: 0})
-        deadline = time.monotonic() + 20
-        while not client.poll(200, 10):
-            assert time.monotonic() < deadline, "nothing polled from a topic holding 10 messages"
-        client.commit({0: 1})  # the committing handle knows the coordinator now
+        client = _confluent_client_that_committed(broker, "held")
         monkeypatch.setattr(ConfluentClient, "COMMIT_TIMEOUT_S", 1.0)
         os.kill(broker.process.pid, signal.SIGSTOP)  # connections are still accepted; nothing is answered
         _wait_until_stopped(broker.process.pid)
@@ -180,6 +188,32 @@ def test_a_commit_left_waiting_on_a_broker_that_died_does_not_stop_the_polls(mon
     polled.start()
     polled.join(10)
     assert not polled.is_alive(), "a poll did not return within 10 s of the broker's death"
+    client.close()
+
+
+@pytest.mark.kafka
+def test_a_commit_waiting_on_a_broker_that_died_reports_the_outage_without_ending_the_daemon(monkeypatch):
+    """A broker killed just after the source looked at it, with a commit in flight: librdkafka's
+    commit waits for it, and the source's watch runs meanwhile, so the outage is reported
+    while it lasts (it went unreported when the broker was back before the commit gave up);
+    a commit is bounded by its own timeout, so the watch does not end the daemon there."""
+    import io
+
+    from connectors.kafka import BrokerWatch
+    from connectors.kafka_clients import CommitFailed
+    from connectors.kafka_confluent import ConfluentClient
+
+    broker = _broker_holding("committing", records(100, seed=25))
+    try:
+        client = _confluent_client_that_committed(broker, "committing")
+    finally:
+        broker.stop(crash=True)
+    log = io.StringIO()
+    client.while_committing = BrokerWatch(broker.bootstrap, 1, log=log).notice  # a --broker-timeout shorter than the commit's
+    monkeypatch.setattr(ConfluentClient, "COMMIT_TIMEOUT_S", 3.0)
+    with pytest.raises(CommitFailed, match="no answer within 3 s"):
+        client.commit({0: 5})
+    assert "is unreachable; waiting for it for up to 1 s" in log.getvalue()
     client.close()
 
 
