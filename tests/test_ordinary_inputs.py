@@ -397,3 +397,18 @@ def test_int_labels_find_their_classes_by_table_as_by_dict_while_classes_keep_ap
     assert space.indices(np.array([1, 2, 3]), grow=False).tolist() == [0, 1, reference[3]]
     assert space.indices(np.array([2, 4000]), grow=False).tolist() == [1, -1]  # unknown, not entered
     assert 4000 not in space.labels
+
+
+@pytest.mark.parametrize("first", [[5, 300, 7, 70_000], [True, 5, False, 900], [5, 2.0, "a", 7], [(1, 2), 3],
+                                   [(1, 2), (3, 4)], [2**70, 3], [2**63, 3]])
+def test_the_small_int_table_built_from_labels_already_there_finds_them_as_the_dict_does(first):
+    """Labels first entered one by one (a list), then an int array whose range grows the table:
+    every int of it finds the class the dict gives it, whatever the labels before were."""
+    from streamlearn.labels import LabelSpace
+
+    space = LabelSpace()
+    entered = space.indices(first, grow=True).tolist()
+    queries = np.array([0, 1, 2, 3, 5, 7, 300, 900, 70_000, 100_000])
+    expected = [next((k for label, k in zip(first, entered) if label == v), -1) for v in queries.tolist()]
+    assert space.indices(queries[:5], grow=False).tolist() == expected[:5]  # a small table first, then grown
+    assert space.indices(queries, grow=False).tolist() == expected
