@@ -53,10 +53,13 @@ class LabelSpace:
     #: integer labels below this are looked up in a table by :meth:`indices` (8 bytes each, as
     #: far as the largest label seen: 8 MiB at most; an extreme stream's ids reach 10**5-10**6)
     SMALL_INT_LABELS = 1 << 20
-    _small_ints = None  # table: class of int label v at [v] (-1: none); None: to rebuild
+    _small_ints = None  # table: class of int label v at [v] (-1: none); None (an older pickle): none yet
 
     def __init__(self):
-        self._index: dict = {}
+        # the labels' dict, made when a label is not an int (or bool) below SMALL_INT_LABELS: until
+        # then the table alone finds every label (a dict of 10**5 ints costs ~4 MiB, the table 0.8)
+        self._index: dict | None = None
+        self._small_ints = np.zeros(0, np.int64)
         self.labels: list = []
 
     def __len__(self) -> int:
@@ -75,9 +78,46 @@ class LabelSpace:
             raise InvalidInputError("bad-label", f"label {y!r} is not hashable", row) from None
         return y
 
+    @classmethod
+    def _table_position(cls, y) -> int:
+        """``y``'s place in the small-int table: ``y`` itself for an int or bool below
+        :attr:`SMALL_INT_LABELS`, else -1 (for a label of another type, the dict decides)."""
+        return int(y) if type(y) in (int, bool) and 0 <= y < cls.SMALL_INT_LABELS else -1
+
+    def _dict(self) -> dict:
+        """The labels' dict, made from the labels the first time it is needed."""
+        if self._index is None:
+            self._index = {y: k for k, y in enumerate(self.labels)}
+        return self._index
+
+    def _table_class(self, y) -> int:
+        """Without a dict (every label a small int): ``y``'s class, or -1."""
+        if isinstance(y, float) and y.is_integer():  # 2.0 is the label 2, as a dict would find it
+            y = int(y)
+        v = self._table_position(y)
+        return int(self._small_ints[v]) if 0 <= v < len(self._small_ints) else -1
+
+    def _known(self, y) -> bool:
+        return y in self._index if self._index is not None else self._table_class(y) >= 0
+
     def index(self, y, grow: bool) -> int:
         """Class index of an already normalized label (``-1`` if unknown and not growing)."""
-        k = self._index.get(y)
+        if self._index is None:
+            v = self._table_position(y)
+            if v < 0 and not grow:
+                return self._table_class(y)
+            if v >= 0:
+                if v >= len(self._small_ints):
+                    if not grow:
+                        return -1
+                    self._small_ints = self._grown_table(v + 1)
+                k = int(self._small_ints[v])
+                if k < 0 and grow:
+                    k = len(self.labels)
+                    self.labels.append(y)
+                    self._small_ints[v] = k
+                return k
+        k = self._dict().get(y)
         if k is None:
             if not grow:
                 return -1
@@ -114,8 +154,19 @@ class LabelSpace:
             inside = np.flatnonzero((labels >= start) & (labels < len(table)))
             table[labels[inside]] = inside
             return
-        get = self._index.get
+        get = self._dict().get
         table[start:] = np.fromiter((get(v, -1) for v in range(start, len(table))), np.int64, len(table) - start)
+
+    def _grown_table(self, needed: int) -> np.ndarray:
+        """The small-int table grown to cover ``needed`` ints (doubling): its kept part is current
+        (:meth:`index`, :meth:`_note_small_int`), the new range filled from the labels (without a
+        dict every label is in the table already)."""
+        kept = self._small_ints if self._small_ints is not None else np.zeros(0, np.int64)
+        grown = np.full(min(max(needed, 2 * len(kept), 16), self.SMALL_INT_LABELS), -1, np.int64)
+        grown[: len(kept)] = kept
+        if self._index is not None:
+            self._fill_small_ints(grown, len(kept))
+        return grown
 
     def _small_int_classes(self, values: np.ndarray, grow: bool) -> np.ndarray | None:
         """Class indices of an int array whose labels are all below :attr:`SMALL_INT_LABELS`,
@@ -129,11 +180,7 @@ class LabelSpace:
         if needed > self.SMALL_INT_LABELS:
             return None
         if self._small_ints is None or len(self._small_ints) < needed:
-            kept = self._small_ints if self._small_ints is not None else np.zeros(0, np.int64)
-            grown = np.full(min(max(needed, 2 * len(kept), 16), self.SMALL_INT_LABELS), -1, np.int64)
-            grown[: len(kept)] = kept  # current (_note_small_int): only the new range is filled
-            self._fill_small_ints(grown, len(kept))
-            self._small_ints = grown
+            self._small_ints = self._grown_table(needed)
         classes = self._small_ints[values]
         if not grow or classes.min() >= 0:
             return classes
@@ -142,7 +189,8 @@ class LabelSpace:
         new = distinct[np.argsort(first, kind="stable")]  # in no dict entry: the table holds every int below its size
         start = len(self.labels)
         entered = new.tolist()
-        self._index.update(zip(entered, range(start, start + len(entered))))
+        if self._index is not None:
+            self._index.update(zip(entered, range(start, start + len(entered))))
         self.labels.extend(entered)
         self._small_ints[new] = np.arange(start, start + len(new))
         return self._small_ints[values]
@@ -172,7 +220,7 @@ class LabelSpace:
             distinct = np.unique(values).tolist()
         else:
             distinct = set(self.normalize(y) for y in (ys.tolist() if hasattr(ys, "tolist") else ys))
-        return sum(1 for y in distinct if y not in self._index)
+        return sum(1 for y in distinct if not self._known(y))
 
     def validate_batch(self, ys) -> int:
         """Raise for the first empty or unhashable label of a batch; return the batch length."""

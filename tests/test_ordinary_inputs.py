@@ -412,3 +412,37 @@ def test_the_small_int_table_built_from_labels_already_there_finds_them_as_the_d
     expected = [next((k for label, k in zip(first, entered) if label == v), -1) for v in queries.tolist()]
     assert space.indices(queries[:5], grow=False).tolist() == expected[:5]  # a small table first, then grown
     assert space.indices(queries, grow=False).tolist() == expected
+
+
+def test_a_label_space_of_small_ints_answers_as_a_dict_before_and_after_other_labels_come():
+    """Labels that are all small ints are found by table alone; floats equal to them, booleans,
+    text and large ints then come, one at a time and in arrays: every answer (classes, unknowns,
+    the count of new labels, the exported labels) is a dict's, numbering in order of first appearance."""
+    from streamlearn.labels import LabelSpace
+
+    rng = np.random.default_rng(3)
+    space, reference = LabelSpace(), {}
+
+    def expect(labels, grow):
+        out = []
+        for label in labels:
+            if label not in reference and grow:
+                reference[label] = len(reference)
+            out.append(reference.get(label, -1))
+        return out
+
+    for _ in range(5):  # arrays of small ints only
+        batch = rng.integers(0, 5000, size=100)
+        assert space.n_new(batch) == len(set(batch.tolist()) - set(reference))
+        assert space.indices(batch, grow=True).tolist() == expect(batch.tolist(), True)
+    assert space.indices([7.0, True, 4999, 10**7], grow=False).tolist() == expect([7.0, True, 4999, 10**7], False)
+    assert space.indices(np.array([0, 6000, 2**21]), grow=False).tolist() == expect([0, 6000, 2**21], False)
+    known = float(batch[0])  # equal to a label seen as an int
+    assert space.n_new([known, 2**30, "x"]) == 2 and space.n_new([3.5]) == 1
+    for extra in ([False, 3.5], ["a", 12], [2**40, 9], [1.0, "b", True]):  # each its own kind of label
+        assert space.indices(extra, grow=True).tolist() == expect(extra, True)
+        batch = rng.integers(0, 7000, size=100)
+        assert space.indices(batch, grow=True).tolist() == expect(batch.tolist(), True)
+        assert space.indices([3, 3.5], grow=False).tolist() == expect([3, 3.5], False)
+    assert space.labels == list(reference)
+    assert LabelSpace.restore(space.export()).indices(list(reference), grow=False).tolist() == list(range(len(reference)))
