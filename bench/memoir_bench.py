@@ -31,6 +31,11 @@ training call(s) only, data loading excluded, in this same run.
 * **Scaling**: a synthetic stream (:func:`synthetic_stream`) at K = 10³, 10⁴, 10⁵, time per
   example (after the first 10,000 examples; the median of ``--repeats`` runs, made in rounds)
   and peak RSS for each oracle, at the oracles' defaults.
+
+The dense section (issue 44: embeddings, d = 128 / 512, 10⁴–10⁶ classes, the exact dense scan
+with BLAS and the dense peers) is its own module, ``bench/dense_extreme_bench.py``: its stream,
+peers and interleaved pairs share nothing with this run's sparse WordNet protocol, and at 10⁶
+classes it takes as long as this whole run.
 """
 
 from __future__ import annotations
