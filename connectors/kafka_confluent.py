@@ -34,7 +34,6 @@ class ConfluentClient:
         self._consumer = confluent_kafka.Consumer(self._config)
         self._committer = None  # a handle of its own: a commit waiting on the consumer's would block its polls
         self._probe = None  # a handle of its own for end_offsets, which assigns it
-        self.while_waiting = None  # librdkafka's calls here are bounded by timeouts of their own
         self.while_committing = None  # called once a WAITING_SLICE_S while a commit waits (set by the source)
 
     def _partitions(self) -> list[int]:
