@@ -33,38 +33,17 @@ from river import base
 
 from .errors import InvalidInputError, InvalidParameterError
 from .batches import SparseRows
-from .features import RESERVED_PREFIX, FeatureSpace
+from .features import FeatureSpace
+from .intercept import INTERCEPT_NAME, LEGACY_VALUE, InterceptScale, with_intercept_column
 from .labels import LabelSpace
 from .scaling import OnlineStandardizer
-from .kernels import compiled
 from .pending import PendingRows
 
 if TYPE_CHECKING:
     import pandas
 
-_rows = compiled("rows")
 
 STATE_FORMAT = 1
-#: the reserved feature name of the intercept: with ``fit_intercept=True`` every row the model
-#: sees carries this feature at INTERCEPT_VALUE, after scaling (see :meth:`StreamClassifier._model_rows`)
-INTERCEPT_NAME = RESERVED_PREFIX + "intercept"
-#: the intercept feature's value. Its weight is regularised with the others, so a smaller value
-#: regularises the intercept more and moves it less per step: the value that keeps the stationary
-#: sets and most of the intercept's gain on drifting streams (bench/README.md, "Changing streams")
-INTERCEPT_VALUE = 0.1
-
-
-def with_constant_column(rows: SparseRows, column: int, value: float = 1.0) -> SparseRows:
-    """``rows`` with one more entry, ``column`` at ``value``, at the end of every row.
-
-    >>> rows = SparseRows(np.array([0, 2, 2]), np.array([3, 5]), np.array([0.5, 2.0]))
-    >>> out = with_constant_column(rows, 0)
-    >>> out.indptr.tolist(), out.indices.tolist(), out.data.tolist()
-    ([0, 3, 4], [3, 5, 0, 0], [0.5, 2.0, 1.0, 1.0])
-    """
-    return SparseRows(*_rows.append_column(rows.indptr, rows.indices, rows.data, int(column), float(value)))
-
-
 def softmax_rows(scores: np.ndarray) -> np.ndarray:
     """Row-wise softmax by log-sum-exp (no overflow for large margins)."""
     shifted = scores - scores.max(axis=1, keepdims=True)
@@ -143,9 +122,10 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
     # ------------------------------------------------------------------ set-up
     #: scale every feature online (:mod:`streamlearn.scaling`); subclasses take it as a parameter
     standardize: bool = False
-    #: learn an intercept per class (the weight of :data:`INTERCEPT_NAME`); families that offer
-    #: it take it as a parameter
+    #: learn an intercept per class (the weight of :data:`INTERCEPT_NAME`) and its feature's value
+    #: (:mod:`streamlearn.intercept`); families that offer them take them as parameters
     fit_intercept: bool = False
+    intercept_scaling = "auto"
     _intercept_column = -1
 
     def _reset(self) -> None:
@@ -154,6 +134,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
             raise InvalidParameterError(f"standardize must be True or False, got {self.standardize!r}")
         if not isinstance(self.fit_intercept, bool):
             raise InvalidParameterError(f"fit_intercept must be True or False, got {self.fit_intercept!r}")
+        self._intercept_scale = InterceptScale(self.intercept_scaling)
         self._features = FeatureSpace(self.n_bits)
         self._intercept_column = self._intercept()
         self._labels = LabelSpace()
@@ -195,6 +176,12 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         (``n_bits``) the column itself."""
         features = self._features
         return features.names if features.n_bits is None else list(range(features.n_columns))
+
+    @property
+    def intercept_value(self) -> float | None:
+        """The value of the intercept's feature in the rows scored now (``None`` without an
+        intercept): ``intercept_scaling``, or ``"auto"``'s value so far (:mod:`streamlearn.intercept`)."""
+        return self._intercept_scale.value if self._intercept_column >= 0 else None
 
     @property
     def n_changes(self) -> int:
@@ -244,6 +231,8 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         encoded, self._encoded_last = self._encoded_last, None
         if encoded is not None and encoded[0] is self._features and encoded[1] == x:
             cols, vals = encoded[2], encoded[3]
+            if self._intercept_column >= 0:
+                self._intercept_scale.learn_row(vals[:-1])
         else:
             most_new = len(x) if isinstance(x, dict) else 0  # anything else is refused by encode_one
             cols, vals = self._within_column_room(lambda: self._features.encode_one(x, grow=True), most_new)
@@ -266,7 +255,8 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
             n = len(cols)
             with_cols, with_vals = np.empty(n + 1, np.int64), np.empty(n + 1)
             with_cols[:n], with_vals[:n] = cols, vals
-            with_cols[n], with_vals[n] = self._intercept_column, INTERCEPT_VALUE
+            scale = self._intercept_scale
+            with_cols[n], with_vals[n] = self._intercept_column, scale.learn_row(vals) if learn else scale.value
             return with_cols, with_vals
         return cols, vals
 
@@ -277,7 +267,8 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         if self._scaler is not None:
             rows = self._scaler.learn_transform(rows) if learn else self._scaler.transform(rows)
         if self._intercept_column >= 0:
-            rows = with_constant_column(rows, self._intercept_column, INTERCEPT_VALUE)
+            scale = self._intercept_scale
+            rows = with_intercept_column(rows, self._intercept_column, scale.learn_rows(rows) if learn else scale.value)
         return rows
 
     #: (features, x, cols, vals) of the last one-example prediction whose row learn_one may take (see _scores_one)
@@ -416,7 +407,8 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         known = len(cols) == len(x) and features.n_bits is None and self._scaler is None
         cols, vals = self._model_row(cols, vals, learn=False)
         # learn_one(x) right after (river's test-then-train) takes this row as it is when x is still equal:
-        # every name was known and no scaler learns, so its row is the one encoding would give it
+        # every name was known and no scaler learns, so its row is the one encoding would give it (the intercept's
+        # value is the one learning reads: the statistics before the row, which learn_one then adds the row to)
         self._encoded_last = (features, dict(x), cols, vals) if known else None
         return self._raw_scores(SparseRows(np.array([0, len(cols)], np.int64), cols, vals))[0]
 
@@ -475,6 +467,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
             "labels": self._labels.export(),
             "pending": self._export_pending(),
             "scaler": self._scaler.export() if self._scaler is not None else None,
+            "intercept": self._intercept_scale.export(),
             "model": self._export_model(),
         }
 
@@ -489,11 +482,15 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         params = dict(state["params"])
         if "fit_intercept" in inspect.signature(cls).parameters:
             params.setdefault("fit_intercept", False)  # a state saved before the intercept existed has none
+        if "intercept_scaling" in inspect.signature(cls).parameters:
+            params.setdefault("intercept_scaling", LEGACY_VALUE)  # nor, before "auto", its value
         learner = cls(**params)
         learner._features = FeatureSpace.restore(state["features"])
         learner._intercept_column = learner._intercept()
         learner._labels = LabelSpace.restore(state["labels"])
         learner._restore_pending(state["pending"])
+        if "intercept" in state:
+            learner._intercept_scale.load(state["intercept"])
         if state.get("scaler") is not None:
             learner._scaler = OnlineStandardizer.restore(state["scaler"])
         learner._restore_model(state["model"])

@@ -171,11 +171,15 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
     n_bits, standardize
         As :class:`~streamlearn.MulticlassSVM`.
     fit_intercept
-        Learn an intercept per class: the feature ``streamlearn.base.INTERCEPT_NAME`` at
-        ``INTERCEPT_VALUE`` (0.1) on every row, after ``standardize``, regularised with the other
+        Learn an intercept per class: the feature ``streamlearn.intercept.INTERCEPT_NAME`` at
+        ``intercept_scaling``'s value on every row, after ``standardize``, regularised with the other
         weights (as :class:`~streamlearn.MulticlassSVM`'s). On by default: the defaults protocol's
         choice over stationary sets and drifting streams (``bench/results/options-families.md``);
         the paper experiments of ``bench/`` turn it off (the paper's model has none).
+    intercept_scaling
+        The constant feature's value: 0.1 (default), fixed — this learner solves its problem exactly
+        (over its window), so the value only sets the penalty on the bias, and a fixed one keeps a
+        batch ``fit`` one problem; ``"auto"`` as :class:`~streamlearn.MulticlassSVM`'s (the data's scale).
 
     Attributes
     ----------
@@ -201,7 +205,8 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
 
     def __init__(self, p: float = 1.9, C: float = 1.0, tol: float = 1e-3, max_iter: int = 50, max_epochs: int = 1000,
                  window: int = 10_000, refit_every: int = 1000, seed: int | None = None, n_bits: int | None = None,
-                 standardize: bool = False, fit_intercept: bool = True):
+                 standardize: bool = False, fit_intercept: bool = True,
+                 intercept_scaling: float | str = 0.1):
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 1.0 < p <= 2.0:
             raise InvalidParameterError(f"p must be a number with 1 < p <= 2, got {p!r}")
         check_positive("C", C)
@@ -210,7 +215,7 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
         check_positive("max_epochs", max_epochs, integer=True)
         self.p, self.C, self.tol, self.max_iter, self.max_epochs = p, C, tol, max_iter, max_epochs
         self.window, self.refit_every, self.seed, self.n_bits, self.standardize = window, refit_every, seed, n_bits, standardize
-        self.fit_intercept = fit_intercept
+        self.fit_intercept, self.intercept_scaling = fit_intercept, intercept_scaling
         self._check_window()
         self._reset()
 

@@ -19,6 +19,21 @@ PYTHON = sys.executable
 KAFKA_CLIENTS = ["kafka-python", "confluent"]
 
 
+def auto_intercept_values(X) -> np.ndarray:
+    """The intercept feature's value for each row of ``X`` (a 2-D array or feature dicts) learned in
+    order with ``intercept_scaling="auto"``, in plain NumPy (``streamlearn.intercept``'s rule): the root
+    mean square of the nonzero values of the rows so far, clipped to [0.1, 1], settled after the
+    first 1,000 rows with a nonzero value; 0.1 before any. A row's value is that of the rows before it."""
+    rows = [np.array(list(x.values()), float) for x in X] if isinstance(X, list) else list(np.asarray(X, float))
+    mean_squares = np.array([np.mean(r[r != 0] ** 2) if np.any(r) else np.nan for r in rows])
+    counted = ~np.isnan(mean_squares)
+    counted &= np.cumsum(counted) <= 1000
+    n = np.cumsum(counted)
+    total = np.cumsum(np.where(counted, mean_squares, 0.0))
+    after = np.where(n > 0, np.clip(np.sqrt(total / np.maximum(n, 1)), 0.1, 1.0), 0.1)
+    return np.concatenate([[0.1], after[:-1]])
+
+
 def libsvm_lines(n: int, n_classes: int = 5, n_features: int = 40, seed: int = 0) -> list[str]:
     """A learnable multi-class stream as LIBSVM lines (class-dependent feature means)."""
     rng = np.random.default_rng(seed)

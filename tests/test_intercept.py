@@ -1,6 +1,7 @@
-"""Every learner's intercept (``fit_intercept=True``, the default): a reserved feature of value
-INTERCEPT_VALUE on every row the model sees, after scaling. The kernels against the NumPy references with a column of
-INTERCEPT_VALUE are in test_mcid_reference.py, test_pgs_reference.py and test_memoir.py."""
+"""Every learner's intercept (``fit_intercept=True``, the default): a reserved feature on every row the
+model sees, after scaling, at the value ``intercept_scaling`` gives it (``"auto"``: the data's scale,
+streamlearn.intercept). The kernels against the NumPy references with a column of those values
+(helpers.auto_intercept_values) are in test_mcid_reference.py, test_pgs_reference.py and test_memoir.py."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 import streamlearn
 from streamlearn import MulticlassLogisticRegression, MulticlassSVM, OneVsRestPegasos
 from streamlearn.base import INTERCEPT_NAME
+from helpers import assert_same_state, auto_intercept_values
 
 
 @pytest.mark.parametrize("cls", [MulticlassSVM, MulticlassLogisticRegression, OneVsRestPegasos])
@@ -102,3 +104,86 @@ def test_members_with_an_intercept_mix_from_an_empty_base():
         shared.write_into(member)
     assert INTERCEPT_NAME in shared.features
     np.testing.assert_array_equal(a.decision_function_many([{"x": 1.0}]), b.decision_function_many([{"x": 1.0}]))
+
+
+def _scaled_rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sparse rows whose scale varies from row to row (0.02 to 1.2), some of them empty."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 6)) * rng.uniform(0.02, 1.2, size=(n, 1))
+    X[rng.random((n, 6)) < 0.5] = 0.0
+    X[rng.random(n) < 0.05] = 0.0
+    return X, (X[:, 0] + X[:, 1] > 0).astype(np.int64)
+
+
+@pytest.mark.parametrize("cls", [MulticlassSVM, streamlearn.MulticlassPGS, streamlearn.ExtremeSVM])
+def test_auto_gives_each_row_the_rules_value_and_learn_many_equals_the_learn_one_loop(cls):
+    """Each row is learned with the value of the rows before it (the NumPy rule of
+    helpers.auto_intercept_values), whatever the cuts between calls; the value settles after 1,000
+    rows with a nonzero value and never moves again, whatever the rows' scale becomes."""
+    X, y = _scaled_rows(1500, seed=3)
+    one, many = cls(), cls()
+    seen = []
+    for x, k in zip(X[:1200], y[:1200].tolist()):
+        seen.append(one.intercept_value)
+        one.learn_one({j: v for j, v in enumerate(x.tolist()) if v}, k)
+    np.testing.assert_allclose(seen, auto_intercept_values(X[:1200]), rtol=1e-12)
+    cuts = [0, 1, 7, 300, 301, 1100, 1200]
+    for lo, hi in zip(cuts, cuts[1:]):
+        many.learn_many(X[lo:hi], y[lo:hi])
+    assert_same_state(one.export_state(), many.export_state())
+    settled = many.intercept_value
+    assert 0.1 < settled < 1.0 and settled == pytest.approx(auto_intercept_values(X)[1200], rel=1e-12)
+    many.learn_many(X[1200:] * 100.0, y[1200:])  # ten times the ceiling: a value still learning would reach it
+    assert many.intercept_value == settled
+
+
+@pytest.mark.parametrize(("scale", "expected"), [(1.0, 1.0), (0.01, 0.1), (0.4, 0.4)])
+def test_auto_follows_the_features_scale_between_its_floor_and_ceiling(scale, expected):
+    """Standard-scaled features give 1, unit-length text rows the floor 0.1; a fixed value stays."""
+    rng = np.random.default_rng(0)
+    X = rng.choice([-scale, scale], size=(300, 4))
+    y = (X[:, 0] > 0).astype(np.int64)
+    auto, fixed = MulticlassSVM(), MulticlassSVM(intercept_scaling=0.25)
+    for model in (auto, fixed):
+        model.learn_many(X, y)
+    assert auto.intercept_value == pytest.approx(expected, rel=1e-12) and fixed.intercept_value == 0.25
+    assert MulticlassSVM(fit_intercept=False).intercept_value is None
+
+
+def test_the_intercepts_value_is_checkpointed_and_an_older_state_keeps_the_value_it_learned_with():
+    X, y = _scaled_rows(400, seed=5)
+    model = MulticlassSVM()
+    model.learn_many(X, y)
+    restored = streamlearn.learner_from_state(model.export_state())
+    assert restored.intercept_value == model.intercept_value != 0.1
+    probe = X[:20]
+    np.testing.assert_array_equal(restored.decision_function_many(probe), model.decision_function_many(probe))
+    state = model.export_state()
+    del state["params"]["intercept_scaling"], state["intercept"]  # as saved before the value was learned
+    assert streamlearn.learner_from_state(state).intercept_value == 0.1
+
+
+@pytest.mark.parametrize("value", [0, -1.0, float("nan"), float("inf"), "1", True, "Auto"])
+def test_intercept_scaling_must_be_auto_or_a_positive_number(value):
+    for cls in (MulticlassSVM, streamlearn.ExtremeSVM, streamlearn.GeneralizedLeastSquares):
+        with pytest.raises(ValueError, match="intercept_scaling must be 'auto' or a positive number"):
+            cls(intercept_scaling=value)
+
+
+def test_mixed_members_score_with_the_shared_models_intercept_value():
+    """Members whose own rows gave them different values hold the shared one after a mix."""
+    from streamlearn.service.mixing import MixState
+
+    X, y = _scaled_rows(600, seed=7)
+    a, b = MulticlassSVM(lam=0.01), MulticlassSVM(lam=0.01)
+    shared = MixState.of(a)
+    a.learn_many(X[:300], y[:300])
+    b.learn_many(X[300:] * 0.3, y[300:])
+    assert a.intercept_value != b.intercept_value
+    for change in [shared.change(a, examples=300), shared.change(b, examples=300)]:
+        shared.fold(change)
+    for member in (a, b):
+        shared.write_into(member)
+    assert a.intercept_value == b.intercept_value
+    a_scores, b_scores = a.decision_function_many(X[:30]), b.decision_function_many(X[:30])
+    np.testing.assert_array_equal(a_scores[:, np.argsort(a.classes)], b_scores[:, np.argsort(b.classes)])

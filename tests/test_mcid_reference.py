@@ -18,7 +18,7 @@ import pytest
 import scipy.sparse as sp
 
 import streamlearn
-from streamlearn.base import INTERCEPT_NAME, INTERCEPT_VALUE
+from streamlearn.base import INTERCEPT_NAME
 from streamlearn import (
     MulticlassLogisticRegression,
     MulticlassPGS,
@@ -27,6 +27,7 @@ from streamlearn import (
     OneVsRestLogisticRegression,
     OneVsRestPegasos,
 )
+from helpers import auto_intercept_values
 
 NO_ENTRIES = np.zeros(0, np.int64)  # ``added`` of a map_rows call that does not grow
 
@@ -108,7 +109,7 @@ def make_stream(n=360, d=25, n_classes=6, seed=0):
 
 def learner_matrix(model, d, averaged=False):
     """The learner's weights as a dense (K, d) array in the stream's column order; with an
-    intercept, (K, d + 1), its column last (the reference's column of INTERCEPT_VALUE)."""
+    intercept, (K, d + 1), its column last (the reference's column of the intercept's values)."""
     W = model.weight_matrix(averaged=averaged)
     columns = [d if name == INTERCEPT_NAME else name for name in model.feature_space.names]
     out = np.zeros((W.shape[0], d + (INTERCEPT_NAME in model.feature_space.names)))
@@ -133,13 +134,13 @@ LEARNERS = [
 def test_kernel_matches_numpy_reference(cls, lam, r, project, average, average_power, fit_intercept):
     """Without projection or average the kernel takes other roads (no norms kept; softmax
     and one-vs-rest update every class in one pass), so those settings are checked too. The
-    intercept is the reference's weight of a last column of INTERCEPT_VALUE."""
+    intercept is the reference's weight of a last column of the rule's values (helpers.auto_intercept_values)."""
     X, y = make_stream()
     model = cls(lam=lam, batch_size=r, project=project, average=average, average_power=average_power,
                 fit_intercept=fit_intercept, adapt=False)
     model.renormalize_below = 0.5  # fold the scale into V every few steps
     model.learn_many(sp.csr_matrix(X), y)
-    X_seen = np.hstack([X, np.full((len(y), 1), INTERCEPT_VALUE)]) if fit_intercept else X
+    X_seen = np.hstack([X, auto_intercept_values(X)[:, None]]) if fit_intercept else X
     W_ref, W_avg_ref, t = reference_mcid(cls.__name__, X_seen, y, lam, r, project, average_power)
     assert model.n_steps == t
     scale = max(1.0, np.abs(W_ref).max())

@@ -9,10 +9,9 @@ import pytest
 
 import streamlearn
 from streamlearn import ExtremeSVM
-from streamlearn.base import INTERCEPT_VALUE
 from streamlearn.kernels import compiled
 from streamlearn.service.checkpoint import CheckpointStore
-from helpers import assert_same_state
+from helpers import assert_same_state, auto_intercept_values
 
 _dense = compiled("memoir_dense")
 
@@ -85,7 +84,7 @@ def test_learn_many_equals_the_learn_one_loop_and_a_checkpoint_goes_on_identical
     assert_same_state(one.export_state(), many.export_state())
     assert "centroids" in one.export_state()["model"]["means"]  # trained: 60 classes > 40
     expected = np.zeros((60, 9))  # the intercept's column first (the learner registers it before any feature)
-    np.add.at(expected, y[:600], np.hstack([np.full((600, 1), INTERCEPT_VALUE), X[:600]]))  # each class's examples, summed
+    np.add.at(expected, y[:600], np.hstack([auto_intercept_values(X[:600])[:, None], X[:600]]))  # each class's examples, summed
     state = many.export_state()["model"]["means"]
     assert state["sums"].dtype == np.float32  # they only give the index its float32 directions
     indptr, indices, data, pending_y = state["pending"]  # the rows since the last refresh: added at the next

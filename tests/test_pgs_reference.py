@@ -8,7 +8,8 @@ import pytest
 
 from streamlearn import MulticlassPGS, PrimalGradientSolver
 from streamlearn.errors import InvalidParameterError
-from streamlearn.base import INTERCEPT_NAME, INTERCEPT_VALUE
+from streamlearn.base import INTERCEPT_NAME
+from helpers import auto_intercept_values
 
 PS = [1.2, 1.5, 1.8, 2.0]
 
@@ -206,12 +207,13 @@ def test_averaged_iterate_matches_the_mean_of_the_dense_iterates(p, regularizer)
 
 @pytest.mark.parametrize("regularizer", ["entrywise", "block"])
 def test_the_default_intercept_is_the_reference_with_a_constant_column(regularizer):
-    """``fit_intercept`` (the default) is the reference's weight of a last column of INTERCEPT_VALUE."""
+    """``fit_intercept`` (the default) is the reference's weight of a last column of the rule's values
+    (helpers.auto_intercept_values)."""
     X, y = stream(seed=11)
     model = MulticlassPGS(loss="hinge", p=1.5, sigma=0.05, batch_size=2, regularizer=regularizer)
     feed(model, X, list(y), in_batches=True)
     d = X.shape[1]
-    expected = reference_pgs(np.hstack([X, np.full((len(y), 1), INTERCEPT_VALUE)]), y, multiclass=True, loss="hinge", p=1.5,
+    expected = reference_pgs(np.hstack([X, auto_intercept_values(X)[:, None]]), y, multiclass=True, loss="hinge", p=1.5,
                              sigma=0.05, k=2, block=regularizer == "block")
     W, got = model.weight_matrix(), np.zeros((len(expected), d + 1))
     got[:, [d if name == INTERCEPT_NAME else name for name in model.feature_space.names]] = W

@@ -81,7 +81,7 @@ def test_predictions_model_health_metrics_and_bad_requests(trained, tmp_path):
         assert status == 200 and [p["prediction"] for p in many["predictions"]] == model.predict_many(as_ints).tolist()
         for row, x in zip(many["predictions"], as_ints):
             expected = model.predict_proba_one(x)
-            assert max(expected.values()) > 0.5  # the features are the model's: not a uniform answer
+            assert max(expected.values()) - min(expected.values()) > 0.05  # the features are the model's: not uniform
             assert {int(k): v for k, v in row["proba"].items()} == pytest.approx(expected)
         status, info = _call(f"{url}/model")
         assert status == 200 and info["learner"] == "MulticlassSVM" and info["records_learned"] == 500

@@ -9,7 +9,7 @@ import pytest
 
 from streamlearn import MulticlassLogisticRegression, MulticlassSVM, OneVsRestPegasos
 from streamlearn.adaptation import CHECK_EVERY, TRACKER_LAM_FACTOR, TrackerChoice
-from streamlearn.base import INTERCEPT_NAME, INTERCEPT_VALUE
+from streamlearn.base import INTERCEPT_NAME
 
 
 def _rotating(n=8000, d=6, seed=0, still=0):
@@ -46,7 +46,7 @@ def test_the_tracker_follows_a_turning_concept_the_averaged_model_cannot(cls):
     assert not np.allclose(tracker, adapting.weight_matrix(averaged=True))  # not the averaged model's
     row = np.zeros(adapting.feature_space.n_columns)
     row[adapting.feature_space.columns(list(range(len(x))), grow=False)] = x
-    row[adapting.feature_space.columns([INTERCEPT_NAME], grow=False)] = INTERCEPT_VALUE
+    row[adapting.feature_space.columns([INTERCEPT_NAME], grow=False)] = adapting.intercept_value
     scores = adapting.decision_function_one(dict(enumerate(x)))
     np.testing.assert_allclose([scores[c] for c in adapting.classes], tracker @ row, rtol=1e-12)
 

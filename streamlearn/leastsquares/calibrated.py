@@ -28,7 +28,7 @@ class CalibratedLeastSquares(WindowRefit):
     window, refit_every
         The stream keeps the last ``window`` examples and refits on them every
         ``refit_every`` examples.
-    ridge, trace_ridge, max_features, seed, standardize, fit_intercept
+    ridge, trace_ridge, max_features, seed, standardize, fit_intercept, intercept_scaling
         As :class:`GeneralizedLeastSquares`. Without either, the stream's window refits take a
         ridge of 1e-3 and :meth:`fit` 004's parameter-free 1e-6 (in both fits of a stage): with 10
         stages, the defaults protocol's winners for each mode over raw and random-feature
@@ -56,9 +56,10 @@ class CalibratedLeastSquares(WindowRefit):
 
     def __init__(self, stages: int = 10, window: int = 10_000, refit_every: int = 1000, ridge: float | None = None,
                  trace_ridge: float | None = None, max_features: int = 4096, powers: tuple = (1, 2, 3),
-                 seed: int | None = None, standardize: bool = False, fit_intercept: bool = True):
+                 seed: int | None = None, standardize: bool = False, fit_intercept: bool = True,
+                 intercept_scaling: float | str = 0.1):
         self.stages, self.window, self.refit_every, self.standardize = stages, window, refit_every, standardize
-        self.fit_intercept = fit_intercept
+        self.fit_intercept, self.intercept_scaling = fit_intercept, intercept_scaling
         self.ridge, self.trace_ridge, self.max_features, self.powers, self.seed = ridge, trace_ridge, max_features, tuple(powers), seed
         check_positive("stages", stages, integer=True)
         self._check_window()

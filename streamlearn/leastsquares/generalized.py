@@ -40,11 +40,15 @@ class GeneralizedLeastSquares(DenseLeastSquares):
         Scale every feature online to zero mean and unit variance, with statistics learned
         and checkpointed with the model (:mod:`streamlearn.scaling`): for dense, unscaled features.
     fit_intercept
-        Learn an intercept per class: the feature ``streamlearn.base.INTERCEPT_NAME`` at
-        ``INTERCEPT_VALUE`` (0.1) on every row, after ``standardize``, regularised with the other
+        Learn an intercept per class: the feature ``streamlearn.intercept.INTERCEPT_NAME`` at
+        ``intercept_scaling``'s value on every row, after ``standardize``, regularised with the other
         weights (as :class:`~streamlearn.MulticlassSVM`'s). On by default: the defaults protocol's
         choice over stationary sets and drifting streams (``bench/results/options-families.md``);
         the paper experiments of ``bench/`` turn it off (the paper's model has none).
+    intercept_scaling
+        The constant feature's value: 0.1 (default), fixed — this learner solves its problem exactly
+        (over its window), so the value only sets the penalty on the bias, and a fixed one keeps a
+        batch ``fit`` one problem; ``"auto"`` as :class:`~streamlearn.MulticlassSVM`'s (the data's scale).
 
     ``predict_proba_one``: the softmax link gives its calibrated probabilities; for the
     identity link the scores are projected onto the probability simplex.
@@ -70,9 +74,10 @@ class GeneralizedLeastSquares(DenseLeastSquares):
 
     def __init__(self, link: str = "softmax", batch_size: int = 128, ridge: float | None = None,
                  trace_ridge: float | None = None, max_features: int = 4096, seed: int | None = None, standardize: bool = False,
-                 fit_intercept: bool = True):
+                 fit_intercept: bool = True, intercept_scaling: float | str = 0.1):
         self.link, self.batch_size, self.ridge, self.max_features, self.seed = link, batch_size, ridge, max_features, seed
         self.trace_ridge, self.standardize, self.fit_intercept = trace_ridge, standardize, fit_intercept
+        self.intercept_scaling = intercept_scaling
         if link not in ("softmax", "identity"):
             raise InvalidParameterError(f"link must be 'softmax' or 'identity', got {link!r}")
         self._check_common()

@@ -34,10 +34,15 @@ class StagewiseRegression(WindowRefit):
     window, refit_every, ridge, trace_ridge, max_features, standardize
         As :class:`CalibratedLeastSquares` (the stream refits on a window).
     fit_intercept
-        Add the constant feature ``streamlearn.base.INTERCEPT_NAME`` (0.1) to every row before the
+        Add the constant feature ``streamlearn.intercept.INTERCEPT_NAME`` (at ``intercept_scaling``'s
+        value, as :class:`~streamlearn.MulticlassSVM`'s) to every row before the
         generator: the default :class:`FeatureSampler` ranks it first (it is non-zero on every row),
         which gives the first stage its intercept; random Fourier features only shift their
         phases by it. On by default (``bench/results/options-families.md``).
+    intercept_scaling
+        The constant feature's value: 0.1 (default), fixed — this learner solves its problem exactly
+        (over its window), so the value only sets the penalty on the bias, and a fixed one keeps a
+        batch ``fit`` one problem; ``"auto"`` as :class:`~streamlearn.MulticlassSVM`'s (the data's scale).
 
     Attributes
     ----------
@@ -65,9 +70,10 @@ class StagewiseRegression(WindowRefit):
     def __init__(self, generator=None, block_size: int = 200, stages: int = 5, inner: str = "linear",
                  inner_iterations: int = 50, window: int = 10_000, refit_every: int = 1000, ridge: float | None = 0.1,
                  trace_ridge: float | None = None, max_features: int = 4096, seed: int | None = None, standardize: bool = False,
-                 fit_intercept: bool = True):
+                 fit_intercept: bool = True, intercept_scaling: float | str = 0.1):
         self.generator = generator if generator is not None else FeatureSampler()
         self.standardize, self.trace_ridge, self.fit_intercept = standardize, trace_ridge, fit_intercept
+        self.intercept_scaling = intercept_scaling
         self.block_size, self.stages, self.inner, self.inner_iterations = block_size, stages, inner, inner_iterations
         self.window, self.refit_every, self.ridge, self.max_features, self.seed = window, refit_every, ridge, max_features, seed
         if not callable(self.generator):

@@ -40,12 +40,16 @@ class MulticlassSVM(MCIDLearner):
         Scale every feature online to zero mean and unit variance, with statistics learned
         and checkpointed with the model (:mod:`streamlearn.scaling`): for dense, unscaled features.
     fit_intercept
-        Learn an intercept per class (default): a feature of value
-        ``streamlearn.base.INTERCEPT_VALUE`` (0.1) on every row, after ``standardize``,
-        regularised with the other weights — it keeps the objective strongly convex, which the
-        1/(λt) step assumes; the small value keeps it from swamping sparse rows (its weight
-        column is that of the reserved name ``streamlearn.base.INTERCEPT_NAME``).
-        ``False``: the papers' model, through the origin.
+        Learn an intercept per class (default): a constant feature on every row, after
+        ``standardize``, regularised with the other weights — it keeps the objective strongly
+        convex, which the 1/(λt) step assumes (its weight column is that of the reserved name
+        ``streamlearn.intercept.INTERCEPT_NAME``). ``False``: the papers' model, through the origin.
+    intercept_scaling
+        The constant feature's value. ``"auto"`` (default): the root mean square of the nonzero
+        feature values of the first 1,000 rows learned, clipped to [0.1, 1] — about 1 for
+        standardised features, 0.1 for unit-length text rows, so that the intercept learns as fast
+        as a typical weight without swamping sparse rows (:mod:`streamlearn.intercept`; its value
+        now is ``intercept_value``). A positive number: that value, fixed (0.1 before ``"auto"``).
     adapt
         Follow a stream that changes (default): a Page-Hinkley test on the prequential mistakes
         restarts the step schedule and the average when the error rises, and a fast tracker (no

@@ -62,6 +62,7 @@ class MCIDLearner(StreamClassifier):
         standardize: bool = False,
         adapt: bool = True,
         fit_intercept: bool = True,
+        intercept_scaling: float | str = "auto",
         calibrate: bool = True,
     ):
         for name, value in (("adapt", adapt), ("calibrate", calibrate)):
@@ -79,6 +80,7 @@ class MCIDLearner(StreamClassifier):
         self.standardize = standardize
         self.adapt = adapt
         self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
         self.calibrate = calibrate
         self._reset()
 
@@ -189,19 +191,20 @@ class MCIDLearner(StreamClassifier):
         """The model as dense arrays, for parameter mixing (:mod:`streamlearn.service.mixing`): ``classes``,
         ``features`` (:attr:`feature_keys`), ``W`` (K × d, the current iterate), ``S`` (K × d, the
         averaged iterate's running sum ``Σ_s c_s W_s`` undivided; ``None`` without averaging),
-        ``average_weight`` (``Σ_s c_s``) and ``t``. Every column the feature space holds has weights
-        (an intercept's is registered before anything is learned)."""
+        ``average_weight`` (``Σ_s c_s``), ``t`` and ``intercept`` (the statistics of the intercept's value,
+        :mod:`streamlearn.intercept`). Every column the feature space holds has weights (an intercept's is
+        registered before anything is learned)."""
         store = self._weights
         store.reserve(self._features.n_columns, len(self._labels))
         return {"classes": self.classes, "features": self.feature_keys, "W": store.dense(),
                 "S": store.dense_average(1.0) if store.averaged else None,
-                "average_weight": self._average_weight, "t": self._t}
+                "average_weight": self._average_weight, "t": self._t, "intercept": self._intercept_scale.export()}
 
     def load_mixing_state(self, classes: list, features: list, W: np.ndarray, S: np.ndarray | None,
-                          average_weight: float, t: int) -> None:
+                          average_weight: float, t: int, intercept: dict | None = None) -> None:
         """Make this model the one :meth:`mixing_state` describes: its classes and features join this
         model's (this model's first, in their order: columns it holds stay put), its weights,
-        averaged iterate and step counter replace this model's. The fast tracker keeps its weights
+        averaged iterate, step counter and intercept statistics (if given) replace this model's. The fast tracker keeps its weights
         and hands the predictions back to the (now shared) model."""
         for label in classes:
             self._labels.index(label, grow=True)
@@ -228,6 +231,8 @@ class MCIDLearner(StreamClassifier):
             store.A[:K] = 0.0
         self._average_weight = float(average_weight)
         self._t = int(t)
+        if intercept is not None:
+            self._intercept_scale.load(intercept)
         self._n_learned_classes = K
         if self._tracker_choice is not None:  # the shared model predicts until this member's tracker errs less again
             self._tracker_choice.hand_back()

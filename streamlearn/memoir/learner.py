@@ -141,9 +141,11 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         As every streamlearn learner (``seed`` draws the random fallback, the sketches' index
         and the LSH planes).
     fit_intercept
-        Learn an intercept per class: the feature ``streamlearn.base.INTERCEPT_NAME`` at
-        ``INTERCEPT_VALUE`` (0.1) on every row, after ``standardize``, regularised with the other
+        Learn an intercept per class: the feature ``streamlearn.intercept.INTERCEPT_NAME`` at
+        ``intercept_scaling``'s value on every row, after ``standardize``, regularised with the other
         weights (as :class:`~streamlearn.MulticlassSVM`'s); on by default (``bench/results/options-families.md``).
+    intercept_scaling
+        As :class:`~streamlearn.MulticlassSVM`'s: ``"auto"`` (default, the data's scale) or a fixed value.
 
     Attributes
     ----------
@@ -155,7 +157,8 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
     Examples
     --------
     >>> from streamlearn import ExtremeSVM
-    >>> model = ExtremeSVM(oracle="lsh", seed=0)
+    >>> # each class has its own words: no intercept (a bias column on every row blurs the sketches LSH compares)
+    >>> model = ExtremeSVM(oracle="lsh", seed=0, fit_intercept=False)
     >>> for k in range(300):  # 300 classes, each with its own words
     ...     model.learn_one({f"w{k}": 1.0, f"v{k}": 0.5}, f"class {k}")
     >>> model.predict_one({"w7": 1.0}), len(model.classes), model.n_weights <= 2 * 2 * 300
@@ -168,7 +171,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
                  balance: bool = False, eta0: float | str | None = None,
                  eta_decay: float | None = None, oracle_params: dict | None = None, n_bits: int | None = None,
                  seed: int | None = None, standardize: bool = False, adapt: bool = True, store: str = "auto",
-                 fit_intercept: bool = True):
+                 fit_intercept: bool = True, intercept_scaling: float | str = "auto"):
         check_positive("lam", lam)
         if not isinstance(adapt, bool):
             raise InvalidParameterError(f"adapt must be True or False, got {adapt!r}")
@@ -212,7 +215,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         self.batch_size, self.project, self.average, self.average_power = batch_size, project, average, average_power
         self.fallback, self.balance, self.eta0, self.eta_decay = fallback, balance, eta0, eta_decay
         self.n_bits, self.seed, self.standardize, self.adapt, self.store = n_bits, seed, standardize, adapt, store
-        self.fit_intercept = fit_intercept
+        self.fit_intercept, self.intercept_scaling = fit_intercept, intercept_scaling
         self._reset()
 
     @classmethod

@@ -112,13 +112,24 @@ class SparseClassRows:
         self._rebuild()
 
     def export(self) -> dict:
-        """The weights column by column in pool order, the scalars and the zero count: the same
-        model exports the same state whatever its growth history (capacities are not state)."""
+        """The weights column by column, each column's by class, without the weights ℓ1 truncation
+        left at 0 (nor their averaged correction), the scalars and the zero count: the same model
+        exports the same state whatever its growth history — capacities, and where a compaction
+        fell between the calls that learned it (a truncated weight that grows again is revived in
+        place, or re-added at its column's end once a compaction dropped it), are not state."""
         lengths = np.trim_zeros(self.col_len, "b")
-        order = np.concatenate([np.arange(s, s + n) for s, n in zip(self.col_start.tolist(), lengths.tolist()) if n]
-                               or [np.zeros(0, np.int64)])
-        state = {"cls": self.pool_cls[order].copy(), "val": self.pool_val[order].copy(), "col_len": lengths.copy(),
-                 "counts": self.counts[:2].copy(), "scalars": self.scalars.copy()}
+        places = np.concatenate([np.arange(s, s + n) for s, n in zip(self.col_start.tolist(), lengths.tolist()) if n]
+                                or [np.zeros(0, np.int64)])
+        columns = np.repeat(np.arange(len(lengths)), lengths)
+        kept = self.pool_val[places] != 0.0
+        if self.averaged:
+            kept |= self.pool_avg[places] != 0.0
+        places, columns = places[kept], columns[kept]
+        order = places[np.lexsort((self.pool_cls[places], columns))]
+        lengths = np.trim_zeros(np.bincount(columns, minlength=len(lengths)), "b").astype(np.int64)
+        values = self.pool_val[order].copy()
+        state = {"cls": self.pool_cls[order].copy(), "val": values, "col_len": lengths,
+                 "counts": np.array([len(order), np.count_nonzero(values == 0.0)], np.int64), "scalars": self.scalars.copy()}
         if self.averaged:
             state["avg"] = self.pool_avg[order].copy()
         return state

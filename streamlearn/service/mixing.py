@@ -16,7 +16,10 @@ The fold, for a change of ``n`` examples and ``Δt`` steps, at weight ``μ``::
   ``Σ_s c_s`` (``c_s = s^average_power``), so the averaged model ``S / Σc`` is an average of
   the members' averaged models weighted like their sums;
 * ``t``: the step counter that sets ``η = 1/(λ t)``, folded like the rest (kept fractional
-  here, rounded when written into a learner).
+  here, rounded when written into a learner);
+* the statistics of the intercept's value (``intercept_scaling="auto"``, :mod:`streamlearn.intercept`):
+  carried as they stand and interpolated at ``μ`` until the shared value is settled, then kept, so
+  every member scores with the shared model's value after a mix.
 
 A member that restarted its schedule after a detected change (:mod:`streamlearn.adaptation`)
 hands out a change whose ``t`` and ``Σc`` went *down*; added, two such changes folded beside each
@@ -81,6 +84,7 @@ import numpy as np
 
 from . import failpoints
 from ..errors import InvalidParameterError
+from ..intercept import InterceptScale
 from ..weights import grown
 
 
@@ -101,17 +105,19 @@ class MixState:
     """The shared model between mixes, as dense arrays keyed by names (see the module docstring)."""
 
     def __init__(self, labels: list, features: list, W: np.ndarray, S: np.ndarray | None, average_weight: float,
-                 t: float, examples: int = 0):
+                 t: float, examples: int = 0, intercept: dict | None = None):
         self.labels, self.features = list(labels), list(features)
         self.W, self.S = W, S
         self.average_weight, self.t, self.examples = float(average_weight), float(t), int(examples)
+        self.intercept = dict(intercept) if intercept is not None else InterceptScale().export()
 
     @classmethod
     def of(cls, model) -> "MixState":
         """The state of ``model`` as it is (a member's base)."""
         check_mixable(model)
         state = model.mixing_state()
-        return cls(state["classes"], state["features"], state["W"], state["S"], state["average_weight"], state["t"])
+        return cls(state["classes"], state["features"], state["W"], state["S"], state["average_weight"], state["t"],
+                   intercept=state["intercept"])
 
     def _aligned(self, labels: list, features: list) -> tuple[np.ndarray, np.ndarray]:
         """Grow this state to hold ``labels`` and ``features``; return their rows and columns here."""
@@ -144,12 +150,13 @@ class MixState:
         if restarted:  # the schedule as it stands (see the module docstring)
             return {"labels": now.labels, "features": now.features, "W": dW,
                     "S": now.S if now.S is not None else np.zeros((0, 0)), "average_weight": now.average_weight,
-                    "steps": now.t, "restarted": True, "examples": int(examples), "base_examples": self.examples}
+                    "steps": now.t, "restarted": True, "examples": int(examples), "base_examples": self.examples,
+                    "intercept": now.intercept}
         if dS is not None:
             dS[now_block] -= self.S[base_block]
         return {"labels": now.labels, "features": now.features, "W": dW, "S": dS if dS is not None else np.zeros((0, 0)),
                 "average_weight": now.average_weight - self.average_weight, "steps": now.t - self.t,
-                "restarted": False, "examples": int(examples), "base_examples": self.examples}
+                "restarted": False, "examples": int(examples), "base_examples": self.examples, "intercept": now.intercept}
 
     def fold(self, change: dict, weight: float | None = None) -> float:
         """Add one member's change, its steps included, at ``weight`` — by default its share
@@ -173,6 +180,8 @@ class MixState:
                 self.S[block] += weight * np.asarray(change["S"], np.float64)
             self.average_weight += weight * float(change["average_weight"])
             self.t += weight * float(change["steps"])
+        if "intercept" in change:  # (absent from changes published before the intercept's value was learned)
+            self.intercept = InterceptScale.blended(self.intercept, change["intercept"], weight)
         self.examples += examples
         return float(weight)
 
@@ -188,11 +197,12 @@ class MixState:
         """Make ``model`` this state: its label and feature spaces, weights, averaged iterate
         and step counter (its own names first, in their order: columns it holds stay put)."""
         check_mixable(model)
-        model.load_mixing_state(self.labels, self.features, self.W, self.S, self.average_weight, int(round(self.t)))
+        model.load_mixing_state(self.labels, self.features, self.W, self.S, self.average_weight, int(round(self.t)),
+                                self.intercept)
 
     def copy(self) -> "MixState":
         return MixState(self.labels, self.features, self.W.copy(), None if self.S is None else self.S.copy(),
-                        self.average_weight, self.t, self.examples)
+                        self.average_weight, self.t, self.examples, self.intercept)
 
 
 class Coverage:
@@ -357,13 +367,14 @@ class GroupMixer:
         return {"labels": shared.labels, "features": shared.features, "W": shared.W,
                 "S": shared.S if shared.S is not None else np.zeros((0, 0)), "averaged": shared.S is not None,
                 "average_weight": shared.average_weight, "t": shared.t, "examples": shared.examples,
+                "intercept": shared.intercept,
                 "covered": {str(p): o for p, o in self.coverage.covered.items()}, "log_offset": self.log_offset,
                 "published": self.published, "by_member": dict(self.by_member)}
 
     def restore(self, state: dict) -> None:
         S = np.asarray(state["S"], np.float64) if state["averaged"] else None
         self.shared = MixState(state["labels"], state["features"], np.asarray(state["W"], np.float64), S,
-                               state["average_weight"], state["t"], state["examples"])
+                               state["average_weight"], state["t"], state["examples"], state.get("intercept"))
         self.coverage = Coverage(state["covered"])
         self.log_offset, self.published = int(state["log_offset"]), int(state["published"])
         self.by_member = dict(state["by_member"])
