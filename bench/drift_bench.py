@@ -27,7 +27,7 @@ recovery is then over the changes of every draw, and the mean accuracy over ever
 drifting streams, so that one draw's luck does not decide a comparison. The table of every stream
 and the plot show the first draw.
 
-``--benchmark-sets``: what the new defaults (``adapt``, ``fit_intercept``) do where nothing
+``--benchmark-sets``: what the new defaults (``adapt``, ``fit_intercept``, its ``"auto"`` value) do where nothing
 changes — one pass over each stationary benchmark set (news20, sector, MNIST, USPS, letter;
 ``bench.defaults_bench.one_pass``: shuffled, ``learn_many`` in blocks of 1,000), test accuracy of
 each MCID learner in each of ``STATIONARY_CONFIGS``, and the changes the defaults detected. Writes ``bench/results/drift-stationary.{json,md,png}``.
@@ -193,10 +193,12 @@ ADAPTING = ["MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptr
             "OneVsRestLogisticRegression"]
 
 
-#: the configurations --benchmark-sets compares: the defaults, each new default off, and the
-#: defaults before issue 41 (both off: the papers' solver through the origin)
+#: the configurations --benchmark-sets compares: the defaults, each new default off, the
+#: defaults before issue 41 (both off: the papers' solver through the origin), and the intercept's
+#: value fixed at 0.1 (its value before ``intercept_scaling="auto"``)
 STATIONARY_CONFIGS = {"defaults": {}, "adapt=False": {"adapt": False}, "fit_intercept=False": {"fit_intercept": False},
-                      "before (both off)": {"adapt": False, "fit_intercept": False}}
+                      "before (both off)": {"adapt": False, "fit_intercept": False},
+                      "intercept_scaling=0.1": {"intercept_scaling": 0.1}}
 
 
 def stationary_cell(task) -> dict:
@@ -239,15 +241,19 @@ def stationary_report(results: dict) -> str:
              f"`{m['command']}` at `{m['commit'][:10]}`{' (uncommitted changes)' if m['uncommitted_changes'] else ''}. "
              f"One pass (`learn_many` in blocks of 1,000) over {len(results['cells'][0]['seeds'])} shuffle(s) of the "
              "training part, mean test accuracy of each MCID learner at its defaults (`adapt=True`, `fit_intercept=True`), "
-             "with each of them off, and with both off (the defaults before issue 41); the defaults minus those before, "
+             "with each of them off, with both off (the defaults before issue 41) and with the intercept's value fixed at "
+             "0.1 (before `intercept_scaling=\"auto\"`); the defaults minus those before and minus the fixed 0.1, "
              "paired by shuffle: mean ± standard error (points); changes detected by the defaults over all shuffles.\n",
-             "| set | learner | " + " | ".join(configs) + " | defaults − before (points) | changes detected |",
-             "|---|---|" + "---:|" * (len(configs) + 2)]
+             "| set | learner | " + " | ".join(configs) + " | defaults − before (points) | defaults − 0.1 (points) "
+             "| changes detected |",
+             "|---|---|" + "---:|" * (len(configs) + 3)]
     for c in results["cells"]:
         acc = c["accuracy"]
         mean, error = paired_difference(c)
-        lines.append(f"| {c['set']} | {c['learner']} | " + " | ".join(f"{acc[k]:.4f}" for k in configs)
-                     + f" | {mean:+.2f} ± {error:.2f} | {c['detected']['defaults']} |")
+        fixed = ("{:+.2f} ± {:.2f}".format(*paired_difference(c, "intercept_scaling=0.1"))
+                 if "intercept_scaling=0.1" in acc else "–")
+        lines.append(f"| {c['set']} | {c['learner']} | " + " | ".join(f"{acc[k]:.4f}" if k in acc else "–" for k in configs)
+                     + f" | {mean:+.2f} ± {error:.2f} | {fixed} | {c['detected']['defaults']} |")
     means = [paired_difference(c) for c in results["cells"]]
     worst = min(means)
     lines.append(f"\nLargest mean loss of the defaults against those before: {max(-worst[0], 0):.2f} ± {worst[1]:.2f} points; "
@@ -261,9 +267,11 @@ def stationary_plot(results: dict, path) -> None:
     cells = results["cells"]
     fig, ax = plt.subplots(figsize=(9, 3.5))
     labels = [f"{c['set']}\n{c['learner'].replace('Multiclass', 'MC').replace('OneVsRest', 'OvR')}" for c in cells]
-    for offset, config in ((-0.2, "adapt=False"), (0.0, "fit_intercept=False"), (0.2, "before (both off)")):
-        ax.bar([i + offset for i in range(len(cells))],
-               [100 * (c["accuracy"]["defaults"] - c["accuracy"][config]) for c in cells], width=0.2, label=f"defaults − {config}")
+    others = [config for config in STATIONARY_CONFIGS if config != "defaults" and config in cells[0]["accuracy"]]
+    width = 0.8 / len(others)
+    for i_config, config in enumerate(others):
+        ax.bar([i + width * (i_config + 0.5) - 0.4 for i in range(len(cells))],
+               [100 * (c["accuracy"]["defaults"] - c["accuracy"][config]) for c in cells], width=width, label=f"defaults − {config}")
     ax.set_xticks(range(len(cells)), labels, rotation=90, fontsize=6)
     ax.set_ylabel("points")
     ax.axhline(0, color="k", lw=0.5)

@@ -140,12 +140,9 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
     n_bits, seed, standardize
         As every streamlearn learner (``seed`` draws the random fallback, the sketches' index
         and the LSH planes).
-    fit_intercept
-        Learn an intercept per class: the feature ``streamlearn.intercept.INTERCEPT_NAME`` at
-        ``intercept_scaling``'s value on every row, after ``standardize``, regularised with the other
-        weights (as :class:`~streamlearn.MulticlassSVM`'s); on by default (``bench/results/options-families.md``).
-    intercept_scaling
-        As :class:`~streamlearn.MulticlassSVM`'s: ``"auto"`` (default, the data's scale) or a fixed value.
+    fit_intercept, intercept_scaling
+        As :class:`~streamlearn.MulticlassSVM`'s (an intercept, on by default: ``bench/results/options-families.md``;
+        its feature's value ``"auto"``, the data's scale, or a fixed one).
 
     Attributes
     ----------
