@@ -77,9 +77,10 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         ``"auto"`` (default): ``"means"`` where its index pays, else the exact scan (the cost
         model of :mod:`streamlearn.memoir.means`: dense rows of at least ``AUTO_MIN_COLUMNS``
         columns, classes × columns at least ``AUTO_MIN_WEIGHTS``). ``"exact"`` (a scan, every class), ``"graph"`` (hnswlib) or
-        ``"lsh"`` (SimpleLSH) over sketches of the class rows; ``"means"``, for dense rows: an
-        inverted-file index over each class's mean example (:mod:`streamlearn.memoir.means`, which
-        says why not the rows), an exact scan until it is trained and after the dense store.
+        ``"lsh"`` (SimpleLSH) over sketches of the class rows (a large intercept value blurs them:
+        give them ``intercept_scaling=0.1``); ``"means"``, for dense rows: an inverted-file index over
+        each class's mean example (:mod:`streamlearn.memoir.means`, which says why not the rows), an
+        exact scan until it is trained and after the dense store.
     n_candidates
         Classes the oracle proposes for re-ranking, when learning (and predicting without
         ``predict_exact``).
@@ -154,8 +155,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
     Examples
     --------
     >>> from streamlearn import ExtremeSVM
-    >>> # each class has its own words: no intercept (a bias column on every row blurs the sketches LSH compares)
-    >>> model = ExtremeSVM(oracle="lsh", seed=0, fit_intercept=False)
+    >>> model = ExtremeSVM(oracle="lsh", seed=0, fit_intercept=False)  # classes told by their own words
     >>> for k in range(300):  # 300 classes, each with its own words
     ...     model.learn_one({f"w{k}": 1.0, f"v{k}": 0.5}, f"class {k}")
     >>> model.predict_one({"w7": 1.0}), len(model.classes), model.n_weights <= 2 * 2 * 300
