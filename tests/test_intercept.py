@@ -121,7 +121,7 @@ def test_auto_gives_each_row_the_rules_value_and_learn_many_equals_the_learn_one
     helpers.auto_intercept_values), whatever the cuts between calls; the value settles after 1,000
     rows with a nonzero value and never moves again, whatever the rows' scale becomes."""
     X, y = _scaled_rows(1500, seed=3)
-    one, many = cls(), cls()
+    one, many = cls(intercept_scaling="auto"), cls(intercept_scaling="auto")
     seen = []
     for x, k in zip(X[:1200], y[:1200].tolist()):
         seen.append(one.intercept_value)

@@ -205,15 +205,18 @@ def test_averaged_iterate_matches_the_mean_of_the_dense_iterates(p, regularizer)
     np.testing.assert_allclose(learner_weights(binary, X.shape[1]), expected, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("scaling", [None, "auto"])
 @pytest.mark.parametrize("regularizer", ["entrywise", "block"])
-def test_the_default_intercept_is_the_reference_with_a_constant_column(regularizer):
-    """``fit_intercept`` (the default) is the reference's weight of a last column of the rule's values
-    (helpers.auto_intercept_values)."""
+def test_the_default_intercept_is_the_reference_with_a_constant_column(regularizer, scaling):
+    """``fit_intercept`` (the default) is the reference's weight of a last column of its values: 0.1 (this
+    solver's default), or with ``"auto"`` the rule's (helpers.auto_intercept_values)."""
     X, y = stream(seed=11)
-    model = MulticlassPGS(loss="hinge", p=1.5, sigma=0.05, batch_size=2, regularizer=regularizer)
+    given = {} if scaling is None else {"intercept_scaling": scaling}
+    model = MulticlassPGS(loss="hinge", p=1.5, sigma=0.05, batch_size=2, regularizer=regularizer, **given)
     feed(model, X, list(y), in_batches=True)
     d = X.shape[1]
-    expected = reference_pgs(np.hstack([X, auto_intercept_values(X)[:, None]]), y, multiclass=True, loss="hinge", p=1.5,
+    column = np.full(len(y), 0.1) if scaling is None else auto_intercept_values(X)
+    expected = reference_pgs(np.hstack([X, column[:, None]]), y, multiclass=True, loss="hinge", p=1.5,
                              sigma=0.05, k=2, block=regularizer == "block")
     W, got = model.weight_matrix(), np.zeros((len(expected), d + 1))
     got[:, [d if name == INTERCEPT_NAME else name for name in model.feature_space.names]] = W
