@@ -65,6 +65,8 @@ INTERCEPT_NAME = RESERVED_PREFIX + "intercept"
 AUTO_LOW, AUTO_HIGH = 0.1, 1.0
 #: rows with a nonzero value after which ``"auto"``'s value is settled for good
 SETTLE_ROWS = 1000
+#: the most a row's mean square adds to the statistics, so that they stay finite (and mixable) whatever the values
+HUGE = 1e300
 #: what a learner saved before ``intercept_scaling`` existed used (its state has no statistics)
 LEGACY_VALUE = 0.1
 
@@ -106,7 +108,13 @@ class InterceptScale:
         if not self.settled:
             nonzero = int(np.count_nonzero(values))
             if nonzero:
-                self.total += math.fsum((values * values).tolist()) / nonzero
+                with np.errstate(over="ignore"):  # a square past float64 is capped below: the value is at the ceiling
+                    squares = values * values
+                try:
+                    mean_square = math.fsum(squares.tolist()) / nonzero
+                except OverflowError:  # (fsum's partial sums past float64)
+                    mean_square = HUGE
+                self.total += min(mean_square, HUGE)
                 self.rows += 1
         return value
 

@@ -187,3 +187,15 @@ def test_mixed_members_score_with_the_shared_models_intercept_value():
     assert a.intercept_value == b.intercept_value
     a_scores, b_scores = a.decision_function_many(X[:30]), b.decision_function_many(X[:30])
     np.testing.assert_array_equal(a_scores[:, np.argsort(a.classes)], b_scores[:, np.argsort(b.classes)])
+
+
+def test_rows_of_huge_values_keep_the_statistics_finite_at_the_ceiling():
+    """Squares past float64 (finite inputs near 1e308) neither warn nor leave inf in the state."""
+    import warnings
+
+    model = MulticlassSVM()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.learn_many(np.array([[1e300, -1e300], [1e200, 0.0], [1e160, 1e160]]), [0, 1, 0])
+    state = model.export_state()["intercept"]
+    assert np.isfinite(state["total"]) and state["rows"] == 3 and model.intercept_value == 1.0
