@@ -87,19 +87,15 @@ class InterceptScale:
         self.fixed = None if scaling == "auto" else float(scaling)
         self.rows = 0  # rows with a nonzero value learned, counted up to SETTLE_ROWS
         self.total = 0.0  # the sum over those rows of their mean square nonzero value
+        self._follow()
 
-    @property
-    def settled(self) -> bool:
-        """Whether the value can no longer change."""
-        return self.fixed is not None or self.rows >= SETTLE_ROWS
-
-    @property
-    def value(self) -> float:
+    def _follow(self) -> None:
+        """Set :attr:`value` and :attr:`settled` from the statistics (read at every row: kept, not derived)."""
+        self.settled = self.fixed is not None or self.rows >= SETTLE_ROWS
         if self.fixed is not None:
-            return self.fixed
-        if not self.rows:
-            return AUTO_LOW
-        return min(AUTO_HIGH, max(AUTO_LOW, math.sqrt(self.total / self.rows)))
+            self.value = self.fixed
+        else:
+            self.value = min(AUTO_HIGH, max(AUTO_LOW, math.sqrt(self.total / self.rows))) if self.rows else AUTO_LOW
 
     def learn_row(self, values: np.ndarray) -> float:
         """The value for one row (the statistics' before it), then its feature values (the intercept's
@@ -116,6 +112,7 @@ class InterceptScale:
                     mean_square = HUGE
                 self.total += min(mean_square, HUGE)
                 self.rows += 1
+                self._follow()
         return value
 
     def learn_rows(self, rows: SparseRows):
@@ -137,6 +134,7 @@ class InterceptScale:
     def load(self, state: dict) -> None:
         """Take the statistics of :meth:`export` (a learner's own, or a mixed model's)."""
         self.rows, self.total = int(state["rows"]), float(state["total"])
+        self._follow()
 
     @staticmethod
     def blended(shared: dict, change: dict, weight: float) -> dict:
@@ -149,17 +147,6 @@ class InterceptScale:
         return {"rows": int(rows), "total": (1.0 - weight) * shared["total"] + weight * change["total"]}
 
 
-def with_constant_column(rows: SparseRows, column: int, value: float = 1.0) -> SparseRows:
-    """``rows`` with one more entry, ``column`` at ``value``, at the end of every row.
-
-    >>> rows = SparseRows(np.array([0, 2, 2]), np.array([3, 5]), np.array([0.5, 2.0]))
-    >>> out = with_constant_column(rows, 0)
-    >>> out.indptr.tolist(), out.indices.tolist(), out.data.tolist()
-    ([0, 3, 4], [3, 5, 0, 0], [0.5, 2.0, 1.0, 1.0])
-    """
-    return SparseRows(*_rows.append_column(rows.indptr, rows.indices, rows.data, int(column), float(value)))
-
-
 def with_intercept_column(rows: SparseRows, column: int, values) -> SparseRows:
     """``rows`` with one more entry at the end of every row: ``column`` at ``values`` (one value
     for every row, or each row's).
@@ -169,8 +156,8 @@ def with_intercept_column(rows: SparseRows, column: int, values) -> SparseRows:
     >>> out.indptr.tolist(), out.indices.tolist(), out.data.tolist()
     ([0, 3, 4], [3, 5, 0, 0], [0.5, 2.0, 1.0, 0.25])
     """
-    if np.ndim(values) == 0:
-        return with_constant_column(rows, column, float(values))
-    out = with_constant_column(rows, column, 0.0)
-    out.data[out.indptr[1:] - 1] = values
+    one = np.ndim(values) == 0
+    out = SparseRows(*_rows.append_column(rows.indptr, rows.indices, rows.data, int(column), float(values) if one else 0.0))
+    if not one:
+        out.data[out.indptr[1:] - 1] = values
     return out

@@ -199,3 +199,10 @@ def test_rows_of_huge_values_keep_the_statistics_finite_at_the_ceiling():
         model.learn_many(np.array([[1e300, -1e300], [1e200, 0.0], [1e160, 1e160]]), [0, 1, 0])
     state = model.export_state()["intercept"]
     assert np.isfinite(state["total"]) and state["rows"] == 3 and model.intercept_value == 1.0
+
+
+def test_the_command_lines_param_takes_both_forms_of_intercept_scaling():
+    from streamlearn.service.cli.common import build_learner
+
+    assert build_learner("MulticlassSVM", ["intercept_scaling=0.5"]).intercept_value == 0.5
+    assert build_learner("ExtremeSVM", ["intercept_scaling=auto"]).intercept_scaling == "auto"
