@@ -109,28 +109,46 @@ def pytest_collection_modifyitems(config, items):
     every river check (its ``pytestmark``). ``pytest -m "not slow and not kafka"`` is the quick
     subset (under a minute).
 
-    When the whole suite runs (``pytest`` with no path), the JIT-only run of the quick subset, the
-    run of :data:`BESIDE_FILES` and the benchmarks' smoke runs start now, niced, in processes of
-    their own: they use the core the rest of the suite leaves idle, and their tests (moved to the
-    end) only wait for what is left."""
+    When the whole suite runs (``pytest`` with no path), each group of :data:`BESIDE_GROUPS` and the
+    benchmarks' smoke runs start now, niced, in processes of their own: they use the core the rest of
+    the suite leaves idle, and their tests (moved to the end) only wait for what is left. The JIT-only
+    run of the quick subset starts once :data:`JIT_ALONE_AFTER` has run (see :func:`pytest_runtest_teardown`)."""
     for item in items:
         if "broker" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.kafka)
     whole_suite = (config.args_source is pytest.Config.ArgsSource.TESTPATHS and not config.getoption("collectonly")
                    and not config.getoption("markexpr") and not config.getoption("keyword"))
+    if not whole_suite:
+        return
     selected = [item for item in items if item.name == JIT_ALONE and not item.get_closest_marker("skip")]
-    if selected and whole_suite:
-        config.jit_alone_run = start_jit_alone_run()
-    beside = [item for item in items if item.path.name in BESIDE_FILES]
-    if beside and whole_suite:  # their run starts now; their items wait for it at the end
-        config.run_beside = run = RunBeside(sorted({item.path for item in beside}))
-        items[:] = [item for item in items if item not in beside] + [run.stand_in(item) for item in beside]
+    if selected:  # its run waits for the session's compilations; its test waits for the run, last
+        after = [item.nodeid for item in items if item.path.name == JIT_ALONE_AFTER and item not in selected]
+        config.jit_alone_after = after[-1] if after else None
+        if config.jit_alone_after is None:
+            config.jit_alone_run = start_jit_alone_run()
+        items[:] = [item for item in items if item not in selected] + selected
+    config.runs_beside = []
+    for group in BESIDE_GROUPS:  # each group's run starts now; their items wait for it at the end
+        beside = [item for item in items if item.path.name in group]
+        if beside:
+            run = RunBeside(sorted({item.path for item in beside}))
+            config.runs_beside.append(run)
+            items[:] = [item for item in items if item not in beside] + [run.stand_in(item) for item in beside]
     smoke = [item for item in items if item.path.name == "test_benchmarks.py"]
-    if smoke and whole_suite and SHARED_DATASETS.is_dir():  # the smoke runs start now; their tests come last
+    if smoke and SHARED_DATASETS.is_dir():  # the smoke runs start now; their tests come last
         from test_benchmarks import SmokeRuns
 
         config.smoke_runs = SmokeRuns()
         items[:] = [item for item in items if item not in smoke] + smoke
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """Start the JIT-only run once the session has run :data:`JIT_ALONE_AFTER`: by then the session has
+    compiled the JIT kernels (the ones not exported for its own use, the exported ones for their bit-for-bit
+    check), and the run, sharing numba's cache, loads them instead of compiling each a second time."""
+    config = item.config
+    if getattr(config, "jit_alone_after", None) == item.nodeid and getattr(config, "jit_alone_run", None) is None:
+        config.jit_alone_run = start_jit_alone_run()
 
 
 def pytest_sessionfinish(session):
@@ -140,14 +158,14 @@ def pytest_sessionfinish(session):
     import shutil
     import signal
 
-    beside = getattr(session.config, "run_beside", None)
-    for process in (getattr(session.config, "jit_alone_run", None), beside and beside.process):
+    runs = getattr(session.config, "runs_beside", [])
+    for process in (getattr(session.config, "jit_alone_run", None), *(run.process for run in runs)):
         if process is not None and process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-    if beside is not None:  # its report and log were read by its stand-ins
-        shutil.rmtree(beside.report.parent, ignore_errors=True)
-        pathlib.Path(beside.process.output_path).unlink(missing_ok=True)
+    for run in runs:  # its report and log were read by its stand-ins
+        shutil.rmtree(run.report.parent, ignore_errors=True)
+        pathlib.Path(run.process.output_path).unlink(missing_ok=True)
 
 
 #: CPU seconds a background run of the suite (the JIT-alone quick subset, a benchmark's smoke run) may
@@ -200,13 +218,16 @@ def start_jit_alone_run():
     return start_background_pytest(["-m", "not slow and not kafka", *left_out], "jit-alone-", {"STREAMLEARN_JIT": "1"})
 
 
-#: test files whose tests, when the whole suite runs, run in a pytest process of their own beside the
+#: groups of test files whose tests, when the whole suite runs, run in a pytest process per group beside the
 #: session (:class:`RunBeside`): their time goes mostly to waiting on the daemons and brokers they start
-BESIDE_FILES = ("test_crash_resume.py", "test_kafka_security.py", "test_scaleout.py", "test_broker_restart.py")
+BESIDE_GROUPS = (("test_crash_resume.py", "test_kafka_security.py", "test_scaleout.py", "test_broker_restart.py"),
+                 ("test_kafka.py", "test_group_size.py", "test_predictions.py", "test_compact.py"))
+#: the file after whose last test the JIT-only run starts (its bit-for-bit check compiles every exported kernel)
+JIT_ALONE_AFTER = "test_kernels_aot.py"
 
 
 class RunBeside:
-    """The tests of :data:`BESIDE_FILES` run by a pytest process of their own, started with the
+    """The tests of a group of :data:`BESIDE_GROUPS` run by a pytest process of their own, started with the
     session; each of their items in the session waits for that run and takes its own outcome from
     the run's JUnit report (its failure's text, its skip's reason), so every test is still reported
     by name. Only when the whole suite runs: ``pytest tests/test_crash_resume.py`` runs them here."""

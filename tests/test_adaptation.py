@@ -51,7 +51,9 @@ def _weights(model) -> np.ndarray:
     return np.concatenate([store["val"], store.get("avg", []), store["scalars"]])
 
 
-def _prequential_hits(model, X, y, chunk=1):
+def _prequential_hits(model, X, y, chunk=20):
+    """Test-then-train hits in chunks (the model is the same as example by example: learn_many equals the
+    learn_one loop; a family scoring a chunk by the model before it is at most ``chunk - 1`` examples behind)."""
     hits = np.zeros(len(y), bool)
     for start in range(0, len(y), chunk):
         scores = model.score_and_learn(X[start : start + chunk], y[start : start + chunk])
