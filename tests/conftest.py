@@ -109,10 +109,11 @@ def pytest_collection_modifyitems(config, items):
     every river check (its ``pytestmark``). ``pytest -m "not slow and not kafka"`` is the quick
     subset (under a minute).
 
-    When the whole suite runs (``pytest`` with no path), each group of :data:`BESIDE_GROUPS` and the
-    benchmarks' smoke runs start now, niced, in processes of their own: they use the core the rest of
-    the suite leaves idle, and their tests (moved to the end) only wait for what is left. The JIT-only
-    run of the quick subset starts once :data:`JIT_ALONE_AFTER` has run (see :func:`pytest_runtest_teardown`)."""
+    When the whole suite runs (``pytest`` with no path), each group of :data:`BESIDE_GROUPS` starts
+    now, and the benchmarks' smoke runs and the JIT-only run of the quick subset once the session has
+    compiled the kernels they share (:data:`STARTS_AFTER`): niced, in processes of their own, they use
+    the core the rest of the suite leaves idle, and their tests (moved to the end) only wait for what
+    is left."""
     for item in items:
         if "broker" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.kafka)
@@ -120,13 +121,18 @@ def pytest_collection_modifyitems(config, items):
                    and not config.getoption("markexpr") and not config.getoption("keyword"))
     if not whole_suite:
         return
-    selected = [item for item in items if item.name == JIT_ALONE and not item.get_closest_marker("skip")]
-    if selected:  # its run waits for the session's compilations; its test waits for the run, last
-        after = [item.nodeid for item in items if item.path.name == JIT_ALONE_AFTER and item not in selected]
-        config.jit_alone_after = after[-1] if after else None
-        if config.jit_alone_after is None:
-            config.jit_alone_run = start_jit_alone_run()
-        items[:] = [item for item in items if item not in selected] + selected
+    config.starts_after = {}
+    jit_alone = [item for item in items if item.name == JIT_ALONE and not item.get_closest_marker("skip")]
+    smoke = [item for item in items if item.path.name == "test_benchmarks.py"] if SHARED_DATASETS.is_dir() else []
+    waiting = {"jit_alone_run": (jit_alone, start_jit_alone_run), "smoke_runs": (smoke, _start_smoke_runs)}
+    for attribute, (tests, start) in waiting.items():
+        if not tests:
+            continue
+        after = [item.nodeid for item in items if item.path.name == STARTS_AFTER[attribute] and item not in tests]
+        if after:
+            config.starts_after[after[-1]] = config.starts_after.get(after[-1], []) + [(attribute, start)]
+        else:
+            setattr(config, attribute, start())
     config.runs_beside = []
     for group in BESIDE_GROUPS:  # each group's run starts now; their items wait for it at the end
         beside = [item for item in items if item.path.name in group]
@@ -134,21 +140,23 @@ def pytest_collection_modifyitems(config, items):
             run = RunBeside(sorted({item.path for item in beside}))
             config.runs_beside.append(run)
             items[:] = [item for item in items if item not in beside] + [run.stand_in(item) for item in beside]
-    smoke = [item for item in items if item.path.name == "test_benchmarks.py"]
-    if smoke and SHARED_DATASETS.is_dir():  # the smoke runs start now; their tests come last
-        from test_benchmarks import SmokeRuns
-
-        config.smoke_runs = SmokeRuns()
-        items[:] = [item for item in items if item not in smoke] + smoke
+    items[:] = [item for item in items if item not in jit_alone and item not in smoke] + jit_alone + smoke
 
 
-def pytest_runtest_teardown(item, nextitem):
-    """Start the JIT-only run once the session has run :data:`JIT_ALONE_AFTER`: by then the session has
-    compiled the JIT kernels (the ones not exported for its own use, the exported ones for their bit-for-bit
-    check), and the run, sharing numba's cache, loads them instead of compiling each a second time."""
-    config = item.config
-    if getattr(config, "jit_alone_after", None) == item.nodeid and getattr(config, "jit_alone_run", None) is None:
-        config.jit_alone_run = start_jit_alone_run()
+def _start_smoke_runs():
+    from test_benchmarks import SmokeRuns
+
+    return SmokeRuns()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Start the background runs waiting for ``item`` (:data:`STARTS_AFTER`) once it has run, its
+    fixtures torn down (a process a test starts is stopped with it: ``_no_process_outlives_its_test``)."""
+    yield
+    for attribute, start in getattr(item.config, "starts_after", {}).pop(item.nodeid, []):
+        if getattr(item.config, attribute, None) is None:
+            setattr(item.config, attribute, start())
 
 
 def pytest_sessionfinish(session):
@@ -222,8 +230,10 @@ def start_jit_alone_run():
 #: session (:class:`RunBeside`): their time goes mostly to waiting on the daemons and brokers they start
 BESIDE_GROUPS = (("test_crash_resume.py", "test_kafka_security.py", "test_scaleout.py", "test_broker_restart.py"),
                  ("test_kafka.py", "test_group_size.py", "test_predictions.py", "test_compact.py"))
-#: the file after whose last test the JIT-only run starts (its bit-for-bit check compiles every exported kernel)
-JIT_ALONE_AFTER = "test_kernels_aot.py"
+#: the file after whose last test each background run sharing numba's cache starts: by then the session has
+#: compiled what the run would otherwise compile a second time beside it (the JIT-only run: every exported kernel,
+#: for their bit-for-bit check; the smoke runs: the not-exported kernels of ExtremeSVM and the PGS, for the flips)
+STARTS_AFTER = {"jit_alone_run": "test_kernels_aot.py", "smoke_runs": "test_adaptation.py"}
 
 
 class RunBeside:
