@@ -50,8 +50,8 @@ SMOKE_RUNS = {
 
 
 class SmokeRuns:
-    """Every smoke run, one after the other, slightly niced, on a thread of its own: started with the
-    session when the whole suite runs (tests/conftest.py moves this file's tests to its end), it
+    """Every smoke run, one after the other, slightly niced, on a thread of its own: started early in
+    the session when the whole suite runs (tests/conftest.py moves this file's tests to its end), it
     uses the core the rest of the suite leaves idle. :meth:`wait` gives ``{module: (completed
     process, output folder)}``."""
 

@@ -120,7 +120,8 @@ def test_the_ahead_of_time_kernels_are_built():
 def test_the_quick_suite_passes_on_the_jit_alone(request):
     """numba's pycc may leave numba: the JIT path (``STREAMLEARN_JIT=1``) must stay first class.
     The quick subset (but for conftest's ``JIT_ALONE_LEAVES_OUT``) runs with every kernel JIT-compiled,
-    in a process of its own (started with the session when the whole suite runs: tests/conftest.py)."""
+    in a process of its own (when the whole suite runs, started once this file's tests have compiled the
+    kernels and waited for at the session's end: tests/conftest.py)."""
     from conftest import PATIENCE, start_jit_alone_run
 
     process = getattr(request.config, "jit_alone_run", None) or start_jit_alone_run()
