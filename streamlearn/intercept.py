@@ -30,8 +30,8 @@ one problem rather than rows with different constants.
 Each row's value is that of the statistics *before* it — learning reads ``c``, then adds the
 row — so a row is learned with the value it was scored with just before (the runner's
 test-then-train scores, ``decision_function_one`` before ``learn_one``); every sum runs row after
-row in stream order (``math.fsum`` per row), so ``learn_many`` equals the ``learn_one`` loop bit
-for bit.
+row in stream order (each row's by one compiled loop over its entries, for a row alone as within a
+batch), so ``learn_many`` equals the ``learn_one`` loop bit for bit.
 
 >>> import numpy as np
 >>> scale = InterceptScale("auto")
@@ -102,31 +102,32 @@ class InterceptScale:
         excluded) added to the statistics."""
         value = self.value
         if not self.settled:
-            nonzero = int(np.count_nonzero(values))
-            if nonzero:
-                with np.errstate(over="ignore"):  # a square past float64 is capped below: the value is at the ceiling
-                    squares = values * values
-                try:
-                    mean_square = math.fsum(squares.tolist()) / nonzero
-                except OverflowError:  # (fsum's partial sums past float64)
-                    mean_square = HUGE
-                self.total += min(mean_square, HUGE)
-                self.rows += 1
-                self._follow()
+            mean_square = np.empty(1)
+            _rows.mean_squares(np.array([0, len(values)], np.int64), values, mean_square)
+            self._add(float(mean_square[0]))
         return value
 
     def learn_rows(self, rows: SparseRows):
         """:meth:`learn_row` of each row in turn: one value (settled before the batch) or each row's."""
         if self.settled:
             return self.value
+        mean_squares = np.empty(rows.n_rows)
+        _rows.mean_squares(rows.indptr, rows.data, mean_squares)
         out = np.empty(rows.n_rows)
-        indptr, data = rows.indptr, rows.data
-        for i in range(rows.n_rows):
+        for i, mean_square in enumerate(mean_squares.tolist()):
             if self.settled:
                 out[i:] = self.value
                 break
-            out[i] = self.learn_row(data[indptr[i] : indptr[i + 1]])
+            out[i] = self.value
+            self._add(mean_square)
         return out
+
+    def _add(self, mean_square: float) -> None:
+        """Count a row of this mean square of its nonzero values (``-1``: it has none, and is not counted)."""
+        if mean_square >= 0.0:
+            self.total += min(mean_square, HUGE)
+            self.rows += 1
+            self._follow()
 
     def export(self) -> dict:
         return {"rows": self.rows, "total": self.total}

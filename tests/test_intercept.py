@@ -201,6 +201,30 @@ def test_rows_of_huge_values_keep_the_statistics_finite_at_the_ceiling():
     assert np.isfinite(state["total"]) and state["rows"] == 3 and model.intercept_value == 1.0
 
 
+def test_the_row_statistics_kernel_is_numpys_mean_square_of_the_nonzero_values():
+    """``rows.mean_squares`` (the intercept's per-row statistics) against NumPy, rows without a nonzero value
+    marked -1; and a row alone gives the bits it gives within a batch (learn_one equals learn_many)."""
+    import scipy.sparse as sp
+
+    from streamlearn.kernels import compiled
+
+    m = sp.random(30, 12, density=0.3, random_state=2, format="csr")
+    m.data[::5] = 0.0  # explicit zeros are not counted
+    m.data *= np.random.default_rng(2).choice([1e-3, 1.0, 1e3], len(m.data))
+    out = np.zeros(30)
+    compiled("rows").mean_squares(m.indptr.astype(np.int64), m.data, out)
+    for i, row in enumerate(m.toarray()):
+        nonzero = row[row != 0]
+        if len(nonzero):
+            assert out[i] == pytest.approx(np.mean(nonzero**2), rel=1e-13)
+        else:
+            assert out[i] == -1.0
+        alone = np.zeros(1)
+        compiled("rows").mean_squares(np.array([0, m.indptr[i + 1] - m.indptr[i]], np.int64), m.data[m.indptr[i] : m.indptr[i + 1]], alone)
+        assert alone[0] == out[i] or (alone[0] != alone[0] and out[i] != out[i])
+    assert (out == -1.0).any()  # the sample has an empty row
+
+
 def test_the_command_lines_param_takes_both_forms_of_intercept_scaling():
     from streamlearn.service.cli.common import build_learner
 

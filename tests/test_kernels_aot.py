@@ -59,6 +59,9 @@ def sample_calls():
         bad = data.copy()
         bad[17] = np.inf
         yield "rows", "check_csr", variant, (indptr, indices, bad, 30)
+        huge = data.copy()
+        huge[3], huge[4] = 1e200, 0.0  # a square past float64, an explicit zero
+        yield "rows", "mean_squares", variant, (indptr[1:], huge, np.zeros(len(indptr) - 2))
     message = np.frombuffer(msgpack.packb([{"x": {"a": 1.5, 7: 2, "bb": 0.25}, "y": "cat"}, {"y": 4, "x": {"a": -1}}], use_single_float=True), np.uint8)
     table = (np.full(4 * 8, -1, np.int64), np.zeros(4, np.uint64), np.zeros(4, np.int64), np.zeros(4, np.int64), np.zeros(64, np.uint8),
              np.zeros(2, np.int64), np.zeros(4, np.int64))

@@ -60,6 +60,8 @@ EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
         "sort_rows_by_key": [("i8[::1]r", "i8[::1]", "f8[::1]", "i8[::1]r")],
         # indptr, indices, data of model rows; the column and value to append to each
         "append_column": [("i8[::1]r", "i8[::1]r", "f8[::1]r", "i8", "f8")],
+        # indptr, data, out
+        "mean_squares": [(indptr, data, "f8[::1]") for indptr, _, data in _CSR_READ],
         "dense_census": [("f8[:, ::1]r",)],
         # a dense batch, C-contiguous; column_of, keys, out_idx, out_val, grow, next_column, added
         "dense_rows": [("f8[:, ::1]r", "i8[::1]", "i8[::1]", "i8[::1]", "f8[::1]", "b1", "i8", "i8[::1]")],

@@ -88,6 +88,22 @@ def append_column(indptr, indices, data, column, value):
 
 
 @njit(cache=True, nogil=True)
+def mean_squares(indptr, data, out):
+    """Each CSR row's mean square of its nonzero values into ``out`` (``-1``: a row without one), the sum
+    in the order of the row's entries: the intercept's statistics (:mod:`streamlearn.intercept`), the same
+    bits for a row alone as within a batch. A square past float64 is inf."""
+    for i in range(len(indptr) - 1):
+        total = 0.0
+        count = 0
+        for p in range(indptr[i], indptr[i + 1]):
+            v = data[p]
+            if v != 0.0:
+                total += v * v
+                count += 1
+        out[i] = total / count if count else -1.0
+
+
+@njit(cache=True, nogil=True)
 def sort_rows_by_key(indptr, indices, data, keys):
     """Sort the entries of each CSR row by ``keys[indices]`` in place (stable)."""
     n_rows = len(indptr) - 1
