@@ -95,6 +95,58 @@ def sample_calls():
                                                   False, False, True, 0.3, 2.0, 11.0, np.full((40, 6), -np.inf),
                                                   tracker_V, tracker_scale, tracker_sqnorm, np.zeros((0, 0)), tracker_A,
                                                   0.1, 1e-30, np.full((40, 6), -np.inf))
+    yield from _primal_gradient_calls(rng)
+
+
+def _recorded_calls(module: str, run) -> list:
+    """``(function, arguments)`` of each call of ``module``'s exported kernels while ``run()`` goes
+    on, the arrays a kernel may write copied as they were before the call: the argument types
+    and states the learners really pass."""
+    kernel_module = kernels.compiled(module)
+    originals = {name: getattr(kernel_module, name) for name in EXPORTS[module]}
+    calls = []
+
+    def recording(name, original):
+        def call(*args):
+            calls.append((name, _copied(args)))
+            return original(*args)
+
+        return call
+
+    for name, original in originals.items():
+        setattr(kernel_module, name, recording(name, original))
+    try:
+        run()
+    finally:
+        for name, original in originals.items():
+            setattr(kernel_module, name, original)
+    return calls
+
+
+def _primal_gradient_calls(rng):
+    """The Primal Gradient Solver's exported kernels as its learners call them (the last call of
+    each signature), and ``exact_sums`` (called at a restart) by hand."""
+    from streamlearn import MulticlassPGS, PrimalGradientRegressor, learner_from_state
+
+    X = rng.normal(size=(150, 12)) * (rng.random((150, 12)) < 0.6)
+    y = rng.integers(0, 4, 150)
+
+    def run():
+        for model in (MulticlassPGS(iterate="average"), MulticlassPGS(p=1.5)):  # the average; the last iterate, φ apart
+            model.learn_many(X, y)
+            model.predict_many(X[:9])
+        learner_from_state(model.export_state())  # φ recomputed from the dual sums
+        PrimalGradientRegressor(bound=5.0).learn_many(X, X[:, 0])
+
+    calls = _recorded_calls("pgs", run)
+    for name, signatures in EXPORTS["pgs"].items():
+        for variant, signature in enumerate(signatures):
+            check = kernels.signature_check(signature)
+            fitting = [args for function, args in calls if function == name and check(*args)]
+            if fitting:
+                yield "pgs", name, variant, fitting[-1]
+    Lam = rng.normal(size=(12, 4)) * (rng.random((12, 4)) < 0.5)
+    yield "pgs", "exact_sums", 0, (Lam, np.zeros(4), rng.permutation(12).astype(np.int64), 3, 3.0, np.zeros(3))
 
 
 def _same(a, b) -> bool:
@@ -220,7 +272,8 @@ def test_compiled_kernels_release_the_gil():
 
 def test_the_hot_paths_run_compiled_without_numba(tmp_path):
     """The command on a LIBSVM file, and learning and predicting through the documented input
-    types (SciPy CSR with int32 indices, NumPy arrays, dicts), call only the compiled build: a
+    types (SciPy CSR with int32 indices, NumPy arrays, dicts), by the MCID and the Primal
+    Gradient Solver's learners, call only the compiled build: a
     mismatch of types would send a call to the JIT silently, importing numba (~0.6 s)."""
     if kernels.backend() != "aot":
         pytest.skip("no ahead-of-time build")
@@ -231,7 +284,7 @@ def test_the_hot_paths_run_compiled_without_numba(tmp_path):
     program = f"""
 import sys
 import numpy as np, scipy.sparse as sp
-from streamlearn import MulticlassSVM, MulticlassLogisticRegression
+from streamlearn import MulticlassSVM, MulticlassLogisticRegression, MulticlassPGS, PrimalGradientSolver, PrimalGradientRegressor
 from streamlearn.service.cli import main
 assert main(["train", {str(data)!r}, "--learner", "MulticlassSVM", "--quiet", "--holdout", "0.1"]) == 0
 X = sp.random(200, 30, density=0.2, format="csr", random_state=0)
@@ -241,6 +294,11 @@ for model in (MulticlassSVM(), MulticlassLogisticRegression(average=True, averag
     model.learn_many(X.toarray(), y)
     model.learn_one({{"a": 1.0, 3: 2.0}}, 9)
     model.predict_many(X); model.predict_proba_one({{"a": 1.0}})
+for model in (MulticlassPGS(), MulticlassPGS(p=1.5, iterate="last"), PrimalGradientSolver(classes=(0, 1))):
+    model.learn_many(X, y % 2)
+    model.learn_one({{"a": 1.0, 3: 2.0}}, 1)
+    model.predict_many(X); model.predict_one({{"a": 1.0}})
+PrimalGradientRegressor(bound=5.0).learn_many(X, y / 4.0)
 print("numba" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, cwd=tmp_path)

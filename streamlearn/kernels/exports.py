@@ -5,8 +5,9 @@
 :mod:`streamlearn.kernels` calls it whenever a call's arguments match one of the
 function's signatures, and numba's JIT otherwise. These are the hot paths of the
 ``streamlearn`` command (parsing LIBSVM text, walking msgpack dict records, mapping batches to weight columns, the MCID
-step and scoring, the temperature fit), whose start-up the JIT's compilation or cache loading would otherwise dominate; every other
-kernel is JIT-compiled on first use.
+step and scoring, the temperature fit), whose start-up the JIT's compilation or cache loading would otherwise dominate,
+and the Primal Gradient Solver's step and scoring, whose first JIT compilation holds up a fresh install's first use of
+its learners for seconds; every other kernel is JIT-compiled on first use.
 
 A signature lists one type code per argument, all positional:
 
@@ -88,6 +89,28 @@ EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
              "f8[::1]", "i8", "i8", "i8", "f8", "i8", "b1", "b1", "b1", "f8", "f8", "f8", "f8[:, ::1]",
              "f8[:, ::1]", "f8[::1]", "f8[::1]", "f8[:, ::1]", "f8[::1]", "f8", "f8", "f8[:, ::1]"),
         ],
+    },
+    "pgs": {
+        # indptr, indices, data, y (class indices; reals for the regressor), group_size, Lam, Phi, separate_phi, N,
+        # stats, n_active, t, sigma, p, q, bound, loss, regularizer, rng_state, snap_Phi, snap_N, snap_meta,
+        # keep_random, averaged, Acc, Mark, Cj, keys, scores
+        "learn_groups": [
+            ("i8[::1]r", "i8[::1]r", "f8[::1]r", y, "i8", "f8[:, ::1]", "f8[:, ::1]", "b1", "f8[::1]", "f8[::1]", "i8", "i8",
+             "f8", "f8", "f8", "f8", "i8", "i8", "u8[::1]", "f8[:, ::1]", "f8[::1]", "f8[::1]", "b1", "b1", "f8[:, ::1]",
+             "f8[:, ::1]", "f8[::1]", "i8[::1]r", "f8[:, ::1]")
+            for y in ("i8[::1]r", "f8[::1]r")
+        ],
+        # t, sigma, p, q, bound, regularizer, S, N, n_classes, out
+        "factors": [("i8", "f8", "f8", "f8", "f8", "i8", "f8", "f8[::1]r", "i8", "f8[::1]")],
+        # Lam, e, out
+        "phi_of": [("f8[:, ::1]r", "f8", "f8[:, ::1]")],
+        # indptr, indices, data, Phi, g, n_classes, out
+        "scores_batch": [("i8[::1]r", "i8[::1]r", "f8[::1]r", "f8[:, ::1]r", "f8[::1]r", "i8", "f8[:, ::1]")],
+        # indptr, indices, data, Phi, Acc, Mark, Cj, n_classes, t, out
+        "average_scores": [("i8[::1]r", "i8[::1]r", "f8[::1]r", "f8[:, ::1]r", "f8[:, ::1]r", "f8[:, ::1]r", "f8[::1]r", "i8",
+                            "i8", "f8[:, ::1]")],
+        # Lam, N, order, n_classes, q, stats
+        "exact_sums": [("f8[:, ::1]r", "f8[::1]", "i8[::1]r", "i8", "f8", "f8[::1]")],
     },
 }
 
