@@ -96,8 +96,6 @@ def sample_calls():
                                                   tracker_V, tracker_scale, tracker_sqnorm, np.zeros((0, 0)), tracker_A,
                                                   0.1, 1e-30, np.full((40, 6), -np.inf))
     yield from _primal_gradient_calls(rng)
-    yield from _dense_extreme_calls(rng)
-    yield from _sparse_extreme_calls(rng)
 
 
 def _recorded_calls(module: str, run) -> list:
@@ -140,61 +138,15 @@ def _primal_gradient_calls(rng):
         learner_from_state(model.export_state())  # φ recomputed from the dual sums
         PrimalGradientRegressor(bound=5.0).learn_many(X, X[:, 0])
 
-    yield from _recorded_samples(("pgs",), run)
+    calls = _recorded_calls("pgs", run)
+    for name, signatures in EXPORTS["pgs"].items():
+        for variant, signature in enumerate(signatures):
+            check = kernels.signature_check(signature)
+            fitting = [args for function, args in calls if function == name and check(*args)]
+            if fitting:
+                yield "pgs", name, variant, fitting[-1]
     Lam = rng.normal(size=(12, 4)) * (rng.random((12, 4)) < 0.5)
     yield "pgs", "exact_sums", 0, (Lam, np.zeros(4), rng.permutation(12).astype(np.int64), 3, 3.0, np.zeros(3))
-
-
-def _recorded_samples(modules: tuple, run):
-    """``sample_calls``' entries for the exported kernels of ``modules``: the last call of each
-    signature while ``run()`` goes on (:func:`_recorded_calls`)."""
-    for module in modules:
-        calls = _recorded_calls(module, run)
-        for name, signatures in EXPORTS[module].items():
-            for variant, signature in enumerate(signatures):
-                check = kernels.signature_check(signature)
-                fitting = [args for function, args in calls if function == name and check(*args)]
-                if fitting:
-                    yield module, name, variant, fitting[-1]
-
-
-def _dense_extreme_calls(rng):
-    """``ExtremeSVM``'s dense-store and mean-index kernels as it calls them: on embeddings of
-    many classes (the index trains, the rows narrow to float32), with and without the average."""
-    from streamlearn import ExtremeSVM
-
-    X = rng.normal(size=(1500, 64))
-    y = rng.integers(0, 700, 1500)
-
-    def run():
-        for model in (ExtremeSVM(), ExtremeSVM(average=False)):
-            for first in range(0, len(y), 500):
-                model.learn_many(X[first : first + 500], y[first : first + 500])
-            model.predict_many(X[:20])
-            model.violator_recall(X[:30], y[:30])
-        small = ExtremeSVM()  # float64 rows, before any index
-        small.learn_many(X[:40], y[:40])
-        small.predict_many(X[:20])
-        small.violator_recall(X[:30], y[:30])
-
-    yield from _recorded_samples(("memoir_dense", "mean_lists"), run)
-
-
-def _sparse_extreme_calls(rng):
-    """``ExtremeSVM``'s sparse-store kernels as it calls them: sparse rows of many classes, ℓ1
-    truncation (which compacts the store), a restore."""
-    from streamlearn import ExtremeSVM, learner_from_state
-
-    X = sp.random(600, 400, density=0.02, format="csr", random_state=7)
-    y = rng.integers(0, 150, 600)
-
-    def run():
-        for model in (ExtremeSVM(store="sparse"), ExtremeSVM(store="sparse", penalty="l1", lam=1e-3)):
-            model.learn_many(X, y)
-            model.predict_many(X[:20])
-            learner_from_state(model.export_state()).predict_many(X[:5])
-
-    yield from _recorded_samples(("memoir", "memoir_store"), run)
 
 
 def _same(a, b) -> bool:
@@ -206,13 +158,7 @@ def _same(a, b) -> bool:
 
 
 def _copied(args):
-    """The arguments with each writeable array copied, inside a named tuple too (the store)."""
-    def copy(a):
-        if isinstance(a, tuple):
-            return type(a)(*map(copy, a))
-        return a.copy() if isinstance(a, np.ndarray) and a.flags.writeable else a
-
-    return tuple(map(copy, args))
+    return tuple(a.copy() if isinstance(a, np.ndarray) and a.flags.writeable else a for a in args)
 
 
 def test_the_ahead_of_time_kernels_are_built():
@@ -327,7 +273,7 @@ def test_compiled_kernels_release_the_gil():
 def test_the_hot_paths_run_compiled_without_numba(tmp_path):
     """The command on a LIBSVM file, and learning and predicting through the documented input
     types (SciPy CSR with int32 indices, NumPy arrays, dicts), by the MCID and the Primal
-    Gradient Solver's learners and ``ExtremeSVM`` (on embeddings, and its sparse store), call only the compiled build: a
+    Gradient Solver's learners, call only the compiled build: a
     mismatch of types would send a call to the JIT silently, importing numba (~0.6 s)."""
     if kernels.backend() != "aot":
         pytest.skip("no ahead-of-time build")
@@ -338,8 +284,7 @@ def test_the_hot_paths_run_compiled_without_numba(tmp_path):
     program = f"""
 import sys
 import numpy as np, scipy.sparse as sp
-from streamlearn import (ExtremeSVM, MulticlassSVM, MulticlassLogisticRegression, MulticlassPGS, PrimalGradientSolver,
-                         PrimalGradientRegressor)
+from streamlearn import MulticlassSVM, MulticlassLogisticRegression, MulticlassPGS, PrimalGradientSolver, PrimalGradientRegressor
 from streamlearn.service.cli import main
 assert main(["train", {str(data)!r}, "--learner", "MulticlassSVM", "--quiet", "--holdout", "0.1"]) == 0
 X = sp.random(200, 30, density=0.2, format="csr", random_state=0)
@@ -354,17 +299,6 @@ for model in (MulticlassPGS(), MulticlassPGS(p=1.5, iterate="last"), PrimalGradi
     model.learn_one({{"a": 1.0, 3: 2.0}}, 1)
     model.predict_many(X); model.predict_one({{"a": 1.0}})
 PrimalGradientRegressor(bound=5.0).learn_many(X, y / 4.0)
-E = np.random.default_rng(1).normal(size=(1500, 64))  # embeddings of many classes: ExtremeSVM's index trains
-labels = np.random.default_rng(2).integers(0, 700, 1500)
-for model in (ExtremeSVM(), ExtremeSVM(average=False)):
-    for first in range(0, 1500, 500):
-        model.learn_many(E[first : first + 500], labels[first : first + 500])
-    model.learn_one(dict(enumerate(E[0].tolist())), 3)
-    model.predict_many(E[:9]); model.predict_one(dict(enumerate(E[1].tolist())))
-sparse_model = ExtremeSVM(store="sparse")
-sparse_model.learn_many(X, y)
-sparse_model.learn_one({{"a": 1.0, 3: 2.0}}, 9)
-sparse_model.predict_many(X); sparse_model.predict_one({{"a": 1.0}})
 print("numba" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, cwd=tmp_path)

@@ -31,7 +31,7 @@ import os
 
 import numpy as np
 
-from .exports import EXPORTS, NAMED_TUPLES, symbol
+from .exports import EXPORTS, symbol
 
 try:
     if os.environ.get("STREAMLEARN_JIT"):
@@ -44,8 +44,7 @@ else:
     _AOT_MISSING = ""
 
 _DTYPES = {code: np.dtype(t) for code, t in
-           (("u1", np.uint8), ("i4", np.int32), ("i8", np.int64), ("u8", np.uint64), ("f4", np.float32), ("f8", np.float64),
-            ("b1", np.bool_))}
+           (("u1", np.uint8), ("i4", np.int32), ("i8", np.int64), ("u8", np.uint64), ("f8", np.float64), ("b1", np.bool_))}
 _INTEGERS = frozenset({int, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64})
 _SCALARS = {"i8": _INTEGERS, "f8": frozenset({float, np.float32, np.float64}) | _INTEGERS, "b1": frozenset({bool, np.bool_})}
 
@@ -72,24 +71,14 @@ def signature_check(codes: tuple[str, ...], trusted: frozenset = frozenset()):
         if code in _SCALARS:
             scope[f"_types{i}"] = _SCALARS[code]
             tests.append(f"type({name}) in _types{i}")
-        elif code in NAMED_TUPLES:
-            named_tuple, fields = NAMED_TUPLES[code]
-            scope[f"_tuple{i}"] = named_tuple
-            tests.append(f"type({name}) is _tuple{i}")
-            tests.extend(_array_test(f"{name}[{j}]", field, f"{i}_{j}", scope) for j, field in enumerate(fields))
-        else:
-            tests.append(_array_test(name, code, str(i), scope))
+            continue
+        scope[f"_dtype{i}"] = _DTYPES[code[:2]]
+        ndim = {"[::1]": 1, "[:, ::1]": 2}[code[2:].rstrip("r")]
+        layout = f"{name}.flags.c_contiguous" if code.endswith("r") else f"(_f := {name}.flags).c_contiguous and _f.writeable"
+        tests.append(f"type({name}) is _ndarray and {name}.dtype == _dtype{i} and {name}.ndim == {ndim} and {layout}")
     source = f"def check({', '.join(names)}):\n    return (" + "\n            and ".join(tests or ["True"]) + ")\n"
     exec(source, scope)  # noqa: S102 - the source is built above from the fixed type codes only
     return scope["check"]
-
-
-def _array_test(name: str, code: str, key: str, scope: dict) -> str:
-    """The expression telling whether ``name`` is an array of that type code (its dtype put in ``scope``)."""
-    scope[f"_dtype{key}"] = _DTYPES[code[:2]]
-    ndim = {"[::1]": 1, "[:, ::1]": 2}[code[2:].rstrip("r")]
-    layout = f"{name}.flags.c_contiguous" if code.endswith("r") else f"(_f := {name}.flags).c_contiguous and _f.writeable"
-    return f"type({name}) is _ndarray and {name}.dtype == _dtype{key} and {name}.ndim == {ndim} and {layout}"
 
 
 def argument_check(code: str):

@@ -6,9 +6,8 @@
 function's signatures, and numba's JIT otherwise. These are the hot paths of the
 ``streamlearn`` command (parsing LIBSVM text, walking msgpack dict records, mapping batches to weight columns, the MCID
 step and scoring, the temperature fit), whose start-up the JIT's compilation or cache loading would otherwise dominate,
-and the Primal Gradient Solver's and ``ExtremeSVM``'s steps and scoring, whose first JIT compilation would hold up a
-fresh install's first use of those learners for seconds; every other kernel (``ExtremeSVM``'s sketches and violator
-recall for the graph and LSH oracles, the least-squares and ℓp-SVM solvers) is JIT-compiled on first use.
+and the Primal Gradient Solver's step and scoring, whose first JIT compilation holds up a fresh install's first use of
+its learners for seconds; every other kernel is JIT-compiled on first use.
 
 A signature lists one type code per argument, all positional:
 
@@ -21,25 +20,14 @@ A signature lists one type code per argument, all positional:
 suffix ``"r"``  the array may be read-only (the kernel never writes it)
 ==============  ==============================================================
 
-with ``T`` one of ``u1 i4 i8 u8 f4 f8 b1``, and ``"store"``, ``ExtremeSVM``'s sparse class rows: a
-:class:`~streamlearn.kernels.store_layout.ClassRowStore` of C-contiguous, writeable arrays
-(:data:`NAMED_TUPLES`). A CSR batch's index arrays are int32 (SciPy's
+with ``T`` one of ``u1 i4 i8 u8 f8 b1``. A CSR batch's index arrays are int32 (SciPy's
 default) or int64 (the LIBSVM parser's), so the kernels that read them are built for both.
 """
 
 from __future__ import annotations
 
-from .store_layout import ClassRowStore
-
-#: the codes of scalar arguments
-SCALAR_CODES = frozenset({"i8", "f8", "b1"})
-#: named tuples an argument may be, by code: the tuple's type and its fields' codes
-NAMED_TUPLES = {"store": (ClassRowStore, ("i8[::1]",) * 8 + ("f8[::1]",) * 2 + ("i8[::1]",) * 3)}
-
 # indptr, indices, data of a CSR batch: int32 as SciPy builds them, int64 as the LIBSVM parser does
 _CSR_READ = [("i4[::1]r", "i4[::1]r", "f8[::1]r"), ("i8[::1]r", "i8[::1]r", "f8[::1]r")]
-# ExtremeSVM's dense class rows V and their average U: float64, float32 once narrowed, float32 without an average
-_DENSE_ROWS = [("f8[:, ::1]", "f8[:, ::1]"), ("f4[:, ::1]", "f4[:, ::1]"), ("f4[:, ::1]", "f8[:, ::1]")]
 
 EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
     "calibration": {
@@ -123,66 +111,6 @@ EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
                             "i8", "f8[:, ::1]")],
         # Lam, N, order, n_classes, q, stats
         "exact_sums": [("f8[:, ::1]r", "f8[::1]", "i8[::1]r", "i8", "f8", "f8[::1]")],
-    },
-    "memoir_dense": {
-        # indptr, indices, data, y, weights, group_size, n_classes, V, U, scalars, t, lam, project, eta0, eta_decay,
-        # averaged, average_power, lowest, rng, scores, avg_scores, renormalize_below, mistakes, candidates, watch,
-        # watch_params; V and U float64, float32 once narrowed (U stays an empty float64 without averaging)
-        "learn_groups": [
-            ("i8[::1]r", "i8[::1]r", "f8[::1]r", "i8[::1]r", "f8[::1]r", "i8", "i8", V, U, "f8[::1]", "i8", "f8", "b1", "f8",
-             "f8", "b1", "f8", "b1", "u8[::1]", "f8[::1]", "f8[::1]", "f8", "b1[::1]", "i8[:, ::1]r", "f8[::1]", "f8[::1]r")
-            for V, U in _DENSE_ROWS
-        ],
-        # indptr, indices, data, V, U, scalars, n_classes, averaged, y, predicted, p_true, scores, avg_scores, candidates
-        "predict_rows": [
-            ("i8[::1]r", "i8[::1]r", "f8[::1]r", V, U, "f8[::1]r", "i8", "b1", "i8[::1]r", "i8[::1]", "f8[::1]", "f8[::1]",
-             "f8[::1]", "i8[:, ::1]r")
-            for V, U in _DENSE_ROWS
-        ],
-        # indptr, indices, data, V, y, n_classes, candidates, lowest, rng, scores, out
-        "violators": [("i8[::1]r", "i8[::1]r", "f8[::1]r", V, "i8[::1]r", "i8", "i8[:, ::1]r", "b1", "u8[::1]", "f8[::1]",
-                       "i8[::1]") for V in ("f8[:, ::1]r", "f4[:, ::1]r")],
-        # V, U, scalars, n_classes (float64 rows: it runs before they are narrowed)
-        "renormalize": [("f8[:, ::1]", "f8[:, ::1]", "f8[::1]", "i8")],
-        # indptr, indices, data, out
-        "scatter_rows": [("i8[::1]r", "i8[::1]r", "f8[::1]r", "f4[:, ::1]")],
-        # queries, centroids, largest_norm, fast_scores, n, lists, closeness
-        "probe_lists": [("f4[:, ::1]r", "f4[:, ::1]r", "f8", "f4[:, ::1]r", "i8", "i8[:, ::1]", "f4[:, ::1]")],
-    },
-    "memoir": {
-        # indptr, indices, data, y, weights, group_size, n_classes, store, counts, scalars, t, lam, penalty, project,
-        # eta0, eta_decay, averaged, average_power, candidates, exact, lowest, rng, scores, mark, stamp, touched,
-        # changed, is_changed, S, xs, renormalize_below, mistakes, avg_scores
-        "learn_groups": [
-            ("i8[::1]r", "i8[::1]r", "f8[::1]r", "i8[::1]r", "f8[::1]r", "i8", "i8", "store", "i8[::1]", "f8[::1]", "i8",
-             "f8", "i8", "b1", "f8", "f8", "b1", "f8", "i8[:, ::1]r", "b1", "b1", "u8[::1]", "f8[::1]", "i8[::1]", "i8",
-             "i8[::1]", "i8[::1]", "b1[::1]", "f4[:, ::1]", "f4[:, ::1]r", "f8", "b1[::1]", "f8[::1]"),
-        ],
-        # indptr, indices, data, store, scalars, n_classes, averaged, candidates, exact, scores, avg_scores, mark, stamp,
-        # touched, y, predicted, p_true
-        "predict_rows": [
-            ("i8[::1]r", "i8[::1]r", "f8[::1]r", "store", "f8[::1]r", "i8", "b1", "i8[:, ::1]r", "b1", "f8[::1]", "f8[::1]",
-             "i8[::1]", "i8", "i8[::1]", "i8[::1]r", "i8[::1]", "f8[::1]"),
-        ],
-    },
-    "memoir_store": {
-        # store, indptr, indices, first_row, n_rows
-        "needed_room": [("store", "i8[::1]r", "i8[::1]r", "i8", "i8")],
-        # store, n_used
-        "rebuild_table": [("store", "i8")],
-        # store, counts, new_pool_id, new_pool_cls, new_pool_val, new_pool_avg, n_columns
-        "compact": [("store", "i8[::1]", "i8[::1]", "i8[::1]", "f8[::1]", "f8[::1]", "i8")],
-    },
-    "mean_lists": {
-        # sums, classes, width, out
-        "inverse_norms": [("f4[:, ::1]r", "i8[::1]r", "i8", "f4[::1]")],
-        # classes, lists, list_of, slot, members, start, length, capacity, pool_end
-        "place": [("i8[::1]r", "i8[::1]r", "i8[::1]", "i8[::1]", "i8[::1]", "i8[::1]", "i8[::1]", "i8[::1]", "i8")],
-        # queries, probed, sums, inv_norms, members, start, length, n, out, best
-        "scan": [("f4[:, ::1]r", "i8[:, ::1]r", "f4[:, ::1]r", "f4[::1]r", "i8[::1]r", "i8[::1]r", "i8[::1]r", "i8",
-                  "i8[:, ::1]", "f4[:, ::1]")],
-        # indptr, indices, data, y, sums, changed
-        "add_rows": [("i8[::1]r", "i8[::1]r", "f8[::1]r", "i8[::1]r", "f4[:, ::1]", "b1[::1]")],
     },
 }
 

@@ -1,7 +1,7 @@
 """The class-row store of the extreme-classification learner (002_d116c1700f27e6e6.txt, MEMOIR):
 finding, adding and compacting its weights, and the exact scan over it.
 
-**The store** (the named tuple :class:`~streamlearn.kernels.store_layout.ClassRowStore`; :class:`streamlearn.memoir.store.SparseClassRows` owns it). Only
+**The store** (the named tuple :class:`ClassRowStore`; :class:`streamlearn.memoir.store.SparseClassRows` owns it). Only
 touched weights exist. Weight ``(k, j)`` has a stable id (``cls[id] = k``, ``col[id] = j``) found
 by a hash table (``table``: id or -1; open addressing, linear probing) and a place in the
 *pool*: column ``j``'s weights lie together at ``pool[col_start[j] : col_start[j] + col_len[j]]``
@@ -27,15 +27,37 @@ ids in use, ``N_ZERO`` stored weights of value 0 (truncation's, until a compacti
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
-from .store_layout import A, AW, G, N_USED, N_ZERO, POOL_END, POOL_WASTE, SQ, ClassRowStore  # noqa: F401 - the kernels' names
 
+
+G, SQ, A, AW = 0, 1, 2, 3
+N_USED, N_ZERO, POOL_END, POOL_WASTE = 0, 1, 2, 3
 #: the room a column gets when it first appears in the pool
 FIRST_ROOM = 4
 MIX_CLASS = np.uint64(0x9E3779B97F4A7C15)
 MIX_COL = np.uint64(0xC2B2AE3D27D4EB4F)
+
+
+class ClassRowStore(NamedTuple):
+    """The store's arrays, by name (the kernels read them as ``store.pool_val``, never by position)."""
+
+    table: np.ndarray
+    cls: np.ndarray
+    col: np.ndarray
+    pos: np.ndarray
+    next_class: np.ndarray
+    class_head: np.ndarray
+    pool_id: np.ndarray
+    pool_cls: np.ndarray
+    pool_val: np.ndarray
+    pool_avg: np.ndarray
+    col_start: np.ndarray
+    col_len: np.ndarray
+    col_cap: np.ndarray
 
 
 @njit(cache=True, nogil=True, inline="always")

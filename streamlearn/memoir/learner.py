@@ -50,7 +50,7 @@ from ..base import StreamClassifier, average_power_of, check_positive
 from ..errors import InvalidParameterError
 from ..batches import SparseRows
 from ..kernels import compiled
-from ..kernels.store_layout import AW, A, G
+from ..kernels.memoir_store import AW, A, G
 from ..mips import ORACLES, make_oracle
 from .dense import DenseLearning
 from .means import AUTO_MIN_COLUMNS, AUTO_MIN_WEIGHTS, MeanExampleIndex, check_means_params

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import compiled
-from ..kernels.store_layout import ClassRowStore
+from ..kernels.memoir_store import ClassRowStore
 from ..weights import LARGE_ARRAY_BYTES, return_freed_pages
 
 _store_kernels = compiled("memoir_store")
