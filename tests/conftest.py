@@ -130,7 +130,7 @@ def pytest_collection_modifyitems(config, items):
             continue
         after = [item.nodeid for item in items if item.path.name == STARTS_AFTER[attribute] and item not in tests]
         if after:
-            config.starts_after[after[-1]] = config.starts_after.get(after[-1], []) + [(attribute, start)]
+            config.starts_after.setdefault(after[-1], []).append((attribute, start))
         else:
             setattr(config, attribute, start())
     config.runs_beside = []

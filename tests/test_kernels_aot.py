@@ -294,7 +294,7 @@ for model in (MulticlassSVM(), MulticlassLogisticRegression(average=True, averag
     model.learn_many(X.toarray(), y)
     model.learn_one({{"a": 1.0, 3: 2.0}}, 9)
     model.predict_many(X); model.predict_proba_one({{"a": 1.0}})
-for model in (MulticlassPGS(), MulticlassPGS(p=1.5, iterate="last"), PrimalGradientSolver(classes=(0, 1))):
+for model in (MulticlassPGS(), MulticlassPGS(p=1.5), PrimalGradientSolver(classes=(0, 1))):
     model.learn_many(X, y % 2)
     model.learn_one({{"a": 1.0, 3: 2.0}}, 1)
     model.predict_many(X); model.predict_one({{"a": 1.0}})
