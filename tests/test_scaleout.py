@@ -241,8 +241,10 @@ def test_a_broker_restart_in_the_middle_loses_and_doubles_nothing(tmp_path, dura
     create_topic(durable.bootstrap, "mnist-restart", PARTITIONS)
     produce(durable.bootstrap, "mnist-restart", messages[:half], partitions=PARTITIONS)
     cks = [tmp_path / f"d{i}" for i in range(3)]
-    # the idle clock stops while the broker is away; the second half must arrive within the timeout after it is back
-    daemons = [_daemon(durable.bootstrap, "mnist-restart", "restart", ck, "--idle-timeout", "12") for ck in cks]
+    # the idle clock stops while the broker is away; the second half must arrive within the timeout after it is back;
+    # a checkpoint every 2,000 examples shows the group's progress (at the default 10,000 a daemon's first comes at the half's end)
+    daemons = [_daemon(durable.bootstrap, "mnist-restart", "restart", ck, "--idle-timeout", "12", "--checkpoint-every", "2000")
+               for ck in cks]
     _wait_while_the_group_learns(cks, daemons, lambda examples: examples >= half * ROWS_PER_MESSAGE)
     durable.stop(crash=True)
     time.sleep(5)  # long enough for every daemon to find the broker away
