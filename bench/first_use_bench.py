@@ -14,7 +14,6 @@ call). Each run also says whether it imported numba. Writes ``first-use.{json,md
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pathlib
 import statistics
@@ -104,7 +103,7 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"unknown learners {unknown}: choose among {', '.join(LEARNERS)}")
     repeats = 1 if args.quick else args.repeats
-    from bench.common import machine
+    from bench.common import machine, save_results
 
     results = {"machine": machine(), "repeats": repeats, "learners": {}}
     for name in names:
@@ -116,12 +115,7 @@ def main(argv=None) -> int:
             runs["JIT"].append(first_use(LEARNERS[name], jit=True)[0])
         results["learners"][name] = runs
         print(name, {k: [round(v, 2) for v in vs] for k, vs in runs.items()}, flush=True)
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "first-use.json").write_text(json.dumps(results, indent=1))
-    (out / "first-use.md").write_text(report(results))
-    plot(results, out / "first-use.png")
-    print(report(results))
+    print(save_results(args.out, "first-use", results, report, plot))
     return 0
 
 
