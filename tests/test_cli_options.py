@@ -5,6 +5,7 @@ option is added to the parser without a run here."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -16,18 +17,25 @@ from conftest import PATIENCE
 pytestmark = pytest.mark.slow  # whole processes or every river check: not in the quick subset
 
 
+@pytest.fixture(scope="module")
+def pristine_files(tmp_path_factory):
+    """A LIBSVM training file with one bad line, a test file, a CSV and a model trained on the first
+    (made once for the module: training it is a whole process)."""
+    folder = tmp_path_factory.mktemp("cli-files")
+    (folder / "train.svm").write_text("\n".join(libsvm_lines(600, seed=1)) + "\nnot a line\n")
+    (folder / "test.svm").write_text("\n".join(libsvm_lines(200, seed=2)) + "\n")
+    (folder / "t.csv").write_text("a,b,kind\n" + "".join(f"{i % 3},{(i * 7) % 5},{'xy'[i % 2]}\n" for i in range(60)))
+    cli("train", folder / "train.svm", "--checkpoint-dir", folder / "model", "--quiet")
+    return folder
+
+
 @pytest.fixture
-def files(tmp_path):
-    """A LIBSVM training file with one bad line, a test file, a CSV and a trained model."""
-    train = tmp_path / "train.svm"
-    train.write_text("\n".join(libsvm_lines(600, seed=1)) + "\nnot a line\n")
-    test = tmp_path / "test.svm"
-    test.write_text("\n".join(libsvm_lines(200, seed=2)) + "\n")
-    table = tmp_path / "t.csv"
-    table.write_text("a,b,kind\n" + "".join(f"{i % 3},{(i * 7) % 5},{'xy'[i % 2]}\n" for i in range(60)))
-    model = tmp_path / "model"
-    cli("train", train, "--checkpoint-dir", model, "--quiet")
-    return {"train": train, "test": test, "csv": table, "model": model, "dir": tmp_path}
+def files(pristine_files, tmp_path):
+    """The module's input files (read only: a checkpoint names the files it was taken on), and each
+    run's own copy of the model (a run may resume or overwrite it) in its own folder."""
+    shutil.copytree(pristine_files / "model", tmp_path / "model")
+    return {"train": pristine_files / "train.svm", "test": pristine_files / "test.svm", "csv": pristine_files / "t.csv",
+            "model": tmp_path / "model", "dir": tmp_path}
 
 
 def _summary(result) -> dict:
