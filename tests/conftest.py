@@ -107,7 +107,7 @@ def pytest_collection_modifyitems(config, items):
     """Marks: ``kafka`` for every test that takes the real broker as a fixture (a test that starts
     it otherwise says so itself); ``slow`` is set by each file whose tests run whole processes or
     every river check (its ``pytestmark``). ``pytest -m "not slow and not kafka"`` is the quick
-    subset (under a minute).
+    subset (two to three minutes on two cores).
 
     When the whole suite runs (``pytest`` with no path), each group of :data:`BESIDE_GROUPS` starts
     now, and the benchmarks' smoke runs and the JIT-only run of the quick subset once the session has
