@@ -125,11 +125,11 @@ def check_daemons(cks: list, split, ends: dict, n_records: int, alone: float) ->
         assert abs(_accuracy(ck, split) - alone) <= MIXING_COST, (_accuracy(ck, split), alone)
 
 
-def _finish(daemons: list, timeout: float = PATIENCE) -> list[str]:
-    """Wait for every daemon to end well; their stderr."""
+def _finish(daemons: list) -> list[str]:
+    """Wait for every daemon to end well (:data:`PATIENCE`: a net against a hang); their stderr."""
     errors = []
     for daemon in daemons:
-        _, err = daemon.communicate(timeout=timeout)
+        _, err = daemon.communicate(timeout=PATIENCE)
         assert daemon.returncode == 0, err[-3000:]
         errors.append(err)
     return errors
