@@ -38,6 +38,8 @@ def _kernel_builder():
 
 class BuildKernels(build_ext):
     def build_extension(self, ext):
+        if ext.name == SMALL_RECORDS.name:
+            return self._build_optional(ext)
         target = pathlib.Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -55,7 +57,27 @@ class BuildKernels(build_ext):
                 compileall.compile_dir(str(HERE / package), quiet=1)
 
 
+    def _build_optional(self, ext):
+        """A C extension streamlearn can run without (see its source): a failure is a warning, or an
+        error with STREAMLEARN_REQUIRE_AOT=1."""
+        import numpy
+
+        ext.include_dirs.append(numpy.get_include())
+        try:
+            super().build_extension(ext)
+        except Exception as error:  # noqa: BLE001 - any failure means: install without it
+            if os.environ.get("STREAMLEARN_REQUIRE_AOT"):
+                raise
+            print(f"streamlearn: {ext.name} not built ({type(error).__name__}: {error}); "
+                  "small records take the general road", file=sys.stderr)
+
+
+#: the MCID learners' one-example road in C (streamlearn/kernels/small_records.c); -ffp-contract=off keeps
+#: every multiply and add separate, as the numba kernels it repeats bit for bit
+SMALL_RECORDS = Extension("streamlearn.kernels._small_records", sources=["streamlearn/kernels/small_records.c"],
+                          extra_compile_args=["-O2", "-ffp-contract=off"])
+
 setup(
-    ext_modules=[Extension("streamlearn.kernels._aot", sources=[])],
+    ext_modules=[Extension("streamlearn.kernels._aot", sources=[]), SMALL_RECORDS],
     cmdclass={"build_ext": BuildKernels},
 )

@@ -123,7 +123,7 @@ class TemperatureCalibration:
                 if n_before < len(row):
                     row[n_before:] = -np.inf
                 self.targets[slot] = target
-                self._entered(1)
+                self.count_entered(1)
             return
         seen = scores.copy()
         hide_unknown_classes(seen, n_before, targets)
@@ -136,10 +136,10 @@ class TemperatureCalibration:
             self.scores[slots, : seen.shape[1]] = seen[first:last]
             self.scores[slots, seen.shape[1] :] = -np.inf
             self.targets[slots] = targets[first:last]
-            self._entered(last - first)
+            self.count_entered(last - first)
             first = last
 
-    def _entered(self, n: int) -> None:
+    def count_entered(self, n: int) -> None:
         """Count ``n`` examples in; refit β if they end a multiple of REFIT_EVERY."""
         self.entered += n
         if self.entered % REFIT_EVERY == 0 and self.entered >= MIN_EXAMPLES:

@@ -104,7 +104,7 @@ class InterceptScale:
         if not self.settled:
             mean_square = np.empty(1)
             _rows.mean_squares(np.array([0, len(values)], np.int64), values, mean_square)
-            self._add(float(mean_square[0]))
+            self.count_row(float(mean_square[0]))
         return value
 
     def learn_rows(self, rows: SparseRows):
@@ -119,10 +119,10 @@ class InterceptScale:
                 out[i:] = self.value
                 break
             out[i] = self.value
-            self._add(mean_square)
+            self.count_row(mean_square)
         return out
 
-    def _add(self, mean_square: float) -> None:
+    def count_row(self, mean_square: float) -> None:
         """Count a row of this mean square of its nonzero values (``-1``: it has none, and is not counted)."""
         if mean_square >= 0.0:
             self.total += min(mean_square, HUGE)

@@ -167,6 +167,16 @@ def aot_function(name: str):
     return getattr(_aot, name)
 
 
+def small_records_road():
+    """The C extension of the MCID learners' one-example road (``small_records.c``, see
+    :mod:`streamlearn.mcid.small_records`), or ``None`` when it was not built."""
+    try:
+        from . import _small_records
+    except ImportError:
+        return None
+    return _small_records
+
+
 def backend() -> str:
     """``"aot"`` when the ahead-of-time kernels are loaded, ``"jit"`` otherwise."""
     return "jit" if _aot is None else "aot"

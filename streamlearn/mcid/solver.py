@@ -14,6 +14,7 @@ from ..errors import InvalidParameterError
 from ..batches import SparseRows
 from ..kernels import codes, compiled
 from ..weights import ScaledWeights
+from .small_records import SmallRecordRoad
 
 _mcid = compiled("mcid")
 #: the power of the averaged iterate by default: chosen, with each learner's λ and no projection,
@@ -35,7 +36,7 @@ _NO_SCORES = np.zeros((0, 0))  # learn_groups' scores_out when no scores are ask
 DENSE_COPY_IN_PRODUCTS = 4
 
 
-class MCIDLearner(StreamClassifier):
+class MCIDLearner(SmallRecordRoad, StreamClassifier):
     """Shared implementation: lazily scaled weights + the compiled Alg. 1 step."""
 
     _loss: int = codes.CRAMMER_SINGER

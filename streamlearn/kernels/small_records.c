@@ -1,0 +1,584 @@
+/* The MCID learners' one-example road for small records, in C (streamlearn.mcid.small_records).
+
+   predict_one + learn_one of a 10-feature dict cost ~6 us in river's pure-Python
+   LogisticRegression; a call into a numba-compiled kernel alone costs ~3 us of argument
+   unboxing. So the whole example -- the dict's encoding, the fast tracker's step and the
+   averaged model's (000_9ee2d88cd77f9d98.txt, Alg. 1 with Eq. 14-17 for a group of one row),
+   both prequential mistakes, the Page-Hinkley update and the calibration window's row -- is
+   one call here. Every operation is the numba kernels' (kernels/mcid.py learn_groups,
+   loss_coefficients, mistakes_in; kernels/scaled.py row_dots, scores_batch, add_to_column(s),
+   renormalize_columns, project_to_ball; kernels/rows.py mean_squares; adaptation.PageHinkleyUp),
+   in the same order with separate multiplies and adds (built with -ffp-contract=off), so the
+   model is the same bit for bit (tests/test_small_records.py checks both roads and the
+   NumPy reference of tests/test_mcid_reference.py).
+
+   A call that cannot be served (a name or class the model does not have yet, a value that is
+   not a plain finite number, more than MAX_ENTRIES entries or MAX_CLASSES classes) returns
+   None before changing anything, and the caller takes the general road. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+#define MAX_ENTRIES 64  /* a row's entries, the intercept's included */
+#define MAX_CLASSES 64
+#define TWO_POW_53 9007199254740992.0
+
+/* loss codes of kernels/codes.py */
+#define SOFTMAX 0
+#define CRAMMER_SINGER 1
+#define PERCEPTRON 2
+#define OVR_HINGE 3
+
+typedef struct {
+    Py_ssize_t n;
+    int64_t cols[MAX_ENTRIES];
+    double vals[MAX_ENTRIES];
+} Row;
+
+typedef struct {  /* a ScaledWeights store: W[:, k] = scale[k] V[:, k], the average's U and A */
+    double *V, *scale, *sqnorm, *U, *A;
+    npy_intp n_rows, n_cols;  /* V's capacity */
+    int64_t n_features, n_classes;  /* in use */
+    int averaged;
+} Store;
+
+static PyObject *NAMES;  /* a tuple of the interned attribute names below */
+enum { V_, SCALE_, SQNORM_, U_, A_, AVERAGED_, N_FEATURES_, N_CLASSES_, SCORES_, TARGETS_, ENTERED_,
+       PH_N, PH_MEAN, PH_TOTAL, PH_LOWEST, PH_ALPHA, PH_DELTA, PH_THRESHOLD, PH_MIN_INSTANCES, PH_DETECTED, N_NAMES };
+static const char *NAME_TEXT[N_NAMES] = {"V", "scale", "sqnorm", "U", "A", "averaged", "n_features", "n_classes",
+    "scores", "targets", "entered", "n", "mean", "sum_increase", "min_increase", "alpha", "delta", "threshold",
+    "min_instances", "drift_detected"};
+
+static int float_array(PyObject *o, int ndim, double **data, npy_intp *shape) {
+    if (!PyArray_Check(o)) return 0;
+    PyArrayObject *a = (PyArrayObject *)o;
+    if (PyArray_TYPE(a) != NPY_FLOAT64 || PyArray_NDIM(a) != ndim || !PyArray_ISCARRAY(a)) return 0;
+    *data = (double *)PyArray_DATA(a);
+    for (int i = 0; i < ndim; i++) shape[i] = PyArray_DIM(a, i);
+    return 1;
+}
+
+static int as_int64(PyObject *o, int64_t *out) {
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) return 0;
+    *out = v;
+    return 1;
+}
+
+static int as_double(PyObject *o, double *out) {
+    double v = PyFloat_AsDouble(o);
+    if (v == -1.0 && PyErr_Occurred()) return 0;
+    *out = v;
+    return 1;
+}
+
+/* obj.<name>, borrowed: the arrays and flags read this way are plain attributes (in the object's
+   __dict__), which keep them alive for the call. */
+static PyObject *attribute(PyObject *obj, int name) {
+    PyObject *value = PyObject_GetAttr(obj, PyTuple_GET_ITEM(NAMES, name));
+    if (value != NULL) Py_DECREF(value);  /* still referenced by obj's __dict__ */
+    return value;
+}
+
+static int float_attribute(PyObject *obj, int name, double *out) {
+    PyObject *value = PyObject_GetAttr(obj, PyTuple_GET_ITEM(NAMES, name));
+    int ok = value != NULL && as_double(value, out);
+    Py_XDECREF(value);
+    return ok;
+}
+
+static int int_attribute(PyObject *obj, int name, int64_t *out) {
+    PyObject *value = PyObject_GetAttr(obj, PyTuple_GET_ITEM(NAMES, name));
+    int ok = value != NULL && as_int64(value, out);
+    Py_XDECREF(value);
+    return ok;
+}
+
+static int set_float_attribute(PyObject *obj, int name, double value) {
+    PyObject *f = PyFloat_FromDouble(value);
+    if (f == NULL) return 0;
+    int ok = PyObject_SetAttr(obj, PyTuple_GET_ITEM(NAMES, name), f) == 0;
+    Py_DECREF(f);
+    return ok;
+}
+
+/* A ScaledWeights object's arrays and sizes (streamlearn/weights.py). */
+static int store_of(PyObject *obj, Store *s) {
+    PyObject *V = attribute(obj, V_), *scale = attribute(obj, SCALE_), *sqnorm = attribute(obj, SQNORM_),
+             *U = attribute(obj, U_), *A = attribute(obj, A_), *averaged = attribute(obj, AVERAGED_);
+    npy_intp v_shape[2], u_shape[2], n_scale, n_sqnorm, n_A;
+    if (!V || !scale || !sqnorm || !U || !A || !averaged || !float_array(V, 2, &s->V, v_shape) ||
+        !float_array(scale, 1, &s->scale, &n_scale) || !float_array(sqnorm, 1, &s->sqnorm, &n_sqnorm) ||
+        !float_array(U, 2, &s->U, u_shape) || !float_array(A, 1, &s->A, &n_A) ||
+        !int_attribute(obj, N_FEATURES_, &s->n_features) || !int_attribute(obj, N_CLASSES_, &s->n_classes))
+        return 0;
+    s->averaged = PyObject_IsTrue(averaged);
+    s->n_rows = v_shape[0];
+    s->n_cols = v_shape[1];
+    if (n_scale < s->n_cols || n_sqnorm < s->n_cols || n_A < s->n_cols || s->n_features > s->n_rows ||
+        s->n_classes > s->n_cols || (s->averaged && (u_shape[0] != s->n_rows || u_shape[1] != s->n_cols))) {
+        PyErr_SetString(PyExc_ValueError, "small_records: a weight store's arrays do not fit its sizes");
+        return 0;
+    }
+    return 1;
+}
+
+/* The dict's (columns, values) in the vocabulary's canonical order (FeatureSpace.encode_one):
+   by order_key[column], stable in the dict's order. Names without a column are dropped when
+   predicting; when learning they make the call unservable (-1), as does any value that is not
+   an exact float, or an exact int of at most 2^53 in size, and finite. */
+static int encode(PyObject *x, PyObject *columns, const int64_t *order_key, npy_intp n_keys, int learning, Row *row) {
+    if (!PyDict_CheckExact(x) || PyDict_GET_SIZE(x) >= MAX_ENTRIES || !PyDict_CheckExact(columns)) return -1;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    row->n = 0;
+    while (PyDict_Next(x, &pos, &key, &value)) {
+        double v;
+        if (PyFloat_CheckExact(value)) {
+            v = PyFloat_AS_DOUBLE(value);
+        } else if (PyLong_CheckExact(value)) {
+            v = PyLong_AsDouble(value);
+            if (v == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return -1; }
+            if (fabs(v) > TWO_POW_53) return -1;
+        } else {
+            return -1;
+        }
+        if (!isfinite(v)) return -1;
+        PyObject *column = PyDict_GetItemWithError(columns, key);
+        if (column == NULL) {
+            if (PyErr_Occurred()) { PyErr_Clear(); return -1; }
+            if (learning) return -1;
+            continue;
+        }
+        long long j = PyLong_AsLongLong(column);
+        if (j < 0 || j >= n_keys) { PyErr_Clear(); return -1; }
+        Py_ssize_t p = row->n++;  /* insertion sort: stable, and rows are short */
+        while (p > 0 && order_key[row->cols[p - 1]] > order_key[j]) {
+            row->cols[p] = row->cols[p - 1];
+            row->vals[p] = row->vals[p - 1];
+            p--;
+        }
+        row->cols[p] = j;
+        row->vals[p] = v;
+    }
+    return 0;
+}
+
+/* kernels/rows.py mean_squares of one row (before the intercept's entry is appended). */
+static double mean_square(const Row *row) {
+    double total = 0.0;
+    long count = 0;
+    for (Py_ssize_t p = 0; p < row->n; p++) {
+        double v = row->vals[p];
+        if (v != 0.0) { total += v * v; count++; }
+    }
+    return count ? total / count : -1.0;
+}
+
+/* kernels/scaled.py row_dots: out[k] = sum_p x_p M[j_p, k], entries at or past n_rows skipped. */
+static void row_dots(const Row *row, const double *M, npy_intp n_rows, npy_intp stride, Py_ssize_t n_classes, double *out) {
+    for (Py_ssize_t k = 0; k < n_classes; k++) out[k] = 0.0;
+    for (Py_ssize_t p = 0; p < row->n; p++) {
+        int64_t j = row->cols[p];
+        if (j >= n_rows) continue;
+        double v = row->vals[p];
+        const double *w = M + j * stride;
+        for (Py_ssize_t k = 0; k < n_classes; k++) out[k] += v * w[k];
+    }
+}
+
+/* kernels/scaled.py scores_batch for one row. */
+static void scores_of(const Row *row, const Store *s, npy_intp n_features, Py_ssize_t n_classes, int averaged,
+                      double total_weight, double *out) {
+    double dots[MAX_CLASSES], averaged_dots[MAX_CLASSES];
+    row_dots(row, s->V, n_features, s->n_cols, n_classes, dots);
+    if (averaged && total_weight > 0) {
+        row_dots(row, s->U, n_features, s->n_cols, n_classes, averaged_dots);
+        for (Py_ssize_t k = 0; k < n_classes; k++) out[k] = (averaged_dots[k] + s->A[k] * dots[k]) / total_weight;
+    } else {
+        for (Py_ssize_t k = 0; k < n_classes; k++) out[k] = dots[k] * s->scale[k];
+    }
+}
+
+static double sigmoid(double z) {
+    if (z >= 0) return 1.0 / (1.0 + exp(-z));
+    double e = exp(z);
+    return e / (1.0 + e);
+}
+
+/* kernels/mcid.py loss_coefficients. */
+static void loss_coefficients(int loss, double *g, int64_t y, Py_ssize_t n_classes) {
+    if (loss == SOFTMAX) {
+        double m = g[0];
+        for (Py_ssize_t k = 1; k < n_classes; k++) m = g[k] > m ? g[k] : m;
+        double z = 0.0;
+        for (Py_ssize_t k = 0; k < n_classes; k++) { g[k] = exp(g[k] - m); z += g[k]; }
+        for (Py_ssize_t k = 0; k < n_classes; k++) g[k] /= z;
+        g[y] -= 1.0;
+    } else if (loss == CRAMMER_SINGER || loss == PERCEPTRON) {
+        Py_ssize_t best = -1;
+        for (Py_ssize_t k = 0; k < n_classes; k++) {
+            if (loss == CRAMMER_SINGER && k == y) continue;
+            if (best < 0 || g[k] > g[best]) best = k;
+        }
+        int violated = best >= 0 && best != y;
+        if (loss == CRAMMER_SINGER) violated = violated && 1.0 + g[best] - g[y] > 0.0;
+        for (Py_ssize_t k = 0; k < n_classes; k++) g[k] = 0.0;
+        if (violated) { g[best] = 1.0; g[y] = -1.0; }
+    } else if (loss == OVR_HINGE) {
+        for (Py_ssize_t k = 0; k < n_classes; k++) {
+            double s = k == y ? 1.0 : -1.0;
+            g[k] = s * g[k] < 1.0 ? -s : 0.0;
+        }
+    } else {  /* OVR_LOGISTIC */
+        for (Py_ssize_t k = 0; k < n_classes; k++) {
+            double s = k == y ? 1.0 : -1.0;
+            g[k] = -s * sigmoid(-s * g[k]);
+        }
+    }
+}
+
+/* kernels/scaled.py add_to_column. */
+static void add_to_column(Store *s, int averaged, int track_norm, const Row *row, Py_ssize_t k, double coef) {
+    double acc = s->sqnorm[k];
+    for (Py_ssize_t p = 0; p < row->n; p++) {
+        int64_t j = row->cols[p];
+        double step = coef * row->vals[p];
+        double old = s->V[j * s->n_cols + k];
+        double new_ = old + step;
+        s->V[j * s->n_cols + k] = new_;
+        if (track_norm) acc += new_ * new_ - old * old;
+        if (averaged) s->U[j * s->n_cols + k] -= s->A[k] * step;
+    }
+    if (track_norm) s->sqnorm[k] = acc;
+}
+
+/* kernels/scaled.py add_to_columns. */
+static void add_to_columns(Store *s, int averaged, int track_norms, const Row *row, const Py_ssize_t *classes,
+                           const double *amounts, Py_ssize_t n_touched) {
+    if (!(n_touched > 2 && classes[n_touched - 1] == n_touched - 1)) {
+        for (Py_ssize_t c = 0; c < n_touched; c++) add_to_column(s, averaged, track_norms, row, classes[c], amounts[c]);
+        return;
+    }
+    for (Py_ssize_t p = 0; p < row->n; p++) {
+        double v = row->vals[p];
+        double *V = s->V + row->cols[p] * s->n_cols, *U = s->U + row->cols[p] * s->n_cols;
+        for (Py_ssize_t k = 0; k < n_touched; k++) {
+            double step = amounts[k] * v;
+            double old = V[k];
+            double new_ = old + step;
+            V[k] = new_;
+            if (track_norms) s->sqnorm[k] += new_ * new_ - old * old;
+            if (averaged) U[k] -= s->A[k] * step;
+        }
+    }
+}
+
+/* kernels/scaled.py renormalize_columns. */
+static void renormalize_columns(Store *s, int averaged, npy_intp n_features, Py_ssize_t n_classes, double below) {
+    Py_ssize_t folded[MAX_CLASSES], m = 0;
+    for (Py_ssize_t k = 0; k < n_classes; k++) {
+        if (s->scale[k] < below) { folded[m++] = k; s->sqnorm[k] = 0.0; }
+    }
+    if (m == 0) return;
+    for (npy_intp j = 0; j < n_features; j++) {
+        for (Py_ssize_t i = 0; i < m; i++) {
+            Py_ssize_t k = folded[i];
+            double v = s->V[j * s->n_cols + k];
+            if (averaged) s->U[j * s->n_cols + k] += s->A[k] * v;
+            v *= s->scale[k];
+            s->V[j * s->n_cols + k] = v;
+            s->sqnorm[k] += v * v;
+        }
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (averaged) s->A[folded[i]] = 0.0;
+        s->scale[folded[i]] = 1.0;
+    }
+}
+
+/* kernels/scaled.py project_to_ball. */
+static void project_to_ball(double *scale, const double *sqnorm, Py_ssize_t n_classes, double radius, int per_class) {
+    double r2 = radius * radius;
+    if (per_class) {
+        for (Py_ssize_t k = 0; k < n_classes; k++) {
+            double norm2 = scale[k] * scale[k] * sqnorm[k];
+            if (norm2 > r2) scale[k] *= sqrt(r2 / norm2);
+        }
+        return;
+    }
+    double norm2 = 0.0;
+    for (Py_ssize_t k = 0; k < n_classes; k++) norm2 += scale[k] * scale[k] * sqnorm[k];
+    if (norm2 > r2) {
+        double f = sqrt(r2 / norm2);
+        for (Py_ssize_t k = 0; k < n_classes; k++) scale[k] *= f;
+    }
+}
+
+typedef struct {  /* what learn_groups takes besides the store, the row and the step counters */
+    int loss, project, per_class_ball;
+    double average_power;
+    npy_intp n_features;  /* the model store's, which renormalize_columns passes for both stores */
+} StepSetting;
+
+/* kernels/mcid.py learn_groups for one group of one row; updates *t, *n_classes, *average_weight. */
+static void learn_row(Store *s, const StepSetting *c, const Row *row, int64_t y, double lam, int averaged,
+                      double renormalize_below, int64_t *t, Py_ssize_t *n_classes, double *average_weight,
+                      double *scores_out) {
+    double g[MAX_CLASSES], averaged_dots[MAX_CLASSES], amounts[MAX_CLASSES];
+    Py_ssize_t touched[MAX_CLASSES];
+    Py_ssize_t K = *n_classes > y + 1 ? *n_classes : (Py_ssize_t)(y + 1);
+    row_dots(row, s->V, s->n_rows, s->n_cols, K, g);
+    if (averaged && *average_weight > 0) {
+        row_dots(row, s->U, s->n_rows, s->n_cols, K, averaged_dots);
+        for (Py_ssize_t k = 0; k < K; k++) scores_out[k] = (averaged_dots[k] + s->A[k] * g[k]) / *average_weight;
+    } else {
+        for (Py_ssize_t k = 0; k < K; k++) scores_out[k] = g[k] * s->scale[k];
+    }
+    for (Py_ssize_t k = 0; k < K; k++) g[k] *= s->scale[k];
+    loss_coefficients(c->loss, g, y, K);
+    int64_t step_t = *t + 1;
+    if (step_t > 1) {
+        double shrink = 1.0 - 1.0 / (double)step_t;
+        for (Py_ssize_t k = 0; k < K; k++) s->scale[k] *= shrink;
+    }
+    double step = 1.0 / (lam * (double)step_t * 1.0);
+    if (c->loss == CRAMMER_SINGER || c->loss == PERCEPTRON) {
+        for (Py_ssize_t k = 0; k < K; k++)
+            if (g[k] != 0.0) add_to_column(s, averaged, c->project, row, k, -step * g[k] / s->scale[k]);
+    } else {
+        Py_ssize_t n_touched = 0;
+        for (Py_ssize_t k = 0; k < K; k++) {
+            if (g[k] != 0.0) { touched[n_touched] = k; amounts[n_touched] = -step * g[k] / s->scale[k]; n_touched++; }
+        }
+        add_to_columns(s, averaged, c->project, row, touched, amounts, n_touched);
+    }
+    if (c->project) project_to_ball(s->scale, s->sqnorm, K, 1.0 / sqrt(lam), c->per_class_ball);
+    double weight = pow((double)step_t, c->average_power);
+    double total = *average_weight + weight;
+    double smallest = INFINITY;
+    for (Py_ssize_t k = 0; k < K; k++) {
+        if (averaged) s->A[k] += weight * s->scale[k];
+        smallest = s->scale[k] < smallest ? s->scale[k] : smallest;
+    }
+    if (smallest < renormalize_below) renormalize_columns(s, averaged, c->n_features, K, sqrt(renormalize_below));
+    *t = step_t;
+    *n_classes = K;
+    *average_weight = total;
+}
+
+/* kernels/mcid.py mistakes_in for one row: a class not known before is missed; ties to the lowest index. */
+static int missed(const double *scores, int64_t target, Py_ssize_t n_before) {
+    if (target >= n_before) return 1;
+    Py_ssize_t best = 0;
+    for (Py_ssize_t k = 1; k < n_before; k++) if (scores[k] > scores[best]) best = k;
+    return best != target;
+}
+
+/* NumPy's argmax of scores[:n] (the first NaN, else the first maximum). */
+static Py_ssize_t argmax(const double *scores, Py_ssize_t n) {
+    Py_ssize_t best = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (isnan(scores[k])) return k;
+        if (scores[k] > scores[best]) best = k;
+    }
+    return best;
+}
+
+static int int64_vector(PyObject *o, int64_t **data, npy_intp *length) {
+    if (!PyArray_Check(o)) return 0;
+    PyArrayObject *a = (PyArrayObject *)o;
+    if (PyArray_TYPE(a) != NPY_INT64 || PyArray_NDIM(a) != 1 || !PyArray_ISCARRAY(a)) return 0;
+    *data = (int64_t *)PyArray_DATA(a);
+    *length = PyArray_DIM(a, 0);
+    return 1;
+}
+
+static PyObject *refuse(const char *what) {
+    if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "small_records: %s", what);
+    return NULL;
+}
+
+/* The row of x as the model sees it: encoded, then the intercept's entry (column < 0: none). */
+static int model_row(PyObject *x, PyObject *columns, PyObject *order_key, PyObject *intercept_column,
+                     PyObject *intercept_value, int learning, Row *row, double *mean_sq) {
+    int64_t *keys, column;
+    npy_intp n_keys;
+    double value;
+    if (!int64_vector(order_key, &keys, &n_keys) || !as_int64(intercept_column, &column) ||
+        !as_double(intercept_value, &value))
+        return -2;
+    if (encode(x, columns, keys, n_keys, learning, row) < 0) return -1;
+    if (mean_sq) *mean_sq = mean_square(row);
+    if (column >= 0) {
+        row->cols[row->n] = column;
+        row->vals[row->n] = value;
+        row->n++;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(predict_doc,
+"predict(x, columns, order_key, intercept_column, intercept_value, store, n_classes, average_weight)\n\n"
+"The class index of NumPy's argmax of scores_batch's scores of the dict x (names without a column\n"
+"dropped, the intercept's entry appended) by the ScaledWeights store; None when it cannot be served.");
+
+static PyObject *predict(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) return refuse("predict takes 8 arguments");
+    Row row;
+    int status = model_row(args[0], args[1], args[2], args[3], args[4], 0, &row, NULL);
+    if (status == -2) return refuse("bad row arguments");
+    if (status < 0) Py_RETURN_NONE;
+    Store s;
+    int64_t n_classes;
+    double total_weight;
+    if (!store_of(args[5], &s) || !as_int64(args[6], &n_classes) || !as_double(args[7], &total_weight))
+        return refuse("bad store arguments");
+    if (n_classes < 1 || n_classes > MAX_CLASSES || s.n_classes < n_classes) Py_RETURN_NONE;
+    double scores[MAX_CLASSES];
+    scores_of(&row, &s, (npy_intp)s.n_features, (Py_ssize_t)n_classes, s.averaged, total_weight, scores);
+    return PyLong_FromSsize_t(argmax(scores, (Py_ssize_t)n_classes));
+}
+
+/* The Page-Hinkley state of an adaptation.PageHinkleyUp object. */
+typedef struct { double n, mean, total, lowest, alpha, delta, threshold, min_instances; int detected; } PageHinkley;
+
+static int page_hinkley_of(PyObject *detector, PageHinkley *ph) {
+    PyObject *detected = PyObject_GetAttr(detector, PyTuple_GET_ITEM(NAMES, PH_DETECTED));
+    if (detected == NULL) return 0;
+    ph->detected = PyObject_IsTrue(detected);
+    Py_DECREF(detected);
+    return float_attribute(detector, PH_N, &ph->n) && float_attribute(detector, PH_MEAN, &ph->mean) &&
+           float_attribute(detector, PH_TOTAL, &ph->total) && float_attribute(detector, PH_LOWEST, &ph->lowest) &&
+           float_attribute(detector, PH_ALPHA, &ph->alpha) && float_attribute(detector, PH_DELTA, &ph->delta) &&
+           float_attribute(detector, PH_THRESHOLD, &ph->threshold) &&
+           float_attribute(detector, PH_MIN_INSTANCES, &ph->min_instances) && ph->detected >= 0;
+}
+
+/* adaptation.PageHinkleyUp.update_many of one value; whether the test fired. */
+static int page_hinkley_update(PageHinkley *ph, double x) {
+    if (ph->detected) { ph->n = 0.0; ph->mean = 0.0; ph->total = 0.0; ph->lowest = INFINITY; }
+    ph->n += 1.0;
+    ph->mean += (x - ph->mean) / ph->n;
+    ph->total = ph->alpha * ph->total + (x - ph->mean) - ph->delta;
+    if (ph->total < ph->lowest) ph->lowest = ph->total;
+    ph->detected = ph->n >= ph->min_instances && ph->total - ph->lowest > ph->threshold;
+    return ph->detected;
+}
+
+static int store_page_hinkley(PyObject *detector, const PageHinkley *ph) {
+    return set_float_attribute(detector, PH_N, ph->n) && set_float_attribute(detector, PH_MEAN, ph->mean) &&
+           set_float_attribute(detector, PH_TOTAL, ph->total) && set_float_attribute(detector, PH_LOWEST, ph->lowest) &&
+           PyObject_SetAttr(detector, PyTuple_GET_ITEM(NAMES, PH_DETECTED), ph->detected ? Py_True : Py_False) == 0;
+}
+
+PyDoc_STRVAR(learn_doc,
+"learn(x, columns, order_key, intercept_column, intercept_value, target, n_columns, n_labels, model, tracker,\n"
+"      n_learned, t, average_weight, tracking, settings, detector, calibration)\n\n"
+"One learn_one example of an MCID learner with its fast tracker (batch size 1, one lambda): the\n"
+"tracker's step then the model's (learn_groups_tracked), the Page-Hinkley update of the predicting\n"
+"model's mistake on the detector, and the calibration window's row (calibration None: no window).\n"
+"settings: (lam, tracker_lam, loss, project, per_class_ball, renormalize_below,\n"
+"tracker_renormalize_below, average_power). Returns (t, n_classes, average_weight, model_missed,\n"
+"tracker_missed, fired, entered, mean_square), or None, having changed nothing, when the example\n"
+"cannot be served here.");
+
+static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 17) return refuse("learn takes 17 arguments");
+    Row row;
+    double mean_sq;
+    int status = model_row(args[0], args[1], args[2], args[3], args[4], 1, &row, &mean_sq);
+    if (status == -2) return refuse("bad row arguments");
+    if (status < 0) Py_RETURN_NONE;
+    int64_t target, n_columns, n_labels, n_learned, t;
+    double average_weight, lam, tracker_lam, renormalize_below, tracker_renormalize_below;
+    Store model, tracker;
+    StepSetting setting;
+    PyObject *settings = args[14];
+    int tracking = PyObject_IsTrue(args[13]);
+    if (!as_int64(args[5], &target) || !as_int64(args[6], &n_columns) || !as_int64(args[7], &n_labels) ||
+        !store_of(args[8], &model) || !store_of(args[9], &tracker) || !as_int64(args[10], &n_learned) ||
+        !as_int64(args[11], &t) || !as_double(args[12], &average_weight) || tracking < 0 ||
+        !PyTuple_CheckExact(settings) || PyTuple_GET_SIZE(settings) != 8)
+        return refuse("bad arguments");
+    int64_t loss;
+    if (!as_double(PyTuple_GET_ITEM(settings, 0), &lam) || !as_double(PyTuple_GET_ITEM(settings, 1), &tracker_lam) ||
+        !as_int64(PyTuple_GET_ITEM(settings, 2), &loss) ||
+        !as_double(PyTuple_GET_ITEM(settings, 5), &renormalize_below) ||
+        !as_double(PyTuple_GET_ITEM(settings, 6), &tracker_renormalize_below) ||
+        !as_double(PyTuple_GET_ITEM(settings, 7), &setting.average_power))
+        return refuse("bad settings");
+    setting.loss = (int)loss;
+    setting.project = PyObject_IsTrue(PyTuple_GET_ITEM(settings, 3));
+    setting.per_class_ball = PyObject_IsTrue(PyTuple_GET_ITEM(settings, 4));
+    setting.n_features = (npy_intp)model.n_features;
+    if (setting.project < 0 || setting.per_class_ball < 0) return refuse("bad settings");
+    PageHinkley ph;
+    if (!page_hinkley_of(args[15], &ph)) return refuse("bad detector");
+    /* what the general road would grow first (weights, classes, the window's width) sends the example there */
+    if (target < 0 || target >= n_labels || n_labels > MAX_CLASSES || n_learned > n_labels ||
+        model.n_features < n_columns || tracker.n_features < n_columns ||
+        model.n_classes < n_labels || tracker.n_classes < n_labels)
+        Py_RETURN_NONE;
+    PyObject *calibration = args[16];
+    double *window = NULL;
+    int64_t *window_targets = NULL, entered = 0;
+    npy_intp window_shape[2] = {0, 0}, n_window_targets = 0;
+    if (calibration != Py_None) {
+        PyObject *scores = attribute(calibration, SCORES_), *targets = attribute(calibration, TARGETS_);
+        if (scores == NULL || targets == NULL || !float_array(scores, 2, &window, window_shape) ||
+            !int64_vector(targets, &window_targets, &n_window_targets) || n_window_targets < window_shape[0] ||
+            !int_attribute(calibration, ENTERED_, &entered) || window_shape[0] < 1)
+            return refuse("bad calibration");
+        if (window_shape[1] != n_labels) Py_RETURN_NONE;
+    }
+    double model_scores[MAX_CLASSES], tracker_scores[MAX_CLASSES];
+    for (Py_ssize_t k = 0; k < n_labels; k++) model_scores[k] = tracker_scores[k] = -INFINITY;
+    Py_ssize_t n_before = (Py_ssize_t)n_learned, n_classes = n_before, tracker_classes = n_before;
+    int64_t tracker_t = t;
+    double tracker_weight = average_weight;
+    learn_row(&tracker, &setting, &row, target, tracker_lam, 0, tracker_renormalize_below, &tracker_t,
+              &tracker_classes, &tracker_weight, tracker_scores);
+    learn_row(&model, &setting, &row, target, lam, model.averaged, renormalize_below, &t, &n_classes,
+              &average_weight, model_scores);
+    int model_missed = missed(model_scores, target, n_before), tracker_missed = missed(tracker_scores, target, n_before);
+    const double *predicting = tracking ? tracker_scores : model_scores;
+    int mistake = target >= n_before || argmax(predicting, n_before) != target;
+    int fired = page_hinkley_update(&ph, mistake ? 1.0 : 0.0);
+    if (!store_page_hinkley(args[15], &ph)) return NULL;
+    int entered_window = calibration != Py_None && target < n_before;
+    if (entered_window) {
+        npy_intp slot = (npy_intp)(entered % window_shape[0]);
+        double *out = window + slot * window_shape[1];
+        for (Py_ssize_t k = 0; k < window_shape[1]; k++) out[k] = k < n_before ? predicting[k] : -INFINITY;
+        window_targets[slot] = target;
+    }
+    return Py_BuildValue("(LndiiiOd)", (long long)t, n_classes, average_weight, model_missed, tracker_missed,
+                         fired, entered_window ? Py_True : Py_False, mean_sq);
+}
+
+static PyMethodDef methods[] = {
+    {"predict", (PyCFunction)(void (*)(void))predict, METH_FASTCALL, predict_doc},
+    {"learn", (PyCFunction)(void (*)(void))learn, METH_FASTCALL, learn_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_small_records",
+    "The MCID learners' one-example road for small records (see streamlearn/kernels/small_records.c).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__small_records(void) {
+    import_array();
+    NAMES = PyTuple_New(N_NAMES);
+    if (NAMES == NULL) return NULL;
+    for (int i = 0; i < N_NAMES; i++) {
+        PyObject *name = PyUnicode_InternFromString(NAME_TEXT[i]);
+        if (name == NULL) return NULL;
+        PyTuple_SET_ITEM(NAMES, i, name);
+    }
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,96 @@
+"""The one-example road for small records: ``predict_one`` and ``learn_one`` of an MCID learner in
+one call each of a C extension (``streamlearn/kernels/small_records.c``), built at install beside
+the ahead-of-time kernels.
+
+A dict of ten features costs river's pure-Python ``LogisticRegression`` a few microseconds per
+``predict_one`` + ``learn_one``; the general road (validation in NumPy, one call of a numba kernel
+per step, the change watch, the tracker's choice and the calibration window in Python) costs
+several times that, most of it in the calls themselves. The C road encodes the dict, takes the
+fast tracker's and the averaged model's steps, counts both mistakes, updates the Page-Hinkley test
+and writes the calibration window's row, with every operation of the numba kernels in the same
+order: the model is the same bit for bit whichever road an example takes
+(``tests/test_small_records.py``). What is rare stays in Python: a restart, the tracker's choice
+every :data:`~streamlearn.adaptation.CHECK_EVERY` steps, the temperature's refit.
+
+It serves an example when the learner runs one λ with its tracker (``adapt=True``, ``batch_size=1``,
+no ``standardize``, no ``n_bits``), every name of the dict and its label are known, the values are
+plain finite numbers (``float``, or ``int`` up to 2⁵³) and there are fewer than 64 of them, for up to
+64 classes; any other example takes the general road, which also raises the errors. Without the
+extension (no C compiler at install) every example takes the general road: same results, slower.
+
+>>> from streamlearn import MulticlassLogisticRegression
+>>> model = MulticlassLogisticRegression()
+>>> for i in range(200):
+...     model.learn_one({"a": float(i % 2), "b": 1.0}, "odd" if i % 2 else "even")
+>>> model.predict_one({"a": 1.0, "b": 1.0})
+'odd'
+"""
+
+from __future__ import annotations
+
+from ..adaptation import CHECK_EVERY
+from ..kernels import small_records_road
+
+#: the C extension (``None`` when it was not built: the general road serves every example)
+compiled_road = small_records_road()
+
+#: whether the C road serves the examples it can (tests turn it off to compare with the general road)
+ENABLED = compiled_road is not None
+
+
+class SmallRecordRoad:
+    """``predict_one`` / ``learn_one`` through the C road when it can serve the example, else the
+    general road of :class:`~streamlearn.base.StreamClassifier` (see the module docstring)."""
+
+    def _small_record_road_open(self) -> bool:
+        """Whether the learner's setting is one the C road serves (its examples may still not be)."""
+        return (ENABLED and self._tracker is not None and self.batch_size == 1 and self._scaler is None
+                and len(self._candidates) == 1 and not self._pending_y)
+
+    def predict_one(self, x: dict):
+        labels = self._labels.labels
+        # (a learner the road does not serve predicts on the general road, which keeps the row for learn_one)
+        if labels and self._small_record_road_open():
+            tables = self._features.name_columns()
+            if tables is not None:
+                k = compiled_road.predict(x, tables[0], tables[1], self._intercept_column, self._intercept_scale.value,
+                                          self._predicting, len(labels), self._average_weight)
+                if k is not None:
+                    self._encoded_last = None  # nothing kept for learn_one: the C road encodes again
+                    return labels[k]
+        return super().predict_one(x)
+
+    def learn_one(self, x: dict, y) -> None:
+        if not self._small_record_road_open():
+            return super().learn_one(x, y)
+        features, labels = self._features, self._labels
+        tables = features.name_columns()
+        target = labels.index(labels.normalize(y), grow=False)
+        if tables is None or target < 0:
+            return super().learn_one(x, y)
+        scale, store, tracker, choice = self._intercept_scale, self._weights, self._tracker, self._tracker_choice
+        settings = (self._lambdas[0], self._tracker_lam, self._loss, bool(self.project), self._per_class_ball,
+                    self._renormalization_threshold(store), self._renormalization_threshold(tracker), self._average_power)
+        out = compiled_road.learn(x, tables[0], tables[1], self._intercept_column, scale.value, target,
+                                  features.n_columns, len(labels), store, tracker, self._n_learned_classes, self._t,
+                                  self._average_weight, choice.tracking, settings, self._watch.detector,
+                                  self._calibration)
+        if out is None:
+            return super().learn_one(x, y)
+        self._t, self._n_learned_classes, self._average_weight, model_missed, tracker_missed, fired, entered, mean_square = out
+        self._encoded_last = None
+        pending = choice.pending
+        pending[0] += model_missed
+        pending[1] += tracker_missed
+        if self._intercept_column >= 0 and not scale.settled:
+            scale.count_row(mean_square)
+        watch = self._watch
+        if fired:
+            watch.change_seen = True
+        watch.steps += 1
+        if watch.steps % CHECK_EVERY == 0:
+            if watch.take_change():
+                self._restart()
+            self._check_tracker()
+        if entered:
+            self._calibration.count_entered(1)

@@ -1,0 +1,145 @@
+"""The MCID learners' one-example road in C (streamlearn.mcid.small_records): every example it serves
+leaves the model bit for bit where the general road (numba kernels, Python watch, tracker choice and
+calibration) leaves it — through restarts, tracker switches, renormalisations, the intercept's settling
+and the temperature's refits — and the examples it cannot serve go the general road."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from river.datasets import synth
+
+import streamlearn
+from streamlearn import (MulticlassLogisticRegression, MulticlassPerceptron, MulticlassSVM,
+                         OneVsRestLogisticRegression, OneVsRestPegasos)
+from streamlearn.mcid import small_records
+from helpers import assert_same_state
+from test_mcid_reference import learner_matrix, make_stream, reference_mcid
+
+LEARNERS = [MulticlassLogisticRegression, MulticlassSVM, MulticlassPerceptron, OneVsRestPegasos,
+            OneVsRestLogisticRegression]
+
+needs_road = pytest.mark.skipif(small_records.compiled_road is None,
+                                reason="the C road is not built (no C compiler at install)")
+
+
+class CountingRoad:
+    """The compiled road, counting the examples each function served (returned something for)."""
+
+    def __init__(self, road):
+        self.road, self.served = road, {"predict": 0, "learn": 0}
+
+    def _counted(self, name, *args):
+        out = getattr(self.road, name)(*args)
+        self.served[name] += out is not None
+        return out
+
+    def predict(self, *args):
+        return self._counted("predict", *args)
+
+    def learn(self, *args):
+        return self._counted("learn", *args)
+
+
+def flipped_stream(n=8000):
+    """Sine's concept flipped three times (restarts), then a turning hyperplane (tracker switches), with
+    now and then a name never seen before carrying an int value, a bool value, and a NumPy float (the
+    general road's examples)."""
+    flips = [itertools.islice(synth.Sine(seed=q, classification_function=q % 2), n // 8) for q in range(4)]
+    turning = itertools.islice(synth.Hyperplane(seed=5, n_features=4, mag_change=0.05, sigma=0.5), n // 2)
+    out = []
+    for i, (x, y) in enumerate(itertools.chain(*flips, turning)):
+        x = {f"h{j}" if isinstance(j, int) else j: v for j, v in x.items()}  # names whose order keys are not their columns' order
+        if i % 97 == 0:
+            x[f"new{i}"] = 1
+        if i % 251 == 0:
+            x["flag"] = True
+        if i % 331 == 0:
+            x[0] = np.float64(0.5)
+        out.append((x, y))
+    return out
+
+
+def test_the_road_is_built_wherever_the_ahead_of_time_kernels_are():
+    if streamlearn.kernels.backend() == "aot":
+        assert small_records.compiled_road is not None
+
+
+@needs_road
+@pytest.mark.parametrize("cls", LEARNERS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("params", [{}, {"project": True, "calibrate": False}, {"average": False, "fit_intercept": False}],
+                         ids=["defaults", "project", "last-iterate"])
+def test_the_road_leaves_the_model_bit_for_bit_where_the_general_road_does(cls, params, monkeypatch):
+    data = flipped_stream()
+    counting = CountingRoad(small_records.compiled_road)
+    monkeypatch.setattr(small_records, "compiled_road", counting)
+    models, predictions = [], []
+    for enabled in (True, False):
+        monkeypatch.setattr(small_records, "ENABLED", enabled)
+        model = cls(**params)
+        model.renormalize_below = 0.5  # fold the scales into V every few steps, on both roads
+        predictions.append([(model.predict_one(x), model.learn_one(x, y))[0] for x, y in data])
+        models.append(model)
+    assert predictions[0] == predictions[1]
+    assert_same_state(models[0].export_state(), models[1].export_state())
+    assert models[0].n_changes >= 1  # restarts were exercised (and the tracker's choice: its counts are state)
+    assert models[0].n_switches >= 1 or cls is not MulticlassLogisticRegression  # switches, at least there
+    assert len(data) * 0.9 < counting.served["learn"] < len(data)  # most, not all, went the C road
+    assert len(data) * 0.9 < counting.served["predict"] < len(data)
+
+
+@needs_road
+def test_probabilities_and_scores_after_the_road_are_the_general_roads(monkeypatch):
+    data = flipped_stream(3000)
+    models = []
+    for enabled in (True, False):
+        monkeypatch.setattr(small_records, "ENABLED", enabled)
+        model = MulticlassLogisticRegression()
+        for x, y in data:
+            model.learn_one(x, y)
+        models.append(model)
+    probe = {"x1": 0.3, "x2": 0.7, "unseen": 2.0}
+    assert models[0].temperature == models[1].temperature != 1.0  # refitted, on the same window
+    assert models[0].predict_proba_one(probe) == models[1].predict_proba_one(probe)
+
+
+@needs_road
+@pytest.mark.parametrize("cls", LEARNERS, ids=lambda c: c.__name__)
+def test_the_road_is_the_papers_update(cls):
+    """Through the C road alone (dicts of known names, plain floats, every class present from the
+    first example), the averaged model and the tracker are Alg. 1 of the NumPy reference, with λ and
+    with the tracker's 100 λ and no average, as long as no change was detected."""
+    X, y = make_stream(n=400, seed=6)  # a stream on which no learner detects a change (asserted below)
+    X = np.abs(X) + 0.1  # every entry nonzero: every name known after the first row
+    y = np.concatenate([np.arange(6), y[6:]])
+    model = cls(lam=0.05, project=True, fit_intercept=False)
+    model.learn_one({j: float(v) for j, v in enumerate(X[0])}, int(y[0]))
+    counting = CountingRoad(small_records.compiled_road)
+    small_records_road = small_records.compiled_road
+    try:
+        small_records.compiled_road = counting
+        for row, label in zip(X[1:], y[1:]):
+            model.learn_one({j: float(v) for j, v in enumerate(row)}, int(label))
+    finally:
+        small_records.compiled_road = small_records_road
+    assert model.n_changes == 0 and counting.served["learn"] >= len(y) - 7  # new classes: the general road
+    W_ref, W_avg_ref, _ = reference_mcid(cls.__name__, X, y, 0.05, 1, project=True, average_power=2.0)
+    np.testing.assert_allclose(learner_matrix(model, X.shape[1]), W_ref, rtol=0, atol=1e-9 * max(1, np.abs(W_ref).max()))
+    np.testing.assert_allclose(learner_matrix(model, X.shape[1], averaged=True), W_avg_ref, rtol=0, atol=1e-9 * max(1, np.abs(W_ref).max()))
+    tracker_ref, _, _ = reference_mcid(cls.__name__, X, y, 5.0, 1, project=True)
+    tracker = model.tracker_store.dense()[np.argsort(model.classes)]
+    np.testing.assert_allclose(tracker, tracker_ref, rtol=0, atol=1e-9 * max(1, np.abs(tracker_ref).max()))
+
+
+@needs_road
+def test_examples_the_road_cannot_serve_get_the_general_roads_errors():
+    model = MulticlassSVM()
+    model.learn_one({"a": 1.0}, "x")
+    for bad in ({"a": float("nan")}, {"a": "text"}, ["a"]):
+        with pytest.raises(ValueError):
+            model.learn_one(bad, "x")
+        with pytest.raises(ValueError):
+            model.predict_one(bad)
+    assert model.n_steps == 1
