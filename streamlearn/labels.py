@@ -97,6 +97,32 @@ class LabelSpace:
         v = self._table_position(y)
         return int(self._small_ints[v]) if 0 <= v < len(self._small_ints) else -1
 
+    _seen_classes = None  # label -> class of the labels known_class found (an older pickle: none yet)
+
+    def known_class(self, y) -> int:
+        """``index(normalize(y), grow=False)`` for a label the space knows, else -1 — also for one
+        ``normalize`` refuses (the caller's general road raises then). One dict look-up for a label
+        asked before: a class's index never changes, so each answer is kept.
+
+        >>> space = LabelSpace()
+        >>> space.index("cat", grow=True), space.known_class("cat"), space.known_class("dog"), space.known_class(None)
+        (0, 0, -1, -1)
+        """
+        seen = self._seen_classes
+        if seen is None:
+            seen = self._seen_classes = {}
+        try:
+            return seen[y]
+        except (KeyError, TypeError):
+            pass
+        try:
+            k = self.index(self.normalize(y), grow=False)
+        except InvalidInputError:
+            return -1
+        if k >= 0:
+            seen[y] = k
+        return k
+
     def _known(self, y) -> bool:
         return y in self._index if self._index is not None else self._table_class(y) >= 0
 

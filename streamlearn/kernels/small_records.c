@@ -47,10 +47,11 @@ typedef struct {  /* a ScaledWeights store: W[:, k] = scale[k] V[:, k], the aver
 
 static PyObject *NAMES;  /* a tuple of the interned attribute names below */
 enum { V_, SCALE_, SQNORM_, U_, A_, AVERAGED_, N_FEATURES_, N_CLASSES_, SCORES_, TARGETS_, ENTERED_,
-       PH_N, PH_MEAN, PH_TOTAL, PH_LOWEST, PH_ALPHA, PH_DELTA, PH_THRESHOLD, PH_MIN_INSTANCES, PH_DETECTED, N_NAMES };
+       PH_N, PH_MEAN, PH_TOTAL, PH_LOWEST, PH_ALPHA, PH_DELTA, PH_THRESHOLD, PH_MIN_INSTANCES, PH_DETECTED,
+       DETECTOR_, CHANGE_SEEN_, STEPS_, N_NAMES };
 static const char *NAME_TEXT[N_NAMES] = {"V", "scale", "sqnorm", "U", "A", "averaged", "n_features", "n_classes",
     "scores", "targets", "entered", "n", "mean", "sum_increase", "min_increase", "alpha", "delta", "threshold",
-    "min_instances", "drift_detected"};
+    "min_instances", "drift_detected", "detector", "change_seen", "steps"};
 
 static int float_array(PyObject *o, int ndim, double **data, npy_intp *shape) {
     if (!PyArray_Check(o)) return 0;
@@ -469,7 +470,9 @@ static int page_hinkley_update(PageHinkley *ph, double x) {
     return ph->detected;
 }
 
-static int store_page_hinkley(PyObject *detector, const PageHinkley *ph) {
+/* The test's state back on the detector; a watch given: the test fired, its change_seen becomes True. */
+static int store_page_hinkley(PyObject *detector, const PageHinkley *ph, PyObject *watch) {
+    if (watch != NULL && PyObject_SetAttr(watch, PyTuple_GET_ITEM(NAMES, CHANGE_SEEN_), Py_True) < 0) return 0;
     return set_float_attribute(detector, PH_N, ph->n) && set_float_attribute(detector, PH_MEAN, ph->mean) &&
            set_float_attribute(detector, PH_TOTAL, ph->total) && set_float_attribute(detector, PH_LOWEST, ph->lowest) &&
            PyObject_SetAttr(detector, PyTuple_GET_ITEM(NAMES, PH_DETECTED), ph->detected ? Py_True : Py_False) == 0;
@@ -477,53 +480,63 @@ static int store_page_hinkley(PyObject *detector, const PageHinkley *ph) {
 
 PyDoc_STRVAR(learn_doc,
 "learn(x, columns, order_key, intercept_column, intercept_value, target, n_columns, n_labels, model, tracker,\n"
-"      n_learned, t, average_weight, tracking, settings, detector, calibration)\n\n"
-"One learn_one example of an MCID learner with its fast tracker (batch size 1, one lambda): the\n"
-"tracker's step then the model's (learn_groups_tracked), the Page-Hinkley update of the predicting\n"
-"model's mistake on the detector, and the calibration window's row (calibration None: no window).\n"
-"settings: (lam, tracker_lam, loss, project, per_class_ball, renormalize_below,\n"
-"tracker_renormalize_below, average_power). Returns (t, n_classes, average_weight, model_missed,\n"
-"tracker_missed, fired, entered, mean_square), or None, having changed nothing, when the example\n"
-"cannot be served here.");
+"      n_learned, t, average_weight, tracking, setting, project, renormalize_below, watch, calibration)\n\n"
+"One learn_one example of an MCID learner (batch size 1, one lambda): its fast tracker's step then\n"
+"the model's (learn_groups_tracked; tracker None: learn_groups), the predicting model's mistake into\n"
+"the ChangeWatch (its Page-Hinkley test, change_seen and steps; None: no watch), and the\n"
+"calibration window's row (None: no window). setting: (lam, tracker_lam, loss, per_class_ball, average_power,\n"
+"CHECK_EVERY); renormalize_below None: 1e-4 for an averaged store, 1e-30 otherwise. Returns (t,\n"
+"n_classes, average_weight, model_missed, tracker_missed, due, entered, mean_square) -- due: the\n"
+"step is a multiple of CHECK_EVERY; entered: the example entered the window -- or None, having\n"
+"changed nothing, when the example cannot be served here.");
 
 static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 17) return refuse("learn takes 17 arguments");
+    if (nargs != 19) return refuse("learn takes 19 arguments");
     Row row;
     double mean_sq;
     int status = model_row(args[0], args[1], args[2], args[3], args[4], 1, &row, &mean_sq);
     if (status == -2) return refuse("bad row arguments");
     if (status < 0) Py_RETURN_NONE;
-    int64_t target, n_columns, n_labels, n_learned, t;
+    int64_t target, n_columns, n_labels, n_learned, t, loss, check_every, steps = 0;
     double average_weight, lam, tracker_lam, renormalize_below, tracker_renormalize_below;
     Store model, tracker;
     StepSetting setting;
-    PyObject *settings = args[14];
-    int tracking = PyObject_IsTrue(args[13]);
+    PyObject *constants = args[14], *watch = args[17];
+    int tracking = PyObject_IsTrue(args[13]), has_tracker = args[9] != Py_None, watched = watch != Py_None;
     if (!as_int64(args[5], &target) || !as_int64(args[6], &n_columns) || !as_int64(args[7], &n_labels) ||
-        !store_of(args[8], &model) || !store_of(args[9], &tracker) || !as_int64(args[10], &n_learned) ||
+        !store_of(args[8], &model) || (has_tracker && !store_of(args[9], &tracker)) || !as_int64(args[10], &n_learned) ||
         !as_int64(args[11], &t) || !as_double(args[12], &average_weight) || tracking < 0 ||
-        !PyTuple_CheckExact(settings) || PyTuple_GET_SIZE(settings) != 8)
+        !PyTuple_CheckExact(constants) || PyTuple_GET_SIZE(constants) != 6)
         return refuse("bad arguments");
-    int64_t loss;
-    if (!as_double(PyTuple_GET_ITEM(settings, 0), &lam) || !as_double(PyTuple_GET_ITEM(settings, 1), &tracker_lam) ||
-        !as_int64(PyTuple_GET_ITEM(settings, 2), &loss) ||
-        !as_double(PyTuple_GET_ITEM(settings, 5), &renormalize_below) ||
-        !as_double(PyTuple_GET_ITEM(settings, 6), &tracker_renormalize_below) ||
-        !as_double(PyTuple_GET_ITEM(settings, 7), &setting.average_power))
-        return refuse("bad settings");
+    if (!as_double(PyTuple_GET_ITEM(constants, 0), &lam) || !as_double(PyTuple_GET_ITEM(constants, 1), &tracker_lam) ||
+        !as_int64(PyTuple_GET_ITEM(constants, 2), &loss) ||
+        !as_double(PyTuple_GET_ITEM(constants, 4), &setting.average_power) ||
+        !as_int64(PyTuple_GET_ITEM(constants, 5), &check_every) || check_every < 1)
+        return refuse("bad setting");
     setting.loss = (int)loss;
-    setting.project = PyObject_IsTrue(PyTuple_GET_ITEM(settings, 3));
-    setting.per_class_ball = PyObject_IsTrue(PyTuple_GET_ITEM(settings, 4));
+    setting.per_class_ball = PyObject_IsTrue(PyTuple_GET_ITEM(constants, 3));
+    setting.project = PyObject_IsTrue(args[15]);
     setting.n_features = (npy_intp)model.n_features;
-    if (setting.project < 0 || setting.per_class_ball < 0) return refuse("bad settings");
+    if (setting.project < 0 || setting.per_class_ball < 0) return refuse("bad setting");
+    if (args[16] == Py_None) {  /* MCIDLearner._renormalization_threshold */
+        renormalize_below = model.averaged ? 1e-4 : 1e-30;
+        tracker_renormalize_below = 1e-30;  /* the tracker keeps no average */
+    } else if (!as_double(args[16], &renormalize_below)) {
+        return refuse("bad renormalize_below");
+    } else {
+        tracker_renormalize_below = renormalize_below;
+    }
     PageHinkley ph;
-    if (!page_hinkley_of(args[15], &ph)) return refuse("bad detector");
+    PyObject *detector = watched ? attribute(watch, DETECTOR_) : NULL;
+    if (watched && (detector == NULL || !page_hinkley_of(detector, &ph) || !int_attribute(watch, STEPS_, &steps)))
+        return refuse("bad watch");
+    if (!has_tracker) tracking = 0;
     /* what the general road would grow first (weights, classes, the window's width) sends the example there */
     if (target < 0 || target >= n_labels || n_labels > MAX_CLASSES || n_learned > n_labels ||
-        model.n_features < n_columns || tracker.n_features < n_columns ||
-        model.n_classes < n_labels || tracker.n_classes < n_labels)
+        model.n_features < n_columns || model.n_classes < n_labels ||
+        (has_tracker && (tracker.n_features < n_columns || tracker.n_classes < n_labels)))
         Py_RETURN_NONE;
-    PyObject *calibration = args[16];
+    PyObject *calibration = args[18];
     double *window = NULL;
     int64_t *window_targets = NULL, entered = 0;
     npy_intp window_shape[2] = {0, 0}, n_window_targets = 0;
@@ -540,24 +553,37 @@ static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     Py_ssize_t n_before = (Py_ssize_t)n_learned, n_classes = n_before, tracker_classes = n_before;
     int64_t tracker_t = t;
     double tracker_weight = average_weight;
-    learn_row(&tracker, &setting, &row, target, tracker_lam, 0, tracker_renormalize_below, &tracker_t,
-              &tracker_classes, &tracker_weight, tracker_scores);
+    if (has_tracker)
+        learn_row(&tracker, &setting, &row, target, tracker_lam, 0, tracker_renormalize_below, &tracker_t,
+                  &tracker_classes, &tracker_weight, tracker_scores);
     learn_row(&model, &setting, &row, target, lam, model.averaged, renormalize_below, &t, &n_classes,
               &average_weight, model_scores);
-    int model_missed = missed(model_scores, target, n_before), tracker_missed = missed(tracker_scores, target, n_before);
+    int model_missed = missed(model_scores, target, n_before);
+    int tracker_missed = has_tracker ? missed(tracker_scores, target, n_before) : 0;
     const double *predicting = tracking ? tracker_scores : model_scores;
-    int mistake = target >= n_before || argmax(predicting, n_before) != target;
-    int fired = page_hinkley_update(&ph, mistake ? 1.0 : 0.0);
-    if (!store_page_hinkley(args[15], &ph)) return NULL;
+    /* ChangeWatch.after_span of one step: adaptation.mistake_of_one, the test, the step count */
+    int due = 0;
+    if (watched) {
+        int mistake = target >= n_before || argmax(predicting, n_before) != target;
+        if (!store_page_hinkley(detector, &ph, page_hinkley_update(&ph, mistake ? 1.0 : 0.0) ? watch : NULL)) return NULL;
+        steps += 1;
+        PyObject *counted = PyLong_FromLongLong(steps);
+        if (counted == NULL || PyObject_SetAttr(watch, PyTuple_GET_ITEM(NAMES, STEPS_), counted) < 0) {
+            Py_XDECREF(counted);
+            return NULL;
+        }
+        Py_DECREF(counted);
+        due = steps % check_every == 0;
+    }
     int entered_window = calibration != Py_None && target < n_before;
-    if (entered_window) {
+    if (entered_window) {  /* TemperatureCalibration.observe's one-row road */
         npy_intp slot = (npy_intp)(entered % window_shape[0]);
         double *out = window + slot * window_shape[1];
         for (Py_ssize_t k = 0; k < window_shape[1]; k++) out[k] = k < n_before ? predicting[k] : -INFINITY;
         window_targets[slot] = target;
     }
-    return Py_BuildValue("(LndiiiOd)", (long long)t, n_classes, average_weight, model_missed, tracker_missed,
-                         fired, entered_window ? Py_True : Py_False, mean_sq);
+    return Py_BuildValue("(LndiiOOd)", (long long)t, n_classes, average_weight, model_missed, tracker_missed,
+                         due ? Py_True : Py_False, entered_window ? Py_True : Py_False, mean_sq);
 }
 
 static PyMethodDef methods[] = {

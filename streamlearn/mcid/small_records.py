@@ -12,10 +12,10 @@ order: the model is the same bit for bit whichever road an example takes
 (``tests/test_small_records.py``). What is rare stays in Python: a restart, the tracker's choice
 every :data:`~streamlearn.adaptation.CHECK_EVERY` steps, the temperature's refit.
 
-It serves an example when the learner runs one λ with its tracker (``adapt=True``, ``batch_size=1``,
-no ``standardize``, no ``n_bits``), every name of the dict and its label are known, the values are
-plain finite numbers (``float``, or ``int`` up to 2⁵³) and there are fewer than 64 of them, for up to
-64 classes; any other example takes the general road, which also raises the errors. Without the
+It serves an example when the learner runs one λ (``batch_size=1``, no ``standardize``, no ``n_bits``;
+with or without ``adapt``'s watch and tracker and ``calibrate``'s window), every name of the dict and
+its label are known, the values are plain finite numbers (``float``, or ``int`` up to 2⁵³) and there
+are fewer than 64 of them, for up to 64 classes; any other example takes the general road, which also raises the errors. Without the
 extension (no C compiler at install) every example takes the general road: same results, slower.
 
 >>> from streamlearn import MulticlassLogisticRegression
@@ -42,53 +42,61 @@ class SmallRecordRoad:
     """``predict_one`` / ``learn_one`` through the C road when it can serve the example, else the
     general road of :class:`~streamlearn.base.StreamClassifier` (see the module docstring)."""
 
-    def _small_record_road_open(self) -> bool:
-        """Whether the learner's setting is one the C road serves (its examples may still not be)."""
-        return (ENABLED and self._tracker is not None and self.batch_size == 1 and self._scaler is None
-                and len(self._candidates) == 1 and not self._pending_y)
+    #: the constants the C road takes, ``(lam, tracker_lam, loss, per_class_ball, average_power, CHECK_EVERY)``;
+    #: ``False``: a setting the road does not serve; ``None``: not looked at yet (``_init_model`` clears it)
+    _small_record_setting = None
+
+    def _small_record_constants(self):
+        """:attr:`_small_record_setting`, worked out on first use (these never change after ``_init_model``)."""
+        setting = self._small_record_setting
+        if setting is None:
+            served = self._scaler is None and len(self._candidates) == 1
+            setting = (self._lambdas[0], self._tracker_lam, self._loss, self._per_class_ball, self._average_power,
+                       CHECK_EVERY) if served else False
+            self._small_record_setting = setting
+        return setting
 
     def predict_one(self, x: dict):
         labels = self._labels.labels
         # (a learner the road does not serve predicts on the general road, which keeps the row for learn_one)
-        if labels and self._small_record_road_open():
+        if ENABLED and labels and self.batch_size == 1 and self._small_record_constants() and not self._pending_y:
             tables = self._features.name_columns()
             if tables is not None:
+                choice = self._tracker_choice
+                store = self._tracker if choice is not None and choice.tracking else self._candidates[0]
                 k = compiled_road.predict(x, tables[0], tables[1], self._intercept_column, self._intercept_scale.value,
-                                          self._predicting, len(labels), self._average_weight)
+                                          store, len(labels), self._average_weight)
                 if k is not None:
                     self._encoded_last = None  # nothing kept for learn_one: the C road encodes again
                     return labels[k]
         return super().predict_one(x)
 
     def learn_one(self, x: dict, y) -> None:
-        if not self._small_record_road_open():
+        setting = ENABLED and self.batch_size == 1 and self._small_record_constants()
+        if not setting or self._pending_y:
             return super().learn_one(x, y)
         features, labels = self._features, self._labels
         tables = features.name_columns()
-        target = labels.index(labels.normalize(y), grow=False)
+        target = labels.known_class(y)
         if tables is None or target < 0:
             return super().learn_one(x, y)
-        scale, store, tracker, choice = self._intercept_scale, self._weights, self._tracker, self._tracker_choice
-        settings = (self._lambdas[0], self._tracker_lam, self._loss, bool(self.project), self._per_class_ball,
-                    self._renormalization_threshold(store), self._renormalization_threshold(tracker), self._average_power)
+        scale, choice, watch = self._intercept_scale, self._tracker_choice, self._watch
         out = compiled_road.learn(x, tables[0], tables[1], self._intercept_column, scale.value, target,
-                                  features.n_columns, len(labels), store, tracker, self._n_learned_classes, self._t,
-                                  self._average_weight, choice.tracking, settings, self._watch.detector,
-                                  self._calibration)
+                                  features.n_columns, len(labels.labels), self._candidates[0], self._tracker,
+                                  self._n_learned_classes, self._t, self._average_weight,
+                                  choice is not None and choice.tracking, setting,
+                                  self.project, self.renormalize_below, watch, self._calibration)
         if out is None:
             return super().learn_one(x, y)
-        self._t, self._n_learned_classes, self._average_weight, model_missed, tracker_missed, fired, entered, mean_square = out
+        self._t, self._n_learned_classes, self._average_weight, model_missed, tracker_missed, due, entered, mean_square = out
         self._encoded_last = None
-        pending = choice.pending
-        pending[0] += model_missed
-        pending[1] += tracker_missed
+        if choice is not None:
+            pending = choice.pending
+            pending[0] += model_missed
+            pending[1] += tracker_missed
         if self._intercept_column >= 0 and not scale.settled:
             scale.count_row(mean_square)
-        watch = self._watch
-        if fired:
-            watch.change_seen = True
-        watch.steps += 1
-        if watch.steps % CHECK_EVERY == 0:
+        if due:  # the step is a multiple of CHECK_EVERY: act on a change seen, then choose the predictor
             if watch.take_change():
                 self._restart()
             self._check_tracker()
