@@ -184,6 +184,7 @@ def backend() -> str:
 
 def backend_note() -> str:
     """One line on how the kernels run, for ``streamlearn --version`` and bug reports."""
+    road = "; small records: C road" if small_records_road() is not None else "; small records: no C road (not built)"
     if _aot is not None:
-        return "kernels: ahead-of-time build (numba JIT for other argument types)"
-    return f"kernels: numba JIT (no ahead-of-time build: {_AOT_MISSING})"
+        return "kernels: ahead-of-time build (numba JIT for other argument types)" + road
+    return f"kernels: numba JIT (no ahead-of-time build: {_AOT_MISSING})" + road

@@ -534,7 +534,8 @@ static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     /* what the general road would grow first (weights, classes, the window's width) sends the example there */
     if (target < 0 || target >= n_labels || n_labels > MAX_CLASSES || n_learned > n_labels ||
         model.n_features < n_columns || model.n_classes < n_labels ||
-        (has_tracker && (tracker.n_features < n_columns || tracker.n_classes < n_labels)))
+        (has_tracker && (tracker.n_features < n_columns || tracker.n_classes < n_labels ||
+                         tracker.n_rows < model.n_features)))  /* (renormalize_columns' range for both) */
         Py_RETURN_NONE;
     PyObject *calibration = args[18];
     double *window = NULL;
