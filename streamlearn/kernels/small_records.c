@@ -422,17 +422,31 @@ static int model_row(PyObject *x, PyObject *columns, PyObject *order_key, PyObje
     return 0;
 }
 
+/* The entry functions' start: the argument count, then x's row (see model_row). 1: a row to serve;
+   0: an example for the general road (return None); -1: an error is set (return NULL). */
+static int entry_row(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expected, int learning, Row *row,
+                     double *mean_sq) {
+    if (nargs != expected) {
+        PyErr_Format(PyExc_TypeError, "small_records: %zd arguments expected, %zd given", expected, nargs);
+        return -1;
+    }
+    int status = model_row(args[0], args[1], args[2], args[3], args[4], learning, row, mean_sq);
+    if (status == -2) {
+        refuse("bad row arguments");
+        return -1;
+    }
+    return status == 0;
+}
+
 PyDoc_STRVAR(predict_doc,
 "predict(x, columns, order_key, intercept_column, intercept_value, store, n_classes, average_weight)\n\n"
 "The class index of NumPy's argmax of scores_batch's scores of the dict x (names without a column\n"
 "dropped, the intercept's entry appended) by the ScaledWeights store; None when it cannot be served.");
 
 static PyObject *predict(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8) return refuse("predict takes 8 arguments");
     Row row;
-    int status = model_row(args[0], args[1], args[2], args[3], args[4], 0, &row, NULL);
-    if (status == -2) return refuse("bad row arguments");
-    if (status < 0) Py_RETURN_NONE;
+    int served = entry_row(args, nargs, 8, 0, &row, NULL);
+    if (served <= 0) { if (served < 0) return NULL; Py_RETURN_NONE; }
     Store s;
     int64_t n_classes;
     double total_weight;
@@ -491,12 +505,10 @@ PyDoc_STRVAR(learn_doc,
 "changed nothing, when the example cannot be served here.");
 
 static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 19) return refuse("learn takes 19 arguments");
     Row row;
     double mean_sq;
-    int status = model_row(args[0], args[1], args[2], args[3], args[4], 1, &row, &mean_sq);
-    if (status == -2) return refuse("bad row arguments");
-    if (status < 0) Py_RETURN_NONE;
+    int served = entry_row(args, nargs, 19, 1, &row, &mean_sq);
+    if (served <= 0) { if (served < 0) return NULL; Py_RETURN_NONE; }
     int64_t target, n_columns, n_labels, n_learned, t, loss, check_every, steps = 0;
     double average_weight, lam, tracker_lam, renormalize_below, tracker_renormalize_below;
     Store model, tracker;
