@@ -45,8 +45,8 @@ class CountingRoad:
 
 def flipped_stream(n=8000):
     """Sine's concept flipped three times (restarts), then a turning hyperplane (tracker switches), with
-    now and then a name never seen before carrying an int value, a bool value, and a NumPy float (the
-    general road's examples)."""
+    now and then a name never seen before carrying an int value (the general road's examples), a bool
+    value (the general road's always) and a NumPy float (the C road's once its name is known)."""
     flips = [itertools.islice(synth.Sine(seed=q, classification_function=q % 2), n // 8) for q in range(4)]
     turning = itertools.islice(synth.Hyperplane(seed=5, n_features=4, mag_change=0.05, sigma=0.5), n // 2)
     out = []

@@ -130,7 +130,7 @@ static int store_of(PyObject *obj, Store *s) {
 /* The dict's (columns, values) in the vocabulary's canonical order (FeatureSpace.encode_one):
    by order_key[column], stable in the dict's order. Names without a column are dropped when
    predicting; when learning they make the call unservable (-1), as does any value that is not
-   an exact float, or an exact int of at most 2^53 in size, and finite. */
+   a float (NumPy's float64 included), or an exact int of at most 2^53 in size, and finite. */
 static int encode(PyObject *x, PyObject *columns, const int64_t *order_key, npy_intp n_keys, int learning, Row *row) {
     if (!PyDict_CheckExact(x) || PyDict_GET_SIZE(x) >= MAX_ENTRIES || !PyDict_CheckExact(columns)) return -1;
     PyObject *key, *value;
@@ -138,7 +138,7 @@ static int encode(PyObject *x, PyObject *columns, const int64_t *order_key, npy_
     row->n = 0;
     while (PyDict_Next(x, &pos, &key, &value)) {
         double v;
-        if (PyFloat_CheckExact(value)) {
+        if (PyFloat_Check(value)) {  /* NumPy's float64 scalars too: a float subclass holding its double */
             v = PyFloat_AS_DOUBLE(value);
         } else if (PyLong_CheckExact(value)) {
             v = PyLong_AsDouble(value);

@@ -14,9 +14,10 @@ every :data:`~streamlearn.adaptation.CHECK_EVERY` steps, the temperature's refit
 
 It serves an example when the learner runs one λ (``batch_size=1``, no ``standardize``, no ``n_bits``;
 with or without ``adapt``'s watch and tracker and ``calibrate``'s window), every name of the dict and
-its label are known, the values are plain finite numbers (``float``, or ``int`` up to 2⁵³) and there
-are fewer than 64 of them, for up to 64 classes; any other example takes the general road, which also raises the errors. Without the
-extension (no C compiler at install) every example takes the general road: same results, slower.
+its label are known, the values are finite ``float`` (NumPy's ``float64`` too) or ``int`` up to 2⁵³,
+there are fewer than 64 of them, for up to 64 classes; any other example takes the general road,
+which also raises the errors. Without the extension (no C compiler at install) every example takes
+the general road: same results, slower.
 
 >>> from streamlearn import MulticlassLogisticRegression
 >>> model = MulticlassLogisticRegression()
