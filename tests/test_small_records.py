@@ -6,6 +6,7 @@ and the temperature's refits — and the examples it cannot serve go the general
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -29,7 +30,7 @@ class CountingRoad:
     """The compiled road, counting the examples each function served (returned something for)."""
 
     def __init__(self, road):
-        self.road, self.served = road, {"predict": 0, "learn": 0}
+        self.road, self.served = road, {"predict": 0, "learn": 0, "scores": 0}
 
     def _counted(self, name, *args):
         out = getattr(self.road, name)(*args)
@@ -41,6 +42,9 @@ class CountingRoad:
 
     def learn(self, *args):
         return self._counted("learn", *args)
+
+    def scores(self, *args):
+        return self._counted("scores", *args)
 
 
 def flipped_stream(n=8000):
@@ -105,6 +109,50 @@ def test_probabilities_and_scores_after_the_road_are_the_general_roads(monkeypat
     probe = {"x1": 0.3, "x2": 0.7, "unseen": 2.0}
     assert models[0].temperature == models[1].temperature != 1.0  # refitted, on the same window
     assert models[0].predict_proba_one(probe) == models[1].predict_proba_one(probe)
+
+
+def numpy_exp_is_the_c_librarys() -> bool:
+    """Whether NumPy's float64 exponential gives the C library's bits here (math.exp is the C library's);
+    on a CPU where NumPy vectorises its own, the last bit may differ."""
+    values = -np.random.default_rng(0).exponential(5.0, 2000)
+    return np.exp(values).tolist() == [math.exp(v) for v in values]
+
+
+def led_stream(n=2000):
+    """river's LED stream: 10 classes (numpy's row sum pairs terms from 8 on), int values."""
+    return list(itertools.islice(synth.LED(seed=3, noise_percentage=0.1), n))
+
+
+@needs_road
+@pytest.mark.parametrize(("cls", "stream"), [(cls, flipped_stream) for cls in LEARNERS] +
+                         [(MulticlassLogisticRegression, led_stream), (MulticlassSVM, led_stream)],
+                         ids=lambda v: getattr(v, "__name__", None))
+def test_scores_and_probabilities_by_the_road_are_the_general_roads(cls, stream, monkeypatch):
+    """decision_function_one and predict_one bit for bit; predict_proba_one too where NumPy's exponential
+    is the C library's, else to the last bit but one, as the model learns, the tracker leading at times."""
+    counting = CountingRoad(small_records.compiled_road)
+    monkeypatch.setattr(small_records, "compiled_road", counting)
+    model, compared, tracking = cls(), 0, 0
+    exact = numpy_exp_is_the_c_librarys()
+    for i, (x, y) in enumerate(stream(4000) if stream is flipped_stream else stream()):
+        if i % 20 == 0 and model.classes:
+            answers = []
+            for enabled in (True, False):
+                monkeypatch.setattr(small_records, "ENABLED", enabled)
+                answers.append((model.decision_function_one(x), model.predict_proba_one(x), model.predict_one(x)))
+            (scores, proba, label), (general_scores, general_proba, general_label) = answers
+            assert scores == general_scores and label == general_label
+            assert proba.keys() == general_proba.keys()
+            if exact:
+                assert proba == general_proba
+            else:
+                assert list(proba.values()) == pytest.approx(list(general_proba.values()), rel=4e-16, abs=1e-300)
+            compared += 1
+            tracking += model.tracking
+        monkeypatch.setattr(small_records, "ENABLED", True)
+        model.learn_one(x, y)
+    assert tracking > 0 or cls is not MulticlassLogisticRegression or stream is led_stream
+    assert counting.served["scores"] > 1.8 * compared - 20  # both calls took the road, but where a name was new
 
 
 @needs_road

@@ -438,24 +438,92 @@ static int entry_row(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expecte
     return status == 0;
 }
 
+/* The entry functions' scores of x (args: x's row at 0..4, the store at 5, then n_classes or the labels
+   list at 6 and average_weight at 7) into scores[*n_classes]; 1, 0 or -1 as entry_row. */
+static int entry_scores(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expected, double *scores,
+                        Py_ssize_t *n_classes) {
+    Row row;
+    int served = entry_row(args, nargs, expected, 0, &row, NULL);
+    if (served <= 0) return served;
+    Store s;
+    int64_t n;
+    double total_weight;
+    if (PyList_CheckExact(args[6])) {
+        n = PyList_GET_SIZE(args[6]);
+    } else if (!as_int64(args[6], &n)) {
+        refuse("bad number of classes");
+        return -1;
+    }
+    if (!store_of(args[5], &s) || !as_double(args[7], &total_weight)) {
+        refuse("bad store arguments");
+        return -1;
+    }
+    if (n < 1 || n > MAX_CLASSES || s.n_classes < n) return 0;
+    *n_classes = (Py_ssize_t)n;
+    scores_of(&row, &s, (npy_intp)s.n_features, *n_classes, s.averaged, total_weight, scores);
+    return 1;
+}
+
 PyDoc_STRVAR(predict_doc,
 "predict(x, columns, order_key, intercept_column, intercept_value, store, n_classes, average_weight)\n\n"
 "The class index of NumPy's argmax of scores_batch's scores of the dict x (names without a column\n"
 "dropped, the intercept's entry appended) by the ScaledWeights store; None when it cannot be served.");
 
 static PyObject *predict(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    Row row;
-    int served = entry_row(args, nargs, 8, 0, &row, NULL);
-    if (served <= 0) { if (served < 0) return NULL; Py_RETURN_NONE; }
-    Store s;
-    int64_t n_classes;
-    double total_weight;
-    if (!store_of(args[5], &s) || !as_int64(args[6], &n_classes) || !as_double(args[7], &total_weight))
-        return refuse("bad store arguments");
-    if (n_classes < 1 || n_classes > MAX_CLASSES || s.n_classes < n_classes) Py_RETURN_NONE;
     double scores[MAX_CLASSES];
-    scores_of(&row, &s, (npy_intp)s.n_features, (Py_ssize_t)n_classes, s.averaged, total_weight, scores);
-    return PyLong_FromSsize_t(argmax(scores, (Py_ssize_t)n_classes));
+    Py_ssize_t n_classes;
+    int served = entry_scores(args, nargs, 8, scores, &n_classes);
+    if (served <= 0) { if (served < 0) return NULL; Py_RETURN_NONE; }
+    return PyLong_FromSsize_t(argmax(scores, n_classes));
+}
+
+/* numpy's pairwise_sum_DOUBLE (what ndarray.sum does along a contiguous row) for n <= 128. */
+static double numpy_row_sum(const double *a, Py_ssize_t n) {
+    if (n < 8) {
+        double res = 0.0;
+        for (Py_ssize_t i = 0; i < n; i++) res += a[i];
+        return res;
+    }
+    double r[8];
+    for (int j = 0; j < 8; j++) r[j] = a[j];
+    Py_ssize_t i = 8;
+    for (; i < n - (n % 8); i += 8)
+        for (int j = 0; j < 8; j++) r[j] += a[i + j];
+    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; i++) res += a[i];
+    return res;
+}
+
+PyDoc_STRVAR(scores_doc,
+"scores(x, columns, order_key, intercept_column, intercept_value, store, labels, average_weight, beta)\n\n"
+"{label: score} of the dict x as predict scores it (decision_function_one), or with beta a number\n"
+"{label: probability} of softmax_rows(beta * scores) (TemperatureCalibration.probabilities: NumPy's\n"
+"operations in NumPy's order; the exponential is the C library's, NumPy's own on a CPU where NumPy\n"
+"vectorises it, which may differ in the last bit); None when it cannot be served.");
+
+static PyObject *scores(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    double out[MAX_CLASSES];
+    Py_ssize_t n_classes;
+    if (nargs == 9 && !PyList_CheckExact(args[6])) return refuse("scores takes the labels as a list");
+    int served = entry_scores(args, nargs, 9, out, &n_classes);
+    if (served <= 0) { if (served < 0) return NULL; Py_RETURN_NONE; }
+    if (args[8] != Py_None) {  /* base.softmax_rows of beta * scores */
+        double beta;
+        if (!as_double(args[8], &beta)) return refuse("bad beta");
+        for (Py_ssize_t k = 0; k < n_classes; k++) out[k] = beta * out[k];
+        double m = out[0];
+        for (Py_ssize_t k = 1; k < n_classes; k++) if (isnan(out[k]) || out[k] > m) m = isnan(m) ? m : out[k];
+        for (Py_ssize_t k = 0; k < n_classes; k++) out[k] = exp(out[k] - m);
+        double total = numpy_row_sum(out, n_classes);
+        for (Py_ssize_t k = 0; k < n_classes; k++) out[k] /= total;
+    }
+    PyObject *result = PyDict_New();
+    for (Py_ssize_t k = 0; result != NULL && k < n_classes; k++) {
+        PyObject *value = PyFloat_FromDouble(out[k]);
+        if (value == NULL || PyDict_SetItem(result, PyList_GET_ITEM(args[6], k), value) < 0) Py_CLEAR(result);
+        Py_XDECREF(value);
+    }
+    return result;
 }
 
 /* The Page-Hinkley state of an adaptation.PageHinkleyUp object. */
@@ -602,6 +670,7 @@ static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
 static PyMethodDef methods[] = {
     {"predict", (PyCFunction)(void (*)(void))predict, METH_FASTCALL, predict_doc},
     {"learn", (PyCFunction)(void (*)(void))learn, METH_FASTCALL, learn_doc},
+    {"scores", (PyCFunction)(void (*)(void))scores, METH_FASTCALL, scores_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,6 +1,6 @@
-"""The one-example road for small records: ``predict_one`` and ``learn_one`` of an MCID learner in
-one call each of a C extension (``streamlearn/kernels/small_records.c``), built at install beside
-the ahead-of-time kernels.
+"""The one-example road for small records: ``predict_one``, ``learn_one``, ``decision_function_one``
+and (calibrated) ``predict_proba_one`` of an MCID learner in one call each of a C extension
+(``streamlearn/kernels/small_records.c``), built at install beside the ahead-of-time kernels.
 
 A dict of ten features costs river's pure-Python ``LogisticRegression`` a few microseconds per
 ``predict_one`` + ``learn_one``; the general road (validation in NumPy, one call of a numba kernel
@@ -10,7 +10,9 @@ fast tracker's and the averaged model's steps, counts both mistakes, updates the
 and writes the calibration window's row, with every operation of the numba kernels in the same
 order: the model is the same bit for bit whichever road an example takes
 (``tests/test_small_records.py``). What is rare stays in Python: a restart, the tracker's choice
-every :data:`~streamlearn.adaptation.CHECK_EVERY` steps, the temperature's refit.
+every :data:`~streamlearn.adaptation.CHECK_EVERY` steps, the temperature's refit. Scores are the
+general road's bit for bit, and probabilities too where NumPy's exponential is the C library's
+(NumPy's own vectorised one, on some CPUs, may differ in the last bit).
 
 It serves an example when the learner runs one λ (``batch_size=1``, no ``standardize``, no ``n_bits``;
 with or without ``adapt``'s watch and tracker and ``calibrate``'s window), every name of the dict and
@@ -57,20 +59,42 @@ class SmallRecordRoad:
             self._small_record_setting = setting
         return setting
 
+    def _road_tables(self):
+        """The vocabulary's tables for the C road when it may serve this learner's one-example calls,
+        else ``None`` (a learner it does not serve predicts on the general road, which keeps the row
+        for ``learn_one``)."""
+        if ENABLED and self.batch_size == 1 and self._small_record_constants() and not self._pending_y:
+            return self._features.name_columns()
+        return None
+
+    def _road_scoring(self, x: dict, how, labels: list):
+        """``how(x, *the vocabulary's tables, intercept, predicting store, labels, average weight)`` of
+        the C road, or ``None``: the general road."""
+        tables = self._road_tables() if labels else None
+        if tables is None:
+            return None
+        choice = self._tracker_choice
+        store = self._tracker if choice is not None and choice.tracking else self._candidates[0]
+        out = how(x, tables[0], tables[1], self._intercept_column, self._intercept_scale.value, store, labels,
+                  self._average_weight)
+        if out is not None:
+            self._encoded_last = None  # nothing kept for learn_one: the C road encodes again
+        return out
+
     def predict_one(self, x: dict):
         labels = self._labels.labels
-        # (a learner the road does not serve predicts on the general road, which keeps the row for learn_one)
-        if ENABLED and labels and self.batch_size == 1 and self._small_record_constants() and not self._pending_y:
-            tables = self._features.name_columns()
-            if tables is not None:
-                choice = self._tracker_choice
-                store = self._tracker if choice is not None and choice.tracking else self._candidates[0]
-                k = compiled_road.predict(x, tables[0], tables[1], self._intercept_column, self._intercept_scale.value,
-                                          store, len(labels), self._average_weight)
-                if k is not None:
-                    self._encoded_last = None  # nothing kept for learn_one: the C road encodes again
-                    return labels[k]
-        return super().predict_one(x)
+        k = self._road_scoring(x, compiled_road.predict, labels) if ENABLED else None
+        return super().predict_one(x) if k is None else labels[k]
+
+    def decision_function_one(self, x: dict) -> dict:
+        scores = self._road_scoring(x, _raw_scores, self._labels.labels) if ENABLED else None
+        return super().decision_function_one(x) if scores is None else scores
+
+    def predict_proba_one(self, x: dict) -> dict:
+        calibration = self._calibration  # (without it, the family's own probabilities: the general road)
+        how = None if calibration is None or not ENABLED else _calibrated(calibration.beta)
+        proba = None if how is None else self._road_scoring(x, how, self._labels.labels)
+        return super().predict_proba_one(x) if proba is None else proba
 
     def learn_one(self, x: dict, y) -> None:
         setting = ENABLED and self.batch_size == 1 and self._small_record_constants()
@@ -103,3 +127,13 @@ class SmallRecordRoad:
             self._check_tracker()
         if entered:
             self._calibration.count_entered(1)
+
+
+def _raw_scores(*args):
+    """The C road's ``{label: score}``."""
+    return compiled_road.scores(*args, None)
+
+
+def _calibrated(beta: float):
+    """The C road's ``{label: probability}`` at the temperature's ``beta``."""
+    return lambda *args: compiled_road.scores(*args, beta)
