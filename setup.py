@@ -56,7 +56,6 @@ class BuildKernels(build_ext):
             for package in ("streamlearn", "connectors"):
                 compileall.compile_dir(str(HERE / package), quiet=1)
 
-
     def _build_optional(self, ext):
         """A C extension streamlearn can run without (see its source): a failure is a warning, or an
         error with STREAMLEARN_REQUIRE_AOT=1."""
