@@ -1,9 +1,10 @@
-"""Builds streamlearn's ahead-of-time kernels at install; the rest of the package metadata is
+"""Builds streamlearn's ahead-of-time kernels and its one C extension (the MCID learners' road for
+small records, streamlearn/kernels/small_records.c) at install; the rest of the package metadata is
 in pyproject.toml. See streamlearn/kernels/__init__.py for what the build is for.
 
 If the build fails (no C compiler, a numba without pycc), the package installs without it
-and streamlearn JIT-compiles every kernel with numba instead: slower to start, same results.
-Set STREAMLEARN_REQUIRE_AOT=1 to make such a failure stop the install.
+and streamlearn JIT-compiles every kernel with numba instead, and small records take the general
+road: slower, same results. Set STREAMLEARN_REQUIRE_AOT=1 to make such a failure stop the install.
 
 An editable (or in-place) build also byte-compiles the packages' sources, as pip does for what
 it installs: Python would otherwise compile them at every start where it may not write
