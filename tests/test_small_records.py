@@ -49,7 +49,7 @@ class CountingRoad:
 
 
 @functools.lru_cache(maxsize=2)  # the tests only read the stream: one generation per length
-def flipped_stream(n=8000) -> tuple:
+def flipped_stream(n=6000) -> tuple:
     """Sine's concept flipped three times (restarts), then a turning hyperplane (tracker switches), with
     now and then a name never seen before carrying an int value (the general road's examples), a bool
     value (the general road's always) and a NumPy float (the C road's once its name is known)."""
@@ -136,7 +136,7 @@ def test_scores_and_probabilities_by_the_road_are_the_general_roads(cls, stream,
     monkeypatch.setattr(small_records, "compiled_road", counting)
     model, compared, tracking = cls(), 0, 0
     exact = numpy_exp_is_the_c_librarys()
-    for i, (x, y) in enumerate(stream(4000) if stream is flipped_stream else stream()):
+    for i, (x, y) in enumerate(stream(3000) if stream is flipped_stream else stream()):
         if i % 20 == 0 and model.classes:
             answers = []
             for enabled in (True, False):
