@@ -48,10 +48,10 @@ typedef struct {  /* a ScaledWeights store: W[:, k] = scale[k] V[:, k], the aver
 static PyObject *NAMES;  /* a tuple of the interned attribute names below */
 enum { V_, SCALE_, SQNORM_, U_, A_, AVERAGED_, N_FEATURES_, N_CLASSES_, SCORES_, TARGETS_, ENTERED_,
        PH_N, PH_MEAN, PH_TOTAL, PH_LOWEST, PH_ALPHA, PH_DELTA, PH_THRESHOLD, PH_MIN_INSTANCES, PH_DETECTED,
-       DETECTOR_, CHANGE_SEEN_, STEPS_, N_NAMES };
+       DETECTOR_, CHANGE_SEEN_, STEPS_, TRACKING_, PENDING_, N_NAMES };
 static const char *NAME_TEXT[N_NAMES] = {"V", "scale", "sqnorm", "U", "A", "averaged", "n_features", "n_classes",
     "scores", "targets", "entered", "n", "mean", "sum_increase", "min_increase", "alpha", "delta", "threshold",
-    "min_instances", "drift_detected", "detector", "change_seen", "steps"};
+    "min_instances", "drift_detected", "detector", "change_seen", "steps", "tracking", "pending"};
 
 static int float_array(PyObject *o, int ndim, double **data, npy_intp *shape) {
     if (!PyArray_Check(o)) return 0;
@@ -346,7 +346,7 @@ static void learn_row(Store *s, const StepSetting *c, const Row *row, int64_t y,
         double shrink = 1.0 - 1.0 / (double)step_t;
         for (Py_ssize_t k = 0; k < K; k++) s->scale[k] *= shrink;
     }
-    double step = 1.0 / (lam * (double)step_t * 1.0);
+    double step = 1.0 / (lam * (double)step_t);  /* (times the group's size, 1) */
     if (c->loss == CRAMMER_SINGER || c->loss == PERCEPTRON) {
         for (Py_ssize_t k = 0; k < K; k++)
             if (g[k] != 0.0) add_to_column(s, averaged, c->project, row, k, -step * g[k] / s->scale[k]);
@@ -438,34 +438,32 @@ static int entry_row(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expecte
     return status == 0;
 }
 
-/* The entry functions' scores of x (args: x's row at 0..4, the store at 5, then n_classes or the labels
-   list at 6 and average_weight at 7) into scores[*n_classes]; 1, 0 or -1 as entry_row. */
+/* The entry functions' scores of x (args: x's row at 0..4, the store at 5, the labels list at 6 and
+   average_weight at 7) into scores[*n_classes]; 1, 0 or -1 as entry_row. */
 static int entry_scores(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expected, double *scores,
                         Py_ssize_t *n_classes) {
     Row row;
     int served = entry_row(args, nargs, expected, 0, &row, NULL);
     if (served <= 0) return served;
     Store s;
-    int64_t n;
     double total_weight;
-    if (PyList_CheckExact(args[6])) {
-        n = PyList_GET_SIZE(args[6]);
-    } else if (!as_int64(args[6], &n)) {
-        refuse("bad number of classes");
+    if (!PyList_CheckExact(args[6])) {
+        refuse("the labels must be a list");
         return -1;
     }
+    Py_ssize_t n = PyList_GET_SIZE(args[6]);
     if (!store_of(args[5], &s) || !as_double(args[7], &total_weight)) {
         refuse("bad store arguments");
         return -1;
     }
     if (n < 1 || n > MAX_CLASSES || s.n_classes < n) return 0;
-    *n_classes = (Py_ssize_t)n;
+    *n_classes = n;
     scores_of(&row, &s, (npy_intp)s.n_features, *n_classes, s.averaged, total_weight, scores);
     return 1;
 }
 
 PyDoc_STRVAR(predict_doc,
-"predict(x, columns, order_key, intercept_column, intercept_value, store, n_classes, average_weight)\n\n"
+"predict(x, columns, order_key, intercept_column, intercept_value, store, labels, average_weight)\n\n"
 "The class index of NumPy's argmax of scores_batch's scores of the dict x (names without a column\n"
 "dropped, the intercept's entry appended) by the ScaledWeights store; None when it cannot be served.");
 
@@ -504,7 +502,6 @@ PyDoc_STRVAR(scores_doc,
 static PyObject *scores(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     double out[MAX_CLASSES];
     Py_ssize_t n_classes;
-    if (nargs == 9 && !PyList_CheckExact(args[6])) return refuse("scores takes the labels as a list");
     int served = entry_scores(args, nargs, 9, out, &n_classes);
     if (served <= 0) { if (served < 0) return NULL; Py_RETURN_NONE; }
     if (args[8] != Py_None) {  /* base.softmax_rows of beta * scores */
@@ -562,13 +559,14 @@ static int store_page_hinkley(PyObject *detector, const PageHinkley *ph, PyObjec
 
 PyDoc_STRVAR(learn_doc,
 "learn(x, columns, order_key, intercept_column, intercept_value, target, n_columns, n_labels, model, tracker,\n"
-"      n_learned, t, average_weight, tracking, setting, project, renormalize_below, watch, calibration)\n\n"
+"      n_learned, t, average_weight, choice, setting, project, renormalize_below, watch, calibration)\n\n"
 "One learn_one example of an MCID learner (batch size 1, one lambda): its fast tracker's step then\n"
-"the model's (learn_groups_tracked; tracker None: learn_groups), the predicting model's mistake into\n"
-"the ChangeWatch (its Page-Hinkley test, change_seen and steps; None: no watch), and the\n"
+"the model's (learn_groups_tracked; tracker None: learn_groups), both mistakes counted into the\n"
+"TrackerChoice (None: no tracker), the predicting model's mistake into the ChangeWatch (its\n"
+"Page-Hinkley test, change_seen and steps; None: no watch), and the\n"
 "calibration window's row (None: no window). setting: (lam, tracker_lam, loss, per_class_ball, average_power,\n"
-"CHECK_EVERY); renormalize_below None: 1e-4 for an averaged store, 1e-30 otherwise. Returns (t,\n"
-"n_classes, average_weight, model_missed, tracker_missed, due, entered, mean_square) -- due: the\n"
+"CHECK_EVERY, the model's and the tracker's renormalisation thresholds when renormalize_below is None).\n"
+"Returns (t, n_classes, average_weight, due, entered, mean_square) -- due: the\n"
 "step is a multiple of CHECK_EVERY; entered: the example entered the window -- or None, having\n"
 "changed nothing, when the example cannot be served here.");
 
@@ -582,11 +580,22 @@ static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     Store model, tracker;
     StepSetting setting;
     PyObject *constants = args[14], *watch = args[17];
-    int tracking = PyObject_IsTrue(args[13]), has_tracker = args[9] != Py_None, watched = watch != Py_None;
+    PyObject *choice = args[13], *pending = NULL;
+    int has_tracker = args[9] != Py_None, watched = watch != Py_None, tracking = 0;
+    int64_t model_pending = 0, tracker_pending = 0;
+    if (choice != Py_None) {  /* TrackerChoice: which model predicts, and the mistakes it has not folded in */
+        PyObject *leads = attribute(choice, TRACKING_);
+        pending = attribute(choice, PENDING_);
+        tracking = leads == NULL ? -1 : PyObject_IsTrue(leads);
+        if (pending == NULL || !PyList_CheckExact(pending) || PyList_GET_SIZE(pending) != 2 ||
+            !as_int64(PyList_GET_ITEM(pending, 0), &model_pending) ||
+            !as_int64(PyList_GET_ITEM(pending, 1), &tracker_pending) || !has_tracker)
+            return refuse("bad tracker choice");
+    }
     if (!as_int64(args[5], &target) || !as_int64(args[6], &n_columns) || !as_int64(args[7], &n_labels) ||
         !store_of(args[8], &model) || (has_tracker && !store_of(args[9], &tracker)) || !as_int64(args[10], &n_learned) ||
         !as_int64(args[11], &t) || !as_double(args[12], &average_weight) || tracking < 0 ||
-        !PyTuple_CheckExact(constants) || PyTuple_GET_SIZE(constants) != 6)
+        !PyTuple_CheckExact(constants) || PyTuple_GET_SIZE(constants) != 8)
         return refuse("bad arguments");
     if (!as_double(PyTuple_GET_ITEM(constants, 0), &lam) || !as_double(PyTuple_GET_ITEM(constants, 1), &tracker_lam) ||
         !as_int64(PyTuple_GET_ITEM(constants, 2), &loss) ||
@@ -598,9 +607,10 @@ static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     setting.project = PyObject_IsTrue(args[15]);
     setting.n_features = (npy_intp)model.n_features;
     if (setting.project < 0 || setting.per_class_ball < 0) return refuse("bad setting");
-    if (args[16] == Py_None) {  /* MCIDLearner._renormalization_threshold */
-        renormalize_below = model.averaged ? 1e-4 : 1e-30;
-        tracker_renormalize_below = 1e-30;  /* the tracker keeps no average */
+    if (args[16] == Py_None) {  /* MCIDLearner._renormalization_threshold's defaults */
+        if (!as_double(PyTuple_GET_ITEM(constants, 6), &renormalize_below) ||
+            !as_double(PyTuple_GET_ITEM(constants, 7), &tracker_renormalize_below))
+            return refuse("bad setting");
     } else if (!as_double(args[16], &renormalize_below)) {
         return refuse("bad renormalize_below");
     } else {
@@ -610,7 +620,6 @@ static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     PyObject *detector = watched ? attribute(watch, DETECTOR_) : NULL;
     if (watched && (detector == NULL || !page_hinkley_of(detector, &ph) || !int_attribute(watch, STEPS_, &steps)))
         return refuse("bad watch");
-    if (!has_tracker) tracking = 0;
     /* what the general road would grow first (weights, classes, the window's width) sends the example there */
     if (target < 0 || target >= n_labels || n_labels > MAX_CLASSES || n_learned > n_labels ||
         model.n_features < n_columns || model.n_classes < n_labels ||
@@ -639,8 +648,13 @@ static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
                   &tracker_classes, &tracker_weight, tracker_scores);
     learn_row(&model, &setting, &row, target, lam, model.averaged, renormalize_below, &t, &n_classes,
               &average_weight, model_scores);
-    int model_missed = missed(model_scores, target, n_before);
-    int tracker_missed = has_tracker ? missed(tracker_scores, target, n_before) : 0;
+    if (pending != NULL) {  /* TrackerChoice.count */
+        PyObject *counts[2] = {PyLong_FromLongLong(model_pending + missed(model_scores, target, n_before)),
+                               PyLong_FromLongLong(tracker_pending + missed(tracker_scores, target, n_before))};
+        if (counts[0] == NULL || counts[1] == NULL) { Py_XDECREF(counts[0]); Py_XDECREF(counts[1]); return NULL; }
+        PyList_SetItem(pending, 0, counts[0]);  /* (steals the reference) */
+        PyList_SetItem(pending, 1, counts[1]);
+    }
     const double *predicting = tracking ? tracker_scores : model_scores;
     /* ChangeWatch.after_span of one step: adaptation.mistake_of_one, the test, the step count */
     int due = 0;
@@ -663,7 +677,7 @@ static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         for (Py_ssize_t k = 0; k < window_shape[1]; k++) out[k] = k < n_before ? predicting[k] : -INFINITY;
         window_targets[slot] = target;
     }
-    return Py_BuildValue("(LndiiOOd)", (long long)t, n_classes, average_weight, model_missed, tracker_missed,
+    return Py_BuildValue("(LndOOd)", (long long)t, n_classes, average_weight,
                          due ? Py_True : Py_False, entered_window ? Py_True : Py_False, mean_sq);
 }
 

@@ -6,9 +6,9 @@ A dict of ten features costs river's pure-Python ``LogisticRegression`` a few mi
 ``predict_one`` + ``learn_one``; the general road (validation in NumPy, one call of a numba kernel
 per step, the change watch, the tracker's choice and the calibration window in Python) costs
 several times that, most of it in the calls themselves. The C road encodes the dict, takes the
-fast tracker's and the averaged model's steps, counts both mistakes, updates the Page-Hinkley test
-and writes the calibration window's row, with every operation of the numba kernels in the same
-order: the model is the same bit for bit whichever road an example takes
+fast tracker's and the averaged model's steps, counts both mistakes for the tracker's choice, updates
+the Page-Hinkley test and writes the calibration window's row, with every operation of the numba
+kernels in the same order: the model is the same bit for bit whichever road an example takes
 (``tests/test_small_records.py``). What is rare stays in Python: a restart, the tracker's choice
 every :data:`~streamlearn.adaptation.CHECK_EVERY` steps, the temperature's refit. Scores are the
 general road's bit for bit, and probabilities too where NumPy's exponential is the C library's
@@ -45,17 +45,20 @@ class SmallRecordRoad:
     """``predict_one`` / ``learn_one`` through the C road when it can serve the example, else the
     general road of :class:`~streamlearn.base.StreamClassifier` (see the module docstring)."""
 
-    #: the constants the C road takes, ``(lam, tracker_lam, loss, per_class_ball, average_power, CHECK_EVERY)``;
-    #: ``False``: a setting the road does not serve; ``None``: not looked at yet (``_init_model`` clears it)
+    #: the constants the C road takes, ``(lam, tracker_lam, loss, per_class_ball, average_power, CHECK_EVERY,
+    #: the model's and the tracker's default renormalisation thresholds)``; ``False``: a setting the road does
+    #: not serve; ``None``: not looked at yet (``_init_model`` clears it)
     _small_record_setting = None
 
     def _small_record_constants(self):
         """:attr:`_small_record_setting`, worked out on first use (these never change after ``_init_model``)."""
         setting = self._small_record_setting
         if setting is None:
+            from .solver import default_renormalization_threshold as threshold  # (solver imports this module)
+
             served = self._scaler is None and len(self._candidates) == 1
             setting = (self._lambdas[0], self._tracker_lam, self._loss, self._per_class_ball, self._average_power,
-                       CHECK_EVERY) if served else False
+                       CHECK_EVERY, threshold(self._candidates[0]), threshold(self._tracker)) if served else False
             self._small_record_setting = setting
         return setting
 
@@ -67,58 +70,49 @@ class SmallRecordRoad:
             return self._features.name_columns()
         return None
 
-    def _road_scoring(self, x: dict, how, labels: list):
-        """``how(x, *the vocabulary's tables, intercept, predicting store, labels, average weight)`` of
-        the C road, or ``None``: the general road."""
+    def _road_scoring(self, x: dict, function: str, labels: list, *more):
+        """The C road's ``function(x, the vocabulary's tables, intercept, predicting store, labels, average
+        weight, *more)``, or ``None``: the general road."""
         tables = self._road_tables() if labels else None
         if tables is None:
             return None
         choice = self._tracker_choice
         store = self._tracker if choice is not None and choice.tracking else self._candidates[0]
-        out = how(x, tables[0], tables[1], self._intercept_column, self._intercept_scale.value, store, labels,
-                  self._average_weight)
+        out = getattr(compiled_road, function)(x, tables[0], tables[1], self._intercept_column,
+                                               self._intercept_scale.value, store, labels, self._average_weight, *more)
         if out is not None:
             self._encoded_last = None  # nothing kept for learn_one: the C road encodes again
         return out
 
     def predict_one(self, x: dict):
         labels = self._labels.labels
-        k = self._road_scoring(x, compiled_road.predict, labels) if ENABLED else None
+        k = self._road_scoring(x, "predict", labels)
         return super().predict_one(x) if k is None else labels[k]
 
     def decision_function_one(self, x: dict) -> dict:
-        scores = self._road_scoring(x, _raw_scores, self._labels.labels) if ENABLED else None
+        scores = self._road_scoring(x, "scores", self._labels.labels, None)
         return super().decision_function_one(x) if scores is None else scores
 
     def predict_proba_one(self, x: dict) -> dict:
         calibration = self._calibration  # (without it, the family's own probabilities: the general road)
-        how = None if calibration is None or not ENABLED else _calibrated(calibration.beta)
-        proba = None if how is None else self._road_scoring(x, how, self._labels.labels)
+        proba = None if calibration is None else self._road_scoring(x, "scores", self._labels.labels, calibration.beta)
         return super().predict_proba_one(x) if proba is None else proba
 
     def learn_one(self, x: dict, y) -> None:
-        setting = ENABLED and self.batch_size == 1 and self._small_record_constants()
-        if not setting or self._pending_y:
-            return super().learn_one(x, y)
-        features, labels = self._features, self._labels
-        tables = features.name_columns()
-        target = labels.known_class(y)
-        if tables is None or target < 0:
+        tables = self._road_tables()
+        target = -1 if tables is None else self._labels.known_class(y)
+        if target < 0:
             return super().learn_one(x, y)
         scale, choice, watch = self._intercept_scale, self._tracker_choice, self._watch
         out = compiled_road.learn(x, tables[0], tables[1], self._intercept_column, scale.value, target,
-                                  features.n_columns, len(labels.labels), self._candidates[0], self._tracker,
-                                  self._n_learned_classes, self._t, self._average_weight,
-                                  choice is not None and choice.tracking, setting,
+                                  self._features.n_columns, len(self._labels.labels), self._candidates[0],
+                                  self._tracker, self._n_learned_classes, self._t, self._average_weight,
+                                  choice, self._small_record_setting,
                                   self.project, self.renormalize_below, watch, self._calibration)
         if out is None:
             return super().learn_one(x, y)
-        self._t, self._n_learned_classes, self._average_weight, model_missed, tracker_missed, due, entered, mean_square = out
+        self._t, self._n_learned_classes, self._average_weight, due, entered, mean_square = out
         self._encoded_last = None
-        if choice is not None:
-            pending = choice.pending
-            pending[0] += model_missed
-            pending[1] += tracker_missed
         if self._intercept_column >= 0 and not scale.settled:
             scale.count_row(mean_square)
         if due:  # the step is a multiple of CHECK_EVERY: act on a change seen, then choose the predictor
@@ -127,13 +121,3 @@ class SmallRecordRoad:
             self._check_tracker()
         if entered:
             self._calibration.count_entered(1)
-
-
-def _raw_scores(*args):
-    """The C road's ``{label: score}``."""
-    return compiled_road.scores(*args, None)
-
-
-def _calibrated(beta: float):
-    """The C road's ``{label: probability}`` at the temperature's ``beta``."""
-    return lambda *args: compiled_road.scores(*args, beta)

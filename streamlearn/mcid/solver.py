@@ -378,10 +378,10 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
             self._average_power, self._average_weight, scores,
         )  # fmt: skip
 
-    def _renormalization_threshold(self, store: ScaledWeights) -> float:
+    def _renormalization_threshold(self, store: ScaledWeights | None) -> float:
         if self.renormalize_below is not None:
             return self.renormalize_below
-        return 1e-4 if store.averaged else 1e-30
+        return default_renormalization_threshold(store)
 
     def _reserve_columns(self) -> None:
         self._predicting.reserve(self._features.n_columns, len(self._labels))
@@ -435,6 +435,11 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
             self._tracker_choice = TrackerChoice.restore(model["tracker"]["choice"])
         if self._calibration is not None and "calibration" in model:  # absent: saved before calibration existed
             self._calibration = TemperatureCalibration.restore(model["calibration"])
+
+
+def default_renormalization_threshold(store: ScaledWeights | None) -> float:
+    """:attr:`MCIDLearner.renormalize_below` when it is ``None``, for ``store`` (a missing store: any)."""
+    return 1e-4 if store is not None and store.averaged else 1e-30
 
 
 def lambda_candidates(lam) -> tuple:
