@@ -28,24 +28,21 @@ needs_road = pytest.mark.skipif(small_records.compiled_road is None,
 
 
 class CountingRoad:
-    """The compiled road, counting the examples each function served (returned something for)."""
+    """The compiled road, counting the examples each use of it served (returned something for): its
+    ``score`` answering a class ("predict") or a dict ("scores"), its ``learn``."""
 
     def __init__(self, road):
         self.road, self.served = road, {"predict": 0, "learn": 0, "scores": 0}
 
-    def _counted(self, name, *args):
-        out = getattr(self.road, name)(*args)
-        self.served[name] += out is not None
+    def score(self, *args):
+        out = self.road.score(*args)
+        self.served["predict" if args[-1] is None else "scores"] += out is not None
         return out
 
-    def predict(self, *args):
-        return self._counted("predict", *args)
-
     def learn(self, *args):
-        return self._counted("learn", *args)
-
-    def scores(self, *args):
-        return self._counted("scores", *args)
+        out = self.road.learn(*args)
+        self.served["learn"] += out is not None
+        return out
 
 
 @functools.lru_cache(maxsize=2)  # the tests only read the stream: one generation per length

@@ -438,6 +438,12 @@ static int entry_row(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expecte
     return status == 0;
 }
 
+/* What an entry function returns for entry_row's 0 (None: the general road) or -1 (NULL: the error set). */
+static PyObject *none_or_error(int served) {
+    if (served < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 /* The entry functions' scores of x (args: x's row at 0..4, the store at 5, the labels list at 6 and
    average_weight at 7) into scores[*n_classes]; 1, 0 or -1 as entry_row. */
 static int entry_scores(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expected, double *scores,
@@ -462,19 +468,6 @@ static int entry_scores(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expe
     return 1;
 }
 
-PyDoc_STRVAR(predict_doc,
-"predict(x, columns, order_key, intercept_column, intercept_value, store, labels, average_weight)\n\n"
-"The class index of NumPy's argmax of scores_batch's scores of the dict x (names without a column\n"
-"dropped, the intercept's entry appended) by the ScaledWeights store; None when it cannot be served.");
-
-static PyObject *predict(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    double scores[MAX_CLASSES];
-    Py_ssize_t n_classes;
-    int served = entry_scores(args, nargs, 8, scores, &n_classes);
-    if (served <= 0) { if (served < 0) return NULL; Py_RETURN_NONE; }
-    return PyLong_FromSsize_t(argmax(scores, n_classes));
-}
-
 /* numpy's pairwise_sum_DOUBLE (what ndarray.sum does along a contiguous row) for n <= 128. */
 static double numpy_row_sum(const double *a, Py_ssize_t n) {
     if (n < 8) {
@@ -492,19 +485,22 @@ static double numpy_row_sum(const double *a, Py_ssize_t n) {
     return res;
 }
 
-PyDoc_STRVAR(scores_doc,
-"scores(x, columns, order_key, intercept_column, intercept_value, store, labels, average_weight, beta)\n\n"
-"{label: score} of the dict x as predict scores it (decision_function_one), or with beta a number\n"
-"{label: probability} of softmax_rows(beta * scores) (TemperatureCalibration.probabilities: NumPy's\n"
-"operations in NumPy's order; the exponential is the C library's, NumPy's own on a CPU where NumPy\n"
-"vectorises it, which may differ in the last bit); None when it cannot be served.");
+PyDoc_STRVAR(score_doc,
+"score(x, columns, order_key, intercept_column, intercept_value, store, labels, average_weight, answer)\n\n"
+"scores_batch's scores of the dict x (names without a column dropped, the intercept's entry appended)\n"
+"by the ScaledWeights store, answered as: answer None, the class index of NumPy's argmax of them\n"
+"(predict_one); \"scores\", {label: score} (decision_function_one); a number beta, {label:\n"
+"probability} of softmax_rows(beta * scores) (TemperatureCalibration.probabilities: NumPy's operations\n"
+"in NumPy's order; the exponential is the C library's, NumPy's own on a CPU where NumPy vectorises it,\n"
+"which may differ in the last bit). None when x cannot be served.");
 
-static PyObject *scores(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *score(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     double out[MAX_CLASSES];
     Py_ssize_t n_classes;
     int served = entry_scores(args, nargs, 9, out, &n_classes);
-    if (served <= 0) { if (served < 0) return NULL; Py_RETURN_NONE; }
-    if (args[8] != Py_None) {  /* base.softmax_rows of beta * scores */
+    if (served <= 0) return none_or_error(served);
+    if (args[8] == Py_None) return PyLong_FromSsize_t(argmax(out, n_classes));
+    if (!PyUnicode_Check(args[8])) {  /* base.softmax_rows of beta * scores */
         double beta;
         if (!as_double(args[8], &beta)) return refuse("bad beta");
         for (Py_ssize_t k = 0; k < n_classes; k++) out[k] = beta * out[k];
@@ -574,7 +570,7 @@ static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     Row row;
     double mean_sq;
     int served = entry_row(args, nargs, 19, 1, &row, &mean_sq);
-    if (served <= 0) { if (served < 0) return NULL; Py_RETURN_NONE; }
+    if (served <= 0) return none_or_error(served);
     int64_t target, n_columns, n_labels, n_learned, t, loss, check_every, steps = 0;
     double average_weight, lam, tracker_lam, renormalize_below, tracker_renormalize_below;
     Store model, tracker;
@@ -682,9 +678,8 @@ static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
 }
 
 static PyMethodDef methods[] = {
-    {"predict", (PyCFunction)(void (*)(void))predict, METH_FASTCALL, predict_doc},
     {"learn", (PyCFunction)(void (*)(void))learn, METH_FASTCALL, learn_doc},
-    {"scores", (PyCFunction)(void (*)(void))scores, METH_FASTCALL, scores_doc},
+    {"score", (PyCFunction)(void (*)(void))score, METH_FASTCALL, score_doc},
     {NULL, NULL, 0, NULL},
 };
 

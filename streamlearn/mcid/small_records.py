@@ -70,32 +70,32 @@ class SmallRecordRoad:
             return self._features.name_columns()
         return None
 
-    def _road_scoring(self, x: dict, function: str, labels: list, *more):
-        """The C road's ``function(x, the vocabulary's tables, intercept, predicting store, labels, average
-        weight, *more)``, or ``None``: the general road."""
+    def _road_scoring(self, x: dict, labels: list, answer):
+        """The C road's ``score`` of ``x`` by the predicting store, as ``answer`` asks (``None``: the class
+        index; ``"scores"``; a temperature's ``beta``: probabilities), or ``None``: the general road."""
         tables = self._road_tables() if labels else None
         if tables is None:
             return None
         choice = self._tracker_choice
         store = self._tracker if choice is not None and choice.tracking else self._candidates[0]
-        out = getattr(compiled_road, function)(x, tables[0], tables[1], self._intercept_column,
-                                               self._intercept_scale.value, store, labels, self._average_weight, *more)
+        out = compiled_road.score(x, tables[0], tables[1], self._intercept_column, self._intercept_scale.value, store,
+                                  labels, self._average_weight, answer)
         if out is not None:
             self._encoded_last = None  # nothing kept for learn_one: the C road encodes again
         return out
 
     def predict_one(self, x: dict):
         labels = self._labels.labels
-        k = self._road_scoring(x, "predict", labels)
+        k = self._road_scoring(x, labels, None)
         return super().predict_one(x) if k is None else labels[k]
 
     def decision_function_one(self, x: dict) -> dict:
-        scores = self._road_scoring(x, "scores", self._labels.labels, None)
+        scores = self._road_scoring(x, self._labels.labels, "scores")
         return super().decision_function_one(x) if scores is None else scores
 
     def predict_proba_one(self, x: dict) -> dict:
         calibration = self._calibration  # (without it, the family's own probabilities: the general road)
-        proba = None if calibration is None else self._road_scoring(x, "scores", self._labels.labels, calibration.beta)
+        proba = None if calibration is None else self._road_scoring(x, self._labels.labels, calibration.beta)
         return super().predict_proba_one(x) if proba is None else proba
 
     def learn_one(self, x: dict, y) -> None:
