@@ -9,6 +9,7 @@ fixture of conftest.py)."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import time
@@ -102,7 +103,9 @@ def test_a_broker_away_past_the_timeout_ends_the_daemon_with_code_1_after_a_fina
     finally:
         durable.start()
     assert daemon.returncode == 1, err
-    assert "has been unreachable for 3 s (--broker-timeout 3); stopping; the model is saved in" in err
+    # the outage is measured when the watch next probes, so a busy host may report more than 3 s
+    away = re.search(r"has been unreachable for (\d+) s \(--broker-timeout 3\); stopping; the model is saved in", err)
+    assert away and int(away.group(1)) >= 3, err
     assert "Traceback" not in err
     payload = CheckpointStore(tmp_path / "ck").load_latest()
     assert payload["runner"]["counters"]["learned"] == 1000 and payload["position"]["offsets"] == {"0": 50}
