@@ -32,6 +32,22 @@ PARAMS = [{}, {"adapt": False}, {"eta0": "pegasos", "lam": 1e-2, "average": Fals
           {"balance": True, "average_power": 1.0}]
 
 
+@pytest.mark.parametrize("average", [True, False])
+@pytest.mark.parametrize("store", ["dense", "sparse"])
+def test_every_class_score_is_the_weights_product_and_ranks_as_predictions_do(store, average):
+    """``decision_function_many`` (river's every-class scores) is linear in the row, the product
+    with the weights the unit rows read, and its argmax is ``predict_many``'s exact scan."""
+    X, y = dense_stream(600, 9, 12, seed=5)
+    rows = [dict(enumerate(r.tolist())) for r in X]
+    model = ExtremeSVM(store=store, average=average, oracle="exact")
+    model.learn_many(rows[:500], y[:500].tolist())
+    assert model.dense == (store == "dense")
+    scores, intercepts = model.decision_function_many(rows[500:]), model.decision_function_many([{}])[0]
+    weights = weights_of(model, 12) - intercepts[:, None]  # a unit row's scores count the intercept too
+    assert np.abs(scores - (X[500:] @ weights.T + intercepts)).max() < 1e-9 * np.abs(scores).max()
+    assert scores.argmax(axis=1).tolist() == model.class_indices(model.predict_many(rows[500:])).tolist()
+
+
 @pytest.mark.parametrize("params", PARAMS)
 def test_the_dense_store_gives_the_sparse_stores_iterates_bit_for_bit(params):
     X, y = dense_stream(900, 12, 16, seed=1)

@@ -291,6 +291,34 @@ def _add_average_scores(indptr, indices, data, row, store, n_classes, avg_scores
                 avg_scores[pool_cls[q]] += data[p] * pool_avg[q]
 
 
+@njit(cache=True, nogil=True)
+def class_scores(indptr, indices, data, store, scalars, n_classes, averaged, scores):
+    """``scores[row, k]`` for every row and class: ``g V x``, or with ``averaged`` the averaged
+    iterate's ``(U x + A V x) / Σ c``, by the inverted index (O(the row's column runs) per row,
+    as :func:`predict_rows`' exact scan, whose scores these equal bit for bit); columns past
+    the store's score 0."""
+    pool_cls, pool_val, col_start, col_len = store.pool_cls, store.pool_val, store.col_start, store.col_len
+    use_average = averaged and scalars[AW] > 0
+    for row in range(len(indptr) - 1):
+        out = scores[row]
+        out[:] = 0.0
+        for p in range(indptr[row], indptr[row + 1]):
+            j = indices[p]
+            if j >= len(col_len):
+                continue
+            for q in range(col_start[j], col_start[j] + col_len[j]):
+                if pool_cls[q] < n_classes:
+                    out[pool_cls[q]] += data[p] * pool_val[q]
+        if use_average:
+            average = np.zeros(n_classes)
+            _add_average_scores(indptr, indices, data, row, store, n_classes, average)
+            for k in range(n_classes):
+                out[k] = (average[k] + scalars[A] * out[k]) / scalars[AW]
+        else:
+            for k in range(n_classes):
+                out[k] = scalars[G] * out[k]
+
+
 # over 80 lines: one pass per row scores the last and the averaged iterate and re-ranks the candidates together
 @njit(cache=True, nogil=True)
 def predict_rows(indptr, indices, data, store, scalars, n_classes, averaged, candidates, exact, scores, avg_scores,

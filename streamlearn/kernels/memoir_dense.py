@@ -54,6 +54,15 @@ def _predicted_scores(V, U, scalars, indptr, indices, data, row, n_classes, aver
 
 
 @njit(cache=True, nogil=True)
+def class_scores(indptr, indices, data, V, U, scalars, n_classes, averaged, scores):
+    """``scores[row, k]`` for every row and class: the predicting iterate's scores of
+    :func:`_predicted_scores`, bit for bit those :func:`predict_rows`' exact scan ranks."""
+    avg_scores = np.empty(n_classes)
+    for row in range(len(indptr) - 1):
+        _predicted_scores(V, U, scalars, indptr, indices, data, row, n_classes, averaged, scores[row], avg_scores)
+
+
+@njit(cache=True, nogil=True)
 def _argmax(scores, n_classes, skip):
     """The first index of the largest of ``scores[:n_classes]`` other than ``skip`` (-1: none)."""
     best, best_score = -1, 0.0

@@ -83,36 +83,20 @@ class ExtremePredictions:
         return predicted, p_true
 
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:
-        """Every class's score (``(rows, K)``: river's API; O(K) per row — the learner's own
-        predictions re-rank candidates instead), by the weights predictions use."""
-        import scipy.sparse
-
+        """Every class's score (``(rows, K)``: river's API; O(K) per row to write — the learner's own
+        predictions re-rank candidates instead), by the weights and the sums the exact scan of
+        :meth:`_predict_rows` uses."""
         n_classes = len(self._labels)
+        own_arrays(self._store)
+        scores = np.zeros((rows.n_rows, n_classes))
         if self.dense:
-            return self._dense_raw_scores(rows, n_classes)
-        state = self._store.export()
-        g, a, total = self._store.scalars[0], self._store.scalars[2], self._store.scalars[3]
-        weights = (state["avg"] + a * state["val"]) / total if self._averaged and total > 0 else g * state["val"]
-        columns = np.repeat(np.arange(len(state["col_len"])), state["col_len"])
-        keep = state["cls"] < n_classes
-        width = max(len(state["col_len"]), int(rows.indices.max()) + 1 if len(rows.indices) else 0)
-        weight_matrix = scipy.sparse.csr_matrix((weights[keep], (columns[keep], state["cls"][keep])), shape=(width, n_classes))
-        lo, hi = rows.indptr[0], rows.indptr[-1]
-        X = scipy.sparse.csr_matrix((rows.data[lo:hi], rows.indices[lo:hi], rows.indptr - lo), shape=(rows.n_rows, width))
-        return np.asarray((X @ weight_matrix).todense())
-
-    def _dense_raw_scores(self, rows: SparseRows, n_classes: int) -> np.ndarray:
-        import scipy.sparse
-
-        store = self._store
-        store.reserve(0, n_classes)
-        g, a, total = store.scalars[0], store.scalars[2], store.scalars[3]
-        V = store.V[:n_classes]
-        weights = (store.U[:n_classes] + a * V) / total if self._averaged and total > 0 else g * V
-        lo, hi = rows.indptr[0], rows.indptr[-1]
-        width = max(weights.shape[1], int(rows.indices[lo:hi].max()) + 1 if hi > lo else 0)
-        X = scipy.sparse.csr_matrix((rows.data[lo:hi], rows.indices[lo:hi], rows.indptr - lo), shape=(rows.n_rows, width))
-        return np.asarray(X[:, : weights.shape[1]] @ weights.T)
+            self._store.reserve(0, n_classes)
+            _dense.class_scores(*rows.own_arrays(), self._store.V, self._store.U, self._store.scalars, n_classes,
+                                self._averaged, scores)
+        else:
+            _memoir.class_scores(*rows.own_arrays(), self._store.arrays(), self._store.scalars, n_classes, self._averaged,
+                                 scores)
+        return scores
 
     @property
     def _predicts_exactly(self) -> bool:
