@@ -230,7 +230,7 @@ def start_jit_alone_run():
 #: session (:class:`RunBeside`): their time goes mostly to waiting on the daemons and brokers they start
 BESIDE_GROUPS = (("test_crash_resume.py", "test_kafka_security.py", "test_scaleout.py", "test_broker_restart.py"),
                  ("test_kafka.py", "test_group_size.py", "test_predictions.py", "test_compact.py", "test_serve.py",
-                  "test_examples.py"))
+                  "test_cli_options_kafka.py", "test_examples.py"))
 #: the file after whose last test each background run sharing numba's cache starts: by then the session has
 #: compiled what the run would otherwise compile a second time beside it (the JIT-only run: every exported kernel,
 #: for their bit-for-bit check; the smoke runs: the not-exported kernels of ExtremeSVM and the PGS, for the flips)

@@ -12,7 +12,6 @@ import pytest
 from streamlearn.service.checkpoint import CheckpointStore
 from streamlearn.service.cli import COMMANDS, make_parser
 from helpers import cli, libsvm_lines
-from conftest import PATIENCE
 
 pytestmark = pytest.mark.slow  # whole processes or every river check: not in the quick subset
 
@@ -38,7 +37,7 @@ def files(pristine_files, tmp_path):
             "model": tmp_path / "model", "dir": tmp_path}
 
 
-def _summary(result) -> dict:
+def run_summary(result) -> dict:
     return json.loads(result.stdout.decode().splitlines()[0])
 
 
@@ -57,20 +56,20 @@ def covers(*options):
 
 @covers("train:source", "train:--checkpoint-dir", "train:--quiet")
 def run_train_basics(f):
-    assert _summary(cli("train", f["train"], "--checkpoint-dir", f["dir"] / "a", "--quiet"))["learned"] == 600
+    assert run_summary(cli("train", f["train"], "--checkpoint-dir", f["dir"] / "a", "--quiet"))["learned"] == 600
 
 
 @covers("train:--format", "train:--label-column")
 def run_format_and_label_column(f):
     renamed = f["dir"] / "table.data"
     renamed.write_text(f["csv"].read_text())
-    summary = _summary(cli("train", renamed, "--format", "csv", "--label-column", "kind", "--quiet"))
+    summary = run_summary(cli("train", renamed, "--format", "csv", "--label-column", "kind", "--quiet"))
     assert summary["learned"] == 60 and summary["dead_letters"] == 0
 
 
 @covers("train:--batch-records")
 def run_batch_records(f):
-    assert _summary(cli("train", f["train"], "--batch-records", "7", "--quiet"))["batches"] == 601 // 7 + 1
+    assert run_summary(cli("train", f["train"], "--batch-records", "7", "--quiet"))["batches"] == 601 // 7 + 1
 
 
 @covers("train:--config", "train:--learner", "train:--param")
@@ -100,7 +99,7 @@ def run_checkpoint_cadence(f):
 @covers("train:--resume", "train:--overwrite", "train:--init-from")
 def run_resume_overwrite_init(f):
     again = cli("train", f["train"], "--checkpoint-dir", f["model"], "--resume", "--quiet")
-    assert _summary(again)["learned"] == 600  # nothing left to learn
+    assert run_summary(again)["learned"] == 600  # nothing left to learn
     cli("train", f["test"], "--checkpoint-dir", f["model"], "--overwrite", "--quiet")
     assert CheckpointStore(f["model"]).load_latest()["runner"]["counters"]["learned"] == 200
     cli("train", f["train"], "--checkpoint-dir", f["dir"] / "e", "--init-from", f["model"], "--quiet")
@@ -110,8 +109,8 @@ def run_resume_overwrite_init(f):
 @covers("train:--max-classes")
 def run_max_classes(f):
     result = cli("train", f["train"], "--max-classes", "2", "--checkpoint-dir", f["dir"] / "mc", "--quiet")
-    refused = _summary(result)["dead_reasons"]["refused-class-limit"]
-    assert refused > 100 and _summary(result)["learned"] + refused == 600  # 5 classes in the data
+    refused = run_summary(result)["dead_reasons"]["refused-class-limit"]
+    assert refused > 100 and run_summary(result)["learned"] + refused == 600  # 5 classes in the data
     assert len(CheckpointStore(f["dir"] / "mc").load_latest()["learner"]["labels"]["labels"]) == 2
 
 
@@ -127,14 +126,14 @@ def run_train_serve(f):
     """The service starts with the job and stops with it (tests/test_serve.py asks it questions)."""
     result = cli("train", f["train"], "--serve", "127.0.0.1:0", "--quiet")
     assert "streamlearn: serving the live model at http://127.0.0.1:" in result.stderr.decode()
-    assert _summary(result)["learned"] == 600
+    assert run_summary(result)["learned"] == 600
     taken = cli("train", f["train"], "--serve", ":x", "--quiet", check=False)
     assert taken.returncode == 1 and b"--serve takes [HOST]:PORT" in taken.stderr
 
 
 @covers("train:--holdout")
 def run_holdout(f):
-    assert _summary(cli("train", f["train"], "--holdout", "0.2", "--quiet"))["holdout_final"]["n"] > 50
+    assert run_summary(cli("train", f["train"], "--holdout", "0.2", "--quiet"))["holdout_final"]["n"] > 50
 
 
 @covers("train:--metrics", "train:--dead-letter", "train:--max-errors")
@@ -147,100 +146,7 @@ def run_sinks_and_max_errors(f):
 
 @covers("train:--passes")
 def run_passes(f):
-    assert _summary(cli("train", f["train"], "--passes", "3", "--quiet"))["learned"] == 1800
-
-
-@covers("train:--idle-timeout", "predict:--idle-timeout", "evaluate:--idle-timeout")
-def run_idle_timeouts(f):
-    """A topic on the test broker: each command ends once no message came for the timeout."""
-    import time
-
-    import msgpack
-
-    from connectors.localbroker import create_topic, produce
-    from helpers import records
-
-    broker = f["broker"]()
-    create_topic(broker, "idle")
-    produce(broker, "idle", [msgpack.packb(r) for r in records(100, seed=5)])
-    uri = f"kafka://{broker}/idle?group=options"
-    start = time.monotonic()
-    assert _summary(cli("train", uri, "--idle-timeout", "2", "--checkpoint-dir", f["dir"] / "k", "--quiet"))["learned"] == 100
-    assert cli("predict", uri, "--checkpoint", f["dir"] / "k", "--idle-timeout", "2").stdout.decode().count("\n") == 100
-    assert json.loads(cli("evaluate", uri, "--checkpoint", f["dir"] / "k", "--idle-timeout", "2").stdout)["n"] == 100
-    assert time.monotonic() - start < 90
-
-
-@covers("train:--kafka-security", "predict:--kafka-security", "evaluate:--kafka-security")
-def run_kafka_security(f):
-    """A topic behind TLS (tests/test_kafka_security.py tries TLS and SASL further): each command
-    reads it with the settings of the file."""
-    import msgpack
-
-    from connectors.localbroker import create_topic, produce
-    from helpers import broker_behind_tls, records
-
-    with broker_behind_tls(f["dir"]) as (bootstrap, cert, _, security):
-        create_topic(bootstrap, "secured", security=security)
-        produce(bootstrap, "secured", [msgpack.packb(r) for r in records(80, seed=6)], security=security)
-        settings = f["dir"] / "kafka.toml"
-        settings.write_text(f'security_protocol = "SSL"\nca_file = "{cert}"\n')
-        uri, secured = f"kafka://{bootstrap}/secured?group=s", ("--kafka-security", settings, "--idle-timeout", "2")
-        assert _summary(cli("train", uri, *secured, "--checkpoint-dir", f["dir"] / "s", "--quiet"))["learned"] == 80
-        assert cli("predict", uri, "--checkpoint", f["dir"] / "s", *secured).stdout.decode().count("\n") == 80
-        assert json.loads(cli("evaluate", uri, "--checkpoint", f["dir"] / "s", *secured).stdout)["n"] == 80
-
-
-@covers("train:--mix-topic", "train:--mix-every")
-def run_mixing(f):
-    """Two daemons of one group mix one model through a mixing topic (tests/test_scaleout.py
-    runs three on MNIST, with kills): both end holding every record once."""
-    import subprocess
-
-    import msgpack
-
-    from connectors.localbroker import create_topic, produce
-    from helpers import PYTHON, records
-
-    broker = f["broker"]()
-    create_topic(broker, "mixed", 2)
-    produce(broker, "mixed", [msgpack.packb(r) for r in records(400, seed=6)], partitions=2)
-    daemons = [subprocess.Popen([PYTHON, "-m", "streamlearn.service.cli", "train", f"kafka://{broker}/mixed?group=mixers",
-                                 "--mix-topic", "mixed-mix", "--mix-every", "50", "--idle-timeout", "2",
-                                 "--checkpoint-dir", str(f["dir"] / f"mix{i}"), "--quiet"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
-    for daemon in daemons:
-        _, err = daemon.communicate(timeout=PATIENCE)
-        assert daemon.returncode == 0, err
-    for i in range(2):
-        mixing = json.loads(cli("inspect", f["dir"] / f"mix{i}", "--json").stdout)["mixing"]
-        assert mixing["examples"] == sum(mixing["by_member"].values()) == 400
-        assert mixing["covered"] == {"0": 200, "1": 200}
-
-
-@covers("train:--broker-timeout")
-def run_broker_timeout(f):
-    """A broker of its own, killed while the daemon waits for messages: the daemon waits
-    --broker-timeout seconds, then stops with exit code 1 after a final checkpoint."""
-    import subprocess
-    import time
-
-    from connectors.localbroker import LocalBroker, create_topic
-    from helpers import PYTHON
-
-    broker = LocalBroker()
-    broker.start()
-    try:
-        create_topic(broker.bootstrap, "away")
-        daemon = subprocess.Popen([PYTHON, "-m", "streamlearn.service.cli", "train", f"kafka://{broker.bootstrap}/away?group=o",
-                                   "--broker-timeout", "1", "--checkpoint-dir", str(f["dir"] / "bt"), "--quiet"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(3)
-    finally:
-        broker.stop(crash=True)
-    _, err = daemon.communicate(timeout=PATIENCE)
-    assert daemon.returncode == 1 and "(--broker-timeout 1); stopping; the model is saved in" in err, err
-    assert CheckpointStore(f["dir"] / "bt").load_latest() is not None
+    assert run_summary(cli("train", f["train"], "--passes", "3", "--quiet"))["learned"] == 1800
 
 
 @covers("serve:--checkpoint-dir", "serve:--host", "serve:--port", "serve:--max-age", "serve:--max-body", "serve:--reload-interval")
@@ -311,7 +217,7 @@ def run_no_header(f):
     headerless = f["dir"] / "headerless.csv"
     headerless.write_text("".join(f"{i % 3},{(i * 7) % 5},{'xy'[i % 2]}\n" for i in range(60)))  # 'x' not a number
     model = f["dir"] / "noheader"
-    summary = _summary(cli("train", headerless, "--no-header", "--label-column", "2", "--checkpoint-dir", model, "--quiet"))
+    summary = run_summary(cli("train", headerless, "--no-header", "--label-column", "2", "--checkpoint-dir", model, "--quiet"))
     assert summary["learned"] == 60
     assert cli("predict", headerless, "--checkpoint", model, "--no-header", "--label-column", "2").stdout.decode().count("\n") == 60
     assert json.loads(cli("evaluate", headerless, "--checkpoint", model, "--no-header", "--label-column", "2").stdout)["n"] == 60
@@ -370,7 +276,7 @@ def run_service_security(f):
         service.wait(timeout=30)
     result = cli("train", f["train"], "--serve", "0.0.0.0:0", "--no-auth", "--token-file", f["dir"] / "token",
                  "--certfile", cert, "--keyfile", key, "--quiet")
-    assert "serving the live model at https://0.0.0.0:" in result.stderr.decode() and _summary(result)["learned"] == 600
+    assert "serving the live model at https://0.0.0.0:" in result.stderr.decode() and run_summary(result)["learned"] == 600
 
 
 def parser_options() -> set:
@@ -385,20 +291,16 @@ def parser_options() -> set:
 
 
 def test_every_option_of_every_command_has_a_run_here():
-    assert parser_options() - set(RUNS) == set(), "options without a run in tests/test_cli_options.py"
+    import test_cli_options_kafka
+
+    assert test_cli_options_kafka.covers is covers  # its runs register themselves in RUNS
+    missing = parser_options() - set(RUNS)
+    assert missing == set(), "options without a run in tests/test_cli_options.py or test_cli_options_kafka.py"
 
 
-RUN_FUNCTIONS = list(dict.fromkeys(RUNS.values()))
-
-
-#: the runs that start the test broker (through ``files["broker"]``)
-ON_THE_BROKER = {run_idle_timeouts, run_mixing, run_kafka_security}  # the last starts its own
-
-
-@pytest.mark.parametrize("run", [pytest.param(run, marks=[pytest.mark.kafka] if run in ON_THE_BROKER else [], id=run.__name__)
-                                 for run in RUN_FUNCTIONS])
-def test_each_option_runs(run, files, request):
-    files["broker"] = lambda: request.getfixturevalue("broker")  # only the Kafka options start one
+@pytest.mark.parametrize("run", [run for run in dict.fromkeys(RUNS.values()) if run.__module__ == __name__],
+                         ids=lambda run: run.__name__)
+def test_each_option_runs(run, files):
     run(files)
 
 
