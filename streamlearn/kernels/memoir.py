@@ -279,16 +279,17 @@ def _renormalize(store, counts, scalars, S):
 
 # ---------------------------------------------------------------------------- prediction
 @njit(cache=True, nogil=True)
-def _add_average_scores(indptr, indices, data, row, store, n_classes, avg_scores):
-    """``avg_scores[k] += (U x)_k`` over the column runs of row ``row``, in pool order."""
-    pool_cls, pool_avg, col_start, col_len = store.pool_cls, store.pool_avg, store.col_start, store.col_len
+def _add_scores(indptr, indices, data, row, store, values, n_classes, out):
+    """``out[k] += (M x)_k`` over the column runs of row ``row``, in pool order; ``values`` is
+    the pool of ``M``'s entries (``store.pool_val``: V, ``store.pool_avg``: U)."""
+    pool_cls, col_start, col_len = store.pool_cls, store.col_start, store.col_len
     for p in range(indptr[row], indptr[row + 1]):
         j = indices[p]
         if j >= len(col_len):
             continue
         for q in range(col_start[j], col_start[j] + col_len[j]):
             if pool_cls[q] < n_classes:
-                avg_scores[pool_cls[q]] += data[p] * pool_avg[q]
+                out[pool_cls[q]] += data[p] * values[q]
 
 
 @njit(cache=True, nogil=True)
@@ -297,21 +298,14 @@ def class_scores(indptr, indices, data, store, scalars, n_classes, averaged, sco
     iterate's ``(U x + A V x) / Σ c``, by the inverted index (O(the row's column runs) per row,
     as :func:`predict_rows`' exact scan, whose scores these equal bit for bit); columns past
     the store's score 0."""
-    pool_cls, pool_val, col_start, col_len = store.pool_cls, store.pool_val, store.col_start, store.col_len
     use_average = averaged and scalars[AW] > 0
     for row in range(len(indptr) - 1):
         out = scores[row]
         out[:] = 0.0
-        for p in range(indptr[row], indptr[row + 1]):
-            j = indices[p]
-            if j >= len(col_len):
-                continue
-            for q in range(col_start[j], col_start[j] + col_len[j]):
-                if pool_cls[q] < n_classes:
-                    out[pool_cls[q]] += data[p] * pool_val[q]
+        _add_scores(indptr, indices, data, row, store, store.pool_val, n_classes, out)
         if use_average:
             average = np.zeros(n_classes)
-            _add_average_scores(indptr, indices, data, row, store, n_classes, average)
+            _add_scores(indptr, indices, data, row, store, store.pool_avg, n_classes, average)
             for k in range(n_classes):
                 out[k] = (average[k] + scalars[A] * out[k]) / scalars[AW]
         else:
@@ -345,7 +339,7 @@ def predict_rows(indptr, indices, data, store, scalars, n_classes, averaged, can
             if n_touched < 0:  # every class scored
                 if averaged and scalars[AW] > 0:
                     avg_scores[:n_classes] = 0.0
-                    _add_average_scores(indptr, indices, data, row, store, n_classes, avg_scores)
+                    _add_scores(indptr, indices, data, row, store, store.pool_avg, n_classes, avg_scores)
                     for k in range(n_classes):
                         scores[k] = (avg_scores[k] + scalars[A] * scores[k]) / scalars[AW]
                 else:
@@ -364,7 +358,7 @@ def predict_rows(indptr, indices, data, store, scalars, n_classes, averaged, can
             if averaged:  # the U x part on the same columns
                 for q in range(n_touched):
                     avg_scores[touched[q]] = 0.0
-                _add_average_scores(indptr, indices, data, row, store, n_classes, avg_scores)
+                _add_scores(indptr, indices, data, row, store, store.pool_avg, n_classes, avg_scores)
             for q in range(n_touched):
                 k = touched[q]
                 s = (avg_scores[k] + scalars[A] * scores[k]) / scalars[AW] if averaged and scalars[AW] > 0 else g * scores[k]
