@@ -313,7 +313,7 @@ def time_to_accuracy(split: Split, make_model, target: float, fractions: list, r
 
 # --------------------------------------------------------------------------- main
 #: training rows of the smoke run (--quick): river's pure-Python peers take most of its time
-QUICK_ROWS = 2000
+QUICK_ROWS = 600
 
 
 def run_dataset(name: str, repeats: int, fig1_runs: int, rows: int | None = None) -> dict:
