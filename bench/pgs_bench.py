@@ -130,9 +130,9 @@ FRACTIONS = [1 / 8, 1 / 4, 1 / 2, 3 / 4, 1]
 FRACTION_NAMES = {1 / 8: "N/8", 1 / 4: "N/4", 1 / 2: "N/2", 3 / 4: "3N/4", 1: "N"}
 
 
-def inverse_time(runs: int) -> dict:
+def inverse_time(runs: int, fractions: list = FRACTIONS) -> dict:
     """Figs. 5-8: training seconds until a fixed held-out accuracy, as the training set
-    grows (m = N/8 ... N, examples drawn uniformly from the first m), median of ``runs``."""
+    grows (m = N/8 ... N of ``fractions``, examples drawn uniformly from the first m), median of ``runs``."""
     from bench.data import Split
     from bench.mcid_bench import time_to_accuracy
 
@@ -146,7 +146,7 @@ def inverse_time(runs: int) -> dict:
         split = load(data)
         if relabel is not None:
             split = Split(split.name, split.X_train, relabel(split.y_train), split.X_test, relabel(split.y_test))
-        out[name] = {"target": target, "by_training_size": time_to_accuracy(split, make, target, FRACTIONS, runs, 1000, 200_000)}
+        out[name] = {"target": target, "by_training_size": time_to_accuracy(split, make, target, fractions, runs, 1000, 200_000)}
     return out
 
 
@@ -216,8 +216,8 @@ def write_report(results: dict, out: pathlib.Path) -> None:
                      f"{format(reached['seconds'], '.3f') + ' s' if reached else '—'} |")
     if results.get("inverse_time"):
         lines += ["", f"## Inverse time dependency (Figs. 5-8): seconds to a fixed held-out accuracy, median of {results['runs']} runs", "",
-                  "| case | target | " + " | ".join(f"m = {FRACTION_NAMES[f]}" for f in FRACTIONS) + " |",
-                  "|---|---:|" + "---:|" * len(FRACTIONS)]
+                  "| case | target | " + " | ".join(f"m = {FRACTION_NAMES[f]}" for f in results.get("fractions", FRACTIONS)) + " |",
+                  "|---|---:|" + "---:|" * len(results.get("fractions", FRACTIONS))]
         for name, case in results["inverse_time"].items():
             cells = [("%.3f" % v["median_seconds"]) if v["median_seconds"] is not None else
                      f"not always ({sum(x is not None for x in v['runs'])}/{len(v['runs'])})" for v in case["by_training_size"].values()]
@@ -281,17 +281,18 @@ def main(argv=None) -> None:
     parser.add_argument("--only", nargs="+", choices=["cost", "table2", "inverse", "toy"],
                         help="re-run only these parts and keep the others from the existing pgs.json")
     parser.add_argument("--out", default=str(RESULTS))
-    parser.add_argument("--quick", action="store_true", help="a smoke run: one repeat, two passes, one run (the test suite's)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: one repeat, two passes, one run, two training-set sizes (the test suite's)")
     args = parser.parse_args(argv)
     if args.quick:
         args.repeats, args.max_passes, args.runs, args.toy_runs = 1, 2, 1, 2
+    fractions = FRACTIONS[-2:] if args.quick else FRACTIONS
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     split = load("news20")
     parts = {
         "cost": lambda: {"repeats": args.repeats, "cost": per_example_cost(split, args.repeats)},
         "table2": lambda: {"table2": table2(split, args.max_passes)},
-        "inverse": lambda: {"runs": args.runs, "inverse_time": inverse_time(args.runs)},
+        "inverse": lambda: {"runs": args.runs, "fractions": fractions, "inverse_time": inverse_time(args.runs, fractions)},
         "toy": lambda: {"toy_runs": args.toy_runs, "toy": toy(args.toy_runs)},
     }
     results = json.loads((out / "pgs.json").read_text()) if args.only else {}
