@@ -5,7 +5,7 @@ Vowpal Wabbit's default ``--oaa``, one pass.
     python -m bench.defaults_bench            # about 40 minutes on 2 cores
     python -m bench.defaults_bench --learners ExtremeSVM   # one learner, merged into the existing results
     python -m bench.defaults_bench --learners GeneralizedLeastSquares --datasets usps-rff   # its new data sets only
-    python -m bench.defaults_bench --quick    # two data sets cut to 3,000 rows, a small grid: the test suite's smoke run
+    python -m bench.defaults_bench --quick    # two data sets cut to 1,000 rows, a small grid: the test suite's smoke run
 
 Writes ``bench/results/defaults.{json,md,png}``.
 
@@ -84,7 +84,7 @@ SEED = 7
 BATCHES = (32, 64, 128, 256)  # GeneralizedLeastSquares' examples per step
 #: VW's defaults but for the hash table: --oaa 10087 in the default 2^18 weights collides (1.03 % on WordNet)
 VW_ARGS = {"wordnet": ("-b", "28")}
-QUICK_ROWS = 3000  # training rows per data set in the smoke run (--quick)
+QUICK_ROWS = 1000  # training rows per data set in the smoke run (--quick)
 
 
 #: ExtremeSVM's step: Pegasos' 1/(λt), or 002's schedule (Table 4) at the values memoir_bench's WordNet validation chose
