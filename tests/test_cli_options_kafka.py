@@ -35,7 +35,7 @@ def run_idle_timeouts(f):
     assert run_summary(cli("train", uri, "--idle-timeout", "2", "--checkpoint-dir", f["dir"] / "k", "--quiet"))["learned"] == 100
     assert cli("predict", uri, "--checkpoint", f["dir"] / "k", "--idle-timeout", "2").stdout.decode().count("\n") == 100
     assert json.loads(cli("evaluate", uri, "--checkpoint", f["dir"] / "k", "--idle-timeout", "2").stdout)["n"] == 100
-    assert time.monotonic() - start < 90
+    assert time.monotonic() - start < 180  # three commands of a 2 s idle timeout each, niced beside the session
 
 
 @covers("train:--kafka-security", "predict:--kafka-security", "evaluate:--kafka-security")
