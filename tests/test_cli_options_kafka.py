@@ -110,8 +110,8 @@ def run_broker_timeout(f):
     assert CheckpointStore(f["dir"] / "bt").load_latest() is not None
 
 
-#: the runs that start the suite's test broker (through ``f["broker"]``); the others start their own
-ON_THE_BROKER = {run_idle_timeouts, run_mixing}
+#: the runs that start the test broker (through ``f["broker"]``), or a broker behind TLS of their own
+ON_THE_BROKER = {run_idle_timeouts, run_mixing, run_kafka_security}
 
 
 @pytest.mark.parametrize("run", [pytest.param(run, marks=[pytest.mark.kafka] if run in ON_THE_BROKER else [], id=run.__name__)

@@ -299,12 +299,13 @@ def class_scores(indptr, indices, data, store, scalars, n_classes, averaged, sco
     as :func:`predict_rows`' exact scan, whose scores these equal bit for bit); columns past
     the store's score 0."""
     use_average = averaged and scalars[AW] > 0
+    average = np.empty(n_classes)
     for row in range(len(indptr) - 1):
         out = scores[row]
         out[:] = 0.0
         _add_scores(indptr, indices, data, row, store, store.pool_val, n_classes, out)
         if use_average:
-            average = np.zeros(n_classes)
+            average[:] = 0.0
             _add_scores(indptr, indices, data, row, store, store.pool_avg, n_classes, average)
             for k in range(n_classes):
                 out[k] = (average[k] + scalars[A] * out[k]) / scalars[AW]
