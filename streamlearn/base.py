@@ -34,9 +34,11 @@ from river import base
 from .errors import InvalidInputError, InvalidParameterError
 from .batches import SparseRows
 from .features import FeatureSpace
-from .intercept import INTERCEPT_NAME, LEGACY_VALUE, InterceptScale, with_intercept_column
+from .intercept import INTERCEPT_NAME, LEGACY_VALUE, InterceptScale
 from .labels import LabelSpace
+from .binning import FeatureBins, check_bins
 from .scaling import OnlineStandardizer
+from .model_rows import ModelRows
 from .pending import PendingRows
 
 if TYPE_CHECKING:
@@ -87,7 +89,7 @@ def average_power_of(average: bool, average_power, default: float) -> float:
     return float(average_power)
 
 
-class StreamClassifier(PendingRows, base.MiniBatchClassifier):
+class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
     """Base class of streamlearn's multi-class learners (see the module docstring).
 
     Parameters
@@ -122,6 +124,8 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
     # ------------------------------------------------------------------ set-up
     #: scale every feature online (:mod:`streamlearn.scaling`); subclasses take it as a parameter
     standardize: bool = False
+    #: each value's interval indicator (:mod:`streamlearn.binning`): the number of intervals, ``None``: off
+    bins: int | None = None
     #: learn an intercept per class (the weight of :data:`INTERCEPT_NAME`) and its feature's value
     #: (:mod:`streamlearn.intercept`); families that offer them take them as parameters
     fit_intercept: bool = False
@@ -139,6 +143,8 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         self._intercept_column = self._intercept()
         self._labels = LabelSpace()
         self._scaler = OnlineStandardizer() if self.standardize else None
+        check_bins(self.bins)
+        self._bins = FeatureBins(self.bins) if self.bins is not None else None
         self._pending_cols: list = []
         self._pending_vals: list = []
         self._pending_y: list = []
@@ -244,32 +250,6 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
         of feature dicts, and its labels (a Series, a list or an array of the same length)."""
         rows = self._model_rows(self._encode_labelled(X, y), learn=True)
         self._learn_rows(rows, self._labels.indices(y, grow=True))
-
-    def _model_row(self, cols: np.ndarray, vals: np.ndarray, learn: bool) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`_model_rows` of one row given as ``(columns, values)`` (the one-example calls'
-        road: a few array operations fewer, the same row)."""
-        if self._scaler is not None:
-            rows = SparseRows(np.array([0, len(cols)], np.int64), cols, vals)
-            vals = (self._scaler.learn_transform(rows) if learn else self._scaler.transform(rows)).data
-        if self._intercept_column >= 0:
-            n = len(cols)
-            with_cols, with_vals = np.empty(n + 1, np.int64), np.empty(n + 1)
-            with_cols[:n], with_vals[:n] = cols, vals
-            scale = self._intercept_scale
-            with_cols[n], with_vals[n] = self._intercept_column, scale.learn_row(vals) if learn else scale.value
-            return with_cols, with_vals
-        return cols, vals
-
-    def _model_rows(self, rows: SparseRows, learn: bool) -> SparseRows:
-        """Rows as the model sees them: standardised when ``standardize`` (``learn``: the rows
-        enter the running statistics first, see :mod:`streamlearn.scaling`), then with the
-        intercept's constant feature when ``fit_intercept`` (after scaling, so it stays 1)."""
-        if self._scaler is not None:
-            rows = self._scaler.learn_transform(rows) if learn else self._scaler.transform(rows)
-        if self._intercept_column >= 0:
-            scale = self._intercept_scale
-            rows = with_intercept_column(rows, self._intercept_column, scale.learn_rows(rows) if learn else scale.value)
-        return rows
 
     #: (features, x, cols, vals) of the last one-example prediction whose row learn_one may take (see _scores_one)
     _encoded_last = None
@@ -404,10 +384,10 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
     def _scores_one(self, x: dict) -> np.ndarray:
         features = self._features
         cols, vals = features.encode_one(x, grow=False)
-        known = len(cols) == len(x) and features.n_bits is None and self._scaler is None
+        known = len(cols) == len(x) and features.n_bits is None and self._scaler is None and self._bins is None
         cols, vals = self._model_row(cols, vals, learn=False)
         # learn_one(x) right after (river's test-then-train) takes this row as it is when x is still equal:
-        # every name was known and no scaler learns, so its row is the one encoding would give it (the intercept's
+        # every name was known and no scaler or bins learn, so its row is the one encoding would give it (the intercept's
         # value is the one learning reads: the statistics before the row, which learn_one then adds the row to)
         self._encoded_last = (features, dict(x), cols, vals) if known else None
         return self._raw_scores(SparseRows(np.array([0, len(cols)], np.int64), cols, vals))[0]
@@ -469,6 +449,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
             "scaler": self._scaler.export() if self._scaler is not None else None,
             "intercept": self._intercept_scale.export(),
             "model": self._export_model(),
+            **({"bins": self._bins.export()} if self._bins is not None else {}),
         }
 
     @classmethod
@@ -493,5 +474,7 @@ class StreamClassifier(PendingRows, base.MiniBatchClassifier):
             learner._intercept_scale.load(state["intercept"])
         if state.get("scaler") is not None:
             learner._scaler = OnlineStandardizer.restore(state["scaler"])
+        if state.get("bins") is not None:
+            learner._bins = FeatureBins.restore(state["bins"])
         learner._restore_model(state["model"])
         return learner

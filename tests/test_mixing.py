@@ -131,6 +131,7 @@ def test_a_change_travels_through_msgpack():
     (ExtremeSVM(), "ExtremeSVM cannot mix"),
     (MulticlassSVM(lam="auto"), "give it one λ"),
     (MulticlassSVM(standardize=True), "statistics do not mix"),
+    (MulticlassSVM(bins=12), "bins' running feature statistics do not mix"),
 ])
 def test_learners_that_cannot_mix_are_refused_with_the_reason(model, message):
     with pytest.raises(ValueError, match=message):

@@ -59,6 +59,12 @@ class MulticlassSVM(MCIDLearner):
     calibrate
         Fit the probabilities' temperature on the last 1,024 examples' prequential scores
         (default; :mod:`streamlearn.calibration`); ``False``: the raw softmax of the scores.
+    bins
+        ``None`` (default): the features as given. An integer B: each nonzero value also brings
+        the indicator of its interval among B equal-width intervals of its feature's running
+        standardised range ±3σ (:mod:`streamlearn.binning`): a step function per feature, for
+        few dense features whose classes are not linearly separable (12 is a good start). Costs
+        B + 1 weight columns per feature and class; not for sparse, wide data.
 
     Attributes
     ----------

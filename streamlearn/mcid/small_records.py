@@ -14,7 +14,7 @@ every :data:`~streamlearn.adaptation.CHECK_EVERY` steps, the temperature's refit
 general road's bit for bit, and probabilities too where NumPy's exponential is the C library's
 (NumPy's own vectorised one, on some CPUs, may differ in the last bit).
 
-It serves an example when the learner runs one λ (``batch_size=1``, no ``standardize``, no ``n_bits``;
+It serves an example when the learner runs one λ (``batch_size=1``, no ``standardize``, no ``bins``, no ``n_bits``;
 with or without ``adapt``'s watch and tracker and ``calibrate``'s window), every name of the dict and
 its label are known, the values are finite ``float`` (NumPy's ``float64`` too) or ``int`` up to 2⁵³,
 there are fewer than 64 of them, for up to 64 classes; any other example takes the general road,
@@ -56,7 +56,7 @@ class SmallRecordRoad:
         if setting is None:
             from .solver import default_renormalization_threshold as threshold  # (solver imports this module)
 
-            served = self._scaler is None and len(self._candidates) == 1
+            served = self._scaler is None and self._bins is None and len(self._candidates) == 1
             setting = (self._lambdas[0], self._tracker_lam, self._loss, self._per_class_ball, self._average_power,
                        CHECK_EVERY, threshold(self._candidates[0]), threshold(self._tracker)) if served else False
             self._small_record_setting = setting

@@ -65,6 +65,7 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         fit_intercept: bool = True,
         intercept_scaling: float | str = "auto",
         calibrate: bool = True,
+        bins: int | None = None,
     ):
         for name, value in (("adapt", adapt), ("calibrate", calibrate)):
             if not isinstance(value, bool):
@@ -80,6 +81,7 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         self.seed = seed
         self.standardize = standardize
         self.adapt = adapt
+        self.bins = bins
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
         self.calibrate = calibrate
@@ -89,7 +91,7 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
     def _unit_test_params(cls):
         yield {}
         yield {"lam": 1e-2, "batch_size": 4, "project": True, "average": True}
-        yield {"lam": 1e-2, "average": True, "average_power": 2.0, "standardize": True}
+        yield {"lam": 1e-2, "average": True, "average_power": 2.0, "standardize": True, "bins": 8}
         yield {"lam": "auto", "batch_size": 2}
         yield {"adapt": False, "fit_intercept": False, "calibrate": False}
 
@@ -184,7 +186,7 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         a dense array with few zeros is read as it is. A zero costs a product per class, the
         copy without zeros about :data:`DENSE_COPY_IN_PRODUCTS` of them a value. ``standardize``
         keeps the copy (its kernels are not checked with explicit zeros)."""
-        if self._scaler is not None:
+        if self._scaler is not None or self._bins is not None:
             return None
         return min(0.5, DENSE_COPY_IN_PRODUCTS / max(len(self._labels), 1))
 

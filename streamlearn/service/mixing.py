@@ -57,8 +57,8 @@ Changes are keyed by label and feature name, because members meet names in diffe
 (with hashing, ``n_bits``, by column). Which learners mix: the MCID learners
 (:class:`~streamlearn.MulticlassSVM`, :class:`~streamlearn.MulticlassLogisticRegression`,
 :class:`~streamlearn.MulticlassPerceptron`, :class:`~streamlearn.OneVsRestPegasos`,
-:class:`~streamlearn.OneVsRestLogisticRegression`) with one λ and without ``standardize``
-(its running statistics do not mix); :func:`check_mixable` refuses the others.
+:class:`~streamlearn.OneVsRestLogisticRegression`) with one λ and without ``standardize`` or
+``bins`` (their running statistics do not mix); :func:`check_mixable` refuses the others.
 
 >>> from streamlearn import MulticlassSVM
 >>> a, b = MulticlassSVM(lam=0.01, fit_intercept=False), MulticlassSVM(lam=0.01, fit_intercept=False)  # names decide alone
@@ -99,6 +99,8 @@ def check_mixable(model) -> None:
         raise InvalidParameterError(f"{name}(lam='auto') cannot mix: give it one λ")
     if model.standardize:
         raise InvalidParameterError(f"{name}(standardize=True) cannot mix: its running feature statistics do not mix")
+    if model.bins is not None:
+        raise InvalidParameterError(f"{name}(bins={model.bins}) cannot mix: its bins' running feature statistics do not mix")
 
 
 class MixState:

@@ -1,0 +1,49 @@
+"""Rows as the model sees them: the features as encoded, standardised with ``standardize``
+(:mod:`streamlearn.scaling`), with each value's interval indicator with ``bins``
+(:mod:`streamlearn.binning`), then with the intercept's constant feature with ``fit_intercept``
+(:mod:`streamlearn.intercept`). Learning puts a row into every running statistic before it
+transforms it, row by row, so a batch and the one-example loop see the same rows."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .batches import SparseRows
+from .intercept import with_intercept_column
+
+
+class ModelRows:
+    """The row preparation of :class:`~streamlearn.base.StreamClassifier` (it sets ``_scaler``,
+    ``_bins``, ``_features``, ``_intercept_column`` and ``_intercept_scale``)."""
+
+    def _model_row(self, cols: np.ndarray, vals: np.ndarray, learn: bool) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_model_rows` of one row given as ``(columns, values)`` (the one-example calls'
+        road: a few array operations fewer, the same row)."""
+        if self._scaler is not None:
+            rows = SparseRows(np.array([0, len(cols)], np.int64), cols, vals)
+            vals = (self._scaler.learn_transform(rows) if learn else self._scaler.transform(rows)).data
+        if self._bins is not None:
+            row = self._bins.expand(SparseRows(np.array([0, len(cols)], np.int64), cols, vals), self._features, learn)
+            cols, vals = row.indices, row.data
+        if self._intercept_column >= 0:
+            n = len(cols)
+            with_cols, with_vals = np.empty(n + 1, np.int64), np.empty(n + 1)
+            with_cols[:n], with_vals[:n] = cols, vals
+            scale = self._intercept_scale
+            with_cols[n], with_vals[n] = self._intercept_column, scale.learn_row(vals) if learn else scale.value
+            return with_cols, with_vals
+        return cols, vals
+
+    def _model_rows(self, rows: SparseRows, learn: bool) -> SparseRows:
+        """Rows as the model sees them: standardised when ``standardize`` (``learn``: the rows
+        enter the running statistics first, see :mod:`streamlearn.scaling`), with each value's
+        interval indicator when ``bins`` (:mod:`streamlearn.binning`), then with the intercept's
+        constant feature when ``fit_intercept`` (after scaling, so it stays 1)."""
+        if self._scaler is not None:
+            rows = self._scaler.learn_transform(rows) if learn else self._scaler.transform(rows)
+        if self._bins is not None:
+            rows = self._bins.expand(rows, self._features, learn)
+        if self._intercept_column >= 0:
+            scale = self._intercept_scale
+            rows = with_intercept_column(rows, self._intercept_column, scale.learn_rows(rows) if learn else scale.value)
+        return rows

@@ -1,0 +1,135 @@
+"""Feature bins (streamlearn.binning): the expansion against a plain NumPy reference, learn_many
+against the learn_one loop, checkpoints, and what the bins buy on an interval concept."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import streamlearn
+from streamlearn.batches import SparseRows
+from streamlearn.binning import RANGE, FeatureBins, bin_name
+from streamlearn.features import FeatureSpace
+
+from helpers import assert_same_state
+from test_scaling import reference_standardize
+
+MCID = ["MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptron", "OneVsRestPegasos",
+        "OneVsRestLogisticRegression"]
+
+
+def as_rows(dicts: list[dict]) -> SparseRows:
+    indptr = np.cumsum([0] + [len(d) for d in dicts])
+    return SparseRows(indptr, np.array([j for d in dicts for j in d], np.int64), np.array([v for d in dicts for v in d.values()]))
+
+
+def reference_bins(rows: list[dict], learn: bool, history: list[dict], n_bins: int, known: set) -> list[list]:
+    """Each row's entries, then for each nonzero value the name of its bin: the interval among
+    ``n_bins`` equal ones of [-RANGE, RANGE] of its running standardised value (plain Python);
+    when not learning, only bins in ``known`` (learning adds to it)."""
+    out = []
+    for row, scaled in zip(rows, reference_standardize(rows, learn, history)):
+        entries = [(j, v) for j, v in row.items()]
+        for j, v in row.items():
+            if v == 0:
+                continue
+            z = min(max(scaled[j], -RANGE), RANGE)
+            interval = min(int(np.floor((z + RANGE) / (2 * RANGE / n_bins))), n_bins - 1)
+            name = bin_name(j, interval)
+            if learn:
+                known.add(name)
+            if name in known:
+                entries.append((name, 1.0))
+        out.append(entries)
+    return out
+
+
+def test_the_expansion_equals_the_numpy_reference_learning_and_scoring():
+    rng = np.random.default_rng(5)
+    rows = [{int(j): float(rng.normal(3 * j, 1 + j)) * (rng.random() > 0.15) for j in rng.choice(6, rng.integers(0, 5),
+                                                                                                    replace=False)}
+            for _ in range(150)]
+    space = FeatureSpace()
+    space.columns(list(range(6)), grow=True)  # the features' own columns are their names
+    bins, history, known = FeatureBins(7), [], set()
+    names = space.names
+    for start in range(0, 150, 23):
+        for learn, batch in ((True, rows[start : start + 23]), (False, rows[start + 23 : start + 30])):
+            if not batch:
+                continue
+            got = bins.expand(as_rows(batch), space, learn)
+            names = space.names
+            got_rows = [[(names[c] if isinstance(names[c], str) else c, v) for c, v in
+                         zip(got.indices[got.indptr[i] : got.indptr[i + 1]].tolist(), got.data[got.indptr[i] : got.indptr[i + 1]].tolist())]
+                        for i in range(got.n_rows)]
+            assert got_rows == reference_bins(batch, learn, history, 7, known)
+    assert 20 < len(known) <= 6 * 7 and len(names) == 6 + len(known)
+
+
+def test_a_row_is_binned_by_the_statistics_it_entered_first():
+    space, bins = FeatureSpace(), FeatureBins(6)
+    space.columns(["a"], grow=True)
+    rows = SparseRows(np.array([0, 1, 2]), np.array([0, 0]), np.array([10.0, 10.0]))
+    out = bins.expand(rows, space, learn=True)  # one value seen, then the same again: no spread, centred at 0
+    assert [space.names[c] for c in out.indices[1::2]] == [bin_name("a", 3)] * 2
+    far = bins.expand(SparseRows(np.array([0, 1]), np.array([0]), np.array([1e6])), space, learn=False)
+    assert far.indices.tolist() == [0]  # a bin never learned is left out of a scored row
+
+
+def _interval_concept(n: int, seed: int):
+    """Class 1 when the first feature lies within one standard deviation of its mean: no linear
+    function of the values separates it."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal([50.0, 0.0, 3.0], [20.0, 1.0, 0.5], size=(n, 3))
+    return X, np.where(np.abs(X[:, 0] - 50.0) < 20.0, "inside", "outside")
+
+
+def test_bins_learn_an_interval_concept_that_the_raw_values_cannot():
+    X, y = _interval_concept(6000, 1)
+    accuracy = {}
+    for bins in (None, 12):
+        model = streamlearn.MulticlassLogisticRegression(bins=bins, standardize=True)
+        hits = 0
+        for i, (row, target) in enumerate(zip(X, y)):
+            x = dict(zip("abc", row.tolist()))
+            hits += i >= 3000 and model.predict_one(x) == target
+            model.learn_one(x, target)
+        accuracy[bins] = hits / 3000
+    assert accuracy[None] < 0.75 and accuracy[12] > 0.95, accuracy
+
+
+def _weights_by_name(model) -> dict:
+    W = model.weight_matrix()
+    return {key: W[:, c].tobytes() for c, key in enumerate(model.feature_keys)}
+
+
+@pytest.mark.parametrize("name", MCID)
+def test_learn_many_is_the_learn_one_loop_up_to_the_order_of_columns(name):
+    X, y = _interval_concept(300, 2)
+    X[::7, 1] = 0.0  # absent values have no bin
+    one, many = (streamlearn.LEARNERS[name](bins=10) for _ in range(2))
+    for row, target in zip(X, y.tolist()):
+        one.learn_one(dict(enumerate(row.tolist())), target)
+    many.learn_many(X[:120], y[:120])
+    many.learn_many(X[120:], y[120:])
+    assert _weights_by_name(one) == _weights_by_name(many)
+    assert one.decision_function_many(X).tobytes() == many.decision_function_many(X).tobytes()
+    assert [one.predict_one(dict(enumerate(row.tolist()))) for row in X[:50]] == list(many.predict_many(X[:50]))
+
+
+def test_a_checkpoint_resumes_the_bins_exactly():
+    X, y = _interval_concept(400, 3)
+    straight = streamlearn.MulticlassSVM(bins=12)
+    straight.learn_many(X, y)
+    first = streamlearn.MulticlassSVM(bins=12)
+    first.learn_many(X[:250], y[:250])
+    resumed = streamlearn.learner_from_state(first.export_state())
+    resumed.learn_many(X[250:], y[250:])
+    assert_same_state(resumed.export_state(), straight.export_state())
+    assert resumed.export_state()["bins"]["stats"]["n_seen"] == 400
+
+
+@pytest.mark.parametrize("bins", [1, 1001, 2.5, "12", True])
+def test_bins_must_be_an_integer_in_range(bins):
+    with pytest.raises(ValueError, match="bins must be None or an integer between 2 and 1000"):
+        streamlearn.MulticlassSVM(bins=bins)
