@@ -127,6 +127,8 @@ def _learners(stream: str) -> dict:
         "MulticlassSVM()": streamlearn.MulticlassSVM,
         "MulticlassLogisticRegression(adapt=False)": lambda: streamlearn.MulticlassLogisticRegression(adapt=False),
         "MulticlassLogisticRegression(fit_intercept=False)": lambda: streamlearn.MulticlassLogisticRegression(fit_intercept=False),
+        "MulticlassLogisticRegression(bins=12)": lambda: streamlearn.MulticlassLogisticRegression(bins=12),
+        "MulticlassSVM(bins=12)": lambda: streamlearn.MulticlassSVM(bins=12),
         "MulticlassPGS(adapt=True)": lambda: streamlearn.MulticlassPGS(adapt=True),
         "MulticlassPGS(adapt=False)": lambda: streamlearn.MulticlassPGS(adapt=False),
         "MulticlassPGS(iterate='average', adapt=True)": lambda: streamlearn.MulticlassPGS(iterate="average", adapt=True),
@@ -316,7 +318,7 @@ def main(argv=None) -> int:
              if not ((s == "long" or args.quick) and ("ARF" in learner or "Hoeffding" in learner))
              and not (seed and "ARF" in learner)
              and (not wanted or any(w in learner for w in wanted))
-             and not (args.quick and ("PGS(" in learner or "Extreme" in learner))]
+             and not (args.quick and ("PGS(" in learner or "Extreme" in learner or "bins=" in learner))]
     cells = []
     with ProcessPoolExecutor(args.jobs) as pool:
         for cell in pool.map(_one, tasks):

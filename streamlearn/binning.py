@@ -25,7 +25,7 @@ differently: the two models have the same weight for every feature and bin, bit 
 score every row alike, in columns that may be permuted.
 
 When it pays: few dense numeric features whose classes are not linearly separable (river's
-Agrawal, RandomRBF, Sine streams; ``bench/results/bins.md``). A row's entries double and each
+Agrawal, RandomRBF, Sine streams; ``bench/results/drift-bins.md``). A row's entries double and each
 feature takes ``B + 1`` weight columns per class, so leave it off for text and other sparse,
 wide data. Parameter mixing refuses it (the statistics do not mix), as it refuses
 ``standardize``.
