@@ -196,11 +196,11 @@ ADAPTING = ["MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptr
 
 
 #: the configurations --benchmark-sets compares: the defaults, each new default off, the
-#: defaults before issue 41 (both off: the papers' solver through the origin), and the intercept's
-#: value fixed at 0.1 (its value before ``intercept_scaling="auto"``)
+#: defaults before issue 41 (both off: the papers' solver through the origin), the intercept's
+#: value fixed at 0.1 (its value before ``intercept_scaling="auto"``), and feature bins on
 STATIONARY_CONFIGS = {"defaults": {}, "adapt=False": {"adapt": False}, "fit_intercept=False": {"fit_intercept": False},
                       "before (both off)": {"adapt": False, "fit_intercept": False},
-                      "intercept_scaling=0.1": {"intercept_scaling": 0.1}}
+                      "intercept_scaling=0.1": {"intercept_scaling": 0.1}, "bins=12": {"bins": 12}}
 
 
 def stationary_cell(task) -> dict:
@@ -243,8 +243,9 @@ def stationary_report(results: dict) -> str:
              f"`{m['command']}` at `{m['commit'][:10]}`{' (uncommitted changes)' if m['uncommitted_changes'] else ''}. "
              f"One pass (`learn_many` in blocks of 1,000) over {len(results['cells'][0]['seeds'])} shuffle(s) of the "
              "training part, mean test accuracy of each MCID learner at its defaults (`adapt=True`, `fit_intercept=True`), "
-             "with each of them off, with both off (the defaults before issue 41) and with the intercept's value fixed at "
-             "0.1 (before `intercept_scaling=\"auto\"`); the defaults minus those before and minus the fixed 0.1, "
+             "with each of them off, with both off (the defaults before issue 41), with the intercept's value fixed at "
+             "0.1 (before `intercept_scaling=\"auto\"`) and with feature bins (`bins=12`, where its results hold it); "
+             "the defaults minus those before and minus the fixed 0.1, "
              "paired by shuffle: mean ± standard error (points); changes detected by the defaults over all shuffles.\n",
              "| set | learner | " + " | ".join(configs) + " | defaults − before (points) | defaults − 0.1 (points) "
              "| changes detected |",
@@ -291,7 +292,7 @@ def main(argv=None) -> int:
     parser.add_argument("--streams", default=",".join(STREAMS))
     parser.add_argument("--long", action="store_true", help="also the Sine stream flipped at 1e4, 1e5 and 1e6")
     parser.add_argument("--learners", default="", help="only the learners whose name contains one of these (comma-separated)")
-    parser.add_argument("--name", default=RESULTS_NAME, help="the results' file name (without extension)")
+    parser.add_argument("--name", default=RESULTS_NAME, help="the results' file name (without extension; --benchmark-sets adds -stationary)")
     parser.add_argument("--seeds", type=int, default=1, help="--benchmark-sets: shuffles of each set (seeds SEED, SEED + 1, ...)")
     parser.add_argument("--stream-seeds", type=int, default=1, help="draws of each synthetic stream (its seeds + 0, 10, ...)")
     args = parser.parse_args(argv)
@@ -306,7 +307,7 @@ def main(argv=None) -> int:
         with ProcessPoolExecutor(args.jobs) as pool:
             cells = list(pool.map(stationary_cell, tasks))
         results = {"machine": machine(), "cells": cells}
-        print(save_results(results_dir, RESULTS_NAME + "-stationary", results, stationary_report, stationary_plot))
+        print(save_results(results_dir, args.name + "-stationary", results, stationary_report, stationary_plot))
         return 0
     streams = ["sine", "phishing"] if args.quick else args.streams.split(",") + (["long"] if args.long else [])
     if not 1 <= args.stream_seeds <= MAX_DRAWS:

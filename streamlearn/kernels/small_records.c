@@ -22,7 +22,8 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
-#define MAX_ENTRIES 64  /* a row's entries, the intercept's included */
+#define MAX_NAMES 64  /* a dict's names */
+#define MAX_ENTRIES (2 * MAX_NAMES + 1)  /* a row's entries: the names', their bins', the intercept's */
 #define MAX_CLASSES 64
 #define TWO_POW_53 9007199254740992.0
 
@@ -36,6 +37,9 @@ typedef struct {
     Py_ssize_t n;
     int64_t cols[MAX_ENTRIES];
     double vals[MAX_ENTRIES];
+    /* with bins, when learning: each name's running sums after the row entered them (written back once served) */
+    Py_ssize_t n_binned;
+    double sums[MAX_NAMES], squares[MAX_NAMES];
 } Row;
 
 typedef struct {  /* a ScaledWeights store: W[:, k] = scale[k] V[:, k], the average's U and A */
@@ -132,7 +136,7 @@ static int store_of(PyObject *obj, Store *s) {
    predicting; when learning they make the call unservable (-1), as does any value that is not
    a float (NumPy's float64 included), or an exact int of at most 2^53 in size, and finite. */
 static int encode(PyObject *x, PyObject *columns, const int64_t *order_key, npy_intp n_keys, int learning, Row *row) {
-    if (!PyDict_CheckExact(x) || PyDict_GET_SIZE(x) >= MAX_ENTRIES || !PyDict_CheckExact(columns)) return -1;
+    if (!PyDict_CheckExact(x) || PyDict_GET_SIZE(x) >= MAX_NAMES || !PyDict_CheckExact(columns)) return -1;
     PyObject *key, *value;
     Py_ssize_t pos = 0;
     row->n = 0;
@@ -166,6 +170,71 @@ static int encode(PyObject *x, PyObject *columns, const int64_t *order_key, npy_
         row->vals[p] = v;
     }
     return 0;
+}
+
+/* streamlearn.binning's expansion of one encoded row (kernels/scaling.py standardize_rows, then bin_rows):
+   bins = (n_bins, half_range, sums, squares, n_seen, columns) of a FeatureBins. When learning the row enters
+   the statistics first -- into row->sums/squares, not the arrays, so that an unservable call changes nothing
+   (bins_enter writes them) -- and a bin without a column makes the call unservable; when predicting, it is
+   left out. -1: unservable; -2: bad arguments. */
+static int int64_vector(PyObject *o, int64_t **data, npy_intp *length);
+
+static int append_bins(PyObject *bins, int learning, Row *row) {
+    int64_t n_bins, n_seen, *columns;
+    double half_range, *sums, *squares;
+    npy_intp n_stats, n_squares, n_columns;
+    if (!PyTuple_CheckExact(bins) || PyTuple_GET_SIZE(bins) != 6 || !as_int64(PyTuple_GET_ITEM(bins, 0), &n_bins) ||
+        !as_double(PyTuple_GET_ITEM(bins, 1), &half_range) || !float_array(PyTuple_GET_ITEM(bins, 2), 1, &sums, &n_stats) ||
+        !float_array(PyTuple_GET_ITEM(bins, 3), 1, &squares, &n_squares) || !as_int64(PyTuple_GET_ITEM(bins, 4), &n_seen) ||
+        !int64_vector(PyTuple_GET_ITEM(bins, 5), &columns, &n_columns) || n_bins < 1 || n_squares != n_stats)
+        return -2;
+    int64_t n = n_seen + (learning ? 1 : 0);
+    double width = 2.0 * half_range / n_bins;
+    Py_ssize_t n_own = row->n;
+    row->n_binned = learning ? n_own : 0;
+    for (Py_ssize_t p = 0; p < n_own; p++) {
+        int64_t j = row->cols[p];
+        double x = row->vals[p];
+        if (j >= n_stats) return -1;  /* the general road grows the statistics first */
+        double total = sums[j], square = squares[j];
+        if (learning) {
+            total += x;
+            square += x * x;
+            row->sums[p] = total;
+            row->squares[p] = square;
+        }
+        if (x == 0.0) continue;  /* an absent feature has no bin */
+        double z = x;  /* no row seen: standardize_rows leaves the value as it is */
+        if (n > 0) {
+            double mean = total / n, variance = square / n - mean * mean;
+            if (variance > 1e-12 * (square / n)) z = (x - mean) / sqrt(variance);
+            else z = x - mean;
+        }
+        z = fmin(fmax(z, -half_range), half_range);
+        int64_t interval = (int64_t)floor((z + half_range) / width);
+        if (interval > n_bins - 1) interval = n_bins - 1;
+        int64_t slot = j * n_bins + interval, column = slot < n_columns ? columns[slot] : -1;
+        if (column < 0) {
+            if (learning) return -1;
+            continue;
+        }
+        row->cols[row->n] = column;
+        row->vals[row->n] = 1.0;
+        row->n++;
+    }
+    return 0;
+}
+
+/* The statistics of a served row's learning (append_bins) into the FeatureBins' arrays. */
+static void bins_enter(PyObject *bins, const Row *row) {
+    double *sums, *squares;
+    npy_intp n_stats;
+    float_array(PyTuple_GET_ITEM(bins, 2), 1, &sums, &n_stats);  /* (append_bins checked them) */
+    float_array(PyTuple_GET_ITEM(bins, 3), 1, &squares, &n_stats);
+    for (Py_ssize_t p = 0; p < row->n_binned; p++) {
+        sums[row->cols[p]] = row->sums[p];
+        squares[row->cols[p]] = row->squares[p];
+    }
 }
 
 /* kernels/rows.py mean_squares of one row (before the intercept's entry is appended). */
@@ -403,9 +472,10 @@ static PyObject *refuse(const char *what) {
     return NULL;
 }
 
-/* The row of x as the model sees it: encoded, then the intercept's entry (column < 0: none). */
+/* The row of x as the model sees it: encoded, its bins (bins None: none), then the intercept's entry
+   (column < 0: none). */
 static int model_row(PyObject *x, PyObject *columns, PyObject *order_key, PyObject *intercept_column,
-                     PyObject *intercept_value, int learning, Row *row, double *mean_sq) {
+                     PyObject *intercept_value, PyObject *bins, int learning, Row *row, double *mean_sq) {
     int64_t *keys, column;
     npy_intp n_keys;
     double value;
@@ -413,6 +483,11 @@ static int model_row(PyObject *x, PyObject *columns, PyObject *order_key, PyObje
         !as_double(intercept_value, &value))
         return -2;
     if (encode(x, columns, keys, n_keys, learning, row) < 0) return -1;
+    row->n_binned = 0;
+    if (bins != Py_None) {
+        int status = append_bins(bins, learning, row);
+        if (status < 0) return status;
+    }
     if (mean_sq) *mean_sq = mean_square(row);
     if (column >= 0) {
         row->cols[row->n] = column;
@@ -422,15 +497,16 @@ static int model_row(PyObject *x, PyObject *columns, PyObject *order_key, PyObje
     return 0;
 }
 
-/* The entry functions' start: the argument count, then x's row (see model_row). 1: a row to serve;
-   0: an example for the general road (return None); -1: an error is set (return NULL). */
+/* The entry functions' start: the argument count, then x's row (see model_row; the bins are the last
+   argument). 1: a row to serve; 0: an example for the general road (return None); -1: an error is set
+   (return NULL). */
 static int entry_row(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expected, int learning, Row *row,
                      double *mean_sq) {
     if (nargs != expected) {
         PyErr_Format(PyExc_TypeError, "small_records: %zd arguments expected, %zd given", expected, nargs);
         return -1;
     }
-    int status = model_row(args[0], args[1], args[2], args[3], args[4], learning, row, mean_sq);
+    int status = model_row(args[0], args[1], args[2], args[3], args[4], args[expected - 1], learning, row, mean_sq);
     if (status == -2) {
         refuse("bad row arguments");
         return -1;
@@ -486,8 +562,9 @@ static double numpy_row_sum(const double *a, Py_ssize_t n) {
 }
 
 PyDoc_STRVAR(score_doc,
-"score(x, columns, order_key, intercept_column, intercept_value, store, labels, average_weight, answer)\n\n"
-"scores_batch's scores of the dict x (names without a column dropped, the intercept's entry appended)\n"
+"score(x, columns, order_key, intercept_column, intercept_value, store, labels, average_weight, answer, bins)\n\n"
+"scores_batch's scores of the dict x (names without a column dropped, bins never learned too, the intercept's\n"
+"entry appended; bins: a FeatureBins' (n_bins, half_range, sums, squares, n_seen, columns), or None)\n"
 "by the ScaledWeights store, answered as: answer None, the class index of NumPy's argmax of them\n"
 "(predict_one); \"scores\", {label: score} (decision_function_one); a number beta, {label:\n"
 "probability} of softmax_rows(beta * scores) (TemperatureCalibration.probabilities: NumPy's operations\n"
@@ -497,7 +574,7 @@ PyDoc_STRVAR(score_doc,
 static PyObject *score(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     double out[MAX_CLASSES];
     Py_ssize_t n_classes;
-    int served = entry_scores(args, nargs, 9, out, &n_classes);
+    int served = entry_scores(args, nargs, 10, out, &n_classes);
     if (served <= 0) return none_or_error(served);
     if (args[8] == Py_None) return PyLong_FromSsize_t(argmax(out, n_classes));
     if (!PyUnicode_Check(args[8])) {  /* base.softmax_rows of beta * scores */
@@ -555,7 +632,7 @@ static int store_page_hinkley(PyObject *detector, const PageHinkley *ph, PyObjec
 
 PyDoc_STRVAR(learn_doc,
 "learn(x, columns, order_key, intercept_column, intercept_value, target, n_columns, n_labels, model, tracker,\n"
-"      n_learned, t, average_weight, choice, setting, project, renormalize_below, watch, calibration)\n\n"
+"      n_learned, t, average_weight, choice, setting, project, renormalize_below, watch, calibration, bins)\n\n"
 "One learn_one example of an MCID learner (batch size 1, one lambda): its fast tracker's step then\n"
 "the model's (learn_groups_tracked; tracker None: learn_groups), both mistakes counted into the\n"
 "TrackerChoice (None: no tracker), the predicting model's mistake into the ChangeWatch (its\n"
@@ -564,12 +641,13 @@ PyDoc_STRVAR(learn_doc,
 "CHECK_EVERY, the model's and the tracker's renormalisation thresholds when renormalize_below is None).\n"
 "Returns (t, n_classes, average_weight, due, entered, mean_square) -- due: the\n"
 "step is a multiple of CHECK_EVERY; entered: the example entered the window -- or None, having\n"
-"changed nothing, when the example cannot be served here.");
+"changed nothing, when the example cannot be served here. With bins, the row enters their statistics\n"
+"(the caller counts it in n_seen).");
 
 static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     Row row;
     double mean_sq;
-    int served = entry_row(args, nargs, 19, 1, &row, &mean_sq);
+    int served = entry_row(args, nargs, 20, 1, &row, &mean_sq);
     if (served <= 0) return none_or_error(served);
     int64_t target, n_columns, n_labels, n_learned, t, loss, check_every, steps = 0;
     double average_weight, lam, tracker_lam, renormalize_below, tracker_renormalize_below;
@@ -634,6 +712,7 @@ static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
             return refuse("bad calibration");
         if (window_shape[1] != n_labels) Py_RETURN_NONE;
     }
+    if (row.n_binned) bins_enter(args[19], &row);  /* served from here on */
     double model_scores[MAX_CLASSES], tracker_scores[MAX_CLASSES];
     for (Py_ssize_t k = 0; k < n_labels; k++) model_scores[k] = tracker_scores[k] = -INFINITY;
     Py_ssize_t n_before = (Py_ssize_t)n_learned, n_classes = n_before, tracker_classes = n_before;

@@ -5,7 +5,7 @@ and (calibrated) ``predict_proba_one`` of an MCID learner in one call each of a 
 A dict of ten features costs river's pure-Python ``LogisticRegression`` a few microseconds per
 ``predict_one`` + ``learn_one``; the general road (validation in NumPy, one call of a numba kernel
 per step, the change watch, the tracker's choice and the calibration window in Python) costs
-several times that, most of it in the calls themselves. The C road encodes the dict, takes the
+several times that, most of it in the calls themselves. The C road encodes the dict (with ``bins``, adds the bins: :mod:`streamlearn.binning`), takes the
 fast tracker's and the averaged model's steps, counts both mistakes for the tracker's choice, updates
 the Page-Hinkley test and writes the calibration window's row, with every operation of the numba
 kernels in the same order: the model is the same bit for bit whichever road an example takes
@@ -14,7 +14,7 @@ every :data:`~streamlearn.adaptation.CHECK_EVERY` steps, the temperature's refit
 general road's bit for bit, and probabilities too where NumPy's exponential is the C library's
 (NumPy's own vectorised one, on some CPUs, may differ in the last bit).
 
-It serves an example when the learner runs one λ (``batch_size=1``, no ``standardize``, no ``bins``, no ``n_bits``;
+It serves an example when the learner runs one λ (``batch_size=1``, no ``standardize``, no ``n_bits``;
 with or without ``adapt``'s watch and tracker and ``calibrate``'s window), every name of the dict and
 its label are known, the values are finite ``float`` (NumPy's ``float64`` too) or ``int`` up to 2⁵³,
 there are fewer than 64 of them, for up to 64 classes; any other example takes the general road,
@@ -32,6 +32,7 @@ the general road: same results, slower.
 from __future__ import annotations
 
 from ..adaptation import CHECK_EVERY
+from ..binning import RANGE
 from ..kernels import small_records_road
 
 #: the C extension (``None`` when it was not built: the general road serves every example)
@@ -56,7 +57,7 @@ class SmallRecordRoad:
         if setting is None:
             from .solver import default_renormalization_threshold as threshold  # (solver imports this module)
 
-            served = self._scaler is None and self._bins is None and len(self._candidates) == 1
+            served = self._scaler is None and len(self._candidates) == 1
             setting = (self._lambdas[0], self._tracker_lam, self._loss, self._per_class_ball, self._average_power,
                        CHECK_EVERY, threshold(self._candidates[0]), threshold(self._tracker)) if served else False
             self._small_record_setting = setting
@@ -70,6 +71,14 @@ class SmallRecordRoad:
             return self._features.name_columns()
         return None
 
+    def _road_bins(self):
+        """The feature bins as the C road takes them (``None``: no bins)."""
+        bins = self._bins
+        if bins is None:
+            return None
+        stats = bins.stats
+        return bins.bins, RANGE, stats.sums, stats.squares, stats.n_seen, bins.columns
+
     def _road_scoring(self, x: dict, labels: list, answer):
         """The C road's ``score`` of ``x`` by the predicting store, as ``answer`` asks (``None``: the class
         index; ``"scores"``; a temperature's ``beta``: probabilities), or ``None``: the general road."""
@@ -79,7 +88,7 @@ class SmallRecordRoad:
         choice = self._tracker_choice
         store = self._tracker if choice is not None and choice.tracking else self._candidates[0]
         out = compiled_road.score(x, tables[0], tables[1], self._intercept_column, self._intercept_scale.value, store,
-                                  labels, self._average_weight, answer)
+                                  labels, self._average_weight, answer, self._road_bins())
         if out is not None:
             self._encoded_last = None  # nothing kept for learn_one: the C road encodes again
         return out
@@ -108,9 +117,11 @@ class SmallRecordRoad:
                                   self._features.n_columns, len(self._labels.labels), self._candidates[0],
                                   self._tracker, self._n_learned_classes, self._t, self._average_weight,
                                   choice, self._small_record_setting,
-                                  self.project, self.renormalize_below, watch, self._calibration)
+                                  self.project, self.renormalize_below, watch, self._calibration, self._road_bins())
         if out is None:
             return super().learn_one(x, y)
+        if self._bins is not None:
+            self._bins.stats.n_seen += 1  # (the C road added the row to the sums)
         self._t, self._n_learned_classes, self._average_weight, due, entered, mean_square = out
         self._encoded_last = None
         if self._intercept_column >= 0 and not scale.settled:
