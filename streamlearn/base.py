@@ -140,11 +140,11 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
             raise InvalidParameterError(f"fit_intercept must be True or False, got {self.fit_intercept!r}")
         self._intercept_scale = InterceptScale(self.intercept_scaling)
         self._features = FeatureSpace(self.n_bits)
+        check_bins(self.bins)
+        self._bins = FeatureBins(self.bins) if self.bins is not None else None
         self._intercept_column = self._intercept()
         self._labels = LabelSpace()
         self._scaler = OnlineStandardizer() if self.standardize else None
-        check_bins(self.bins)
-        self._bins = FeatureBins(self.bins) if self.bins is not None else None
         self._pending_cols: list = []
         self._pending_vals: list = []
         self._pending_y: list = []
@@ -152,8 +152,18 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
         self._init_model()
 
     def _intercept(self) -> int:
-        """The intercept's column in the feature space, registered if new (-1: no intercept)."""
-        return int(self._features.columns([INTERCEPT_NAME], grow=True)[0]) if self.fit_intercept else -1
+        """The intercept's model column, its name registered in the feature space if new (-1: no intercept)."""
+        return int(self._features.columns([INTERCEPT_NAME], grow=True)[0]) * self._column_stride if self.fit_intercept else -1
+
+    @property
+    def _column_stride(self) -> int:
+        """Model columns per feature-space column: 1, or with ``bins`` the column and its bins'."""
+        return 1 if self._bins is None else self._bins.stride
+
+    @property
+    def _n_model_columns(self) -> int:
+        """The model's weight columns: the feature space's, with ``bins`` each followed by its bins'."""
+        return self._features.n_columns * self._column_stride
 
     @property
     def _multiclass(self) -> bool:
@@ -179,9 +189,10 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
     @property
     def feature_keys(self) -> list:
         """The feature of each weight column, in column order: its name, or with hashing
-        (``n_bits``) the column itself."""
+        (``n_bits``) the column itself; with ``bins``, each followed by its bins' names."""
         features = self._features
-        return features.names if features.n_bits is None else list(range(features.n_columns))
+        keys = features.names if features.n_bits is None else list(range(features.n_columns))
+        return keys if self._bins is None else self._bins.keys(keys)
 
     @property
     def intercept_value(self) -> float | None:

@@ -158,12 +158,6 @@ class FeatureSpace(DenseArrayEncoding):
         """The vocabulary in column order (empty when hashing)."""
         return list(self._names)
 
-    def names_of(self, columns) -> list:
-        """The names of some columns (the columns themselves when hashing)."""
-        if self.n_bits is not None:
-            return [int(c) for c in columns]
-        return [self._names[c] for c in columns]
-
     @property
     def all_integer_names(self) -> bool:
         """Whether every name of the vocabulary is an int, the learner's own reserved names

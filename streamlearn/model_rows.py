@@ -14,7 +14,7 @@ from .intercept import with_intercept_column
 
 class ModelRows:
     """The row preparation of :class:`~streamlearn.base.StreamClassifier` (it sets ``_scaler``,
-    ``_bins``, ``_features``, ``_intercept_column`` and ``_intercept_scale``)."""
+    ``_bins``, ``_intercept_column`` -- a model column -- and ``_intercept_scale``)."""
 
     def _model_row(self, cols: np.ndarray, vals: np.ndarray, learn: bool) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`_model_rows` of one row given as ``(columns, values)`` (the one-example calls'
@@ -23,7 +23,7 @@ class ModelRows:
             rows = SparseRows(np.array([0, len(cols)], np.int64), cols, vals)
             vals = (self._scaler.learn_transform(rows) if learn else self._scaler.transform(rows)).data
         if self._bins is not None:
-            row = self._bins.expand(SparseRows(np.array([0, len(cols)], np.int64), cols, vals), self._features, learn)
+            row = self._bins.expand(SparseRows(np.array([0, len(cols)], np.int64), cols, vals), learn)
             cols, vals = row.indices, row.data
         if self._intercept_column >= 0:
             n = len(cols)
@@ -42,7 +42,7 @@ class ModelRows:
         if self._scaler is not None:
             rows = self._scaler.learn_transform(rows) if learn else self._scaler.transform(rows)
         if self._bins is not None:
-            rows = self._bins.expand(rows, self._features, learn)
+            rows = self._bins.expand(rows, learn)
         if self._intercept_column >= 0:
             scale = self._intercept_scale
             rows = with_intercept_column(rows, self._intercept_column, scale.learn_rows(rows) if learn else scale.value)

@@ -37,20 +37,19 @@ def standardize_rows(indptr, indices, data, sums, squares, n_seen, learn, out):
 
 
 @njit(cache=True, nogil=True)
-def bin_rows(indptr, indices, data, scaled, n_bins, half_range, columns, out_indptr, out_indices, out_data, missing):
-    """Each CSR row followed by the bins of its nonzero entries (see :mod:`streamlearn.binning`):
-    entry ``p``'s interval of ``n_bins`` over ``[-half_range, half_range]`` from its standardised
-    value ``scaled[p]``, its slot ``indices[p] * n_bins + interval`` and the bin's weight column
-    ``columns[slot]``. A slot without a column (``-1``, or past the table) adds no entry and is
-    written to ``missing``. Returns ``(entries written, slots missing)``."""
+def bin_rows(indptr, indices, data, scaled, n_bins, half_range, out_indptr, out_indices, out_data):
+    """Each CSR row over model columns, followed by the bins of its nonzero entries (see
+    :mod:`streamlearn.binning`): feature column ``j`` becomes ``j (n_bins + 1)``, and entry ``p``'s
+    interval of ``n_bins`` over ``[-half_range, half_range]``, from its standardised value
+    ``scaled[p]``, column ``j (n_bins + 1) + 1 + interval``. Returns the entries written."""
     width = 2.0 * half_range / n_bins
+    stride = n_bins + 1
     n_out = 0
-    n_missing = 0
     out_indptr[0] = 0
     for i in range(len(indptr) - 1):
         lo, hi = indptr[i], indptr[i + 1]
         for p in range(lo, hi):
-            out_indices[n_out] = indices[p]
+            out_indices[n_out] = indices[p] * stride
             out_data[n_out] = data[p]
             n_out += 1
         for p in range(lo, hi):
@@ -58,14 +57,8 @@ def bin_rows(indptr, indices, data, scaled, n_bins, half_range, columns, out_ind
                 continue
             z = min(max(scaled[p], -half_range), half_range)
             interval = min(int(np.floor((z + half_range) / width)), n_bins - 1)
-            slot = indices[p] * n_bins + interval
-            column = columns[slot] if slot < len(columns) else -1
-            if column < 0:
-                missing[n_missing] = slot
-                n_missing += 1
-                continue
-            out_indices[n_out] = column
+            out_indices[n_out] = indices[p] * stride + 1 + interval
             out_data[n_out] = 1.0
             n_out += 1
         out_indptr[i + 1] = n_out
-    return n_out, n_missing
+    return n_out

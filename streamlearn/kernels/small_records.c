@@ -39,6 +39,7 @@ typedef struct {
     double vals[MAX_ENTRIES];
     /* with bins, when learning: each name's running sums after the row entered them (written back once served) */
     Py_ssize_t n_binned;
+    int64_t feature[MAX_NAMES];
     double sums[MAX_NAMES], squares[MAX_NAMES];
 } Row;
 
@@ -173,22 +174,20 @@ static int encode(PyObject *x, PyObject *columns, const int64_t *order_key, npy_
 }
 
 /* streamlearn.binning's expansion of one encoded row (kernels/scaling.py standardize_rows, then bin_rows):
-   bins = (n_bins, half_range, sums, squares, n_seen, columns) of a FeatureBins. When learning the row enters
-   the statistics first -- into row->sums/squares, not the arrays, so that an unservable call changes nothing
-   (bins_enter writes them) -- and a bin without a column makes the call unservable; when predicting, it is
-   left out. -1: unservable; -2: bad arguments. */
-static int int64_vector(PyObject *o, int64_t **data, npy_intp *length);
-
+   bins = (n_bins, half_range, sums, squares, n_seen) of a FeatureBins. The row's columns become model
+   columns, each nonzero entry's bin is appended; when learning the row enters the statistics first --
+   into row->sums/squares, not the arrays, so that an unservable call changes nothing (bins_enter writes
+   them). -1: unservable (a column the statistics do not cover yet); -2: bad arguments. */
 static int append_bins(PyObject *bins, int learning, Row *row) {
-    int64_t n_bins, n_seen, *columns;
+    int64_t n_bins, n_seen;
     double half_range, *sums, *squares;
-    npy_intp n_stats, n_squares, n_columns;
-    if (!PyTuple_CheckExact(bins) || PyTuple_GET_SIZE(bins) != 6 || !as_int64(PyTuple_GET_ITEM(bins, 0), &n_bins) ||
+    npy_intp n_stats, n_squares;
+    if (!PyTuple_CheckExact(bins) || PyTuple_GET_SIZE(bins) != 5 || !as_int64(PyTuple_GET_ITEM(bins, 0), &n_bins) ||
         !as_double(PyTuple_GET_ITEM(bins, 1), &half_range) || !float_array(PyTuple_GET_ITEM(bins, 2), 1, &sums, &n_stats) ||
         !float_array(PyTuple_GET_ITEM(bins, 3), 1, &squares, &n_squares) || !as_int64(PyTuple_GET_ITEM(bins, 4), &n_seen) ||
-        !int64_vector(PyTuple_GET_ITEM(bins, 5), &columns, &n_columns) || n_bins < 1 || n_squares != n_stats)
+        n_bins < 1 || n_squares != n_stats)
         return -2;
-    int64_t n = n_seen + (learning ? 1 : 0);
+    int64_t n = n_seen + (learning ? 1 : 0), stride = n_bins + 1;
     double width = 2.0 * half_range / n_bins;
     Py_ssize_t n_own = row->n;
     row->n_binned = learning ? n_own : 0;
@@ -196,6 +195,8 @@ static int append_bins(PyObject *bins, int learning, Row *row) {
         int64_t j = row->cols[p];
         double x = row->vals[p];
         if (j >= n_stats) return -1;  /* the general road grows the statistics first */
+        row->feature[p] = j;
+        row->cols[p] = j * stride;
         double total = sums[j], square = squares[j];
         if (learning) {
             total += x;
@@ -213,12 +214,7 @@ static int append_bins(PyObject *bins, int learning, Row *row) {
         z = fmin(fmax(z, -half_range), half_range);
         int64_t interval = (int64_t)floor((z + half_range) / width);
         if (interval > n_bins - 1) interval = n_bins - 1;
-        int64_t slot = j * n_bins + interval, column = slot < n_columns ? columns[slot] : -1;
-        if (column < 0) {
-            if (learning) return -1;
-            continue;
-        }
-        row->cols[row->n] = column;
+        row->cols[row->n] = j * stride + 1 + interval;
         row->vals[row->n] = 1.0;
         row->n++;
     }
@@ -232,8 +228,8 @@ static void bins_enter(PyObject *bins, const Row *row) {
     float_array(PyTuple_GET_ITEM(bins, 2), 1, &sums, &n_stats);  /* (append_bins checked them) */
     float_array(PyTuple_GET_ITEM(bins, 3), 1, &squares, &n_stats);
     for (Py_ssize_t p = 0; p < row->n_binned; p++) {
-        sums[row->cols[p]] = row->sums[p];
-        squares[row->cols[p]] = row->squares[p];
+        sums[row->feature[p]] = row->sums[p];
+        squares[row->feature[p]] = row->squares[p];
     }
 }
 
@@ -563,8 +559,8 @@ static double numpy_row_sum(const double *a, Py_ssize_t n) {
 
 PyDoc_STRVAR(score_doc,
 "score(x, columns, order_key, intercept_column, intercept_value, store, labels, average_weight, answer, bins)\n\n"
-"scores_batch's scores of the dict x (names without a column dropped, bins never learned too, the intercept's\n"
-"entry appended; bins: a FeatureBins' (n_bins, half_range, sums, squares, n_seen, columns), or None)\n"
+"scores_batch's scores of the dict x (names without a column dropped, its bins and the intercept's\n"
+"entry appended; bins: a FeatureBins' (n_bins, half_range, sums, squares, n_seen), or None)\n"
 "by the ScaledWeights store, answered as: answer None, the class index of NumPy's argmax of them\n"
 "(predict_one); \"scores\", {label: score} (decision_function_one); a number beta, {label:\n"
 "probability} of softmax_rows(beta * scores) (TemperatureCalibration.probabilities: NumPy's operations\n"

@@ -77,7 +77,7 @@ class SmallRecordRoad:
         if bins is None:
             return None
         stats = bins.stats
-        return bins.bins, RANGE, stats.sums, stats.squares, stats.n_seen, bins.columns
+        return bins.bins, RANGE, stats.sums, stats.squares, stats.n_seen
 
     def _road_scoring(self, x: dict, labels: list, answer):
         """The C road's ``score`` of ``x`` by the predicting store, as ``answer`` asks (``None``: the class
@@ -114,7 +114,7 @@ class SmallRecordRoad:
             return super().learn_one(x, y)
         scale, choice, watch = self._intercept_scale, self._tracker_choice, self._watch
         out = compiled_road.learn(x, tables[0], tables[1], self._intercept_column, scale.value, target,
-                                  self._features.n_columns, len(self._labels.labels), self._candidates[0],
+                                  self._n_model_columns, len(self._labels.labels), self._candidates[0],
                                   self._tracker, self._n_learned_classes, self._t, self._average_weight,
                                   choice, self._small_record_setting,
                                   self.project, self.renormalize_below, watch, self._calibration, self._road_bins())

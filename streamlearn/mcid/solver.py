@@ -199,7 +199,7 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         :mod:`streamlearn.intercept`). Every column the feature space holds has weights (an intercept's is
         registered before anything is learned)."""
         store = self._weights
-        store.reserve(self._features.n_columns, len(self._labels))
+        store.reserve(self._n_model_columns, len(self._labels))
         return {"classes": self.classes, "features": self.feature_keys, "W": store.dense(),
                 "S": store.dense_average(1.0) if store.averaged else None,
                 "average_weight": self._average_weight, "t": self._t, "intercept": self._intercept_scale.export()}
@@ -214,7 +214,7 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
             self._labels.index(label, grow=True)
         if self._features.n_bits is None:
             self._features.columns(list(features), grow=True)
-        K, d = len(self._labels), self._features.n_columns
+        K, d = len(self._labels), self._n_model_columns
         row_of = {label: k for k, label in enumerate(self.classes)}
         column_of = {name: j for j, name in enumerate(self.feature_keys)}
         block = np.ix_([row_of[label] for label in classes], [column_of[name] for name in features])
@@ -325,11 +325,11 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         if scores is None:
             scores = np.full_like(spare, -np.inf)
         tracker_scores, model_scores = (scores, spare) if self._tracker_choice.tracking else (spare, scores)
-        store, tracker, features = self._weights, self._tracker, self._features
-        n_columns = features.n_columns
+        store, tracker = self._weights, self._tracker
+        n_columns = self._n_model_columns
         for weights in (tracker, store):
             if weights.n_features < n_columns or weights.n_classes < n_classes:  # else reserve changes nothing
-                weights.reserve(n_columns, n_classes, features.likely_columns)
+                weights.reserve(n_columns, n_classes, self._features.likely_columns * self._column_stride)
         self._t, self._n_learned_classes, self._average_weight, model_missed, tracker_missed = _learn_groups_tracked(
             rows.indptr, rows.indices, rows.data, y, self.batch_size,
             store.V, store.scale, store.sqnorm, store.U, store.A,
@@ -370,7 +370,7 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
 
     def _step(self, store: ScaledWeights, lam: float, rows: SparseRows, y: np.ndarray, scores: np.ndarray) -> tuple:
         """Alg. 1 on complete groups of rows for one λ, from the learner's step counters."""
-        store.reserve(self._features.n_columns, len(self._labels), self._features.likely_columns)
+        store.reserve(self._n_model_columns, len(self._labels), self._features.likely_columns * self._column_stride)
         return _learn_groups(
             rows.indptr, rows.indices, rows.data, y, self.batch_size,
             store.V, store.scale, store.sqnorm, store.U, store.A,
@@ -386,7 +386,7 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         return default_renormalization_threshold(store)
 
     def _reserve_columns(self) -> None:
-        self._predicting.reserve(self._features.n_columns, len(self._labels))
+        self._predicting.reserve(self._n_model_columns, len(self._labels))
 
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:
         store = self._predicting
