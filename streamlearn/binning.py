@@ -3,12 +3,14 @@
 A linear model scores a feature by one weight times its value, so it cannot learn that a value
 matters only between two thresholds ("age under 40 or over 60", a class occupying a ball of
 feature space). ``bins=B`` on a learner gives each nonzero value ``x_j`` a companion feature:
-an indicator, at 1.0, of the interval of ``x_j``'s standardised value
+an indicator of the interval of ``x_j``'s standardised value
 
     z_j = (x_j - mean_j) / std_j,   clipped to [-RANGE, RANGE] (RANGE = 3 standard deviations),
 
 among ``B`` equal-width intervals of ``[-RANGE, RANGE]`` (a value beyond it counts in the
-outermost). The class scores become ``Σ_j w_kj x_j + Σ_j v_k,j,bin(z_j)``: a generalised additive
+outermost), at the value the intercept's feature takes (``intercept_scaling``: by default the size
+of a typical feature value, :mod:`streamlearn.intercept`), so that the indicators weigh in a row
+as its own values do (at 1.0 on unit-length text rows they swamped them). The class scores become ``Σ_j w_kj x_j + Σ_j v_k,j,bin(z_j)``: a generalised additive
 model with a step function per feature (Hastie & Tibshirani, *Generalized Additive Models*,
 1990), still a linear model over the expanded row, learned by the same solver. The statistics
 are running ones over the rows learned, as :mod:`streamlearn.scaling` keeps them (an absent
@@ -26,7 +28,7 @@ When it pays: few dense numeric features whose classes are not linearly separabl
 Agrawal, RandomRBF, Sine and Bananas streams, the letter set's 16 features;
 ``bench/results/drift-bins.md``, ``drift-bins-stationary.md``). A row's entries double and each
 feature takes ``B + 1`` weight columns per class; on text (sector, news20) the bins of rare words
-cost accuracy, and on pixels (MNIST, USPS) they add nothing: leave it off for sparse, wide data.
+cost accuracy: leave it off for sparse, wide data.
 The MCID learners' one-example C road (:mod:`streamlearn.mcid.small_records`) serves it. Parameter
 mixing refuses it (the statistics do not mix), as it refuses ``standardize``.
 
@@ -37,6 +39,8 @@ mixing refuses it (the statistics do not mix), as it refuses ``standardize``.
 >>> out = bins.expand(rows, learn=True)   # z: 0, 1, -1.69 (the empty row counts as a 0)
 >>> out.indptr.tolist(), out.indices.tolist(), out.data.tolist()
 ([0, 2, 4, 4, 6], [7, 11, 7, 12, 7, 9], [1.0, 1.0, 3.0, 1.0, -10.0, 1.0])
+>>> bins.expand(SparseRows(np.array([0, 1]), np.array([1]), np.array([3.0])), learn=False, value=0.5).data.tolist()
+[3.0, 0.5]
 >>> bins.keys(["a", "b"])[7:9]
 ['b', "\\x00bin 0 of 'b'"]
 """
@@ -86,14 +90,16 @@ class FeatureBins:
         """The name of each model column, from the feature space's (:func:`bin_name` for the bins)."""
         return [key for feature in feature_keys for key in (feature, *(bin_name(feature, b) for b in range(self.bins)))]
 
-    def expand(self, rows: SparseRows, learn: bool) -> SparseRows:
-        """``rows`` over model columns, each nonzero entry's bin after the row's own entries
-        (``learn``: the rows enter the statistics first, row by row)."""
+    def expand(self, rows: SparseRows, learn: bool, value=1.0) -> SparseRows:
+        """``rows`` over model columns, each nonzero entry's bin after the row's own entries, at
+        ``value`` (one for every row, or each row's; ``learn``: the rows enter the statistics
+        first, row by row)."""
         indptr, indices, data = rows.own_arrays()
         own = SparseRows(indptr, indices, data)
         scaled = (self.stats.learn_transform(own) if learn else self.stats.transform(own)).data
+        values = np.full(len(indptr) - 1, value) if np.ndim(value) == 0 else np.ascontiguousarray(value, np.float64)
         out_indptr, out_indices, out_data = np.empty(len(indptr), np.int64), np.empty(2 * len(data), np.int64), np.empty(2 * len(data))
-        n_out = _scaling.bin_rows(indptr, indices, data, scaled, self.bins, RANGE, out_indptr, out_indices, out_data)
+        n_out = _scaling.bin_rows(indptr, indices, data, scaled, self.bins, RANGE, values, out_indptr, out_indices, out_data)
         return SparseRows(out_indptr, out_indices[:n_out], out_data[:n_out])
 
     def export(self) -> dict:

@@ -22,15 +22,18 @@ class ModelRows:
         if self._scaler is not None:
             rows = SparseRows(np.array([0, len(cols)], np.int64), cols, vals)
             vals = (self._scaler.learn_transform(rows) if learn else self._scaler.transform(rows)).data
+        if self._intercept_column < 0 and self._bins is None:
+            return cols, vals
+        scale = self._intercept_scale
+        value = scale.learn_row(vals) if learn else scale.value  # of the row's own values
         if self._bins is not None:
-            row = self._bins.expand(SparseRows(np.array([0, len(cols)], np.int64), cols, vals), learn)
+            row = self._bins.expand(SparseRows(np.array([0, len(cols)], np.int64), cols, vals), learn, value)
             cols, vals = row.indices, row.data
         if self._intercept_column >= 0:
             n = len(cols)
             with_cols, with_vals = np.empty(n + 1, np.int64), np.empty(n + 1)
             with_cols[:n], with_vals[:n] = cols, vals
-            scale = self._intercept_scale
-            with_cols[n], with_vals[n] = self._intercept_column, scale.learn_row(vals) if learn else scale.value
+            with_cols[n], with_vals[n] = self._intercept_column, value
             return with_cols, with_vals
         return cols, vals
 
@@ -38,12 +41,16 @@ class ModelRows:
         """Rows as the model sees them: standardised when ``standardize`` (``learn``: the rows
         enter the running statistics first, see :mod:`streamlearn.scaling`), with each value's
         interval indicator when ``bins`` (:mod:`streamlearn.binning`), then with the intercept's
-        constant feature when ``fit_intercept`` (after scaling, so it stays 1)."""
+        constant feature when ``fit_intercept`` (after scaling, so it stays 1); the indicators and
+        the constant take the intercept's value, from the row's own values."""
         if self._scaler is not None:
             rows = self._scaler.learn_transform(rows) if learn else self._scaler.transform(rows)
+        if self._intercept_column < 0 and self._bins is None:
+            return rows
+        scale = self._intercept_scale
+        values = scale.learn_rows(rows) if learn else scale.value
         if self._bins is not None:
-            rows = self._bins.expand(rows, learn)
+            rows = self._bins.expand(rows, learn, values)
         if self._intercept_column >= 0:
-            scale = self._intercept_scale
-            rows = with_intercept_column(rows, self._intercept_column, scale.learn_rows(rows) if learn else scale.value)
+            rows = with_intercept_column(rows, self._intercept_column, values)
         return rows

@@ -9,6 +9,7 @@ import pytest
 import streamlearn
 from streamlearn.batches import SparseRows
 from streamlearn.binning import RANGE, FeatureBins, bin_name
+from streamlearn.intercept import INTERCEPT_NAME
 
 from helpers import assert_same_state
 from test_scaling import reference_standardize
@@ -125,3 +126,29 @@ def test_a_checkpoint_resumes_the_bins_exactly():
 def test_bins_must_be_an_integer_in_range(bins):
     with pytest.raises(ValueError, match="bins must be None or an integer between 2 and 1000"):
         streamlearn.MulticlassSVM(bins=bins)
+
+
+@pytest.mark.parametrize("scaling", [0.5, "auto"])
+@pytest.mark.parametrize("batch", [False, True], ids=["one-by-one", "batch"])
+def test_a_score_is_the_weights_times_the_row_with_its_bins_at_the_intercepts_value(scaling, batch):
+    rng = np.random.default_rng(4)
+    learned = [{"a": float(rng.normal(0.3, 0.2)), "b": float(rng.normal(0.0, 0.1))} for _ in range(300)]
+    labels = ["in" if abs(x["a"] - 0.3) < 0.2 else "out" for x in learned]
+    model = streamlearn.MulticlassSVM(bins=4, intercept_scaling=scaling)
+    if batch:  # the general road's kernels, where one-by-one takes the C road of small records
+        model.learn_many(learned, labels)
+    for x, label in zip(learned, labels):
+        if not batch:
+            model.learn_one(x, label)
+    history = [{0: x["a"], 1: x["b"]} for x in learned]
+    probe = {"a": 0.65, "b": -0.02}
+    scaled = reference_standardize([{0: probe["a"], 1: probe["b"]}], False, history)[0]
+    value = model.intercept_value
+    assert value == (0.5 if scaling == 0.5 else pytest.approx(0.26, abs=0.05))  # "auto": the values' RMS
+    keys, W = model.feature_keys, model.weight_matrix()
+    want = value * W[:, keys.index(INTERCEPT_NAME)]
+    for j, name in enumerate("ab"):
+        interval = min(int(np.floor((min(max(scaled[j], -RANGE), RANGE) + RANGE) / (2 * RANGE / 4))), 3)
+        want = want + probe[name] * W[:, keys.index(name)] + value * W[:, keys.index(bin_name(name, interval))]
+    got = model.decision_function_many([probe])[0] if batch else [model.decision_function_one(probe)[k] for k in model.classes]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

@@ -37,11 +37,12 @@ def standardize_rows(indptr, indices, data, sums, squares, n_seen, learn, out):
 
 
 @njit(cache=True, nogil=True)
-def bin_rows(indptr, indices, data, scaled, n_bins, half_range, out_indptr, out_indices, out_data):
+def bin_rows(indptr, indices, data, scaled, n_bins, half_range, values, out_indptr, out_indices, out_data):
     """Each CSR row over model columns, followed by the bins of its nonzero entries (see
     :mod:`streamlearn.binning`): feature column ``j`` becomes ``j (n_bins + 1)``, and entry ``p``'s
     interval of ``n_bins`` over ``[-half_range, half_range]``, from its standardised value
-    ``scaled[p]``, column ``j (n_bins + 1) + 1 + interval``. Returns the entries written."""
+    ``scaled[p]``, column ``j (n_bins + 1) + 1 + interval``, at row ``i``'s ``values[i]``. Returns
+    the entries written."""
     width = 2.0 * half_range / n_bins
     stride = n_bins + 1
     n_out = 0
@@ -58,7 +59,7 @@ def bin_rows(indptr, indices, data, scaled, n_bins, half_range, out_indptr, out_
             z = min(max(scaled[p], -half_range), half_range)
             interval = min(int(np.floor((z + half_range) / width)), n_bins - 1)
             out_indices[n_out] = indices[p] * stride + 1 + interval
-            out_data[n_out] = 1.0
+            out_data[n_out] = values[i]
             n_out += 1
         out_indptr[i + 1] = n_out
     return n_out

@@ -175,10 +175,10 @@ static int encode(PyObject *x, PyObject *columns, const int64_t *order_key, npy_
 
 /* streamlearn.binning's expansion of one encoded row (kernels/scaling.py standardize_rows, then bin_rows):
    bins = (n_bins, half_range, sums, squares, n_seen) of a FeatureBins. The row's columns become model
-   columns, each nonzero entry's bin is appended; when learning the row enters the statistics first --
+   columns, each nonzero entry's bin is appended at the intercept's value; when learning the row enters the statistics first --
    into row->sums/squares, not the arrays, so that an unservable call changes nothing (bins_enter writes
    them). -1: unservable (a column the statistics do not cover yet); -2: bad arguments. */
-static int append_bins(PyObject *bins, int learning, Row *row) {
+static int append_bins(PyObject *bins, int learning, double value, Row *row) {
     int64_t n_bins, n_seen;
     double half_range, *sums, *squares;
     npy_intp n_stats, n_squares;
@@ -215,7 +215,7 @@ static int append_bins(PyObject *bins, int learning, Row *row) {
         int64_t interval = (int64_t)floor((z + half_range) / width);
         if (interval > n_bins - 1) interval = n_bins - 1;
         row->cols[row->n] = j * stride + 1 + interval;
-        row->vals[row->n] = 1.0;
+        row->vals[row->n] = value;
         row->n++;
     }
     return 0;
@@ -480,11 +480,11 @@ static int model_row(PyObject *x, PyObject *columns, PyObject *order_key, PyObje
         return -2;
     if (encode(x, columns, keys, n_keys, learning, row) < 0) return -1;
     row->n_binned = 0;
+    if (mean_sq) *mean_sq = mean_square(row);  /* of the row's own values */
     if (bins != Py_None) {
-        int status = append_bins(bins, learning, row);
+        int status = append_bins(bins, learning, value, row);
         if (status < 0) return status;
     }
-    if (mean_sq) *mean_sq = mean_square(row);
     if (column >= 0) {
         row->cols[row->n] = column;
         row->vals[row->n] = value;

@@ -50,6 +50,7 @@ class MulticlassSVM(MCIDLearner):
         standardised features, 0.1 for unit-length text rows, so that the intercept learns as fast
         as a typical weight without swamping sparse rows (:mod:`streamlearn.intercept`; its value
         now is ``intercept_value``). A positive number: that value, fixed (0.1 before ``"auto"``).
+        With ``bins``, their indicators take it too.
     adapt
         Follow a stream that changes (default): a Page-Hinkley test on the prequential mistakes
         restarts the step schedule and the average when the error rises, and a fast tracker (no
@@ -62,7 +63,7 @@ class MulticlassSVM(MCIDLearner):
     bins
         ``None`` (default): the features as given. An integer B: each nonzero value also brings
         the indicator of its interval among B equal-width intervals of its feature's running
-        standardised range ±3σ (:mod:`streamlearn.binning`): a step function per feature, for
+        standardised range ±3σ, at the intercept's value (:mod:`streamlearn.binning`): a step function per feature, for
         few dense features whose classes are not linearly separable (12 is a good start). Costs
         B + 1 weight columns per feature and class; not for sparse, wide data.
 

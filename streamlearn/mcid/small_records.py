@@ -124,7 +124,7 @@ class SmallRecordRoad:
             self._bins.stats.n_seen += 1  # (the C road added the row to the sums)
         self._t, self._n_learned_classes, self._average_weight, due, entered, mean_square = out
         self._encoded_last = None
-        if self._intercept_column >= 0 and not scale.settled:
+        if (self._intercept_column >= 0 or self._bins is not None) and not scale.settled:
             scale.count_row(mean_square)
         if due:  # the step is a multiple of CHECK_EVERY: act on a change seen, then choose the predictor
             if watch.take_change():
