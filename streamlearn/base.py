@@ -190,9 +190,13 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
     def feature_keys(self) -> list:
         """The feature of each weight column, in column order: its name, or with hashing
         (``n_bits``) the column itself; with ``bins``, each followed by its bins' names."""
-        features = self._features
-        keys = features.names if features.n_bits is None else list(range(features.n_columns))
+        keys = self._space_keys()
         return keys if self._bins is None else self._bins.keys(keys)
+
+    def _space_keys(self) -> list:
+        """The feature space's key of each of its columns: the name, or with hashing the column."""
+        features = self._features
+        return features.names if features.n_bits is None else list(range(features.n_columns))
 
     @property
     def intercept_value(self) -> float | None:

@@ -29,8 +29,8 @@ Agrawal, RandomRBF, Sine and Bananas streams, the letter set's 16 features;
 ``bench/results/drift-bins.md``, ``drift-bins-stationary.md``). A row's entries double and each
 feature takes ``B + 1`` weight columns per class; on text (sector, news20) the bins of rare words
 cost accuracy: leave it off for sparse, wide data.
-The MCID learners' one-example C road (:mod:`streamlearn.mcid.small_records`) serves it. Parameter
-mixing refuses it (the statistics do not mix), as it refuses ``standardize``.
+The MCID learners' one-example C road (:mod:`streamlearn.mcid.small_records`) serves it, and parameter
+mixing pools the statistics (:func:`added_stats`).
 
 >>> import numpy as np
 >>> from streamlearn.batches import SparseRows
@@ -71,9 +71,36 @@ def check_bins(bins) -> None:
         raise InvalidParameterError(f"bins must be None or an integer between {MIN_BINS} and {MAX_BINS}, got {bins!r}")
 
 
+#: how the names of the bins' columns start
+BIN_PREFIX = RESERVED_PREFIX + "bin "
+
+
 def bin_name(feature, interval: int) -> str:
     """The reserved feature name of interval ``interval`` of a feature (its name; with hashing, its column)."""
-    return f"{RESERVED_PREFIX}bin {interval} of {feature!r}"
+    return f"{BIN_PREFIX}{interval} of {feature!r}"
+
+
+def added_stats(shared: dict | None, base: dict | None, now: dict) -> dict:
+    """Parameter mixing's fold of a member's statistics: ``shared`` plus what the member added
+    since ``base`` (each record enters the pooled statistics once), by feature key."""
+    shared = shared or {"n_seen": 0, "features": [], "sums": np.zeros(0), "squares": np.zeros(0)}
+    base = base or {"n_seen": 0, "features": [], "sums": np.zeros(0), "squares": np.zeros(0)}
+    features = list(shared["features"])
+    place = {key: j for j, key in enumerate(features)}
+    for key in [*now["features"], *base["features"]]:
+        if key not in place:
+            place[key] = len(features)
+            features.append(key)
+    out = {"n_seen": int(shared["n_seen"]) + int(now["n_seen"]) - int(base["n_seen"]), "features": features}
+    for part in ("sums", "squares"):
+        total = np.zeros(len(features))
+        total[: len(shared[part])] = shared[part]
+        columns = [place[key] for key in now["features"]]
+        total[columns] += np.asarray(now[part], np.float64)
+        base_columns = [place[key] for key in base["features"]]
+        total[base_columns] -= np.asarray(base[part], np.float64)
+        out[part] = total
+    return out
 
 
 class FeatureBins:
@@ -101,6 +128,30 @@ class FeatureBins:
         out_indptr, out_indices, out_data = np.empty(len(indptr), np.int64), np.empty(2 * len(data), np.int64), np.empty(2 * len(data))
         n_out = _scaling.bin_rows(indptr, indices, data, scaled, self.bins, RANGE, values, out_indptr, out_indices, out_data)
         return SparseRows(out_indptr, out_indices[:n_out], out_data[:n_out])
+
+    def mixing_stats(self, feature_keys: list) -> dict:
+        """The statistics for parameter mixing (:mod:`streamlearn.service.mixing`), keyed by the
+        feature space's keys: ``n_seen``, ``features`` and each one's ``sums`` and ``squares``."""
+        n, stats = len(feature_keys), self.stats
+        sums, squares = np.zeros(n), np.zeros(n)
+        held = min(n, len(stats.sums))
+        sums[:held], squares[:held] = stats.sums[:held], stats.squares[:held]
+        return {"n_seen": stats.n_seen, "features": list(feature_keys), "sums": sums, "squares": squares}
+
+    def load_mixing_stats(self, mixed: dict, feature_keys: list) -> None:
+        """Take the statistics of :meth:`mixing_stats` (a mixed model's) for the feature space's keys
+        (a key they lack counts as never seen)."""
+        place = {key: j for j, key in enumerate(mixed["features"])}
+        columns = [place.get(key, -1) for key in feature_keys]
+        sums, squares = np.asarray(mixed["sums"], np.float64), np.asarray(mixed["squares"], np.float64)
+        self.stats.sums = np.array([sums[j] if j >= 0 else 0.0 for j in columns])
+        self.stats.squares = np.array([squares[j] if j >= 0 else 0.0 for j in columns])
+        self.stats.n_seen = int(mixed["n_seen"])
+
+    @staticmethod
+    def is_bin_key(key) -> bool:
+        """Whether a key of ``feature_keys`` names a bin (not a feature of the feature space)."""
+        return type(key) is str and key.startswith(BIN_PREFIX)
 
     def export(self) -> dict:
         return {"bins": self.bins, "stats": self.stats.export()}

@@ -131,7 +131,6 @@ def test_a_change_travels_through_msgpack():
     (ExtremeSVM(), "ExtremeSVM cannot mix"),
     (MulticlassSVM(lam="auto"), "give it one λ"),
     (MulticlassSVM(standardize=True), "statistics do not mix"),
-    (MulticlassSVM(bins=12), "bins' running feature statistics do not mix"),
 ])
 def test_learners_that_cannot_mix_are_refused_with_the_reason(model, message):
     with pytest.raises(ValueError, match=message):
@@ -347,3 +346,53 @@ def test_a_member_reads_the_mixing_topic_to_its_end_from_any_offset(durable):
     finally:
         writer.close()
         reader.close()
+
+
+def test_bins_statistics_pool_every_members_records_once_and_the_members_hold_one_model():
+    X, y = dict_stream(900, seed=4, n_features=6, n_classes=3)
+    a = MulticlassLogisticRegression(lam=1e-3, bins=6)
+    a.learn_many(X[:300], y[:300])
+    b = copy.deepcopy(a)
+    shared = MixState.of(a)
+    a.learn_many(X[300:600], y[300:600])
+    b.learn_many(X[600:], y[600:])
+    changes = [unpack(pack(shared.change(member, examples=300))) for member in (a, b)]  # as the mixing topic carries them
+    assert [shared.fold(change) for change in changes] == [1.0, 0.5]
+    names = sorted({name for x in X for name in x})
+    assert shared.bins["n_seen"] == 900
+    sums = dict(zip(shared.bins["features"], shared.bins["sums"].tolist()))
+    for name in names:  # every record's value counted once, whichever member learned it
+        assert sums[name] == pytest.approx(sum(x.get(name, 0.0) for x in X), rel=1e-9)
+    for member in (a, b):
+        shared.write_into(member)
+    probe = X[:50]
+    assert a.decision_function_many(probe).tobytes() == b.decision_function_many(probe).tobytes()
+    assert a.export_state()["bins"]["stats"]["n_seen"] == b.export_state()["bins"]["stats"]["n_seen"] == 900
+
+
+def test_one_member_mixing_with_bins_changes_nothing():
+    X, y = dict_stream(400, seed=2, n_features=5, n_classes=3)
+    model = MulticlassSVM(lam=1e-3, bins=4)
+    model.learn_many(X[:100], y[:100])
+    base = MixState.of(model)
+    model.learn_many(X[100:], y[100:])
+    twin = copy.deepcopy(model)
+    base.fold(base.change(model, examples=300))
+    base.write_into(model)
+    np.testing.assert_allclose(model.weight_matrix(True), twin.weight_matrix(True), rtol=1e-12, atol=1e-12)
+    mine, theirs = model.export_state()["bins"]["stats"], twin.export_state()["bins"]["stats"]
+    assert mine["n_seen"] == theirs["n_seen"] == 400
+    np.testing.assert_allclose(mine["sums"][: len(theirs["sums"])], theirs["sums"][: len(mine["sums"])], rtol=1e-12)
+
+
+def test_a_mixing_daemons_checkpoint_keeps_the_bins_statistics():
+    from streamlearn.service.mixing import GroupMixer
+
+    X, y = dict_stream(200, seed=3, n_features=4, n_classes=2)
+    model = MulticlassSVM(lam=1e-3, bins=5)
+    model.learn_many(X, y)
+    mixer, again = GroupMixer(None, 10, "m"), GroupMixer(None, 10, "m")
+    mixer.shared = MixState.of(model)
+    again.restore(unpack(pack(mixer.export())))
+    assert again.shared.bins["n_seen"] == 200 and again.shared.bins["features"] == mixer.shared.bins["features"]
+    np.testing.assert_array_equal(again.shared.bins["sums"], mixer.shared.bins["sums"])

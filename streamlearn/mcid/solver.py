@@ -9,6 +9,7 @@ import numpy as np
 from ..adaptation import (CHECK_EVERY, TRACKER_LAM_FACTOR, ChangeWatch, TrackerChoice, average_weight_of,
                           learn_in_watched_spans, mistake_count, restart_step)
 from ..base import StreamClassifier, average_power_of, check_positive, hide_unknown_classes
+from ..binning import FeatureBins
 from ..calibration import TemperatureCalibration
 from ..errors import InvalidParameterError
 from ..batches import SparseRows
@@ -195,25 +196,28 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         """The model as dense arrays, for parameter mixing (:mod:`streamlearn.service.mixing`): ``classes``,
         ``features`` (:attr:`feature_keys`), ``W`` (K × d, the current iterate), ``S`` (K × d, the
         averaged iterate's running sum ``Σ_s c_s W_s`` undivided; ``None`` without averaging),
-        ``average_weight`` (``Σ_s c_s``), ``t`` and ``intercept`` (the statistics of the intercept's value,
-        :mod:`streamlearn.intercept`). Every column the feature space holds has weights (an intercept's is
+        ``average_weight`` (``Σ_s c_s``), ``t``, ``intercept`` (the statistics of the intercept's value,
+        :mod:`streamlearn.intercept`) and ``bins`` (the feature bins' statistics, ``None`` without bins:
+        :mod:`streamlearn.binning`). Every column the feature space holds has weights (an intercept's is
         registered before anything is learned)."""
         store = self._weights
         store.reserve(self._n_model_columns, len(self._labels))
+        bins = None if self._bins is None else self._bins.mixing_stats(self._space_keys())
         return {"classes": self.classes, "features": self.feature_keys, "W": store.dense(),
                 "S": store.dense_average(1.0) if store.averaged else None,
-                "average_weight": self._average_weight, "t": self._t, "intercept": self._intercept_scale.export()}
+                "average_weight": self._average_weight, "t": self._t, "intercept": self._intercept_scale.export(),
+                "bins": bins}
 
     def load_mixing_state(self, classes: list, features: list, W: np.ndarray, S: np.ndarray | None,
-                          average_weight: float, t: int, intercept: dict | None = None) -> None:
+                          average_weight: float, t: int, intercept: dict | None = None, bins: dict | None = None) -> None:
         """Make this model the one :meth:`mixing_state` describes: its classes and features join this
         model's (this model's first, in their order: columns it holds stay put), its weights,
-        averaged iterate, step counter and intercept statistics (if given) replace this model's. The fast tracker keeps its weights
-        and hands the predictions back to the (now shared) model."""
+        averaged iterate, step counter, intercept and bins statistics (if given) replace this model's. The fast
+        tracker keeps its weights and hands the predictions back to the (now shared) model."""
         for label in classes:
             self._labels.index(label, grow=True)
-        if self._features.n_bits is None:
-            self._features.columns(list(features), grow=True)
+        if self._features.n_bits is None:  # (a bin's key names a column the feature's own brings)
+            self._features.columns([key for key in features if not FeatureBins.is_bin_key(key)], grow=True)
         K, d = len(self._labels), self._n_model_columns
         row_of = {label: k for k, label in enumerate(self.classes)}
         column_of = {name: j for j, name in enumerate(self.feature_keys)}
@@ -237,6 +241,8 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         self._t = int(t)
         if intercept is not None:
             self._intercept_scale.load(intercept)
+        if bins is not None and self._bins is not None:
+            self._bins.load_mixing_stats(bins, self._space_keys())
         self._n_learned_classes = K
         if self._tracker_choice is not None:  # the shared model predicts until this member's tracker errs less again
             self._tracker_choice.hand_back()

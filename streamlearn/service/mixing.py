@@ -19,7 +19,10 @@ The fold, for a change of ``n`` examples and ``Δt`` steps, at weight ``μ``::
   here, rounded when written into a learner);
 * the statistics of the intercept's value (``intercept_scaling="auto"``, :mod:`streamlearn.intercept`):
   carried as they stand and interpolated at ``μ`` until the shared value is settled, then kept, so
-  every member scores with the shared model's value after a mix.
+  every member scores with the shared model's value after a mix;
+* the feature bins' statistics (``bins``, :mod:`streamlearn.binning`): counts and sums of the
+  records learned, so a change carries what its records added and the fold adds it whole — each
+  record enters the pooled statistics once, whatever ``μ``.
 
 A member that restarted its schedule after a detected change (:mod:`streamlearn.adaptation`)
 hands out a change whose ``t`` and ``Σc`` went *down*; added, two such changes folded beside each
@@ -57,8 +60,8 @@ Changes are keyed by label and feature name, because members meet names in diffe
 (with hashing, ``n_bits``, by column). Which learners mix: the MCID learners
 (:class:`~streamlearn.MulticlassSVM`, :class:`~streamlearn.MulticlassLogisticRegression`,
 :class:`~streamlearn.MulticlassPerceptron`, :class:`~streamlearn.OneVsRestPegasos`,
-:class:`~streamlearn.OneVsRestLogisticRegression`) with one λ and without ``standardize`` or
-``bins`` (their running statistics do not mix); :func:`check_mixable` refuses the others.
+:class:`~streamlearn.OneVsRestLogisticRegression`) with one λ and without ``standardize``
+(its running statistics do not mix); :func:`check_mixable` refuses the others.
 
 >>> from streamlearn import MulticlassSVM
 >>> a, b = MulticlassSVM(lam=0.01, fit_intercept=False), MulticlassSVM(lam=0.01, fit_intercept=False)  # names decide alone
@@ -78,11 +81,13 @@ Changes are keyed by label and feature name, because members meet names in diffe
 
 from __future__ import annotations
 
+import copy
 import time
 
 import numpy as np
 
 from . import failpoints
+from ..binning import added_stats
 from ..errors import InvalidParameterError
 from ..intercept import InterceptScale
 from ..weights import grown
@@ -99,19 +104,18 @@ def check_mixable(model) -> None:
         raise InvalidParameterError(f"{name}(lam='auto') cannot mix: give it one λ")
     if model.standardize:
         raise InvalidParameterError(f"{name}(standardize=True) cannot mix: its running feature statistics do not mix")
-    if model.bins is not None:
-        raise InvalidParameterError(f"{name}(bins={model.bins}) cannot mix: its bins' running feature statistics do not mix")
 
 
 class MixState:
     """The shared model between mixes, as dense arrays keyed by names (see the module docstring)."""
 
     def __init__(self, labels: list, features: list, W: np.ndarray, S: np.ndarray | None, average_weight: float,
-                 t: float, examples: int = 0, intercept: dict | None = None):
+                 t: float, examples: int = 0, intercept: dict | None = None, bins: dict | None = None):
         self.labels, self.features = list(labels), list(features)
         self.W, self.S = W, S
         self.average_weight, self.t, self.examples = float(average_weight), float(t), int(examples)
         self.intercept = dict(intercept) if intercept is not None else InterceptScale().export()
+        self.bins = bins  # the feature bins' pooled statistics (None: the learners have no bins)
 
     @classmethod
     def of(cls, model) -> "MixState":
@@ -119,7 +123,7 @@ class MixState:
         check_mixable(model)
         state = model.mixing_state()
         return cls(state["classes"], state["features"], state["W"], state["S"], state["average_weight"], state["t"],
-                   intercept=state["intercept"])
+                   intercept=state["intercept"], bins=state.get("bins"))
 
     def _aligned(self, labels: list, features: list) -> tuple[np.ndarray, np.ndarray]:
         """Grow this state to hold ``labels`` and ``features``; return their rows and columns here."""
@@ -149,16 +153,18 @@ class MixState:
         dW[now_block] -= self.W[base_block]
         # t is written into a learner rounded: a step back of up to half a step is no restart
         restarted = now.t + 0.5 < self.t or now.average_weight < self.average_weight
+        added = {} if now.bins is None else {"bins": added_stats(None, self.bins, now.bins)}
         if restarted:  # the schedule as it stands (see the module docstring)
             return {"labels": now.labels, "features": now.features, "W": dW,
                     "S": now.S if now.S is not None else np.zeros((0, 0)), "average_weight": now.average_weight,
                     "steps": now.t, "restarted": True, "examples": int(examples), "base_examples": self.examples,
-                    "intercept": now.intercept}
+                    "intercept": now.intercept, **added}
         if dS is not None:
             dS[now_block] -= self.S[base_block]
         return {"labels": now.labels, "features": now.features, "W": dW, "S": dS if dS is not None else np.zeros((0, 0)),
                 "average_weight": now.average_weight - self.average_weight, "steps": now.t - self.t,
-                "restarted": False, "examples": int(examples), "base_examples": self.examples, "intercept": now.intercept}
+                "restarted": False, "examples": int(examples), "base_examples": self.examples, "intercept": now.intercept,
+                **added}
 
     def fold(self, change: dict, weight: float | None = None) -> float:
         """Add one member's change, its steps included, at ``weight`` — by default its share
@@ -184,6 +190,8 @@ class MixState:
             self.t += weight * float(change["steps"])
         if "intercept" in change:  # (absent from changes published before the intercept's value was learned)
             self.intercept = InterceptScale.blended(self.intercept, change["intercept"], weight)
+        if change.get("bins") is not None:
+            self.bins = added_stats(self.bins, None, change["bins"])
         self.examples += examples
         return float(weight)
 
@@ -200,11 +208,11 @@ class MixState:
         and step counter (its own names first, in their order: columns it holds stay put)."""
         check_mixable(model)
         model.load_mixing_state(self.labels, self.features, self.W, self.S, self.average_weight, int(round(self.t)),
-                                self.intercept)
+                                self.intercept, self.bins)
 
     def copy(self) -> "MixState":
         return MixState(self.labels, self.features, self.W.copy(), None if self.S is None else self.S.copy(),
-                        self.average_weight, self.t, self.examples, self.intercept)
+                        self.average_weight, self.t, self.examples, self.intercept, copy.deepcopy(self.bins))
 
 
 class Coverage:
@@ -369,14 +377,15 @@ class GroupMixer:
         return {"labels": shared.labels, "features": shared.features, "W": shared.W,
                 "S": shared.S if shared.S is not None else np.zeros((0, 0)), "averaged": shared.S is not None,
                 "average_weight": shared.average_weight, "t": shared.t, "examples": shared.examples,
-                "intercept": shared.intercept,
+                "intercept": shared.intercept, **({"bins": shared.bins} if shared.bins is not None else {}),
                 "covered": {str(p): o for p, o in self.coverage.covered.items()}, "log_offset": self.log_offset,
                 "published": self.published, "by_member": dict(self.by_member)}
 
     def restore(self, state: dict) -> None:
         S = np.asarray(state["S"], np.float64) if state["averaged"] else None
         self.shared = MixState(state["labels"], state["features"], np.asarray(state["W"], np.float64), S,
-                               state["average_weight"], state["t"], state["examples"], state.get("intercept"))
+                               state["average_weight"], state["t"], state["examples"], state.get("intercept"),
+                               state.get("bins"))
         self.coverage = Coverage(state["covered"])
         self.log_offset, self.published = int(state["log_offset"]), int(state["published"])
         self.by_member = dict(state["by_member"])
