@@ -8,11 +8,12 @@ an indicator of the interval of ``x_j``'s standardised value
     z_j = (x_j - mean_j) / std_j,   clipped to [-RANGE, RANGE] (RANGE = 3 standard deviations),
 
 among ``B`` equal-width intervals of ``[-RANGE, RANGE]`` (a value beyond it counts in the
-outermost), at the value the intercept's feature takes (``intercept_scaling``: by default the size
-of a typical feature value, :mod:`streamlearn.intercept`), so that the indicators weigh in a row
-as its own values do (at 1.0 on unit-length text rows they swamped them). The class scores become ``Σ_j w_kj x_j + Σ_j v_k,j,bin(z_j)``: a generalised additive
-model with a step function per feature (Hastie & Tibshirani, *Generalized Additive Models*,
-1990), still a linear model over the expanded row, learned by the same solver. The statistics
+outermost), at the value ``c`` the intercept's feature takes (``intercept_scaling``: by default the
+size of a typical feature value, :mod:`streamlearn.intercept`), so that the indicators weigh in a
+row as its own values do (at 1.0 on unit-length text rows they swamped them). The class scores
+become ``Σ_j w_kj x_j + c Σ_j v_k,j,bin(z_j)``: a generalised additive model with a step function
+per feature (Hastie & Tibshirani, *Generalized Additive Models*, 1990), still a linear model over
+the expanded row, learned by the same solver. The statistics
 are running ones over the rows learned, as :mod:`streamlearn.scaling` keeps them (an absent
 feature counts as 0; a row enters them before it is binned). A zero value (an absent feature)
 has no bin: sparse rows stay sparse, and a dict's explicit zeros change nothing.
@@ -28,9 +29,9 @@ When it pays: few dense numeric features whose classes are not linearly separabl
 Agrawal, RandomRBF, Sine and Bananas streams, the letter set's 16 features;
 ``bench/results/drift-bins.md``, ``drift-bins-stationary.md``). A row's entries double and each
 feature takes ``B + 1`` weight columns per class; on text (sector, news20) the bins of rare words
-cost accuracy: leave it off for sparse, wide data.
-The MCID learners' one-example C road (:mod:`streamlearn.mcid.small_records`) serves it, and parameter
-mixing pools the statistics (:func:`added_stats`).
+cost accuracy: leave it off for sparse, wide data. The MCID learners' one-example C road
+(:mod:`streamlearn.mcid.small_records`) serves it, and parameter mixing pools the statistics
+(:func:`added_stats`).
 
 >>> import numpy as np
 >>> from streamlearn.batches import SparseRows
