@@ -91,9 +91,8 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
     @classmethod
     def _unit_test_params(cls):
         yield {}
-        yield {"lam": 1e-2, "batch_size": 4, "project": True, "average": True}
+        yield {"lam": "auto", "batch_size": 4, "project": True}
         yield {"lam": 1e-2, "average": True, "average_power": 2.0, "standardize": True, "bins": 8}
-        yield {"lam": "auto", "batch_size": 2}
         yield {"adapt": False, "fit_intercept": False, "calibrate": False}
 
     def _init_model(self) -> None:
