@@ -5,11 +5,11 @@ and (calibrated) ``predict_proba_one`` of an MCID learner in one call each of a 
 A dict of ten features costs river's pure-Python ``LogisticRegression`` a few microseconds per
 ``predict_one`` + ``learn_one``; the general road (validation in NumPy, one call of a numba kernel
 per step, the change watch, the tracker's choice and the calibration window in Python) costs
-several times that, most of it in the calls themselves. The C road encodes the dict (with ``bins``, adds the bins: :mod:`streamlearn.binning`), takes the
-fast tracker's and the averaged model's steps, counts both mistakes for the tracker's choice, updates
-the Page-Hinkley test and writes the calibration window's row, with every operation of the numba
-kernels in the same order: the model is the same bit for bit whichever road an example takes
-(``tests/test_small_records.py``). What is rare stays in Python: a restart, the tracker's choice
+several times that, most of it in the calls themselves. The C road encodes the dict (with ``bins``,
+adds its bins: :mod:`streamlearn.binning`), takes the fast tracker's and the averaged model's steps,
+counts both mistakes for the tracker's choice, updates the Page-Hinkley test and writes the
+calibration window's row, with every operation of the numba kernels in the same order: the model
+is the same bit for bit whichever road an example takes (``tests/test_small_records.py``). What is rare stays in Python: a restart, the tracker's choice
 every :data:`~streamlearn.adaptation.CHECK_EVERY` steps, the temperature's refit. Scores are the
 general road's bit for bit, and probabilities too where NumPy's exponential is the C library's
 (NumPy's own vectorised one, on some CPUs, may differ in the last bit).
