@@ -12,15 +12,10 @@ from streamlearn.binning import RANGE, FeatureBins, bin_name
 from streamlearn.intercept import INTERCEPT_NAME
 
 from helpers import assert_same_state
-from test_scaling import reference_standardize
+from test_scaling import as_rows, reference_standardize
 
 MCID = ["MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptron", "OneVsRestPegasos",
         "OneVsRestLogisticRegression"]
-
-
-def as_rows(dicts: list[dict]) -> SparseRows:
-    indptr = np.cumsum([0] + [len(d) for d in dicts])
-    return SparseRows(indptr, np.array([j for d in dicts for j in d], np.int64), np.array([v for d in dicts for v in d.values()]))
 
 
 def reference_bins(rows: list[dict], learn: bool, history: list[dict], n_bins: int) -> list[list]:

@@ -37,7 +37,7 @@ def reference_standardize(rows: list[dict], learn: bool, history: list[dict]) ->
     return out
 
 
-def _as_rows(dicts: list[dict]) -> SparseRows:
+def as_rows(dicts: list[dict]) -> SparseRows:
     indptr = np.cumsum([0] + [len(d) for d in dicts])
     indices = np.array([j for d in dicts for j in d], np.int64)
     data = np.array([v for d in dicts for v in d.values()])
@@ -52,12 +52,12 @@ def test_the_kernel_equals_the_numpy_reference():
     scaler, history = OnlineStandardizer(), []
     for start in range(0, 120, 17):  # learning batches, then a prediction of the next rows
         batch = rows[start : start + 17]
-        got = scaler.learn_transform(_as_rows(batch)).data
+        got = scaler.learn_transform(as_rows(batch)).data
         want = [v for d in reference_standardize(batch, True, history) for v in d.values()]
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
         ahead = rows[start + 17 : start + 20]
         if ahead:
-            got = scaler.transform(_as_rows(ahead)).data
+            got = scaler.transform(as_rows(ahead)).data
             want = [v for d in reference_standardize(ahead, False, history) for v in d.values()]
             np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
     assert scaler.n_seen == 120
