@@ -175,9 +175,10 @@ static int encode(PyObject *x, PyObject *columns, const int64_t *order_key, npy_
 
 /* streamlearn.binning's expansion of one encoded row (kernels/scaling.py standardize_rows, then bin_rows):
    bins = (n_bins, half_range, sums, squares, n_seen) of a FeatureBins. The row's columns become model
-   columns, each nonzero entry's bin is appended at the intercept's value; when learning the row enters the statistics first --
-   into row->sums/squares, not the arrays, so that an unservable call changes nothing (bins_enter writes
-   them). -1: unservable (a column the statistics do not cover yet); -2: bad arguments. */
+   columns and each nonzero entry's bin is appended at the intercept's value; when learning, the row
+   enters the statistics first -- into row->sums/squares, not the arrays, so that an unservable call
+   changes nothing (bins_enter writes them). -1: unservable (a column the statistics do not cover yet);
+   -2: bad arguments. */
 static int append_bins(PyObject *bins, int learning, double value, Row *row) {
     int64_t n_bins, n_seen;
     double half_range, *sums, *squares;

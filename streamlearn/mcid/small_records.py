@@ -72,11 +72,8 @@ class SmallRecordRoad:
         return None
 
     def _road_bins(self):
-        """The feature bins as the C road takes them (``None``: no bins)."""
-        bins = self._bins
-        if bins is None:
-            return None
-        stats = bins.stats
+        """The feature bins as the C road takes them (the learner has bins)."""
+        bins, stats = self._bins, self._bins.stats
         return bins.bins, RANGE, stats.sums, stats.squares, stats.n_seen
 
     def _road_scoring(self, x: dict, labels: list, answer):
@@ -88,7 +85,7 @@ class SmallRecordRoad:
         choice = self._tracker_choice
         store = self._tracker if choice is not None and choice.tracking else self._candidates[0]
         out = compiled_road.score(x, tables[0], tables[1], self._intercept_column, self._intercept_scale.value, store,
-                                  labels, self._average_weight, answer, self._road_bins())
+                                  labels, self._average_weight, answer, None if self._bins is None else self._road_bins())
         if out is not None:
             self._encoded_last = None  # nothing kept for learn_one: the C road encodes again
         return out
@@ -117,7 +114,8 @@ class SmallRecordRoad:
                                   self._n_model_columns, len(self._labels.labels), self._candidates[0],
                                   self._tracker, self._n_learned_classes, self._t, self._average_weight,
                                   choice, self._small_record_setting,
-                                  self.project, self.renormalize_below, watch, self._calibration, self._road_bins())
+                                  self.project, self.renormalize_below, watch, self._calibration,
+                                  None if self._bins is None else self._road_bins())
         if out is None:
             return super().learn_one(x, y)
         if self._bins is not None:

@@ -334,7 +334,7 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         n_columns = self._n_model_columns
         for weights in (tracker, store):
             if weights.n_features < n_columns or weights.n_classes < n_classes:  # else reserve changes nothing
-                weights.reserve(n_columns, n_classes, self._features.likely_columns * self._column_stride)
+                weights.reserve(n_columns, n_classes, self._likely_model_columns)
         self._t, self._n_learned_classes, self._average_weight, model_missed, tracker_missed = _learn_groups_tracked(
             rows.indptr, rows.indices, rows.data, y, self.batch_size,
             store.V, store.scale, store.sqnorm, store.U, store.A,
@@ -375,7 +375,7 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
 
     def _step(self, store: ScaledWeights, lam: float, rows: SparseRows, y: np.ndarray, scores: np.ndarray) -> tuple:
         """Alg. 1 on complete groups of rows for one λ, from the learner's step counters."""
-        store.reserve(self._n_model_columns, len(self._labels), self._features.likely_columns * self._column_stride)
+        store.reserve(self._n_model_columns, len(self._labels), self._likely_model_columns)
         return _learn_groups(
             rows.indptr, rows.indices, rows.data, y, self.batch_size,
             store.V, store.scale, store.sqnorm, store.U, store.A,
@@ -389,6 +389,11 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         if self.renormalize_below is not None:
             return self.renormalize_below
         return default_renormalization_threshold(store)
+
+    @property
+    def _likely_model_columns(self) -> int:
+        """The feature space's guess at the columns to come, in model columns (weights are sized ahead by it)."""
+        return self._features.likely_columns * self._column_stride
 
     def _reserve_columns(self) -> None:
         self._predicting.reserve(self._n_model_columns, len(self._labels))
