@@ -91,7 +91,7 @@ class DenseLearning:
             means.reserve(n_classes, store.n_columns)
         # pieces end where the index is refreshed, while it exists or the refresh could train it
         split = means is not None and (means.ready or means.could_train(n_classes))
-        watch, params = _NO_WATCH, _NO_WATCH
+        watch, params = _NO_WATCH, _NO_WATCH_PARAMS
         if watched:
             watch, params = self._watch.as_array(), watch_params(self.batch_size, self._average_power)
         while start < rows.n_rows:
@@ -162,6 +162,9 @@ class DenseLearning:
 
 _NO_CANDIDATES = np.zeros((0, 0), np.int64)
 _NO_WATCH = np.zeros(0)
+# read-only as watch_params' arrays are, so that a watched and an unwatched call share one compiled kernel
+_NO_WATCH_PARAMS = np.zeros(0)
+_NO_WATCH_PARAMS.setflags(write=False)
 
 
 def _dense_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, width: int) -> np.ndarray:
