@@ -278,8 +278,10 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
         the MCID learners, whose step computes them anyway) score **each example by the model
         as it stands when the example arrives**, bit for bit what ``decision_function_one``
         before each ``learn_one`` gives; the columns follow the classes after the batch, and a
-        class first seen at or after an example scores -inf for it. The other families score
-        the **whole batch by the model before it** (columns: the classes before the batch)."""
+        class first seen at or after an example scores -inf for it (with ``standardize``, a row
+        is scaled by statistics that include it when it is learned, not when it is predicted:
+        the scores differ by that). The other families score the **whole batch by the model
+        before it** (columns: the classes before the batch)."""
         rows = self._encode_labelled(X, y)
         if self._scores_while_learning:
             rows = self._model_rows(rows, learn=True)
@@ -478,6 +480,8 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
             params.setdefault("fit_intercept", False)  # a state saved before the intercept existed has none
         if "intercept_scaling" in inspect.signature(cls).parameters:
             params.setdefault("intercept_scaling", LEGACY_VALUE)  # nor, before "auto", its value
+        if "bins" in inspect.signature(cls).parameters:
+            params.setdefault("bins", None)  # nor, before they were on by default, bins
         learner = cls(**params)
         learner._features = FeatureSpace.restore(state["features"])
         learner._intercept_column = learner._intercept()

@@ -15,7 +15,8 @@ become ``Σ_j w_kj x_j + c Σ_j v_k,j,bin(z_j)``: a generalised additive model w
 per feature (Hastie & Tibshirani, *Generalized Additive Models*, 1990), still a linear model over
 the expanded row, learned by the same solver. The statistics
 are running ones over the rows learned, as :mod:`streamlearn.scaling` keeps them (an absent
-feature counts as 0; a row enters them before it is binned). A zero value (an absent feature)
+feature counts as 0; a row is binned by the rows before it, then enters them: as predicting it
+before learning it bins it, so the runner's test-then-train scores are the model's). A zero value (an absent feature)
 has no bin: sparse rows stay sparse, and a dict's explicit zeros change nothing.
 
 The model's weight columns are the feature space's, each followed by its bins': feature column
@@ -25,11 +26,13 @@ equals the ``learn_one`` loop bit for bit, and a checkpoint holds the statistics
 weights. :attr:`~streamlearn.StreamClassifier.feature_keys` names each bin's column
 (:func:`bin_name`).
 
-When it pays: few dense numeric features whose classes are not linearly separable (river's
-Agrawal, RandomRBF, Sine and Bananas streams, the letter set's 16 features;
-``bench/results/drift-bins.md``, ``drift-bins-stationary.md``). A row's entries double and each
-feature takes ``B + 1`` weight columns per class; on text (sector, news20) the bins of rare words
-cost accuracy: leave it off for sparse, wide data. The MCID learners' one-example C road
+Which rows: a row of at most :data:`MAX_BINNED_NONZEROS` nonzero values (a record of a few numeric
+fields) has bins; a longer one (a document, an image) enters the statistics but has none. They pay
+where classes are not linearly separable in few dense features (river's Agrawal, RandomRBF, Sine and
+Bananas streams, the letter set's 16 features: ``bench/results/drift.md``, ``drift-stationary.md``);
+in every row, the bins of rare words cost text (sector, news20) 1 to 3 points, which the limit
+avoids (``drift-stationary.md``, its "bins in every row" column). A binned row's entries double and
+each feature takes ``B + 1`` weight columns per class. The MCID learners' one-example C road
 (:mod:`streamlearn.mcid.small_records`) serves it, and parameter mixing pools the statistics
 (:func:`added_stats`).
 
@@ -37,9 +40,9 @@ cost accuracy: leave it off for sparse, wide data. The MCID learners' one-exampl
 >>> from streamlearn.batches import SparseRows
 >>> bins = FeatureBins(6)   # intervals of width 1 over [-3, 3]; feature j's columns: 7 j, then its bins
 >>> rows = SparseRows(np.array([0, 1, 2, 2, 3]), np.array([1, 1, 1]), np.array([1.0, 3.0, -10.0]))
->>> out = bins.expand(rows, learn=True)   # z: 0, 1, -1.69 (the empty row counts as a 0)
+>>> out = bins.expand(rows, learn=True)   # z: 1 (no statistics yet: the value), 2, -9.1 (the empty row counts as a 0)
 >>> out.indptr.tolist(), out.indices.tolist(), out.data.tolist()
-([0, 2, 4, 4, 6], [7, 11, 7, 12, 7, 9], [1.0, 1.0, 3.0, 1.0, -10.0, 1.0])
+([0, 2, 4, 4, 6], [7, 12, 7, 13, 7, 8], [1.0, 1.0, 3.0, 1.0, -10.0, 1.0])
 >>> bins.expand(SparseRows(np.array([0, 1]), np.array([1]), np.array([3.0])), learn=False, value=0.5).data.tolist()
 [3.0, 0.5]
 >>> bins.keys(["a", "b"])[7:9]
@@ -60,6 +63,11 @@ _scaling = compiled("scaling")
 
 #: the standardised range the intervals divide (values beyond it count in the outermost interval)
 RANGE = 3.0
+#: a row of more nonzero values has no bins: a record of a few numeric fields gains from them, a
+#: document or an image (hundreds of values, each word or pixel's own weight) loses (``bench/results/drift-stationary.md``)
+MAX_BINNED_NONZEROS = 32
+#: the MCID learners' default number of intervals
+DEFAULT_BINS = 12
 #: the fewest and most intervals ``bins`` may ask for
 MIN_BINS, MAX_BINS = 2, 1000
 
@@ -120,14 +128,14 @@ class FeatureBins:
 
     def expand(self, rows: SparseRows, learn: bool, value=1.0) -> SparseRows:
         """``rows`` over model columns, each nonzero entry's bin after the row's own entries, at
-        ``value`` (one for every row, or each row's; ``learn``: the rows enter the statistics
-        first, row by row)."""
+        ``value`` (one for every row, or each row's; ``learn``: each row enters the statistics
+        once binned, row by row)."""
         indptr, indices, data = rows.own_arrays()
         own = SparseRows(indptr, indices, data)
-        scaled = (self.stats.learn_transform(own) if learn else self.stats.transform(own)).data
+        scaled = (self.stats.transform_then_learn(own) if learn else self.stats.transform(own)).data
         values = np.full(len(indptr) - 1, value) if np.ndim(value) == 0 else np.ascontiguousarray(value, np.float64)
         out_indptr, out_indices, out_data = np.empty(len(indptr), np.int64), np.empty(2 * len(data), np.int64), np.empty(2 * len(data))
-        n_out = _scaling.bin_rows(indptr, indices, data, scaled, self.bins, RANGE, values, out_indptr, out_indices, out_data)
+        n_out = _scaling.bin_rows(indptr, indices, data, scaled, self.bins, RANGE, MAX_BINNED_NONZEROS, values, out_indptr, out_indices, out_data)
         return SparseRows(out_indptr, out_indices[:n_out], out_data[:n_out])
 
     def mixing_stats(self, feature_keys: list) -> dict:

@@ -1,8 +1,9 @@
 """Rows as the model sees them: the features as encoded, standardised with ``standardize``
 (:mod:`streamlearn.scaling`), with each value's interval indicator with ``bins``
 (:mod:`streamlearn.binning`), then with the intercept's constant feature with ``fit_intercept``
-(:mod:`streamlearn.intercept`). Learning puts a row into every running statistic before it
-transforms it, row by row, so a batch and the one-example loop see the same rows."""
+(:mod:`streamlearn.intercept`). Learning puts each row into every running statistic row by row
+(the scaler's before it scales the row, the bins' once it is binned), so a batch and the
+one-example loop see the same rows."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ class ModelRows:
     def _model_rows(self, rows: SparseRows, learn: bool) -> SparseRows:
         """Rows as the model sees them: standardised when ``standardize`` (``learn``: the rows
         enter the running statistics first, see :mod:`streamlearn.scaling`), with each value's
-        interval indicator when ``bins`` (:mod:`streamlearn.binning`), then with the intercept's
+        interval indicator when ``bins`` (:mod:`streamlearn.binning`; by the rows before it), then with the intercept's
         constant feature when ``fit_intercept`` (after scaling, so it stays 1); the indicators and
         the constant take the intercept's value, from the row's own values."""
         if self._scaler is not None:

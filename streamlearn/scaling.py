@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from .batches import SparseRows
+from .features import own_arrays
 from .kernels import compiled
 
 _scaling = compiled("scaling")
@@ -58,25 +59,38 @@ class OnlineStandardizer:
             self.sums = np.concatenate([self.sums, np.zeros(size - len(self.sums))])
             self.squares = np.concatenate([self.squares, np.zeros(size - len(self.squares))])
 
-    def _apply(self, rows: SparseRows, learn: bool) -> SparseRows:
+    def _apply(self, rows: SparseRows, learn: bool, enter_after: bool = False) -> SparseRows:
         self._reserve(rows)
         out = np.empty(len(rows.data))
         indptr = np.ascontiguousarray(rows.indptr, np.int64)
         self.n_seen = int(_scaling.standardize_rows(indptr, np.ascontiguousarray(rows.indices, np.int64),
                                                     np.ascontiguousarray(rows.data, np.float64), self.sums, self.squares,
-                                                    self.n_seen, learn, out))
+                                                    self.n_seen, learn, enter_after, out))
         return SparseRows(indptr, rows.indices, out)
 
     def learn_transform(self, rows: SparseRows) -> SparseRows:
         """Add each row to the statistics, then scale it (row by row, in order)."""
         return self._apply(rows, True)
 
+    def transform_then_learn(self, rows: SparseRows) -> SparseRows:
+        """Scale each row with the statistics of the rows before it, then add it (row by row, in
+        order): each row scaled as predicting it before learning it scales it."""
+        return self._apply(rows, True, enter_after=True)
+
     def transform(self, rows: SparseRows) -> SparseRows:
         """Scale rows with the statistics as they are."""
         return self._apply(rows, False)
 
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        own_arrays(self)  # loaded through joblib's memory maps: the kernels write the statistics
+
     def export(self) -> dict:
-        return {"n_seen": self.n_seen, "sums": self.sums.copy(), "squares": self.squares.copy()}
+        """The statistics up to the last feature seen with a nonzero value: the arrays' spare room
+        depends on how the stream was cut into batches, and a feature never seen sums to 0 anyway."""
+        seen = np.flatnonzero((self.sums != 0) | (self.squares != 0))
+        used = int(seen[-1]) + 1 if len(seen) else 0
+        return {"n_seen": self.n_seen, "sums": self.sums[:used].copy(), "squares": self.squares[:used].copy()}
 
     @classmethod
     def restore(cls, state: dict) -> "OnlineStandardizer":

@@ -8,7 +8,7 @@ import pytest
 
 import streamlearn
 from streamlearn.batches import SparseRows
-from streamlearn.binning import RANGE, FeatureBins, bin_name
+from streamlearn.binning import MAX_BINNED_NONZEROS, RANGE, FeatureBins, bin_name
 from streamlearn.intercept import INTERCEPT_NAME
 
 from helpers import assert_same_state
@@ -21,23 +21,24 @@ MCID = ["MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptron",
 def reference_bins(rows: list[dict], learn: bool, history: list[dict], n_bins: int) -> list[list]:
     """Each row over model columns (feature j at j (n_bins + 1)), then for each nonzero value its
     bin's column: the interval among ``n_bins`` equal ones of [-RANGE, RANGE] of its running
-    standardised value (plain Python)."""
+    standardised value (plain Python); none for a row of more than MAX_BINNED_NONZEROS nonzero values."""
     out = []
-    for row, scaled in zip(rows, reference_standardize(rows, learn, history)):
+    for row, scaled in zip(rows, reference_standardize(rows, learn, history, enter_after=True)):
         entries = [(j * (n_bins + 1), v) for j, v in row.items()]
+        binned = sum(v != 0 for v in row.values()) <= MAX_BINNED_NONZEROS
         for j, v in row.items():
-            if v != 0:
+            if v != 0 and binned:
                 z = min(max(scaled[j], -RANGE), RANGE)
                 entries.append((j * (n_bins + 1) + 1 + min(int(np.floor((z + RANGE) / (2 * RANGE / n_bins))), n_bins - 1), 1.0))
         out.append(entries)
     return out
 
 
-def test_the_expansion_equals_the_numpy_reference_learning_and_scoring():
+@pytest.mark.parametrize("width", [6, MAX_BINNED_NONZEROS + 8], ids=["narrow", "some-rows-too-long"])
+def test_the_expansion_equals_the_numpy_reference_learning_and_scoring(width):
     rng = np.random.default_rng(5)
-    rows = [{int(j): float(rng.normal(3 * j, 1 + j)) * (rng.random() > 0.15) for j in rng.choice(6, rng.integers(0, 5),
-                                                                                                    replace=False)}
-            for _ in range(150)]
+    rows = [{int(j): float(rng.normal(3 * j, 1 + j)) * (rng.random() > 0.15)
+             for j in rng.choice(width, rng.integers(0, width - 1), replace=False)} for _ in range(150)]
     bins, history, seen = FeatureBins(7), [], set()
     for start in range(0, 150, 23):
         for learn, batch in ((True, rows[start : start + 23]), (False, rows[start + 23 : start + 30])):
@@ -49,14 +50,16 @@ def test_the_expansion_equals_the_numpy_reference_learning_and_scoring():
             want = reference_bins(batch, learn, history, 7)
             assert got_rows == want
             seen.update(c for row in want for c, _ in row if c % 8)
-    assert len(seen) > 20  # most of the 6 x 7 bins were met
+    assert len(seen) > 20  # most bins were met
+    too_long = [row for row in rows if sum(v != 0 for v in row.values()) > MAX_BINNED_NONZEROS]
+    assert (len(too_long) > 5) == (width > MAX_BINNED_NONZEROS)
 
 
-def test_a_row_is_binned_by_the_statistics_it_entered_first():
+def test_a_row_is_binned_by_the_statistics_of_the_rows_before_it():
     bins = FeatureBins(6)
     rows = SparseRows(np.array([0, 1, 2]), np.array([0, 0]), np.array([10.0, 10.0]))
-    out = bins.expand(rows, learn=True)  # one value seen, then the same again: no spread, centred at 0
-    assert out.indices.tolist() == [0, 4, 0, 4]
+    out = bins.expand(rows, learn=True)  # nothing seen: the value itself (the top interval); then centred at 0
+    assert out.indices.tolist() == [0, 6, 0, 4]
     far = bins.expand(SparseRows(np.array([0, 1]), np.array([0]), np.array([1e6])), learn=False)
     assert far.indices.tolist() == [0, 6]  # beyond the range: the outermost interval
 

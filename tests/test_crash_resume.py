@@ -321,8 +321,8 @@ def test_a_full_disk_mid_job_then_resume_leaves_no_torn_line_and_no_duplicate(tm
     """A file-size limit (what a full disk looks like to the process: EFBIG instead of ENOSPC)
     stops the job with an error in the middle of a sink write, or of a checkpoint's; the resumed
     job cuts the torn and the duplicated lines away. The default learner's checkpoint (its
-    temperature's window of 1,024 examples' scores) is past the limit: without the temperature
-    it stays under it, and the dead-letter sink is the file that meets the limit."""
+    temperature's window of 1,024 examples' scores, its bins' weights) is past the limit: without
+    the temperature and the bins it stays under it, and the dead-letter sink is the file that meets the limit."""
     import resource
     import signal
 
@@ -330,7 +330,7 @@ def test_a_full_disk_mid_job_then_resume_leaves_no_torn_line_and_no_duplicate(tm
     path.write_bytes(libsvm_stream_with_bad_lines(6_000, seed=9))
     args = [path, "--checkpoint-every", "200", "--checkpoint-interval", "1000", "--batch-records", "50"]
     if first_to_fail == "sink":
-        args += ["--param", "calibrate=false"]
+        args += ["--param", "calibrate=false", "--param", "bins=none"]
     uninterrupted(args, tmp_path / "clean")
 
     def small_disk():

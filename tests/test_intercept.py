@@ -19,7 +19,7 @@ def test_a_threshold_away_from_the_origin_needs_the_intercept(cls):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(6000, 2))
     y = (X[:, 0] > 1.0).astype(np.int64)  # 16 % positives, a boundary that misses the origin
-    with_, without = cls(), cls(fit_intercept=False)
+    with_, without = cls(bins=None), cls(fit_intercept=False, bins=None)  # (bins learn a threshold themselves)
     for model in (with_, without):
         model.learn_many(X[:5000], y[:5000])
     hits = {m: (m.predict_many(X[5000:]).astype(np.int64) == y[5000:]).mean() for m in (with_, without)}

@@ -120,7 +120,7 @@ def weights_of(model, d: int) -> np.ndarray:
 ])
 def test_l2_with_the_exact_oracle_is_the_dense_pegasos_reference_and_multiclass_svm(params):
     X, y = sparse_stream(900, 8, 30, seed=1)
-    model, mcid = ExtremeSVM(**params, eta0="pegasos", fit_intercept=False), streamlearn.MulticlassSVM(**params, fit_intercept=False, adapt=False)
+    model, mcid = ExtremeSVM(**params, eta0="pegasos", fit_intercept=False), streamlearn.MulticlassSVM(**params, fit_intercept=False, adapt=False, bins=None)
     for x, k in zip(X, y):
         model.learn_one(x, k)
         mcid.learn_one(x, k)

@@ -37,7 +37,7 @@ def aligned(model, labels: list, features: list, averaged: bool) -> np.ndarray:
     W = model.weight_store.dense_average(1.0) if averaged else model.weight_store.dense()
     out = np.zeros((len(labels), len(features)))
     rows = {label: i for i, label in enumerate(model.classes)}
-    cols = {name: j for j, name in enumerate(model.feature_space.names)}
+    cols = {name: j for j, name in enumerate(model.feature_keys)}  # (with bins, their columns too)
     for i, label in enumerate(labels):
         for j, name in enumerate(features):
             if label in rows and name in cols:
@@ -106,7 +106,7 @@ def test_hashed_features_mix_by_column():
     shared = base.copy()
     for model in (a, b):
         shared.fold(base.change(model), weight=0.5)
-    assert shared.features == list(range(64))
+    assert shared.features == a.feature_keys and shared.features[:: a.bins + 1] == list(range(64))  # each column, its bins
     rows_b = [b.classes.index(label) for label in shared.labels]
     rows_a = [a.classes.index(label) for label in shared.labels]
     np.testing.assert_allclose(shared.W, (a.weight_store.dense()[rows_a] + b.weight_store.dense()[rows_b]) / 2, atol=1e-12)

@@ -11,12 +11,13 @@ from streamlearn.batches import SparseRows
 from streamlearn.scaling import OnlineStandardizer
 
 
-def reference_standardize(rows: list[dict], learn: bool, history: list[dict]) -> list[dict]:
+def reference_standardize(rows: list[dict], learn: bool, history: list[dict], enter_after: bool = False) -> list[dict]:
     """Each row scaled by the mean and standard deviation of every row before it (and itself
-    when learning), an absent feature counting as 0; plain Python and NumPy."""
+    when learning, unless ``enter_after``: it enters once scaled), an absent feature counting as
+    0; plain Python and NumPy."""
     out = []
     for row in rows:
-        if learn:
+        if learn and not enter_after:
             history.append(row)
         n = len(history)
         scaled = {}
@@ -34,6 +35,8 @@ def reference_standardize(rows: list[dict], learn: bool, history: list[dict]) ->
             else:
                 scaled[j] = x - mean
         out.append(scaled)
+        if learn and enter_after:
+            history.append(row)
     return out
 
 

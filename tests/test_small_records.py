@@ -16,6 +16,7 @@ from river.datasets import synth
 import streamlearn
 from streamlearn import (MulticlassLogisticRegression, MulticlassPerceptron, MulticlassSVM,
                          OneVsRestLogisticRegression, OneVsRestPegasos)
+from streamlearn.binning import MAX_BINNED_NONZEROS
 from streamlearn.mcid import small_records
 from helpers import assert_same_state
 from test_mcid_reference import learner_matrix, make_stream, reference_mcid
@@ -46,10 +47,11 @@ class CountingRoad:
 
 
 @functools.lru_cache(maxsize=2)  # the tests only read the stream: one generation per length
-def flipped_stream(n=6000) -> tuple:
+def flipped_stream(n=6000, wide=False) -> tuple:
     """Sine's concept flipped three times (restarts), then a turning hyperplane (tracker switches), with
     now and then a name never seen before carrying an int value (the general road's examples), a bool
-    value (the general road's always) and a NumPy float (the C road's once its name is known)."""
+    value (the general road's always), a NumPy float (the C road's once its name is known); ``wide``: every
+    seventh row with more nonzero values than bins take (``MAX_BINNED_NONZEROS``)."""
     flips = [itertools.islice(synth.Sine(seed=q, classification_function=q % 2), n // 8) for q in range(4)]
     turning = itertools.islice(synth.Hyperplane(seed=5, n_features=4, mag_change=0.05, sigma=0.5), n // 2)
     out = []
@@ -61,6 +63,8 @@ def flipped_stream(n=6000) -> tuple:
             x["flag"] = True
         if i % 331 == 0:
             x[0] = np.float64(0.5)
+        if wide and i % 7 == 0:
+            x.update({f"w{j}": 0.5 + (i + j) % 3 for j in range(MAX_BINNED_NONZEROS)})
         out.append((x, y))
     return tuple(out)
 
@@ -70,10 +74,10 @@ def test_the_road_is_built_wherever_the_ahead_of_time_kernels_are():
         assert small_records.compiled_road is not None
 
 
-SETTINGS = {"defaults": {}, "project": {"project": True, "calibrate": False},
+SETTINGS = {"defaults": {}, "project": {"project": True, "calibrate": False, "bins": None},
             "last-iterate": {"average": False, "fit_intercept": False}, "no-adapt": {"adapt": False},
-            "papers": {"adapt": False, "fit_intercept": False, "calibrate": False}}
-#: every learner in every setting, and the two default learners with bins (their C code is the same for every loss)
+            "papers": {"adapt": False, "fit_intercept": False, "calibrate": False, "bins": None}}
+#: every learner in every setting, and the two default learners with bins over rows too long for them
 ROAD_CASES = [pytest.param(cls, params, id=f"{name}-{cls.__name__}") for name, params in SETTINGS.items() for cls in LEARNERS] + [
     pytest.param(cls, {"bins": 12}, id=f"bins-{cls.__name__}") for cls in (MulticlassLogisticRegression, MulticlassSVM)]
 
@@ -81,7 +85,7 @@ ROAD_CASES = [pytest.param(cls, params, id=f"{name}-{cls.__name__}") for name, p
 @needs_road
 @pytest.mark.parametrize(("cls", "params"), ROAD_CASES)
 def test_the_road_leaves_the_model_bit_for_bit_where_the_general_road_does(cls, params, monkeypatch):
-    data = flipped_stream()
+    data = flipped_stream(wide=bool(params.get("bins")))
     counting = CountingRoad(small_records.compiled_road)
     monkeypatch.setattr(small_records, "compiled_road", counting)
     models, predictions = [], []
@@ -169,7 +173,7 @@ def test_the_road_is_the_papers_update(cls):
     X, y = make_stream(n=400, seed=6)  # a stream on which no learner detects a change (asserted below)
     X = np.abs(X) + 0.1  # every entry nonzero: every name known after the first row
     y = np.concatenate([np.arange(6), y[6:]])
-    model = cls(lam=0.05, project=True, fit_intercept=False)
+    model = cls(lam=0.05, project=True, fit_intercept=False, bins=None)
     model.learn_one({j: float(v) for j, v in enumerate(X[0])}, int(y[0]))
     counting = CountingRoad(small_records.compiled_road)
     small_records_road = small_records.compiled_road

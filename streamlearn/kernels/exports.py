@@ -5,7 +5,7 @@
 :mod:`streamlearn.kernels` calls it whenever a call's arguments match one of the
 function's signatures, and numba's JIT otherwise. These are the hot paths of the
 ``streamlearn`` command (parsing LIBSVM text, walking msgpack dict records, mapping batches to weight columns, the MCID
-step and scoring, the temperature fit), whose start-up the JIT's compilation or cache loading would otherwise dominate,
+step and scoring, the temperature fit, the feature bins and the online standardiser), whose start-up the JIT's compilation or cache loading would otherwise dominate,
 and the Primal Gradient Solver's step and scoring, whose first JIT compilation holds up a fresh install's first use of
 its learners for seconds; every other kernel is JIT-compiled on first use.
 
@@ -68,6 +68,13 @@ EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
         "dense_rows": [("f8[:, ::1]r", "i8[::1]", "i8[::1]", "i8[::1]", "f8[::1]", "b1", "i8", "i8[::1]")],
         # indptr, indices, data, width
         "check_csr": [(*csr, "i8") for csr in _CSR_READ],
+    },
+    "scaling": {
+        # indptr, indices, data, sums, squares, n_seen, learn, enter_after, out
+        "standardize_rows": [("i8[::1]r", "i8[::1]r", "f8[::1]r", "f8[::1]", "f8[::1]", "i8", "b1", "b1", "f8[::1]")],
+        # indptr, indices, data, scaled, n_bins, half_range, max_nonzeros, values, out_indptr, out_indices, out_data
+        "bin_rows": [("i8[::1]r", "i8[::1]r", "f8[::1]r", "f8[::1]r", "i8", "f8", "i8", "f8[::1]r", "i8[::1]", "i8[::1]",
+                      "f8[::1]")],
     },
     "scaled": {
         # indptr, indices, data, V, scale, U, A, total_weight, n_classes, averaged, out

@@ -61,11 +61,12 @@ class MulticlassSVM(MCIDLearner):
         Fit the probabilities' temperature on the last 1,024 examples' prequential scores
         (default; :mod:`streamlearn.calibration`); ``False``: the raw softmax of the scores.
     bins
-        ``None`` (default): the features as given. An integer B: each nonzero value also brings
-        the indicator of its interval among B equal-width intervals of its feature's running
-        standardised range ±3σ, at the intercept's value (:mod:`streamlearn.binning`): a step function per feature, for
-        few dense features whose classes are not linearly separable (12 is a good start). Costs
-        B + 1 weight columns per feature and class; not for sparse, wide data.
+        12 (default): in a row of at most 32 nonzero values (a record of a few fields, not a
+        document or an image), each nonzero value also brings the indicator of its interval among
+        12 equal-width intervals of its feature's running standardised range ±3σ, at the
+        intercept's value (:mod:`streamlearn.binning`): a step function per feature, for classes
+        that no linear function of the values separates. Another integer: that many intervals.
+        Costs ``bins + 1`` weight columns per feature and class. ``None``: the features as given.
 
     Attributes
     ----------

@@ -9,7 +9,7 @@ import numpy as np
 from ..adaptation import (CHECK_EVERY, TRACKER_LAM_FACTOR, ChangeWatch, TrackerChoice, average_weight_of,
                           learn_in_watched_spans, mistake_count, restart_step)
 from ..base import StreamClassifier, average_power_of, check_positive, hide_unknown_classes
-from ..binning import FeatureBins
+from ..binning import DEFAULT_BINS, FeatureBins
 from ..calibration import TemperatureCalibration
 from ..errors import InvalidParameterError
 from ..batches import SparseRows
@@ -66,7 +66,7 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         fit_intercept: bool = True,
         intercept_scaling: float | str = "auto",
         calibrate: bool = True,
-        bins: int | None = None,
+        bins: int | None = DEFAULT_BINS,
     ):
         for name, value in (("adapt", adapt), ("calibrate", calibrate)):
             if not isinstance(value, bool):
