@@ -48,9 +48,10 @@ from streamlearn import (
     OneVsRestPegasos,
 )
 
-#: the papers' solver: no restart on a detected change (streamlearn.adaptation), no intercept and no
-#: temperature (streamlearn.calibration), so that these experiments are the paper's and their results do not hang on a detector
-PAPER = {"adapt": False, "fit_intercept": False, "calibrate": False}
+#: the papers' solver: no restart on a detected change (streamlearn.adaptation), no intercept, no temperature
+#: (streamlearn.calibration) and no feature bins, so that these experiments are the paper's and their results do
+#: not hang on a detector
+PAPER = {"adapt": False, "fit_intercept": False, "calibrate": False, "bins": None}
 OURS = [MulticlassSVM, MulticlassLogisticRegression, MulticlassPerceptron, OneVsRestPegasos, OneVsRestLogisticRegression]
 LAMBDAS = [1e-6, 1e-5, 1e-4, 3e-4, 1e-3]
 ALPHAS = [1e-6, 1e-5, 1e-4, 3e-4, 1e-3]  # the same grid for scikit-learn's alpha (its λ)

@@ -8,14 +8,14 @@ Writes ``bench/results/speed.json``, ``.md`` and ``.png``.
 * **one example at a time**: ``predict_one`` then ``learn_one`` on each example of river's
   ``Hyperplane`` (binary, 10 features) and ``LED`` (10 classes, 24 features) streams, CPU
   seconds (``time.process_time``) per example. Ours: ``MulticlassLogisticRegression()`` with
-  its defaults and with the papers' solver (``adapt``, ``fit_intercept`` and ``calibrate`` off);
+  its defaults and with the papers' solver (``adapt``, ``fit_intercept``, ``calibrate`` and ``bins`` off);
   river: ``LogisticRegression()`` on the binary stream, ``OneVsRestClassifier(LogisticRegression())``
   and ``SoftmaxRegression()`` on the 10-class one. Targets: ≥ 1× river's ``LogisticRegression``
   on the binary stream, ≥ 2× its one-vs-rest on the 10-class one.
 * **dense rows**: ``learn_many`` of ``MulticlassSVM`` on USPS and MNIST as dense float64 arrays
   in batches of 1,000 against ``SGDClassifier(loss="hinge").partial_fit`` on the same arrays
   (the same λ = alpha, no averaging on either side: ``average=False`` and ``adapt``, ``fit_intercept``,
-  ``calibrate`` off for ours, ``fit_intercept=False`` for SGD — like for like), and ours with
+  ``calibrate``, ``bins`` off for ours, ``fit_intercept=False`` for SGD — like for like), and ours with
   its defaults. Target: ≥ 5× ``partial_fit``.
 
 Every measurement is repeated ``--repeats`` times, the candidates interleaved within each
@@ -36,7 +36,7 @@ from bench.common import machine, pyplot, save_results
 from bench.data import load
 from streamlearn import MulticlassLogisticRegression, MulticlassSVM
 
-PAPER = {"adapt": False, "fit_intercept": False, "calibrate": False}
+PAPER = {"adapt": False, "fit_intercept": False, "calibrate": False, "bins": None}
 LAMBDA = 1e-4
 BATCH = 1000
 
