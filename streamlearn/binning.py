@@ -13,11 +13,11 @@ size of a typical feature value, :mod:`streamlearn.intercept`), so that the indi
 row as its own values do (at 1.0 on unit-length text rows they swamped them). The class scores
 become ``Σ_j w_kj x_j + c Σ_j v_k,j,bin(z_j)``: a generalised additive model with a step function
 per feature (Hastie & Tibshirani, *Generalized Additive Models*, 1990), still a linear model over
-the expanded row, learned by the same solver. The statistics
-are running ones over the rows learned, as :mod:`streamlearn.scaling` keeps them (an absent
-feature counts as 0; a row is binned by the rows before it, then enters them: as predicting it
-before learning it bins it, so the runner's test-then-train scores are the model's). A zero value (an absent feature)
-has no bin: sparse rows stay sparse, and a dict's explicit zeros change nothing.
+the expanded row, learned by the same solver. The statistics are running ones over the rows
+learned, as :mod:`streamlearn.scaling` keeps them (an absent feature counts as 0; a row is binned
+by the rows before it, then enters them: as predicting it before learning it bins it, so the
+runner's test-then-train scores are the model's). A zero value (an absent feature) has no bin:
+sparse rows stay sparse, and a dict's explicit zeros change nothing.
 
 The model's weight columns are the feature space's, each followed by its bins': feature column
 ``j`` is model column ``j (B + 1)``, its interval ``b`` column ``j (B + 1) + 1 + b``. Nothing is
@@ -63,8 +63,8 @@ _scaling = compiled("scaling")
 
 #: the standardised range the intervals divide (values beyond it count in the outermost interval)
 RANGE = 3.0
-#: a row of more nonzero values has no bins: a record of a few numeric fields gains from them, a
-#: document or an image (hundreds of values, each word or pixel's own weight) loses (``bench/results/drift-stationary.md``)
+#: a row of more nonzero values has no bins: a record of a few numeric fields gains from them, a document
+#: or an image (hundreds of values, each word or pixel its own weight) loses (``bench/results/drift-stationary.md``)
 MAX_BINNED_NONZEROS = 32
 #: the MCID learners' default number of intervals
 DEFAULT_BINS = 12
@@ -135,7 +135,8 @@ class FeatureBins:
         scaled = (self.stats.transform_then_learn(own) if learn else self.stats.transform(own)).data
         values = np.full(len(indptr) - 1, value) if np.ndim(value) == 0 else np.ascontiguousarray(value, np.float64)
         out_indptr, out_indices, out_data = np.empty(len(indptr), np.int64), np.empty(2 * len(data), np.int64), np.empty(2 * len(data))
-        n_out = _scaling.bin_rows(indptr, indices, data, scaled, self.bins, RANGE, MAX_BINNED_NONZEROS, values, out_indptr, out_indices, out_data)
+        n_out = _scaling.bin_rows(indptr, indices, data, scaled, self.bins, RANGE, MAX_BINNED_NONZEROS, values,
+                                  out_indptr, out_indices, out_data)
         return SparseRows(out_indptr, out_indices[:n_out], out_data[:n_out])
 
     def mixing_stats(self, feature_keys: list) -> dict:

@@ -41,9 +41,9 @@ class ModelRows:
     def _model_rows(self, rows: SparseRows, learn: bool) -> SparseRows:
         """Rows as the model sees them: standardised when ``standardize`` (``learn``: the rows
         enter the running statistics first, see :mod:`streamlearn.scaling`), with each value's
-        interval indicator when ``bins`` (:mod:`streamlearn.binning`; by the rows before it), then with the intercept's
-        constant feature when ``fit_intercept`` (after scaling, so it stays 1); the indicators and
-        the constant take the intercept's value, from the row's own values."""
+        interval indicator when ``bins`` (:mod:`streamlearn.binning`; by the rows before it), then
+        with the intercept's constant feature when ``fit_intercept`` (after scaling, so it stays
+        1); the indicators and the constant take the intercept's value, from the row's own values."""
         if self._scaler is not None:
             rows = self._scaler.learn_transform(rows) if learn else self._scaler.transform(rows)
         if self._intercept_column < 0 and self._bins is None:

@@ -5,8 +5,8 @@
 :mod:`streamlearn.kernels` calls it whenever a call's arguments match one of the
 function's signatures, and numba's JIT otherwise. These are the hot paths of the
 ``streamlearn`` command (parsing LIBSVM text, walking msgpack dict records, mapping batches to weight columns, the MCID
-step and scoring, the temperature fit, the feature bins and the online standardiser), whose start-up the JIT's compilation or cache loading would otherwise dominate,
-and the Primal Gradient Solver's step and scoring, whose first JIT compilation holds up a fresh install's first use of
+step and scoring, the temperature fit, the feature bins and the online standardiser), whose start-up the JIT's
+compilation or cache loading would otherwise dominate, and the Primal Gradient Solver's step and scoring, whose first JIT compilation holds up a fresh install's first use of
 its learners for seconds; every other kernel is JIT-compiled on first use.
 
 A signature lists one type code per argument, all positional:
