@@ -131,8 +131,7 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
     fit_intercept: bool = False
     intercept_scaling = "auto"
     _intercept_column = -1
-    #: model columns per feature-space column: 1, or with ``bins`` the column and its bins' (set by ``_reset``)
-    _column_stride = 1
+    _bins = None  # (a model pickled before bins has none)
 
     def _reset(self) -> None:
         check_positive("batch_size", self.batch_size, integer=True)
@@ -144,7 +143,6 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
         self._features = FeatureSpace(self.n_bits)
         check_bins(self.bins)
         self._bins = FeatureBins(self.bins) if self.bins is not None else None
-        self._column_stride = 1 if self._bins is None else self._bins.stride
         self._intercept_column = self._intercept()
         self._labels = LabelSpace()
         self._scaler = OnlineStandardizer() if self.standardize else None
@@ -156,12 +154,9 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
 
     def _intercept(self) -> int:
         """The intercept's model column, its name registered in the feature space if new (-1: no intercept)."""
-        return int(self._features.columns([INTERCEPT_NAME], grow=True)[0]) * self._column_stride if self.fit_intercept else -1
-
-    @property
-    def _n_model_columns(self) -> int:
-        """The model's weight columns: the feature space's, with ``bins`` each followed by its bins'."""
-        return self._features.n_columns * self._column_stride
+        if not self.fit_intercept:
+            return -1
+        return self._model_columns(int(self._features.columns([INTERCEPT_NAME], grow=True)[0]))
 
     @property
     def _multiclass(self) -> bool:

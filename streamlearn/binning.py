@@ -19,11 +19,12 @@ by the rows before it, then enters them: as predicting it before learning it bin
 runner's test-then-train scores are the model's). A zero value (an absent feature) has no bin:
 sparse rows stay sparse, and a dict's explicit zeros change nothing.
 
-The model's weight columns are the feature space's, each followed by its bins': feature column
-``j`` is model column ``j (B + 1)``, its interval ``b`` column ``j (B + 1) + 1 + b``. Nothing is
-registered, so the columns do not depend on how the stream was cut into batches: ``learn_many``
-equals the ``learn_one`` loop bit for bit, and a checkpoint holds the statistics beside the
-weights. :attr:`~streamlearn.StreamClassifier.feature_keys` names each bin's column
+The model's weight columns are the feature space's, each of the first :data:`BINNED_COLUMNS`
+followed by its bins': feature column ``j < J`` is model column ``j (B + 1)``, its interval ``b``
+column ``j (B + 1) + 1 + b``; a later one, ``j + J B``, has none (a vocabulary of words keeps its
+size: bins for every word would multiply the weights by ``B + 1``). Nothing is registered, so the
+columns do not depend on how the stream was cut into batches: ``learn_many`` equals the
+``learn_one`` loop bit for bit, and a checkpoint holds the statistics beside the weights. :attr:`~streamlearn.StreamClassifier.feature_keys` names each bin's column
 (:func:`bin_name`).
 
 Which rows: a row of at most :data:`MAX_BINNED_NONZEROS` nonzero values (a record of a few numeric
@@ -66,6 +67,9 @@ RANGE = 3.0
 #: a row of more nonzero values has no bins: a record of a few numeric fields gains from them, a document
 #: or an image (hundreds of values, each word or pixel its own weight) loses (``bench/results/drift-stationary.md``)
 MAX_BINNED_NONZEROS = 32
+#: the feature columns that have bins: the first ones, in order of first appearance (with ``n_bits``, the
+#: hashed columns below it); a record's fields come first and are few, a vocabulary's words go on growing
+BINNED_COLUMNS = 1024
 #: the MCID learners' default number of intervals
 DEFAULT_BINS = 12
 #: the fewest and most intervals ``bins`` may ask for
@@ -119,12 +123,20 @@ class FeatureBins:
     def __init__(self, bins: int):
         check_bins(bins)
         self.bins = int(bins)
-        self.stride = self.bins + 1  # model columns per feature column
         self.stats = OnlineStandardizer()
+
+    def model_column(self, column: int) -> int:
+        """The model column of a feature column (its bins follow it when it is below :data:`BINNED_COLUMNS`)."""
+        return column + min(column, BINNED_COLUMNS) * self.bins
+
+    def n_model_columns(self, n_columns: int) -> int:
+        """The model columns of ``n_columns`` feature columns, their bins' included."""
+        return self.model_column(n_columns)
 
     def keys(self, feature_keys: list) -> list:
         """The name of each model column, from the feature space's (:func:`bin_name` for the bins)."""
-        return [key for feature in feature_keys for key in (feature, *(bin_name(feature, b) for b in range(self.bins)))]
+        return [key for j, feature in enumerate(feature_keys)
+                for key in (feature, *(bin_name(feature, b) for b in range(self.bins if j < BINNED_COLUMNS else 0)))]
 
     def expand(self, rows: SparseRows, learn: bool, value=1.0) -> SparseRows:
         """``rows`` over model columns, each nonzero entry's bin after the row's own entries, at
@@ -135,8 +147,8 @@ class FeatureBins:
         scaled = (self.stats.transform_then_learn(own) if learn else self.stats.transform(own)).data
         values = np.full(len(indptr) - 1, value) if np.ndim(value) == 0 else np.ascontiguousarray(value, np.float64)
         out_indptr, out_indices, out_data = np.empty(len(indptr), np.int64), np.empty(2 * len(data), np.int64), np.empty(2 * len(data))
-        n_out = _scaling.bin_rows(indptr, indices, data, scaled, self.bins, RANGE, MAX_BINNED_NONZEROS, values,
-                                  out_indptr, out_indices, out_data)
+        n_out = _scaling.bin_rows(indptr, indices, data, scaled, self.bins, RANGE, MAX_BINNED_NONZEROS, BINNED_COLUMNS,
+                                  values, out_indptr, out_indices, out_data)
         return SparseRows(out_indptr, out_indices[:n_out], out_data[:n_out])
 
     def mixing_stats(self, feature_keys: list) -> dict:

@@ -17,6 +17,16 @@ class ModelRows:
     """The row preparation of :class:`~streamlearn.base.StreamClassifier` (it sets ``_scaler``,
     ``_bins``, ``_intercept_column`` -- a model column -- and ``_intercept_scale``)."""
 
+    def _model_columns(self, column: int) -> int:
+        """The model column of a feature column, or the model columns of that many feature columns
+        (with ``bins``, the first feature columns are each followed by their bins': :mod:`streamlearn.binning`)."""
+        return column if self._bins is None else self._bins.model_column(column)
+
+    @property
+    def _n_model_columns(self) -> int:
+        """The model's weight columns: the feature space's, with ``bins`` their bins' too."""
+        return self._model_columns(self._features.n_columns)
+
     def _model_row(self, cols: np.ndarray, vals: np.ndarray, learn: bool) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`_model_rows` of one row given as ``(columns, values)`` (the one-example calls'
         road: a few array operations fewer, the same row)."""

@@ -8,7 +8,7 @@ import pytest
 
 import streamlearn
 from streamlearn.batches import SparseRows
-from streamlearn.binning import MAX_BINNED_NONZEROS, RANGE, FeatureBins, bin_name
+from streamlearn.binning import BINNED_COLUMNS, MAX_BINNED_NONZEROS, RANGE, FeatureBins, bin_name
 from streamlearn.intercept import INTERCEPT_NAME
 
 from helpers import assert_same_state
@@ -19,25 +19,28 @@ MCID = ["MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptron",
 
 
 def reference_bins(rows: list[dict], learn: bool, history: list[dict], n_bins: int) -> list[list]:
-    """Each row over model columns (feature j at j (n_bins + 1)), then for each nonzero value its
-    bin's column: the interval among ``n_bins`` equal ones of [-RANGE, RANGE] of its running
-    standardised value (plain Python); none for a row of more than MAX_BINNED_NONZEROS nonzero values."""
+    """Each row over model columns (feature j at j (n_bins + 1) below BINNED_COLUMNS, after them one
+    column each), then for each nonzero value of a column below BINNED_COLUMNS its bin's column: the
+    interval among ``n_bins`` equal ones of [-RANGE, RANGE] of its running standardised value (plain
+    Python); none for a row of more than MAX_BINNED_NONZEROS nonzero values."""
     out = []
     for row, scaled in zip(rows, reference_standardize(rows, learn, history, enter_after=True)):
-        entries = [(j * (n_bins + 1), v) for j, v in row.items()]
+        entries = [(j * (n_bins + 1) if j < BINNED_COLUMNS else BINNED_COLUMNS * (n_bins + 1) + j - BINNED_COLUMNS, v)
+                   for j, v in row.items()]
         binned = sum(v != 0 for v in row.values()) <= MAX_BINNED_NONZEROS
         for j, v in row.items():
-            if v != 0 and binned:
+            if v != 0 and binned and j < BINNED_COLUMNS:
                 z = min(max(scaled[j], -RANGE), RANGE)
                 entries.append((j * (n_bins + 1) + 1 + min(int(np.floor((z + RANGE) / (2 * RANGE / n_bins))), n_bins - 1), 1.0))
         out.append(entries)
     return out
 
 
-@pytest.mark.parametrize("width", [6, MAX_BINNED_NONZEROS + 8], ids=["narrow", "some-rows-too-long"])
-def test_the_expansion_equals_the_numpy_reference_learning_and_scoring(width):
+@pytest.mark.parametrize(("width", "first"), [(6, 0), (MAX_BINNED_NONZEROS + 8, 0), (6, BINNED_COLUMNS - 3)],
+                         ids=["narrow", "some-rows-too-long", "columns-beyond-the-binned"])
+def test_the_expansion_equals_the_numpy_reference_learning_and_scoring(width, first):
     rng = np.random.default_rng(5)
-    rows = [{int(j): float(rng.normal(3 * j, 1 + j)) * (rng.random() > 0.15)
+    rows = [{first + int(j): float(rng.normal(3 * j, 1 + j)) * (rng.random() > 0.15)
              for j in rng.choice(width, rng.integers(0, width - 1), replace=False)} for _ in range(150)]
     bins, history, seen = FeatureBins(7), [], set()
     for start in range(0, 150, 23):
@@ -50,7 +53,7 @@ def test_the_expansion_equals_the_numpy_reference_learning_and_scoring(width):
             want = reference_bins(batch, learn, history, 7)
             assert got_rows == want
             seen.update(c for row in want for c, _ in row if c % 8)
-    assert len(seen) > 20  # most bins were met
+    assert len(seen) > (8 if first else 20)  # most bins were met (beyond the binned columns, none)
     too_long = [row for row in rows if sum(v != 0 for v in row.values()) > MAX_BINNED_NONZEROS]
     assert (len(too_long) > 5) == (width > MAX_BINNED_NONZEROS)
 
@@ -62,6 +65,15 @@ def test_a_row_is_binned_by_the_statistics_of_the_rows_before_it():
     assert out.indices.tolist() == [0, 6, 0, 4]
     far = bins.expand(SparseRows(np.array([0, 1]), np.array([0]), np.array([1e6])), learn=False)
     assert far.indices.tolist() == [0, 6]  # beyond the range: the outermost interval
+
+
+def test_only_the_first_feature_columns_take_bins_columns():
+    bins = FeatureBins(12)
+    assert [bins.model_column(j) for j in (0, 1, BINNED_COLUMNS - 1, BINNED_COLUMNS, BINNED_COLUMNS + 5)] == [
+        0, 13, 13 * (BINNED_COLUMNS - 1), 13 * BINNED_COLUMNS, 13 * BINNED_COLUMNS + 5]
+    keys = bins.keys(list(range(BINNED_COLUMNS + 2)))
+    assert len(keys) == bins.n_model_columns(BINNED_COLUMNS + 2) == 13 * BINNED_COLUMNS + 2
+    assert keys[-3:] == [bin_name(BINNED_COLUMNS - 1, 11), BINNED_COLUMNS, BINNED_COLUMNS + 1]
 
 
 def test_feature_keys_name_every_bin_column():

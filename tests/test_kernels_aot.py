@@ -76,8 +76,8 @@ def sample_calls():
         sums, squares = rng.normal(size=30), rng.uniform(1, 5, 30)
         yield "scaling", "standardize_rows", 0, (indptr, indices, data, sums, squares, n_seen, learn, enter_after,
                                                  np.zeros(len(data)))
-    n_rows, n_entries = len(indptr) - 1, len(data)  # at most 5 nonzeros binned: some rows have more
-    yield "scaling", "bin_rows", 0, (indptr, indices, data, rng.normal(0, 2, n_entries), 12, 3.0, 5, rng.uniform(0.1, 1, n_rows),
+    n_rows, n_entries = len(indptr) - 1, len(data)  # at most 5 nonzeros binned (some rows have more), columns below 20
+    yield "scaling", "bin_rows", 0, (indptr, indices, data, rng.normal(0, 2, n_entries), 12, 3.0, 5, 20, rng.uniform(0.1, 1, n_rows),
                                      np.zeros(n_rows + 1, np.int64), np.zeros(2 * n_entries, np.int64), np.zeros(2 * n_entries))
     yield "rows", "append_column", 0, (indptr[2:], indices, data, 31, 0.1)
     dense = rng.normal(size=(7, 9)) * (rng.random((7, 9)) < 0.4)

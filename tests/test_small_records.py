@@ -16,7 +16,7 @@ from river.datasets import synth
 import streamlearn
 from streamlearn import (MulticlassLogisticRegression, MulticlassPerceptron, MulticlassSVM,
                          OneVsRestLogisticRegression, OneVsRestPegasos)
-from streamlearn.binning import MAX_BINNED_NONZEROS
+from streamlearn.binning import BINNED_COLUMNS, MAX_BINNED_NONZEROS
 from streamlearn.mcid import small_records
 from helpers import assert_same_state
 from test_mcid_reference import learner_matrix, make_stream, reference_mcid
@@ -51,7 +51,8 @@ def flipped_stream(n=6000, wide=False) -> tuple:
     """Sine's concept flipped three times (restarts), then a turning hyperplane (tracker switches), with
     now and then a name never seen before carrying an int value (the general road's examples), a bool
     value (the general road's always), a NumPy float (the C road's once its name is known); ``wide``: every
-    seventh row with more nonzero values than bins take (``MAX_BINNED_NONZEROS``)."""
+    seventh row with more nonzero values than bins take (``MAX_BINNED_NONZEROS``), every fifth with names on
+    either side of the feature columns that have bins (``BINNED_COLUMNS``)."""
     flips = [itertools.islice(synth.Sine(seed=q, classification_function=q % 2), n // 8) for q in range(4)]
     turning = itertools.islice(synth.Hyperplane(seed=5, n_features=4, mag_change=0.05, sigma=0.5), n // 2)
     out = []
@@ -65,6 +66,10 @@ def flipped_stream(n=6000, wide=False) -> tuple:
             x[0] = np.float64(0.5)
         if wide and i % 7 == 0:
             x.update({f"w{j}": 0.5 + (i + j) % 3 for j in range(MAX_BINNED_NONZEROS)})
+        if wide and i == 1:  # columns past those with bins (the general road registers them)
+            x.update({f"v{j}": 0.5 for j in range(BINNED_COLUMNS + 60)})
+        if wide and i > 1 and i % 5 == 0:
+            x.update({f"v{BINNED_COLUMNS - 30 + (i + j) % 60}": 1.0 + j % 3 for j in range(6)})
         out.append((x, y))
     return tuple(out)
 

@@ -45,12 +45,14 @@ def _enter(indptr, indices, data, sums, squares, n, i):
 
 
 @njit(cache=True, nogil=True)
-def bin_rows(indptr, indices, data, scaled, n_bins, half_range, max_nonzeros, values, out_indptr, out_indices, out_data):
+def bin_rows(indptr, indices, data, scaled, n_bins, half_range, max_nonzeros, binned_columns, values, out_indptr,
+             out_indices, out_data):
     """Each CSR row over model columns, followed by the bins of its nonzero entries (see
-    :mod:`streamlearn.binning`): feature column ``j`` becomes ``j (n_bins + 1)``, and entry ``p``'s
-    interval of ``n_bins`` over ``[-half_range, half_range]``, from its standardised value
-    ``scaled[p]``, column ``j (n_bins + 1) + 1 + interval``, at row ``i``'s ``values[i]``; a row of
-    more than ``max_nonzeros`` nonzero values has no bins. Returns the entries written."""
+    :mod:`streamlearn.binning`): feature column ``j`` becomes ``j + min(j, binned_columns) n_bins``,
+    and, for ``j < binned_columns``, entry ``p``'s interval of ``n_bins`` over ``[-half_range,
+    half_range]``, from its standardised value ``scaled[p]``, column ``j (n_bins + 1) + 1 +
+    interval``, at row ``i``'s ``values[i]``; a row of more than ``max_nonzeros`` nonzero values has
+    no bins. Returns the entries written."""
     width = 2.0 * half_range / n_bins
     stride = n_bins + 1
     n_out = 0
@@ -59,7 +61,7 @@ def bin_rows(indptr, indices, data, scaled, n_bins, half_range, max_nonzeros, va
         lo, hi = indptr[i], indptr[i + 1]
         nonzeros = 0
         for p in range(lo, hi):
-            out_indices[n_out] = indices[p] * stride
+            out_indices[n_out] = indices[p] + min(indices[p], binned_columns) * n_bins
             out_data[n_out] = data[p]
             n_out += 1
             if data[p] != 0.0:
@@ -68,7 +70,7 @@ def bin_rows(indptr, indices, data, scaled, n_bins, half_range, max_nonzeros, va
             out_indptr[i + 1] = n_out
             continue
         for p in range(lo, hi):
-            if data[p] == 0.0:  # an absent feature has no bin
+            if data[p] == 0.0 or indices[p] >= binned_columns:  # an absent feature has no bin
                 continue
             z = min(max(scaled[p], -half_range), half_range)
             interval = min(int(np.floor((z + half_range) / width)), n_bins - 1)

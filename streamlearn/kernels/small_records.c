@@ -174,20 +174,21 @@ static int encode(PyObject *x, PyObject *columns, const int64_t *order_key, npy_
 }
 
 /* streamlearn.binning's expansion of one encoded row (kernels/scaling.py standardize_rows, then bin_rows):
-   bins = (n_bins, half_range, max_nonzeros, sums, squares, n_seen) of a FeatureBins. The row's columns
-   become model columns and, unless it has more than max_nonzeros nonzero values, each nonzero entry's bin
-   is appended at the intercept's value, its interval by the statistics of the rows before it; when
+   bins = (n_bins, half_range, max_nonzeros, binned_columns, sums, squares, n_seen) of a FeatureBins. The
+   row's columns become model columns and, unless it has more than max_nonzeros nonzero values, each nonzero
+   entry of a column below binned_columns has its bin appended at the intercept's value, its interval by the
+   statistics of the rows before it; when
    learning, the row then enters them -- into row->sums/squares, not the arrays, so that an unservable
    call changes nothing (bins_enter writes them). -1: unservable (a column the statistics do not cover
    yet); -2: bad arguments. */
 static int append_bins(PyObject *bins, int learning, double value, Row *row) {
-    int64_t n_bins, max_nonzeros, n_seen;
+    int64_t n_bins, max_nonzeros, binned_columns, n_seen;
     double half_range, *sums, *squares;
     npy_intp n_stats, n_squares;
-    if (!PyTuple_CheckExact(bins) || PyTuple_GET_SIZE(bins) != 6 || !as_int64(PyTuple_GET_ITEM(bins, 0), &n_bins) ||
+    if (!PyTuple_CheckExact(bins) || PyTuple_GET_SIZE(bins) != 7 || !as_int64(PyTuple_GET_ITEM(bins, 0), &n_bins) ||
         !as_double(PyTuple_GET_ITEM(bins, 1), &half_range) || !as_int64(PyTuple_GET_ITEM(bins, 2), &max_nonzeros) ||
-        !float_array(PyTuple_GET_ITEM(bins, 3), 1, &sums, &n_stats) ||
-        !float_array(PyTuple_GET_ITEM(bins, 4), 1, &squares, &n_squares) || !as_int64(PyTuple_GET_ITEM(bins, 5), &n_seen) ||
+        !as_int64(PyTuple_GET_ITEM(bins, 3), &binned_columns) || !float_array(PyTuple_GET_ITEM(bins, 4), 1, &sums, &n_stats) ||
+        !float_array(PyTuple_GET_ITEM(bins, 5), 1, &squares, &n_squares) || !as_int64(PyTuple_GET_ITEM(bins, 6), &n_seen) ||
         n_bins < 1 || n_squares != n_stats)
         return -2;
     int64_t n = n_seen, stride = n_bins + 1, nonzeros = 0;
@@ -201,13 +202,13 @@ static int append_bins(PyObject *bins, int learning, double value, Row *row) {
         double x = row->vals[p];
         if (j >= n_stats) return -1;  /* the general road grows the statistics first */
         row->feature[p] = j;
-        row->cols[p] = j * stride;
+        row->cols[p] = j + (j < binned_columns ? j : binned_columns) * n_bins;
         double total = sums[j], square = squares[j];
         if (learning) {
             row->sums[p] = total + x;
             row->squares[p] = square + x * x;
         }
-        if (x == 0.0 || !binned) continue;  /* an absent feature has no bin */
+        if (x == 0.0 || !binned || j >= binned_columns) continue;  /* an absent feature has no bin */
         double z = x;  /* no row seen: standardize_rows leaves the value as it is */
         if (n > 0) {
             double mean = total / n, variance = square / n - mean * mean;
@@ -228,8 +229,8 @@ static int append_bins(PyObject *bins, int learning, double value, Row *row) {
 static void bins_enter(PyObject *bins, const Row *row) {
     double *sums, *squares;
     npy_intp n_stats;
-    float_array(PyTuple_GET_ITEM(bins, 3), 1, &sums, &n_stats);  /* (append_bins checked them) */
-    float_array(PyTuple_GET_ITEM(bins, 4), 1, &squares, &n_stats);
+    float_array(PyTuple_GET_ITEM(bins, 4), 1, &sums, &n_stats);  /* (append_bins checked them) */
+    float_array(PyTuple_GET_ITEM(bins, 5), 1, &squares, &n_stats);
     for (Py_ssize_t p = 0; p < row->n_binned; p++) {
         sums[row->feature[p]] = row->sums[p];
         squares[row->feature[p]] = row->squares[p];
@@ -563,7 +564,8 @@ static double numpy_row_sum(const double *a, Py_ssize_t n) {
 PyDoc_STRVAR(score_doc,
 "score(x, columns, order_key, intercept_column, intercept_value, store, labels, average_weight, answer, bins)\n\n"
 "scores_batch's scores of the dict x (names without a column dropped, its bins and the intercept's\n"
-"entry appended; bins: a FeatureBins' (n_bins, half_range, max_nonzeros, sums, squares, n_seen), or None)\n"
+"entry appended; bins: a FeatureBins' (n_bins, half_range, max_nonzeros, binned_columns, sums, squares,\n"
+"n_seen), or None)\n"
 "by the ScaledWeights store, answered as: answer None, the class index of NumPy's argmax of them\n"
 "(predict_one); \"scores\", {label: score} (decision_function_one); a number beta, {label:\n"
 "probability} of softmax_rows(beta * scores) (TemperatureCalibration.probabilities: NumPy's operations\n"

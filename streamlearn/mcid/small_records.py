@@ -32,7 +32,7 @@ the general road: same results, slower.
 from __future__ import annotations
 
 from ..adaptation import CHECK_EVERY
-from ..binning import MAX_BINNED_NONZEROS, RANGE
+from ..binning import BINNED_COLUMNS, MAX_BINNED_NONZEROS, RANGE
 from ..kernels import small_records_road
 
 #: the C extension (``None`` when it was not built: the general road serves every example)
@@ -74,7 +74,7 @@ class SmallRecordRoad:
     def _road_bins(self):
         """The feature bins as the C road takes them (the learner has bins)."""
         bins, stats = self._bins, self._bins.stats
-        return bins.bins, RANGE, MAX_BINNED_NONZEROS, stats.sums, stats.squares, stats.n_seen
+        return bins.bins, RANGE, MAX_BINNED_NONZEROS, BINNED_COLUMNS, stats.sums, stats.squares, stats.n_seen
 
     def _road_scoring(self, x: dict, labels: list, answer):
         """The C road's ``score`` of ``x`` by the predicting store, as ``answer`` asks (``None``: the class

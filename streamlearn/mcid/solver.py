@@ -393,7 +393,7 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
     @property
     def _likely_model_columns(self) -> int:
         """The feature space's guess at the columns to come, in model columns (weights are sized ahead by it)."""
-        return self._features.likely_columns * self._column_stride
+        return self._model_columns(self._features.likely_columns)
 
     def _reserve_columns(self) -> None:
         self._predicting.reserve(self._n_model_columns, len(self._labels))
