@@ -199,7 +199,7 @@ ADAPTING = ["MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptr
 #: the bins with another limit on a binned row's nonzero values (``bins_limit``, for binning.MAX_BINNED_NONZEROS)
 STATIONARY_CONFIGS = {"defaults": {}, "adapt=False": {"adapt": False}, "fit_intercept=False": {"fit_intercept": False},
                       "bins=None": {"bins": None}, "before (all off)": {"adapt": False, "fit_intercept": False, "bins": None},
-                      "bins in every row": {"bins_limit": 10**9}, "bins in rows of ≤ 64 values": {"bins_limit": 64}}
+                      "bins in every row": {"bins_limit": 10**9}, "bins in rows of ≤ 32 values": {"bins_limit": 32}}
 BEFORE = "before (all off)"
 
 
@@ -249,8 +249,8 @@ def stationary_report(results: dict) -> str:
              f"`{m['command']}` at `{m['commit'][:10]}`{' (uncommitted changes)' if m['uncommitted_changes'] else ''}. "
              f"One pass (`learn_many` in blocks of 1,000) over {len(results['cells'][0]['seeds'])} shuffle(s) of the "
              "training part, mean test accuracy of each MCID learner at its defaults (`adapt=True`, `fit_intercept=True`, "
-             "`bins=12` in rows of at most 32 nonzero values), with each of them off, with all three off (the defaults "
-             "before issue 41), and with the bins in every row or in rows of at most 64 values; the defaults minus "
+             "`bins=12` in rows of at most 16 nonzero values), with each of them off, with all three off (the defaults "
+             "before issue 41), and with the bins in every row or in rows of at most 32 values; the defaults minus "
              "those before and minus `bins=None`, "
              "paired by shuffle: mean ± standard error (points); changes detected by the defaults over all shuffles.\n",
              "| set | learner | " + " | ".join(configs) + " | defaults − before (points) | defaults − bins=None (points) "

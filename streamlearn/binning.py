@@ -31,8 +31,8 @@ Which rows: a row of at most :data:`MAX_BINNED_NONZEROS` nonzero values (a recor
 fields) has bins; a longer one (a document, an image) enters the statistics but has none. They pay
 where classes are not linearly separable in few dense features (river's Agrawal, RandomRBF, Sine and
 Bananas streams, the letter set's 16 features: ``bench/results/drift.md``, ``drift-stationary.md``);
-in every row, the bins of rare words cost text (sector, news20) 1 to 3 points, which the limit
-avoids (``drift-stationary.md``, its "bins in every row" column). A binned row's entries double and
+in every row, or in rows of up to 32 values, the bins of words cost text (sector, news20), which
+the limit avoids (``drift-stationary.md``, its "bins in every row" and "≤ 32" columns). A binned row's entries double and
 each feature takes ``B + 1`` weight columns per class. The MCID learners' one-example C road
 (:mod:`streamlearn.mcid.small_records`) serves it, and parameter mixing pools the statistics
 (:func:`added_stats`).
@@ -65,8 +65,8 @@ _scaling = compiled("scaling")
 #: the standardised range the intervals divide (values beyond it count in the outermost interval)
 RANGE = 3.0
 #: a row of more nonzero values has no bins: a record of a few numeric fields gains from them, a document
-#: or an image (hundreds of values, each word or pixel its own weight) loses (``bench/results/drift-stationary.md``)
-MAX_BINNED_NONZEROS = 32
+#: or an image (each word or pixel its own weight) loses, more so the longer the rows binned (``bench/results/drift-stationary*.md``)
+MAX_BINNED_NONZEROS = 16
 #: the feature columns that have bins: the first ones, in order of first appearance (with ``n_bits``, the
 #: hashed columns below it); a record's fields come first and are few, a vocabulary's words go on growing
 BINNED_COLUMNS = 1024

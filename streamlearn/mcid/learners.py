@@ -61,7 +61,7 @@ class MulticlassSVM(MCIDLearner):
         Fit the probabilities' temperature on the last 1,024 examples' prequential scores
         (default; :mod:`streamlearn.calibration`); ``False``: the raw softmax of the scores.
     bins
-        12 (default): in a row of at most 32 nonzero values (a record of a few fields, not a
+        12 (default): in a row of at most 16 nonzero values (a record of a few fields, not a
         document or an image), each nonzero value also brings the indicator of its interval among
         12 equal-width intervals of its feature's running standardised range ±3σ, at the
         intercept's value (:mod:`streamlearn.binning`): a step function per feature, for classes
