@@ -138,17 +138,23 @@ class FeatureBins:
         return [key for j, feature in enumerate(feature_keys)
                 for key in (feature, *(bin_name(feature, b) for b in range(self.bins if j < BINNED_COLUMNS else 0)))]
 
-    def expand(self, rows: SparseRows, learn: bool, value=1.0) -> SparseRows:
+    def expand(self, rows: SparseRows, learn: bool, value=1.0, last_column: int = -1) -> SparseRows:
         """``rows`` over model columns, each nonzero entry's bin after the row's own entries, at
-        ``value`` (one for every row, or each row's; ``learn``: each row enters the statistics
-        once binned, row by row)."""
+        ``value`` (one for every row, or each row's), then, unless ``last_column`` is negative,
+        that model column at ``value`` (the intercept's entry); ``learn``: each row enters the
+        statistics once binned, row by row."""
         indptr, indices, data = rows.own_arrays()
-        own = SparseRows(indptr, indices, data)
-        scaled = (self.stats.transform_then_learn(own) if learn else self.stats.transform(own)).data
-        values = np.full(len(indptr) - 1, value) if np.ndim(value) == 0 else np.ascontiguousarray(value, np.float64)
-        out_indptr, out_indices, out_data = np.empty(len(indptr), np.int64), np.empty(2 * len(data), np.int64), np.empty(2 * len(data))
-        n_out = _scaling.bin_rows(indptr, indices, data, scaled, self.bins, RANGE, MAX_BINNED_NONZEROS, BINNED_COLUMNS,
-                                  values, out_indptr, out_indices, out_data)
+        stats = self.stats
+        stats.reserve(rows)
+        n_rows = len(indptr) - 1
+        values = np.full(n_rows, value) if np.ndim(value) == 0 else np.ascontiguousarray(value, np.float64)
+        room = 2 * len(data) + (n_rows if last_column >= 0 else 0)
+        out_indptr, out_indices, out_data = np.empty(len(indptr), np.int64), np.empty(room, np.int64), np.empty(room)
+        n_out = _scaling.bin_rows(indptr, indices, data, stats.sums, stats.squares, stats.n_seen, learn, self.bins, RANGE,
+                                  MAX_BINNED_NONZEROS, BINNED_COLUMNS, values, int(last_column), out_indptr, out_indices,
+                                  out_data)
+        if learn:
+            stats.n_seen += n_rows
         return SparseRows(out_indptr, out_indices[:n_out], out_data[:n_out])
 
     def mixing_stats(self, feature_keys: list) -> dict:

@@ -38,8 +38,9 @@ class ModelRows:
         scale = self._intercept_scale
         value = scale.learn_row(vals) if learn else scale.value  # of the row's own values
         if self._bins is not None:
-            row = self._bins.expand(SparseRows(np.array([0, len(cols)], np.int64), cols, vals), learn, value)
-            cols, vals = row.indices, row.data
+            row = self._bins.expand(SparseRows(np.array([0, len(cols)], np.int64), cols, vals), learn, value,
+                                    self._intercept_column)
+            return row.indices, row.data
         if self._intercept_column >= 0:
             n = len(cols)
             with_cols, with_vals = np.empty(n + 1, np.int64), np.empty(n + 1)
@@ -60,8 +61,8 @@ class ModelRows:
             return rows
         scale = self._intercept_scale
         values = scale.learn_rows(rows) if learn else scale.value
-        if self._bins is not None:
-            rows = self._bins.expand(rows, learn, values)
+        if self._bins is not None:  # the intercept's entry appended in the same pass
+            return self._bins.expand(rows, learn, values, self._intercept_column)
         if self._intercept_column >= 0:
             rows = with_intercept_column(rows, self._intercept_column, values)
         return rows

@@ -51,7 +51,8 @@ class OnlineStandardizer:
         self.sums = np.zeros(0)
         self.squares = np.zeros(0)
 
-    def _reserve(self, rows: SparseRows) -> None:
+    def reserve(self, rows: SparseRows) -> None:
+        """Room in the statistics for every column of ``rows``."""
         lo, hi = rows.indptr[0], rows.indptr[-1]
         needed = int(rows.indices[lo:hi].max()) + 1 if hi > lo else 0
         if needed > len(self.sums):
@@ -59,23 +60,18 @@ class OnlineStandardizer:
             self.sums = np.concatenate([self.sums, np.zeros(size - len(self.sums))])
             self.squares = np.concatenate([self.squares, np.zeros(size - len(self.squares))])
 
-    def _apply(self, rows: SparseRows, learn: bool, enter_after: bool = False) -> SparseRows:
-        self._reserve(rows)
+    def _apply(self, rows: SparseRows, learn: bool) -> SparseRows:
+        self.reserve(rows)
         out = np.empty(len(rows.data))
         indptr = np.ascontiguousarray(rows.indptr, np.int64)
         self.n_seen = int(_scaling.standardize_rows(indptr, np.ascontiguousarray(rows.indices, np.int64),
                                                     np.ascontiguousarray(rows.data, np.float64), self.sums, self.squares,
-                                                    self.n_seen, learn, enter_after, out))
+                                                    self.n_seen, learn, out))
         return SparseRows(indptr, rows.indices, out)
 
     def learn_transform(self, rows: SparseRows) -> SparseRows:
         """Add each row to the statistics, then scale it (row by row, in order)."""
         return self._apply(rows, True)
-
-    def transform_then_learn(self, rows: SparseRows) -> SparseRows:
-        """Scale each row with the statistics of the rows before it, then add it (row by row, in
-        order): each row scaled as predicting it before learning it scales it."""
-        return self._apply(rows, True, enter_after=True)
 
     def transform(self, rows: SparseRows) -> SparseRows:
         """Scale rows with the statistics as they are."""

@@ -47,10 +47,11 @@ def test_the_expansion_equals_the_numpy_reference_learning_and_scoring(width, fi
         for learn, batch in ((True, rows[start : start + 23]), (False, rows[start + 23 : start + 30])):
             if not batch:
                 continue
-            got = bins.expand(as_rows(batch), learn)
+            last = 99_999 if start % 2 else -1  # the intercept's entry, appended in the same pass
+            got = bins.expand(as_rows(batch), learn, last_column=last)
             got_rows = [list(zip(got.indices[got.indptr[i] : got.indptr[i + 1]].tolist(),
                                  got.data[got.indptr[i] : got.indptr[i + 1]].tolist())) for i in range(got.n_rows)]
-            want = reference_bins(batch, learn, history, 7)
+            want = [row + [(last, 1.0)] * (last >= 0) for row in reference_bins(batch, learn, history, 7)]
             assert got_rows == want
             seen.update(c for row in want for c, _ in row if c % 8)
     assert len(seen) > (8 if first else 20)  # most bins were met (beyond the binned columns, none)

@@ -72,13 +72,15 @@ def sample_calls():
     yield "walker", "rehash", 0, (hashes, starts, starts + 2, 3, np.full(4 * 8, -1, np.int64))
     indptr, indices, data = _csr(np.int64)
     yield "rows", "sort_rows_by_key", 0, (indptr, indices, data, rng.integers(0, 5, 30).astype(np.int64))
-    for n_seen, learn, enter_after in ((0, True, False), (3, True, True), (5, False, False)):
+    for n_seen, learn in ((0, True), (5, False)):
         sums, squares = rng.normal(size=30), rng.uniform(1, 5, 30)
-        yield "scaling", "standardize_rows", 0, (indptr, indices, data, sums, squares, n_seen, learn, enter_after,
-                                                 np.zeros(len(data)))
+        yield "scaling", "standardize_rows", 0, (indptr, indices, data, sums, squares, n_seen, learn, np.zeros(len(data)))
     n_rows, n_entries = len(indptr) - 1, len(data)  # at most 5 nonzeros binned (some rows have more), columns below 20
-    yield "scaling", "bin_rows", 0, (indptr, indices, data, rng.normal(0, 2, n_entries), 12, 3.0, 5, 20, rng.uniform(0.1, 1, n_rows),
-                                     np.zeros(n_rows + 1, np.int64), np.zeros(2 * n_entries, np.int64), np.zeros(2 * n_entries))
+    for n_seen, learn, last_column in ((0, True, -1), (3, True, 250), (5, False, 250)):
+        sums, squares = rng.normal(size=30), rng.uniform(1, 5, 30)
+        yield "scaling", "bin_rows", 0, (indptr, indices, data, sums, squares, n_seen, learn, 12, 3.0, 5, 20, rng.uniform(0.1, 1, n_rows),
+                                         last_column, np.zeros(n_rows + 1, np.int64), np.zeros(2 * n_entries + n_rows, np.int64),
+                                         np.zeros(2 * n_entries + n_rows))
     yield "rows", "append_column", 0, (indptr[2:], indices, data, 31, 0.1)
     dense = rng.normal(size=(7, 9)) * (rng.random((7, 9)) < 0.4)
     column_of = np.full(9, -1, np.int64)

@@ -70,12 +70,12 @@ EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
         "check_csr": [(*csr, "i8") for csr in _CSR_READ],
     },
     "scaling": {
-        # indptr, indices, data, sums, squares, n_seen, learn, enter_after, out
-        "standardize_rows": [("i8[::1]r", "i8[::1]r", "f8[::1]r", "f8[::1]", "f8[::1]", "i8", "b1", "b1", "f8[::1]")],
-        # indptr, indices, data, scaled, n_bins, half_range, max_nonzeros, binned_columns, values, out_indptr, out_indices,
-        # out_data
-        "bin_rows": [("i8[::1]r", "i8[::1]r", "f8[::1]r", "f8[::1]r", "i8", "f8", "i8", "i8", "f8[::1]r", "i8[::1]",
-                      "i8[::1]", "f8[::1]")],
+        # indptr, indices, data, sums, squares, n_seen, learn, out
+        "standardize_rows": [("i8[::1]r", "i8[::1]r", "f8[::1]r", "f8[::1]", "f8[::1]", "i8", "b1", "f8[::1]")],
+        # indptr, indices, data, sums, squares, n_seen, learn, n_bins, half_range, max_nonzeros, binned_columns, values,
+        # last_column, out_indptr, out_indices, out_data
+        "bin_rows": [("i8[::1]r", "i8[::1]r", "f8[::1]r", "f8[::1]", "f8[::1]", "i8", "b1", "i8", "f8", "i8", "i8", "f8[::1]r",
+                      "i8", "i8[::1]", "i8[::1]", "f8[::1]")],
     },
     "scaled": {
         # indptr, indices, data, V, scale, U, A, total_weight, n_classes, averaged, out

@@ -173,7 +173,7 @@ static int encode(PyObject *x, PyObject *columns, const int64_t *order_key, npy_
     return 0;
 }
 
-/* streamlearn.binning's expansion of one encoded row (kernels/scaling.py standardize_rows, then bin_rows):
+/* streamlearn.binning's expansion of one encoded row (kernels/scaling.py bin_rows):
    bins = (n_bins, half_range, max_nonzeros, binned_columns, sums, squares, n_seen) of a FeatureBins. The
    row's columns become model columns and, unless it has more than max_nonzeros nonzero values, each nonzero
    entry of a column below binned_columns has its bin appended at the intercept's value, its interval by the
