@@ -285,6 +285,25 @@ def test_the_defaults_are_the_cross_data_set_winner():
     assert MulticlassSVM(average=False).average_power_in_use == 0.0
 
 
+def test_the_options_are_the_protocols_choice():
+    """Each learner's adapt / fit_intercept / bins (and intercept value) are what bench/options_bench.py
+    chose over the stationary sets and drifting streams together (bench/results/options*.json)."""
+    import json
+    import pathlib
+
+    import streamlearn
+
+    results = pathlib.Path(__file__).resolve().parents[1] / "bench/results"
+    checked = set()
+    for name in ("options.json", "options-families.json"):
+        for learner, block in json.loads((results / name).read_text())["learners"].items():
+            model = getattr(streamlearn, learner)()
+            for parameter, value in json.loads(block["default"]).items():
+                assert getattr(model, parameter) == value, (learner, parameter)
+            checked.add(learner)
+    assert {"MulticlassSVM", "MulticlassLogisticRegression", "ExtremeSVM", "MulticlassPGS"} <= checked
+
+
 def test_weighted_average_survives_export_and_pickle():
     X, y = make_stream(n=120)
     model = MulticlassSVM(lam=0.05, average=True, average_power=2.0)
