@@ -147,20 +147,23 @@ def key(params: dict) -> str:
     return json.dumps(params, sort_keys=True)
 
 
-def choose(validation: dict, names: list) -> str:
-    """The candidate with the smallest mean regret over ``names`` (ties: smaller worst regret)."""
+def choose(validation: dict, names: list, tie: float = 0.0) -> str:
+    """The candidate with the smallest mean regret over ``names``; the candidates within ``tie`` of it
+    are tied, and the smallest worst regret among them wins."""
     regrets = {}
     for name in names:
         best = max(validation[name].values())
         for candidate, score in validation[name].items():
             regrets.setdefault(candidate, []).append(best - score)
-    return min(regrets, key=lambda c: (np.mean(regrets[c]), max(regrets[c])))
+    least = min(np.mean(r) for r in regrets.values())
+    tied = [c for c in regrets if np.mean(regrets[c]) <= least + tie]
+    return min(tied, key=lambda c: (max(regrets[c]), np.mean(regrets[c])))
 
 
-def scored_choices(validation: dict, scores: dict, names: list, name: str, default: str) -> dict:
+def scored_choices(validation: dict, scores: dict, names: list, name: str, default: str, tie: float = 0.0) -> dict:
     """Data set ``name``'s test ``scores`` of the ``default``, of the choice made without ``name``
-    (*leave one out*) and of ``name``'s own best on validation (*tuned*), with those choices."""
-    held_out = choose(validation, [n for n in names if n != name])
+    (*leave one out*, :func:`choose` with ``tie``) and of ``name``'s own best on validation (*tuned*), with those choices."""
+    held_out = choose(validation, [n for n in names if n != name], tie)
     tuned = max(validation[name], key=validation[name].get)
     return {"default": scores[default], "leave_one_out": scores[held_out], "leave_one_out_choice": held_out,
             "tuned": scores[tuned], "tuned_choice": tuned}
