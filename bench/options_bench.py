@@ -71,8 +71,10 @@ from bench.defaults_bench import DATASETS, DENSE, MCID, RANDOM_FEATURES, choose,
 from bench.drift_bench import DRAW_SEED_STEP, stream
 
 STREAMS = ["sea", "hyperplane", "sine", "rbf5", "led", "agrawal", "rbf-drift", "hyperplane-drift"]
-CANDIDATES = [{"adapt": adapt, "fit_intercept": intercept} for adapt in (True, False) for intercept in (True, False)]
-#: the intercept's value: ``"auto"`` (the default, in the candidates above) against 0.1, its fixed value before
+#: the intercept's value named in each candidate that fits one: ``"auto"``, and 0.1 (its fixed value before) beside
+#: (a learner's default value would otherwise stand for one of them and leave the other out)
+CANDIDATES = [{"adapt": adapt, **({"fit_intercept": True, "intercept_scaling": "auto"} if intercept else {"fit_intercept": False})}
+              for adapt in (True, False) for intercept in (True, False)]
 CANDIDATES.append({"adapt": True, "fit_intercept": True, "intercept_scaling": 0.1})
 #: the MCID learners': each of ``adapt``, ``fit_intercept`` and ``bins`` off alone, all on, all off (the papers')
 MCID_CANDIDATES = [{"adapt": True, "fit_intercept": True, "bins": 12}, {"adapt": False, "fit_intercept": True, "bins": 12},
