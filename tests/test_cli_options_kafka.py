@@ -61,7 +61,8 @@ def run_kafka_security(f):
 @covers("train:--mix-topic", "train:--mix-every")
 def run_mixing(f):
     """Two daemons of one group mix one model through a mixing topic (tests/test_scaleout.py
-    runs three on MNIST, with kills): both end holding every record once."""
+    runs three on MNIST, with kills): both end holding every record once, in the weights' count
+    and in the feature bins' statistics (the default learner bins these 5-value records)."""
     import subprocess
 
     import msgpack
@@ -71,7 +72,8 @@ def run_mixing(f):
 
     broker = f["broker"]()
     create_topic(broker, "mixed", 2)
-    produce(broker, "mixed", [msgpack.packb(r) for r in records(400, seed=6)], partitions=2)
+    stream = records(400, seed=6)
+    produce(broker, "mixed", [msgpack.packb(r) for r in stream], partitions=2)
     daemons = [subprocess.Popen([PYTHON, "-m", "streamlearn.service.cli", "train", f"kafka://{broker}/mixed?group=mixers",
                                  "--mix-topic", "mixed-mix", "--mix-every", "50", "--idle-timeout", "2",
                                  "--checkpoint-dir", str(f["dir"] / f"mix{i}"), "--quiet"],
@@ -83,6 +85,10 @@ def run_mixing(f):
         mixing = json.loads(cli("inspect", f["dir"] / f"mix{i}", "--json").stdout)["mixing"]
         assert mixing["examples"] == sum(mixing["by_member"].values()) == 400
         assert mixing["covered"] == {"0": 200, "1": 200}
+        stats = CheckpointStore(f["dir"] / f"mix{i}").load_latest()["learner"]["bins"]["stats"]
+        values = [v for r in stream for v in r["x"].values()]
+        assert stats["n_seen"] == 400
+        assert sum(stats["sums"]) == pytest.approx(sum(values)) and sum(stats["squares"]) == pytest.approx(sum(v * v for v in values))
 
 
 @covers("train:--broker-timeout")
