@@ -19,13 +19,12 @@ Before the first such row it is ``AUTO_LOW``. Standardised features give about 1
 ``[0, 1]`` 0.76, letter's features in ``[-1, 1]`` 0.44; unit-length tf-idf rows and random
 Fourier features fall under the floor, 0.1 — the fixed value before ``"auto"``. A number: that
 value, fixed (``intercept_scaling`` in scikit-learn's liblinear solvers is the same idea).
-``"auto"`` is the default of the MCID learners and ``ExtremeSVM``, chosen by the defaults protocol
-(``bench/results/options.md``, ``options-families.md``). The Primal Gradient Solver keeps 0.1: its
-dual averaging with ``"auto"`` recovered from a change at 10⁶ examples in 3× the examples it took
-at 10⁴ on the protocol's validation streams, past the age constraint. The learners that solve their
-problem exactly over their data or window (the least-squares family, ``LpNormMulticlassSVM``) keep
-0.1 too: there the value only sets the penalty on the bias, and a fixed one keeps a batch ``fit``
-one problem rather than rows with different constants.
+``"auto"`` is the default of the learners that take gradient steps (MCID, ``ExtremeSVM``, the Primal
+Gradient Solver), chosen by the defaults protocol (``bench/results/options.md``,
+``options-families.md``). The learners that solve their problem exactly over their data or window
+(the least-squares family, ``LpNormMulticlassSVM``) keep 0.1, fixed: there the value only sets the
+penalty on the bias, and a fixed one keeps a batch ``fit`` one problem rather than rows with
+different constants.
 
 Each row's value is that of the statistics *before* it — learning reads ``c``, then adds the
 row — so a row is learned with the value it was scored with just before (the runner's

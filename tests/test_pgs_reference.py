@@ -205,17 +205,17 @@ def test_averaged_iterate_matches_the_mean_of_the_dense_iterates(p, regularizer)
     np.testing.assert_allclose(learner_weights(binary, X.shape[1]), expected, rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize("scaling", [None, "auto"])
+@pytest.mark.parametrize("scaling", [None, 0.1])
 @pytest.mark.parametrize("regularizer", ["entrywise", "block"])
 def test_the_default_intercept_is_the_reference_with_a_constant_column(regularizer, scaling):
-    """``fit_intercept`` (the default) is the reference's weight of a last column of its values: 0.1 (this
-    solver's default), or with ``"auto"`` the rule's (helpers.auto_intercept_values)."""
+    """``fit_intercept`` (the default) is the reference's weight of a last column of its values: the rule's
+    (``"auto"``, this solver's default: helpers.auto_intercept_values), or a fixed 0.1."""
     X, y = stream(seed=11)
     given = {} if scaling is None else {"intercept_scaling": scaling}
     model = MulticlassPGS(loss="hinge", p=1.5, sigma=0.05, batch_size=2, regularizer=regularizer, **given)
     feed(model, X, list(y), in_batches=True)
     d = X.shape[1]
-    column = np.full(len(y), 0.1) if scaling is None else auto_intercept_values(X)
+    column = auto_intercept_values(X) if scaling is None else np.full(len(y), scaling)
     expected = reference_pgs(np.hstack([X, column[:, None]]), y, multiclass=True, loss="hinge", p=1.5,
                              sigma=0.05, k=2, block=regularizer == "block")
     W, got = model.weight_matrix(), np.zeros((len(expected), d + 1))

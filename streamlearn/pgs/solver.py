@@ -324,8 +324,7 @@ class PrimalGradientSolver(_PGSLearner):
         As :class:`~streamlearn.GeneralizedLeastSquares`' (online scaling; an intercept, on by
         default: the defaults protocol chose it for :class:`MulticlassPGS`, and this binary solver,
         the same one, follows it — ``bench/README.md`` gives its figures on the binary streams; its
-        value 0.1, fixed: the protocol's age constraint turned ``"auto"`` down for this solver,
-        ``bench/results/options-families.md``).
+        value ``"auto"``, as the protocol chose: ``bench/results/options-families.md``).
     adapt
         Follow a stream that changes: the Page-Hinkley watch of :mod:`streamlearn.adaptation` on the
         prequential mistakes of the predicting iterate; on a rise, the step counter restarts and ``Lam``
@@ -368,7 +367,7 @@ class PrimalGradientSolver(_PGSLearner):
     def __init__(self, loss: str = "hinge", p: float = 2.0, sigma: float = 1e-4, batch_size: int = 1,
                  bound: float | None = None, iterate: str = "last", seed: int | None = None,
                  classes: tuple = (False, True), standardize: bool = False, fit_intercept: bool = True,
-                 adapt: bool = True, intercept_scaling: float | str = 0.1):
+                 adapt: bool = True, intercept_scaling: float | str = "auto"):
         self.loss, self.p, self.sigma, self.batch_size, self.standardize = loss, p, sigma, batch_size, standardize
         self.fit_intercept, self.adapt, self.intercept_scaling = fit_intercept, adapt, intercept_scaling
         self.bound, self.iterate, self.seed, self.classes_ = bound, iterate, seed, tuple(classes)
@@ -466,7 +465,7 @@ class MulticlassPGS(_PGSLearner):
     def __init__(self, loss: str = "hinge", p: float = 2.0, sigma: float = 1e-3, batch_size: int = 1,
                  bound: float | None = None, regularizer: str = "entrywise", iterate: str = "last",
                  seed: int | None = None, standardize: bool = False, fit_intercept: bool = True,
-                 adapt: bool = True, intercept_scaling: float | str = 0.1):
+                 adapt: bool = True, intercept_scaling: float | str = "auto"):
         self.loss, self.p, self.sigma, self.batch_size, self.standardize = loss, p, sigma, batch_size, standardize
         self.fit_intercept, self.adapt, self.intercept_scaling = fit_intercept, adapt, intercept_scaling
         self.bound, self.regularizer, self.iterate, self.seed = bound, regularizer, iterate, seed
