@@ -50,6 +50,8 @@ class SmallRecordRoad:
     #: the model's and the tracker's default renormalisation thresholds)``; ``False``: a setting the road does
     #: not serve; ``None``: not looked at yet (``_init_model`` clears it)
     _small_record_setting = None
+    #: ``(feature columns, model columns)`` at the last one-example step (:meth:`_road_model_columns`)
+    _road_columns = (-1, 0)
 
     def _small_record_constants(self):
         """:attr:`_small_record_setting`, worked out on first use (these never change after ``_init_model``)."""
@@ -73,8 +75,15 @@ class SmallRecordRoad:
 
     def _road_bins(self):
         """The feature bins as the C road takes them (the learner has bins)."""
-        bins, stats = self._bins, self._bins.stats
-        return bins.bins, RANGE, MAX_BINNED_NONZEROS, BINNED_COLUMNS, stats.sums, stats.squares, stats.n_seen
+        stats = self._bins.stats
+        return self._bins.bins, RANGE, MAX_BINNED_NONZEROS, BINNED_COLUMNS, stats.sums, stats.squares, stats.n_seen
+
+    def _road_model_columns(self) -> int:
+        """:attr:`_n_model_columns`, worked out again only when the feature space has grown (a call per example)."""
+        n_columns = self._features.n_columns
+        if self._road_columns[0] != n_columns:
+            self._road_columns = (n_columns, self._n_model_columns)
+        return self._road_columns[1]
 
     def _road_scoring(self, x: dict, labels: list, answer):
         """The C road's ``score`` of ``x`` by the predicting store, as ``answer`` asks (``None``: the class
@@ -111,7 +120,7 @@ class SmallRecordRoad:
             return super().learn_one(x, y)
         scale, choice, watch = self._intercept_scale, self._tracker_choice, self._watch
         out = compiled_road.learn(x, tables[0], tables[1], self._intercept_column, scale.value, target,
-                                  self._n_model_columns, len(self._labels.labels), self._candidates[0],
+                                  self._road_model_columns(), len(self._labels.labels), self._candidates[0],
                                   self._tracker, self._n_learned_classes, self._t, self._average_weight,
                                   choice, self._small_record_setting,
                                   self.project, self.renormalize_below, watch, self._calibration,
