@@ -126,12 +126,9 @@ class FeatureBins:
         self.stats = OnlineStandardizer()
 
     def model_column(self, column: int) -> int:
-        """The model column of a feature column (its bins follow it when it is below :data:`BINNED_COLUMNS`)."""
+        """The model column of a feature column (its bins follow it when it is below :data:`BINNED_COLUMNS`),
+        which is also the number of model columns the feature columns before it take."""
         return column + min(column, BINNED_COLUMNS) * self.bins
-
-    def n_model_columns(self, n_columns: int) -> int:
-        """The model columns of ``n_columns`` feature columns, their bins' included."""
-        return self.model_column(n_columns)
 
     def keys(self, feature_keys: list) -> list:
         """The name of each model column, from the feature space's (:func:`bin_name` for the bins)."""

@@ -73,7 +73,7 @@ def test_only_the_first_feature_columns_take_bins_columns():
     assert [bins.model_column(j) for j in (0, 1, BINNED_COLUMNS - 1, BINNED_COLUMNS, BINNED_COLUMNS + 5)] == [
         0, 13, 13 * (BINNED_COLUMNS - 1), 13 * BINNED_COLUMNS, 13 * BINNED_COLUMNS + 5]
     keys = bins.keys(list(range(BINNED_COLUMNS + 2)))
-    assert len(keys) == bins.n_model_columns(BINNED_COLUMNS + 2) == 13 * BINNED_COLUMNS + 2
+    assert len(keys) == bins.model_column(BINNED_COLUMNS + 2) == 13 * BINNED_COLUMNS + 2
     assert keys[-3:] == [bin_name(BINNED_COLUMNS - 1, 11), BINNED_COLUMNS, BINNED_COLUMNS + 1]
 
 

@@ -209,7 +209,7 @@ static int append_bins(PyObject *bins, int learning, double value, Row *row) {
             row->squares[p] = square + x * x;
         }
         if (x == 0.0 || !binned || j >= binned_columns) continue;  /* an absent feature has no bin */
-        double z = x;  /* no row seen: standardize_rows leaves the value as it is */
+        double z = x;  /* no row seen: kernels/scaling.py standardized leaves the value as it is */
         if (n > 0) {
             double mean = total / n, variance = square / n - mean * mean;
             if (variance > 1e-12 * (square / n)) z = (x - mean) / sqrt(variance);
