@@ -120,6 +120,9 @@ class FeatureBins:
     """Each nonzero value's interval indicator (see the module docstring): the running
     statistics, and the model's columns."""
 
+    #: ``(RANGE, MAX_BINNED_NONZEROS, BINNED_COLUMNS)``, as the MCID learners' C road reads them
+    limits = (RANGE, MAX_BINNED_NONZEROS, BINNED_COLUMNS)
+
     def __init__(self, bins: int):
         check_bins(bins)
         self.bins = int(bins)

@@ -250,15 +250,15 @@ class FeatureSpace(DenseArrayEncoding):
             cols = [get(name, -1) for name in names]
         return np.asarray(cols, dtype=np.int64)
 
-    def name_columns(self) -> tuple[dict, np.ndarray] | None:
-        """The vocabulary's name → column dict and each column's order key (:meth:`sort_keys`), for
-        an encoder in C (:mod:`streamlearn.mcid.small_records`): read them, do not change them.
-        ``None`` when hashing."""
+    def name_columns(self) -> tuple[dict, np.ndarray, int] | None:
+        """The vocabulary's name → column dict, each column's order key (:meth:`sort_keys`) and
+        :attr:`n_columns`, for an encoder in C (:mod:`streamlearn.mcid.small_records`): read them,
+        do not change them. ``None`` when hashing."""
         if self.n_bits is not None:
             return None
         if self._unsynced:
             self._sync_dict()
-        return self._column, self._order_key
+        return self._column, self._order_key, len(self._names)
 
     def encode_one(self, x: dict, grow: bool, row: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Validate a dict example and return its ``(columns, values)``.

@@ -53,10 +53,12 @@ typedef struct {  /* a ScaledWeights store: W[:, k] = scale[k] V[:, k], the aver
 static PyObject *NAMES;  /* a tuple of the interned attribute names below */
 enum { V_, SCALE_, SQNORM_, U_, A_, AVERAGED_, N_FEATURES_, N_CLASSES_, SCORES_, TARGETS_, ENTERED_,
        PH_N, PH_MEAN, PH_TOTAL, PH_LOWEST, PH_ALPHA, PH_DELTA, PH_THRESHOLD, PH_MIN_INSTANCES, PH_DETECTED,
-       DETECTOR_, CHANGE_SEEN_, STEPS_, TRACKING_, PENDING_, N_NAMES };
+       DETECTOR_, CHANGE_SEEN_, STEPS_, TRACKING_, PENDING_, BINS_, LIMITS_, STATS_, SUMS_, SQUARES_, N_SEEN_,
+       N_NAMES };
 static const char *NAME_TEXT[N_NAMES] = {"V", "scale", "sqnorm", "U", "A", "averaged", "n_features", "n_classes",
     "scores", "targets", "entered", "n", "mean", "sum_increase", "min_increase", "alpha", "delta", "threshold",
-    "min_instances", "drift_detected", "detector", "change_seen", "steps", "tracking", "pending"};
+    "min_instances", "drift_detected", "detector", "change_seen", "steps", "tracking", "pending", "bins", "limits",
+    "stats", "sums", "squares", "n_seen"};
 
 static int float_array(PyObject *o, int ndim, double **data, npy_intp *shape) {
     if (!PyArray_Check(o)) return 0;
@@ -173,42 +175,57 @@ static int encode(PyObject *x, PyObject *columns, const int64_t *order_key, npy_
     return 0;
 }
 
-/* streamlearn.binning's expansion of one encoded row (kernels/scaling.py bin_rows):
-   bins = (n_bins, half_range, max_nonzeros, binned_columns, sums, squares, n_seen) of a FeatureBins. The
-   row's columns become model columns and, unless it has more than max_nonzeros nonzero values, each nonzero
-   entry of a column below binned_columns has its bin appended at the intercept's value, its interval by the
-   statistics of the rows before it; when
-   learning, the row then enters them -- into row->sums/squares, not the arrays, so that an unservable
-   call changes nothing (bins_enter writes them). -1: unservable (a column the statistics do not cover
-   yet); -2: bad arguments. */
-static int append_bins(PyObject *bins, int learning, double value, Row *row) {
+/* A FeatureBins' setting and statistics (streamlearn/binning.py). */
+typedef struct {
     int64_t n_bins, max_nonzeros, binned_columns, n_seen;
     double half_range, *sums, *squares;
-    npy_intp n_stats, n_squares;
-    if (!PyTuple_CheckExact(bins) || PyTuple_GET_SIZE(bins) != 7 || !as_int64(PyTuple_GET_ITEM(bins, 0), &n_bins) ||
-        !as_double(PyTuple_GET_ITEM(bins, 1), &half_range) || !as_int64(PyTuple_GET_ITEM(bins, 2), &max_nonzeros) ||
-        !as_int64(PyTuple_GET_ITEM(bins, 3), &binned_columns) || !float_array(PyTuple_GET_ITEM(bins, 4), 1, &sums, &n_stats) ||
-        !float_array(PyTuple_GET_ITEM(bins, 5), 1, &squares, &n_squares) || !as_int64(PyTuple_GET_ITEM(bins, 6), &n_seen) ||
-        n_bins < 1 || n_squares != n_stats)
-        return -2;
-    int64_t n = n_seen, stride = n_bins + 1, nonzeros = 0;
-    double width = 2.0 * half_range / n_bins;
+    npy_intp n_stats;
+    PyObject *stats;  /* the OnlineStandardizer, borrowed (the FeatureBins holds it) */
+} Bins;
+
+static int bins_of(PyObject *feature_bins, Bins *b) {
+    PyObject *limits = attribute(feature_bins, LIMITS_);
+    b->stats = attribute(feature_bins, STATS_);
+    npy_intp n_squares;
+    PyObject *sums = b->stats ? attribute(b->stats, SUMS_) : NULL, *squares = b->stats ? attribute(b->stats, SQUARES_) : NULL;
+    return limits && sums && squares && PyTuple_CheckExact(limits) && PyTuple_GET_SIZE(limits) == 3 &&
+           int_attribute(feature_bins, BINS_, &b->n_bins) && as_double(PyTuple_GET_ITEM(limits, 0), &b->half_range) &&
+           as_int64(PyTuple_GET_ITEM(limits, 1), &b->max_nonzeros) &&
+           as_int64(PyTuple_GET_ITEM(limits, 2), &b->binned_columns) && float_array(sums, 1, &b->sums, &b->n_stats) &&
+           float_array(squares, 1, &b->squares, &n_squares) && int_attribute(b->stats, N_SEEN_, &b->n_seen) &&
+           b->n_bins >= 1 && n_squares == b->n_stats;
+}
+
+/* FeatureBins.model_column: feature column j's model column, or the model columns of j feature columns. */
+static int64_t model_column(int64_t j, const Bins *b) {
+    return b == NULL ? j : j + (j < b->binned_columns ? j : b->binned_columns) * b->n_bins;
+}
+
+/* streamlearn.binning's expansion of one encoded row (kernels/scaling.py bin_rows). The row's columns
+   become model columns and, unless it has more than max_nonzeros nonzero values, each nonzero entry of a
+   column below binned_columns has its bin appended at the intercept's value, its interval by the
+   statistics of the rows before it; when learning, the row then enters them -- into row->sums/squares,
+   not the arrays, so that an unservable call changes nothing (bins_enter writes them). -1: unservable
+   (a column the statistics do not cover yet). */
+static int append_bins(const Bins *b, int learning, double value, Row *row) {
+    int64_t n = b->n_seen, n_bins = b->n_bins, stride = n_bins + 1, nonzeros = 0;
+    double half_range = b->half_range, width = 2.0 * half_range / n_bins;
     Py_ssize_t n_own = row->n;
     for (Py_ssize_t p = 0; p < n_own; p++) nonzeros += row->vals[p] != 0.0;
-    int binned = nonzeros <= max_nonzeros;  /* a longer row enters the statistics but has no bins */
+    int binned = nonzeros <= b->max_nonzeros;  /* a longer row enters the statistics but has no bins */
     row->n_binned = learning ? n_own : 0;
     for (Py_ssize_t p = 0; p < n_own; p++) {
         int64_t j = row->cols[p];
         double x = row->vals[p];
-        if (j >= n_stats) return -1;  /* the general road grows the statistics first */
+        if (j >= b->n_stats) return -1;  /* the general road grows the statistics first */
         row->feature[p] = j;
-        row->cols[p] = j + (j < binned_columns ? j : binned_columns) * n_bins;
-        double total = sums[j], square = squares[j];
+        row->cols[p] = model_column(j, b);
+        double total = b->sums[j], square = b->squares[j];
         if (learning) {
             row->sums[p] = total + x;
             row->squares[p] = square + x * x;
         }
-        if (x == 0.0 || !binned || j >= binned_columns) continue;  /* an absent feature has no bin */
+        if (x == 0.0 || !binned || j >= b->binned_columns) continue;  /* an absent feature has no bin */
         double z = x;  /* no row seen: kernels/scaling.py standardized leaves the value as it is */
         if (n > 0) {
             double mean = total / n, variance = square / n - mean * mean;
@@ -225,16 +242,17 @@ static int append_bins(PyObject *bins, int learning, double value, Row *row) {
     return 0;
 }
 
-/* The statistics of a served row's learning (append_bins) into the FeatureBins' arrays. */
-static void bins_enter(PyObject *bins, const Row *row) {
-    double *sums, *squares;
-    npy_intp n_stats;
-    float_array(PyTuple_GET_ITEM(bins, 4), 1, &sums, &n_stats);  /* (append_bins checked them) */
-    float_array(PyTuple_GET_ITEM(bins, 5), 1, &squares, &n_stats);
+/* The statistics of a served row's learning (append_bins) into the FeatureBins' arrays, and the row
+   counted in their n_seen. */
+static int bins_enter(const Bins *b, const Row *row) {
     for (Py_ssize_t p = 0; p < row->n_binned; p++) {
-        sums[row->feature[p]] = row->sums[p];
-        squares[row->feature[p]] = row->squares[p];
+        b->sums[row->feature[p]] = row->sums[p];
+        b->squares[row->feature[p]] = row->squares[p];
     }
+    PyObject *counted = PyLong_FromLongLong(b->n_seen + 1);
+    int ok = counted != NULL && PyObject_SetAttr(b->stats, PyTuple_GET_ITEM(NAMES, N_SEEN_), counted) == 0;
+    Py_XDECREF(counted);
+    return ok;
 }
 
 /* kernels/rows.py mean_squares of one row (before the intercept's entry is appended). */
@@ -472,23 +490,38 @@ static PyObject *refuse(const char *what) {
     return NULL;
 }
 
+/* An example's row as the model sees it, the FeatureBins' statistics it was binned by, and the
+   model columns of the feature space (what the weights must cover before the row is served). */
+typedef struct {
+    Row row;
+    Bins bins;
+    const Bins *binned;  /* &bins, or NULL: no bins */
+    int64_t n_model_columns;
+} Entry;
+
 /* The row of x as the model sees it: encoded, its bins (bins None: none), then the intercept's entry
-   (column < 0: none). */
-static int model_row(PyObject *x, PyObject *columns, PyObject *order_key, PyObject *intercept_column,
-                     PyObject *intercept_value, PyObject *bins, int learning, Row *row, double *mean_sq) {
-    int64_t *keys, column;
+   (column < 0: none); tables: FeatureSpace.name_columns(). */
+static int model_row(PyObject *x, PyObject *tables, PyObject *intercept_column, PyObject *intercept_value,
+                     PyObject *bins, int learning, Entry *e, double *mean_sq) {
+    int64_t *keys, column, n_columns;
     npy_intp n_keys;
     double value;
-    if (!int64_vector(order_key, &keys, &n_keys) || !as_int64(intercept_column, &column) ||
+    Row *row = &e->row;
+    if (!PyTuple_CheckExact(tables) || PyTuple_GET_SIZE(tables) != 3 ||
+        !int64_vector(PyTuple_GET_ITEM(tables, 1), &keys, &n_keys) ||
+        !as_int64(PyTuple_GET_ITEM(tables, 2), &n_columns) || !as_int64(intercept_column, &column) ||
         !as_double(intercept_value, &value))
         return -2;
-    if (encode(x, columns, keys, n_keys, learning, row) < 0) return -1;
+    e->binned = NULL;
+    if (bins != Py_None) {
+        if (!bins_of(bins, &e->bins)) return -2;
+        e->binned = &e->bins;
+    }
+    e->n_model_columns = model_column(n_columns, e->binned);
+    if (encode(x, PyTuple_GET_ITEM(tables, 0), keys, n_keys, learning, row) < 0) return -1;
     row->n_binned = 0;
     if (mean_sq) *mean_sq = mean_square(row);  /* of the row's own values */
-    if (bins != Py_None) {
-        int status = append_bins(bins, learning, value, row);
-        if (status < 0) return status;
-    }
+    if (e->binned && append_bins(e->binned, learning, value, row) < 0) return -1;
     if (column >= 0) {
         row->cols[row->n] = column;
         row->vals[row->n] = value;
@@ -497,16 +530,16 @@ static int model_row(PyObject *x, PyObject *columns, PyObject *order_key, PyObje
     return 0;
 }
 
-/* The entry functions' start: the argument count, then x's row (see model_row; the bins are the last
-   argument). 1: a row to serve; 0: an example for the general road (return None); -1: an error is set
-   (return NULL). */
-static int entry_row(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expected, int learning, Row *row,
+/* The entry functions' start: the argument count, then x's row (see model_row: x, tables, intercept
+   column and value at 0..3, the bins last). 1: a row to serve; 0: an example for the general road
+   (return None); -1: an error is set (return NULL). */
+static int entry_row(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expected, int learning, Entry *e,
                      double *mean_sq) {
     if (nargs != expected) {
         PyErr_Format(PyExc_TypeError, "small_records: %zd arguments expected, %zd given", expected, nargs);
         return -1;
     }
-    int status = model_row(args[0], args[1], args[2], args[3], args[4], args[expected - 1], learning, row, mean_sq);
+    int status = model_row(args[0], args[1], args[2], args[3], args[expected - 1], learning, e, mean_sq);
     if (status == -2) {
         refuse("bad row arguments");
         return -1;
@@ -520,27 +553,27 @@ static PyObject *none_or_error(int served) {
     Py_RETURN_NONE;
 }
 
-/* The entry functions' scores of x (args: x's row at 0..4, the store at 5, the labels list at 6 and
-   average_weight at 7) into scores[*n_classes]; 1, 0 or -1 as entry_row. */
+/* The entry functions' scores of x (args: x's row at 0..3, the store at 4, the labels list at 5 and
+   average_weight at 6) into scores[*n_classes]; 1, 0 or -1 as entry_row. */
 static int entry_scores(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expected, double *scores,
                         Py_ssize_t *n_classes) {
-    Row row;
-    int served = entry_row(args, nargs, expected, 0, &row, NULL);
+    Entry e;
+    int served = entry_row(args, nargs, expected, 0, &e, NULL);
     if (served <= 0) return served;
     Store s;
     double total_weight;
-    if (!PyList_CheckExact(args[6])) {
+    if (!PyList_CheckExact(args[5])) {
         refuse("the labels must be a list");
         return -1;
     }
-    Py_ssize_t n = PyList_GET_SIZE(args[6]);
-    if (!store_of(args[5], &s) || !as_double(args[7], &total_weight)) {
+    Py_ssize_t n = PyList_GET_SIZE(args[5]);
+    if (!store_of(args[4], &s) || !as_double(args[6], &total_weight)) {
         refuse("bad store arguments");
         return -1;
     }
     if (n < 1 || n > MAX_CLASSES || s.n_classes < n) return 0;
     *n_classes = n;
-    scores_of(&row, &s, (npy_intp)s.n_features, *n_classes, s.averaged, total_weight, scores);
+    scores_of(&e.row, &s, (npy_intp)s.n_features, *n_classes, s.averaged, total_weight, scores);
     return 1;
 }
 
@@ -562,10 +595,9 @@ static double numpy_row_sum(const double *a, Py_ssize_t n) {
 }
 
 PyDoc_STRVAR(score_doc,
-"score(x, columns, order_key, intercept_column, intercept_value, store, labels, average_weight, answer, bins)\n\n"
-"scores_batch's scores of the dict x (names without a column dropped, its bins and the intercept's\n"
-"entry appended; bins: a FeatureBins' (n_bins, half_range, max_nonzeros, binned_columns, sums, squares,\n"
-"n_seen), or None)\n"
+"score(x, tables, intercept_column, intercept_value, store, labels, average_weight, answer, bins)\n\n"
+"scores_batch's scores of the dict x (tables: FeatureSpace.name_columns(); names without a column\n"
+"dropped, its bins and the intercept's entry appended; bins: the FeatureBins, or None)\n"
 "by the ScaledWeights store, answered as: answer None, the class index of NumPy's argmax of them\n"
 "(predict_one); \"scores\", {label: score} (decision_function_one); a number beta, {label:\n"
 "probability} of softmax_rows(beta * scores) (TemperatureCalibration.probabilities: NumPy's operations\n"
@@ -575,12 +607,12 @@ PyDoc_STRVAR(score_doc,
 static PyObject *score(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     double out[MAX_CLASSES];
     Py_ssize_t n_classes;
-    int served = entry_scores(args, nargs, 10, out, &n_classes);
+    int served = entry_scores(args, nargs, 9, out, &n_classes);
     if (served <= 0) return none_or_error(served);
-    if (args[8] == Py_None) return PyLong_FromSsize_t(argmax(out, n_classes));
-    if (!PyUnicode_Check(args[8])) {  /* base.softmax_rows of beta * scores */
+    if (args[7] == Py_None) return PyLong_FromSsize_t(argmax(out, n_classes));
+    if (!PyUnicode_Check(args[7])) {  /* base.softmax_rows of beta * scores */
         double beta;
-        if (!as_double(args[8], &beta)) return refuse("bad beta");
+        if (!as_double(args[7], &beta)) return refuse("bad beta");
         for (Py_ssize_t k = 0; k < n_classes; k++) out[k] = beta * out[k];
         double m = out[0];
         for (Py_ssize_t k = 1; k < n_classes; k++) if (isnan(out[k]) || out[k] > m) m = isnan(m) ? m : out[k];
@@ -591,7 +623,7 @@ static PyObject *score(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     PyObject *result = PyDict_New();
     for (Py_ssize_t k = 0; result != NULL && k < n_classes; k++) {
         PyObject *value = PyFloat_FromDouble(out[k]);
-        if (value == NULL || PyDict_SetItem(result, PyList_GET_ITEM(args[6], k), value) < 0) Py_CLEAR(result);
+        if (value == NULL || PyDict_SetItem(result, PyList_GET_ITEM(args[5], k), value) < 0) Py_CLEAR(result);
         Py_XDECREF(value);
     }
     return result;
@@ -632,8 +664,8 @@ static int store_page_hinkley(PyObject *detector, const PageHinkley *ph, PyObjec
 }
 
 PyDoc_STRVAR(learn_doc,
-"learn(x, columns, order_key, intercept_column, intercept_value, target, n_columns, n_labels, model, tracker,\n"
-"      n_learned, t, average_weight, choice, setting, project, renormalize_below, watch, calibration, bins)\n\n"
+"learn(x, tables, intercept_column, intercept_value, target, n_labels, model, tracker, n_learned, t,\n"
+"      average_weight, choice, setting, project, renormalize_below, watch, calibration, bins)\n\n"
 "One learn_one example of an MCID learner (batch size 1, one lambda): its fast tracker's step then\n"
 "the model's (learn_groups_tracked; tracker None: learn_groups), both mistakes counted into the\n"
 "TrackerChoice (None: no tracker), the predicting model's mistake into the ChangeWatch (its\n"
@@ -643,20 +675,20 @@ PyDoc_STRVAR(learn_doc,
 "Returns (t, n_classes, average_weight, due, entered, mean_square) -- due: the\n"
 "step is a multiple of CHECK_EVERY; entered: the example entered the window -- or None, having\n"
 "changed nothing, when the example cannot be served here. With bins, the row enters their statistics\n"
-"(the caller counts it in n_seen).");
+"(sums, squares and n_seen).");
 
 static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    Row row;
+    Entry e;
     double mean_sq;
-    int served = entry_row(args, nargs, 20, 1, &row, &mean_sq);
+    int served = entry_row(args, nargs, 18, 1, &e, &mean_sq);
     if (served <= 0) return none_or_error(served);
-    int64_t target, n_columns, n_labels, n_learned, t, loss, check_every, steps = 0;
+    int64_t target, n_columns = e.n_model_columns, n_labels, n_learned, t, loss, check_every, steps = 0;
     double average_weight, lam, tracker_lam, renormalize_below, tracker_renormalize_below;
     Store model, tracker;
     StepSetting setting;
-    PyObject *constants = args[14], *watch = args[17];
-    PyObject *choice = args[13], *pending = NULL;
-    int has_tracker = args[9] != Py_None, watched = watch != Py_None, tracking = 0;
+    PyObject *constants = args[12], *watch = args[15];
+    PyObject *choice = args[11], *pending = NULL;
+    int has_tracker = args[7] != Py_None, watched = watch != Py_None, tracking = 0;
     int64_t model_pending = 0, tracker_pending = 0;
     if (choice != Py_None) {  /* TrackerChoice: which model predicts, and the mistakes it has not folded in */
         PyObject *leads = attribute(choice, TRACKING_);
@@ -667,9 +699,9 @@ static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
             !as_int64(PyList_GET_ITEM(pending, 1), &tracker_pending) || !has_tracker)
             return refuse("bad tracker choice");
     }
-    if (!as_int64(args[5], &target) || !as_int64(args[6], &n_columns) || !as_int64(args[7], &n_labels) ||
-        !store_of(args[8], &model) || (has_tracker && !store_of(args[9], &tracker)) || !as_int64(args[10], &n_learned) ||
-        !as_int64(args[11], &t) || !as_double(args[12], &average_weight) || tracking < 0 ||
+    if (!as_int64(args[4], &target) || !as_int64(args[5], &n_labels) || !store_of(args[6], &model) ||
+        (has_tracker && !store_of(args[7], &tracker)) || !as_int64(args[8], &n_learned) || !as_int64(args[9], &t) ||
+        !as_double(args[10], &average_weight) || tracking < 0 ||
         !PyTuple_CheckExact(constants) || PyTuple_GET_SIZE(constants) != 8)
         return refuse("bad arguments");
     if (!as_double(PyTuple_GET_ITEM(constants, 0), &lam) || !as_double(PyTuple_GET_ITEM(constants, 1), &tracker_lam) ||
@@ -679,14 +711,14 @@ static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         return refuse("bad setting");
     setting.loss = (int)loss;
     setting.per_class_ball = PyObject_IsTrue(PyTuple_GET_ITEM(constants, 3));
-    setting.project = PyObject_IsTrue(args[15]);
+    setting.project = PyObject_IsTrue(args[13]);
     setting.n_features = (npy_intp)model.n_features;
     if (setting.project < 0 || setting.per_class_ball < 0) return refuse("bad setting");
-    if (args[16] == Py_None) {  /* MCIDLearner._renormalization_threshold's defaults */
+    if (args[14] == Py_None) {  /* MCIDLearner._renormalization_threshold's defaults */
         if (!as_double(PyTuple_GET_ITEM(constants, 6), &renormalize_below) ||
             !as_double(PyTuple_GET_ITEM(constants, 7), &tracker_renormalize_below))
             return refuse("bad setting");
-    } else if (!as_double(args[16], &renormalize_below)) {
+    } else if (!as_double(args[14], &renormalize_below)) {
         return refuse("bad renormalize_below");
     } else {
         tracker_renormalize_below = renormalize_below;
@@ -701,7 +733,7 @@ static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         (has_tracker && (tracker.n_features < n_columns || tracker.n_classes < n_labels ||
                          tracker.n_rows < model.n_features)))  /* (renormalize_columns' range for both) */
         Py_RETURN_NONE;
-    PyObject *calibration = args[18];
+    PyObject *calibration = args[16];
     double *window = NULL;
     int64_t *window_targets = NULL, entered = 0;
     npy_intp window_shape[2] = {0, 0}, n_window_targets = 0;
@@ -713,16 +745,16 @@ static PyObject *learn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
             return refuse("bad calibration");
         if (window_shape[1] != n_labels) Py_RETURN_NONE;
     }
-    if (row.n_binned) bins_enter(args[19], &row);  /* served from here on */
+    if (e.binned && !bins_enter(e.binned, &e.row)) return NULL;  /* served from here on */
     double model_scores[MAX_CLASSES], tracker_scores[MAX_CLASSES];
     for (Py_ssize_t k = 0; k < n_labels; k++) model_scores[k] = tracker_scores[k] = -INFINITY;
     Py_ssize_t n_before = (Py_ssize_t)n_learned, n_classes = n_before, tracker_classes = n_before;
     int64_t tracker_t = t;
     double tracker_weight = average_weight;
     if (has_tracker)
-        learn_row(&tracker, &setting, &row, target, tracker_lam, 0, tracker_renormalize_below, &tracker_t,
+        learn_row(&tracker, &setting, &e.row, target, tracker_lam, 0, tracker_renormalize_below, &tracker_t,
                   &tracker_classes, &tracker_weight, tracker_scores);
-    learn_row(&model, &setting, &row, target, lam, model.averaged, renormalize_below, &t, &n_classes,
+    learn_row(&model, &setting, &e.row, target, lam, model.averaged, renormalize_below, &t, &n_classes,
               &average_weight, model_scores);
     if (pending != NULL) {  /* TrackerChoice.count */
         PyObject *counts[2] = {PyLong_FromLongLong(model_pending + missed(model_scores, target, n_before)),

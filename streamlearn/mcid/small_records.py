@@ -32,7 +32,6 @@ the general road: same results, slower.
 from __future__ import annotations
 
 from ..adaptation import CHECK_EVERY
-from ..binning import BINNED_COLUMNS, MAX_BINNED_NONZEROS, RANGE
 from ..kernels import small_records_road
 
 #: the C extension (``None`` when it was not built: the general road serves every example)
@@ -50,40 +49,27 @@ class SmallRecordRoad:
     #: the model's and the tracker's default renormalisation thresholds)``; ``False``: a setting the road does
     #: not serve; ``None``: not looked at yet (``_init_model`` clears it)
     _small_record_setting = None
-    #: ``(feature columns, model columns)`` at the last one-example step (:meth:`_road_model_columns`)
-    _road_columns = (-1, 0)
 
     def _small_record_constants(self):
         """:attr:`_small_record_setting`, worked out on first use (these never change after ``_init_model``)."""
-        setting = self._small_record_setting
-        if setting is None:
-            from .solver import default_renormalization_threshold as threshold  # (solver imports this module)
+        from .solver import default_renormalization_threshold as threshold  # (solver imports this module)
 
-            served = self._scaler is None and len(self._candidates) == 1
-            setting = (self._lambdas[0], self._tracker_lam, self._loss, self._per_class_ball, self._average_power,
-                       CHECK_EVERY, threshold(self._candidates[0]), threshold(self._tracker)) if served else False
-            self._small_record_setting = setting
+        served = self._scaler is None and len(self._candidates) == 1
+        setting = (self._lambdas[0], self._tracker_lam, self._loss, self._per_class_ball, self._average_power,
+                   CHECK_EVERY, threshold(self._candidates[0]), threshold(self._tracker)) if served else False
+        self._small_record_setting = setting
         return setting
 
     def _road_tables(self):
-        """The vocabulary's tables for the C road when it may serve this learner's one-example calls,
-        else ``None`` (a learner it does not serve predicts on the general road, which keeps the row
-        for ``learn_one``)."""
-        if ENABLED and self.batch_size == 1 and self._small_record_constants() and not self._pending_y:
-            return self._features.name_columns()
-        return None
-
-    def _road_bins(self):
-        """The feature bins as the C road takes them (the learner has bins)."""
-        stats = self._bins.stats
-        return self._bins.bins, RANGE, MAX_BINNED_NONZEROS, BINNED_COLUMNS, stats.sums, stats.squares, stats.n_seen
-
-    def _road_model_columns(self) -> int:
-        """:attr:`_n_model_columns`, worked out again only when the feature space has grown (a call per example)."""
-        n_columns = self._features.n_columns
-        if self._road_columns[0] != n_columns:
-            self._road_columns = (n_columns, self._n_model_columns)
-        return self._road_columns[1]
+        """The vocabulary's tables (:meth:`~streamlearn.features.FeatureSpace.name_columns`) for the C
+        road when it may serve this learner's one-example calls, else ``None`` (a learner it does not
+        serve predicts on the general road, which keeps the row for ``learn_one``)."""
+        if not ENABLED or self.batch_size != 1 or self._pending_y:
+            return None
+        setting = self._small_record_setting
+        if setting is None:
+            setting = self._small_record_constants()
+        return self._features.name_columns() if setting else None
 
     def _road_scoring(self, x: dict, labels: list, answer):
         """The C road's ``score`` of ``x`` by the predicting store, as ``answer`` asks (``None``: the class
@@ -93,8 +79,8 @@ class SmallRecordRoad:
             return None
         choice = self._tracker_choice
         store = self._tracker if choice is not None and choice.tracking else self._candidates[0]
-        out = compiled_road.score(x, tables[0], tables[1], self._intercept_column, self._intercept_scale.value, store,
-                                  labels, self._average_weight, answer, None if self._bins is None else self._road_bins())
+        out = compiled_road.score(x, tables, self._intercept_column, self._intercept_scale.value, store, labels,
+                                  self._average_weight, answer, self._bins)
         if out is not None:
             self._encoded_last = None  # nothing kept for learn_one: the C road encodes again
         return out
@@ -118,20 +104,16 @@ class SmallRecordRoad:
         target = -1 if tables is None else self._labels.known_class(y)
         if target < 0:
             return super().learn_one(x, y)
-        scale, choice, watch = self._intercept_scale, self._tracker_choice, self._watch
-        out = compiled_road.learn(x, tables[0], tables[1], self._intercept_column, scale.value, target,
-                                  self._road_model_columns(), len(self._labels.labels), self._candidates[0],
-                                  self._tracker, self._n_learned_classes, self._t, self._average_weight,
-                                  choice, self._small_record_setting,
-                                  self.project, self.renormalize_below, watch, self._calibration,
-                                  None if self._bins is None else self._road_bins())
+        scale, watch = self._intercept_scale, self._watch
+        out = compiled_road.learn(x, tables, self._intercept_column, scale.value, target, len(self._labels.labels),
+                                  self._candidates[0], self._tracker, self._n_learned_classes, self._t,
+                                  self._average_weight, self._tracker_choice, self._small_record_setting, self.project,
+                                  self.renormalize_below, watch, self._calibration, self._bins)
         if out is None:
             return super().learn_one(x, y)
-        if self._bins is not None:
-            self._bins.stats.n_seen += 1  # (the C road added the row to the sums)
         self._t, self._n_learned_classes, self._average_weight, due, entered, mean_square = out
         self._encoded_last = None
-        if (self._intercept_column >= 0 or self._bins is not None) and not scale.settled:
+        if not scale.settled and (self._intercept_column >= 0 or self._bins is not None):
             scale.count_row(mean_square)
         if due:  # the step is a multiple of CHECK_EVERY: act on a change seen, then choose the predictor
             if watch.take_change():

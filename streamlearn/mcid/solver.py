@@ -96,7 +96,7 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         yield {"adapt": False, "fit_intercept": False, "calibrate": False}
 
     def _init_model(self) -> None:
-        self._small_record_setting, self._road_columns = None, (-1, 0)
+        self._small_record_setting = None
         self._candidates = [ScaledWeights(self.average) for _ in self._lambdas]
         self._merit = np.zeros(len(self._lambdas))  # t²-weighted prequential hits of each λ
         self._leader = 0
