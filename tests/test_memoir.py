@@ -247,7 +247,7 @@ def test_kernels_match_numpy_sketches_codes_and_hamming_ranking():
     vectors = rng.normal(size=(20, 16)).astype(np.float32)
     planes = rng.normal(size=(64, 17))
     codes = np.zeros(20, np.uint64)
-    max_norm = 2 * np.linalg.norm(vectors, axis=1).max()
+    max_norm = 2 * float(np.linalg.norm(vectors, axis=1).max())  # (a Python float, as the library passes)
     _sketch.lsh_codes(vectors, np.arange(20), 20, planes, max_norm, codes)
     augmented = np.hstack([vectors / max_norm, np.sqrt(1 - (np.linalg.norm(vectors, axis=1) / max_norm) ** 2)[:, None]])
     bits = (augmented @ planes.T >= 0)

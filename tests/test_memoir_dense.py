@@ -207,7 +207,9 @@ _kernels = streamlearn.kernels.compiled("memoir_dense")
 def test_csr_rows_scatter_into_dense_rows_as_numpy_places_them():
     rng = np.random.default_rng(5)
     X = rng.normal(size=(6, 9)) * (rng.random((6, 9)) < 0.5)
-    indptr, indices, data = (np.concatenate([[0], np.cumsum((X != 0).sum(1))]), np.nonzero(X)[1], X[X != 0])
+    # contiguous columns, as the library's rows are: the kernel is compiled for the library's types only
+    indptr, indices, data = (np.concatenate([[0], np.cumsum((X != 0).sum(1))]), np.ascontiguousarray(np.nonzero(X)[1]),
+                             X[X != 0])
     out = np.zeros((6, 7), np.float32)  # two columns past the width are dropped; values cast to float32
     _kernels.scatter_rows(indptr, indices, data, out)
     np.testing.assert_array_equal(out, X[:, :7].astype(np.float32))

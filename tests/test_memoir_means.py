@@ -40,9 +40,11 @@ def _learn(X, y, candidates, n_classes, d, lowest=True):
     indptr, indices, data = np.arange(0, n * d + 1, d), np.tile(np.arange(d), n), X.ravel().copy()
     V, U = np.zeros((n_classes, d)), np.zeros((n_classes, d))
     scalars = np.array([1.0, 0.0, 0.0, 0.0])
+    no_watch_params = np.zeros(0)
+    no_watch_params.setflags(write=False)  # read-only, as the library's are: one compiled kernel for both
     _dense.learn_groups(indptr, indices, data, y, np.ones(n), 1, 0, V, U, scalars, 0, 1e-6, False, 3.0, 1e-4, True, 2.0,
                         lowest, np.array([7], np.uint64), np.zeros(n_classes), np.zeros(n_classes), 1e-4,
-                        np.zeros(n, np.bool_), candidates, np.zeros(0), np.zeros(0))
+                        np.zeros(n, np.bool_), candidates, np.zeros(0), no_watch_params)
     return V, U, scalars
 
 
