@@ -186,9 +186,10 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, store
             n_classes = max(n_classes, y[first + i] + 1)
         for i in range(group_size):  # every row at W^(t-1)
             row = first + i
-            if len(mistakes) and averaged:
-                stamp = predict_rows(indptr[row : row + 2], indices, data, store, scalars, n_before, True, no_candidates,
-                                     True, scores, avg_scores, mark, stamp, touched, no_labels, predicted, avg_scores[:0])
+            if len(mistakes) and averaged:  # (averaged, True here, for both flags: a literal True would compile another predict_rows)
+                stamp = predict_rows(indptr[row : row + 2], indices, data, store, scalars, n_before, averaged,
+                                     no_candidates, averaged, scores, avg_scores, mark, stamp, touched, no_labels, predicted,
+                                     avg_scores[:0])
                 mistakes[row] = y[row] >= n_before or predicted[0] != y[row]
             stamp += 1
             r, s_r, s_y = _violator(store, indptr, indices, data, row, y[row], n_classes, candidates, exact, lowest, rng,

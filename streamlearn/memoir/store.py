@@ -207,8 +207,8 @@ class DenseClassRows:
             return
         _dense_kernels.renormalize(self.V, self.U if self.averaged else self.U[:0], self.scalars, self.n_classes)
         self.V = _grown_matrix(self.V[: self.n_classes, : self.n_columns], self.V.shape, np.float32)
-        if self.averaged:
-            self.U = _grown_matrix(self.U[: self.n_classes, : self.n_columns], self.U.shape, np.float32)
+        # without an average U stays empty, but float32 too: the kernels are compiled for one pair of types per width
+        self.U = _grown_matrix(self.U[: self.n_classes, : self.n_columns], self.U.shape, np.float32)
 
     def clear_average(self) -> None:
         self.U[: self.n_classes].fill(0.0)  # rows past them are 0 and untouched: no resident memory
