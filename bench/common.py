@@ -116,10 +116,11 @@ def accuracy(predicted, y) -> float:
 def write_vw(path, X, y, rows=None) -> None:
     """Rows of a CSR matrix in Vowpal Wabbit's text format (labels as given: 1..K for ``--oaa``)."""
     rows = range(X.shape[0]) if rows is None else rows
+    indptr, entry = X.indptr, "{}:{:.9g}".format
     with open(path, "w") as f:
-        for i in rows:
-            lo, hi = X.indptr[i], X.indptr[i + 1]
-            f.write(f"{int(y[i])} | " + " ".join(f"{j}:{v:.9g}" for j, v in zip(X.indices[lo:hi], X.data[lo:hi])) + "\n")
+        for i in rows:  # each row's entries as Python numbers: formatting NumPy scalars one by one is several times slower
+            lo, hi = indptr[i], indptr[i + 1]
+            f.write(f"{int(y[i])} | " + " ".join(map(entry, X.indices[lo:hi].tolist(), X.data[lo:hi].tolist())) + "\n")
 
 
 def vw_oaa(X_train, y_train, X_test, y_test, args=(), passes: int = 1, reduction: str = "--oaa") -> dict:

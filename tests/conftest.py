@@ -215,12 +215,14 @@ def start_background_pytest(arguments: list, prefix: str, env: dict | None = Non
 
 #: quick files the JIT-alone run leaves out: many learning runs each, or decoders and transports feeding a
 #: learner, through kernels that the other quick files call too (the references' files, under the JIT), or
-#: no kernel at all (the code's static checks, the Kafka access settings), or kernels that only the JIT builds (the
-#: feature bins'); the whole suite is CPU-bound on two cores
+#: no kernel at all (the code's static checks, the Kafka access settings), or only kernels that the JIT builds in
+#: every run (the feature bins', ExtremeSVM's), or the C road against the general road's exported kernels (whose
+#: JIT builds test_kernels_aot.py holds bit for bit to them); the whole suite is CPU-bound on two cores
 JIT_ALONE_LEAVES_OUT = ("test_adaptation.py", "test_runner.py", "test_calibration.py", "test_restore_real_data.py",
                         "test_ordinary_inputs.py", "test_connectors.py", "test_tracker.py", "test_decoder_fuzz.py",
                         "test_kafka.py", "test_compact.py", "test_mixing.py", "test_boundaries.py", "test_kafka_security.py",
-                        "test_binning.py")
+                        "test_binning.py", "test_memoir.py", "test_memoir_dense.py", "test_memoir_means.py",
+                        "test_small_records.py")
 
 
 def start_jit_alone_run():
