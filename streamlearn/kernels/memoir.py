@@ -186,7 +186,8 @@ def learn_groups(indptr, indices, data, y, weights, group_size, n_classes, store
             n_classes = max(n_classes, y[first + i] + 1)
         for i in range(group_size):  # every row at W^(t-1)
             row = first + i
-            if len(mistakes) and averaged:  # (averaged, True here, for both flags: a literal True would compile another predict_rows)
+            # both flags are ``averaged`` (True here): a literal True would compile a second predict_rows
+            if len(mistakes) and averaged:
                 stamp = predict_rows(indptr[row : row + 2], indices, data, store, scalars, n_before, averaged,
                                      no_candidates, averaged, scores, avg_scores, mark, stamp, touched, no_labels, predicted,
                                      avg_scores[:0])

@@ -187,7 +187,8 @@ static int bins_of(PyObject *feature_bins, Bins *b) {
     PyObject *limits = attribute(feature_bins, LIMITS_);
     b->stats = attribute(feature_bins, STATS_);
     npy_intp n_squares;
-    PyObject *sums = b->stats ? attribute(b->stats, SUMS_) : NULL, *squares = b->stats ? attribute(b->stats, SQUARES_) : NULL;
+    PyObject *sums = b->stats ? attribute(b->stats, SUMS_) : NULL;
+    PyObject *squares = b->stats ? attribute(b->stats, SQUARES_) : NULL;
     return limits && sums && squares && PyTuple_CheckExact(limits) && PyTuple_GET_SIZE(limits) == 3 &&
            int_attribute(feature_bins, BINS_, &b->n_bins) && as_double(PyTuple_GET_ITEM(limits, 0), &b->half_range) &&
            as_int64(PyTuple_GET_ITEM(limits, 1), &b->max_nonzeros) &&
