@@ -103,6 +103,9 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
         The labels seen so far, in class-index order.
     n_pending
         Examples waiting for a full mini-batch (:meth:`flush` learns them).
+    has_model
+        Whether the learner predicts by a model: it knows a class, and the refit learners have
+        fitted once (before that they predict the class frequencies they have seen).
 
     Examples
     --------
@@ -120,6 +123,25 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
     #: ``max_features``), ``None``: unbounded
     max_columns: int | None = None
     n_bits: int | None = None
+
+    @property
+    def has_model(self) -> bool:
+        """Whether the learner predicts by a model (it knows a class; see :meth:`_prior`)."""
+        return bool(self._labels.labels) and self._prior() is None
+
+    def _prior(self) -> np.ndarray | None:
+        """What a learner predicts before it has a model: the frequencies of the classes it has
+        seen (one per class); ``None`` once it has one (always, but for the refit learners)."""
+        return None
+
+    def _proba_of(self, scores: np.ndarray, prior: np.ndarray | None) -> np.ndarray:
+        """Probabilities of scored rows: the model's, or ``prior``'s when it is given."""
+        return self._probabilities(scores) if prior is None else np.tile(prior, (scores.shape[0], 1))
+
+    @staticmethod
+    def _argmax_of(scores: np.ndarray, prior: np.ndarray | None) -> np.ndarray:
+        """Predicted class indices of scored rows: the model's, or ``prior``'s most frequent class."""
+        return scores.argmax(axis=1) if prior is None else np.full(scores.shape[0], int(prior.argmax()))
 
     # ------------------------------------------------------------------ set-up
     #: scale every feature online (:mod:`streamlearn.scaling`); subclasses take it as a parameter
@@ -302,6 +324,7 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
         runner's test-then-train metrics take. ``y=None`` (without ``learn``): unlabelled rows,
         every true-label probability 0. ``return_proba``: also each row's probabilities over
         the first ``proba.shape[1]`` classes (0 for a class unknown at the row's turn)."""
+        prior = self._prior()  # the model before the batch scores it
         scores = self.score_and_learn(X, y) if learn else self.decision_function_many(X)
         n, n_classes = scores.shape
         if not n_classes:
@@ -310,8 +333,8 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
         unscored = ~(scores > -np.inf).any(axis=1)  # every class unknown at the example's turn
         if unscored.any():
             scores = np.where(unscored[:, None], 0.0, scores)
-        proba = self._probabilities(scores)
-        predicted = scores.argmax(axis=1)  # as predict_one: a flat calibration must not turn ties into class 0
+        proba = self._proba_of(scores, prior)
+        predicted = self._argmax_of(scores, prior)  # as predict_one: a flat calibration must not turn ties into class 0
         predicted[unscored] = -1
         if y is None:
             p_true = np.zeros(n)
@@ -411,13 +434,13 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
     def predict_proba_one(self, x: dict) -> dict:
         if not self._labels.labels:
             return {}
-        proba = self._probabilities(self._scores_one(x)[None, :])[0]
+        proba = self._proba_of(self._scores_one(x)[None, :], self._prior())[0]
         return dict(zip(self._labels.labels, proba.tolist()))
 
     def predict_one(self, x: dict):
         if not self._labels.labels:
             return None
-        return self._labels.labels[int(self._scores_one(x).argmax())]
+        return self._labels.labels[int(self._argmax_of(self._scores_one(x)[None, :], self._prior())[0])]
 
     def decision_function_many(self, X) -> np.ndarray:
         """Raw class scores, shape ``(n_rows, K)``; columns follow :attr:`classes`."""
@@ -428,7 +451,7 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
 
     def predict_proba_many(self, X) -> "pandas.DataFrame":
         scores = self.decision_function_many(X)
-        proba = self._probabilities(scores) if scores.shape[1] else scores
+        proba = self._proba_of(scores, self._prior()) if scores.shape[1] else scores
         import pandas as pd
 
         index = X.index if is_pandas_frame(X) else None
@@ -439,7 +462,7 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
         scores = self.decision_function_many(X)
         labels = np.empty(scores.shape[0], dtype=object)
         if scores.shape[1]:
-            labels[:] = [self._labels.labels[k] for k in scores.argmax(axis=1)]
+            labels[:] = [self._labels.labels[k] for k in self._argmax_of(scores, self._prior())]
         if is_pandas_frame(X):
             import pandas as pd
 

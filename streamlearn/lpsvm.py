@@ -273,6 +273,7 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
         rows = self._model_rows(self._encode_labelled(X, y), learn=True)
         self._solve(rows, self._labels.indices(y, grow=True), len(self._labels), None, None)
         self._alpha_start = -1
+        self._has_fit = True
         return self
 
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:

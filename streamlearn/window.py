@@ -5,6 +5,10 @@ Used by the least-squares chains of 004 (:class:`~streamlearn.CalibratedLeastSqu
 :class:`~streamlearn.StagewiseRegression`) and the ℓp-norm multi-class SVM of 001
 (:class:`~streamlearn.LpNormMulticlassSVM`). Examples enter one by one, so ``learn_many``
 equals the ``learn_one`` loop; between refits the predictions are those of the last fit.
+The examples entered since the last fit are :attr:`n_pending`: ``flush()`` (the end of a finite
+stream; the runner calls it) refits on the window so that none is left out. Before its first
+fit a learner has no model (:attr:`has_model` is False) and predicts the frequencies of the
+classes it has seen (river's API asks for a distribution after the first ``learn_one``).
 """
 
 from __future__ import annotations
@@ -37,11 +41,45 @@ class RefitWindow:
         # classes seen up to the last example entered (labels are indexed in order of first
         # appearance; a batch registers its labels before its examples enter one by one)
         self._classes_so_far = 0
+        self._has_fit = False  # a refit or fit() has made a model
 
     @property
     def n_window_rows(self) -> int:
         """Examples in the refit window now (at most ``window``)."""
         return len(self._window_rows)
+
+    @property
+    def n_pending(self) -> int:
+        """Examples entered since the last fit: the model has not learned them until the next
+        refit, or ``flush()``."""
+        return self._since_refit
+
+    def _prior(self) -> np.ndarray | None:
+        if self._has_fit:
+            return None
+        counts = np.bincount([k for _, _, k in self._window_rows], minlength=len(self.classes))[: len(self.classes)]
+        return counts / counts.sum() if counts.sum() else np.full(len(self.classes), 1.0 / max(len(self.classes), 1))
+
+    def flush(self) -> None:
+        """Refit on the window now when examples entered it since the last fit (the end of a
+        finite stream: without it its last ``n % refit_every`` examples would never be learned).
+
+        >>> from streamlearn import LpNormMulticlassSVM
+        >>> model = LpNormMulticlassSVM(refit_every=1000)
+        >>> model.learn_many([{"a": 1.0}, {"a": -1.0}, {"a": -2.0}], ["x", "y", "y"])
+        >>> model.n_pending, model.has_model, model.predict_proba_one({"a": 1.0})
+        (3, False, {'x': 0.3333333333333333, 'y': 0.6666666666666666})
+        >>> model.flush()
+        >>> model.n_pending, model.has_model, model.predict_one({"a": 1.0})
+        (0, True, 'x')
+        """
+        if self._since_refit:
+            self._refit()
+
+    def _refit(self) -> None:
+        self._refit_window()
+        self._since_refit = 0
+        self._has_fit = True
 
     def _learn_groups(self, rows: SparseRows, y: np.ndarray) -> None:
         for i in range(rows.n_rows):
@@ -52,8 +90,7 @@ class RefitWindow:
             self._classes_so_far = max(self._classes_so_far, int(y[i]) + 1)
             self._since_refit += 1
             if self._since_refit >= self.refit_every:
-                self._refit_window()
-                self._since_refit = 0
+                self._refit()
 
     def _refit_window(self) -> None:
         raise NotImplementedError
@@ -71,7 +108,8 @@ class RefitWindow:
 
     def _export_window(self) -> dict:
         return {"window": [[c, v, k] for c, v, k in self._window_rows], "since_refit": self._since_refit,
-                "window_start": self._window_start, "classes_so_far": self._classes_so_far}
+                "window_start": self._window_start, "classes_so_far": self._classes_so_far,
+                "has_fit": self._has_fit}
 
     def _restore_window(self, model: dict) -> None:
         self._window_rows = deque(((np.asarray(c, np.int64), np.asarray(v, np.float64), int(k)) for c, v, k in model["window"]),
@@ -80,3 +118,4 @@ class RefitWindow:
         # absent in states written before they existed
         self._window_start = int(model.get("window_start", 0))
         self._classes_so_far = int(model.get("classes_so_far", max([k + 1 for _, _, k in self._window_rows], default=0)))
+        self._has_fit = bool(model.get("has_fit", True))  # states before it predicted with whatever they held

@@ -211,11 +211,16 @@ def test_metrics_equal_river_example_by_example():
     assert restored.summary() == ours.summary()
 
 
-def test_metrics_count_missing_predictions_and_unseen_classes():
+def test_metrics_leave_out_missing_predictions_and_charge_unseen_classes():
+    """No prediction (no class known, no fit yet) is unscored, as in river's progressive_val_score;
+    a prediction that gives the true class 0 (a class the model never saw) costs -log 1e-15."""
     m = ClassificationMetrics()
-    m.update(["a", "b"], [None, "b"], [0.0, 0.5])
+    m.update(["a", "b", "c"], [None, "b", "b"], [0.0, 0.5, 0.0])
     summary = m.summary()
-    assert summary["accuracy"] == 0.5 and summary["macro_f1"] == 0.5
-    assert summary["log_loss"] == pytest.approx((-np.log(1e-15) - np.log(0.5)) / 2)
+    assert summary["n"] == 2 and summary["unscored"] == 1
+    assert summary["accuracy"] == 0.5
+    assert summary["log_loss"] == pytest.approx((-np.log(0.5) - np.log(1e-15)) / 2)
+    restored = ClassificationMetrics.restore(loads(dumps(m.export())))
+    assert restored.summary() == summary
     with pytest.raises(ValueError):
         m.update(["a"], [])

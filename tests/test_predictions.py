@@ -44,7 +44,8 @@ def test_predictions_file_has_each_record_in_order_and_unlabelled_records_are_no
     reference = train_reference(labelled.encode(), "MulticlassSVM")
     assert_same_state(CheckpointStore(tmp_path / "ck").load_latest()["learner"], reference.export_state())
     # the labelled records' predictions are the prequential ones the metrics count
-    scored = [l for l in lines if l["label"] is not None]
+    scored = [l for l in lines if l["label"] is not None and l["prediction"] is not None]
+    assert len(scored) == summary["prequential"]["n"] and summary["prequential"]["unscored"] > 0  # the first record's
     assert np.mean([l["prediction"] == l["label"] for l in scored]) == pytest.approx(summary["prequential"]["accuracy"])
     for l in lines:
         if l["prediction"] is None:  # no class known yet at the record's turn

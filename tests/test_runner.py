@@ -132,7 +132,7 @@ def test_hash_holdout_records_are_scored_but_never_learned(tmp_path):
     reference = train_reference_records(kept, "MulticlassLogisticRegression", lam=0.01)
     assert_same_state(runner.model.export_state(), reference.export_state())
     lines = [json.loads(l) for l in (tmp_path / "m.jsonl").read_text().splitlines()]
-    assert lines[-1]["holdout"]["n"] == held and lines[-1]["holdout"]["accuracy"] > 0.8
+    assert lines[-1]["holdout"]["n"] + lines[-1]["holdout"]["unscored"] == held and lines[-1]["holdout"]["accuracy"] > 0.8
 
 
 def test_holdout_source_is_evaluated_at_every_checkpoint(tmp_path):

@@ -168,6 +168,7 @@ class WindowRefit(RefitWindow, DenseLeastSquares):
         X, y_idx = self._dataset(X, y)
         with self._batch_fit():
             self._fit_dense(X, y_idx, len(self._labels), callback)
+        self._has_fit = True
         return self
 
     def _canonical_columns(self, d: int) -> np.ndarray:

@@ -15,10 +15,14 @@ numbers as river (the tests check it against ``river.metrics`` example by exampl
   missing from the predicted distribution; here a class the model has never seen has
   probability 0 and costs −log 1e-15 ≈ 34.5 (an unseen class must not look like a hit).
 
+An example with no prediction (``None``: the model knew no class, or had not fitted yet) is
+left out of all three, as river's ``progressive_val_score`` leaves it out, and counted as
+``unscored``.
+
 >>> m = ClassificationMetrics()
 >>> m.update(["a", "b", "a"], ["a", "a", "a"], proba=[0.9, 0.2, 0.6])
 >>> {k: round(v, 4) for k, v in m.summary().items()}
-{'n': 3, 'accuracy': 0.6667, 'macro_f1': 0.4, 'log_loss': 0.7419}
+{'n': 3, 'accuracy': 0.6667, 'macro_f1': 0.4, 'log_loss': 0.7419, 'unscored': 0}
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class ClassificationMetrics:
         self.n = 0
         self.log_loss_sum = 0.0
         self.n_proba = 0
+        self.n_unscored = 0
 
     def _index_of(self, label) -> int:
         k = self._index.get(label)
@@ -60,24 +65,25 @@ class ClassificationMetrics:
         return out
 
     def update(self, y_true, y_pred, proba=None) -> None:
-        """Add a batch: true labels, predicted labels (``None`` = no prediction) and,
-        optionally, the probability each prediction gave to the true label."""
+        """Add a batch: true labels, predicted labels (``None`` = no prediction: counted as
+        unscored, nothing else) and, optionally, the probability each prediction gave to the true label."""
         if len(y_true) != len(y_pred):
             raise ValueError("y_true and y_pred differ in length")
-        true = self._indices(y_true)
         if isinstance(y_pred, np.ndarray) and y_pred.dtype.kind in "iub":
-            has_pred, pred = np.ones(len(y_pred), bool), self._indices(y_pred)
+            true, pred = self._indices(y_true), self._indices(y_pred)
+            has_pred = None
         else:
             has_pred = np.array([p is not None for p in y_pred], bool)
-            pred = np.full(len(y_pred), -1, np.int64)
-            if has_pred.any():
-                pred[has_pred] = self._indices([p for p in y_pred if p is not None])
+            self.n_unscored += int(len(has_pred) - has_pred.sum())
+            true = self._indices([t for t, h in zip(y_true, has_pred) if h])
+            pred = self._indices([p for p in y_pred if p is not None])
         np.add.at(self.actual, true, 1)
-        np.add.at(self.predicted, pred[has_pred], 1)
+        np.add.at(self.predicted, pred, 1)
         np.add.at(self.tp, true[pred == true], 1)
         self.n += len(true)
         if proba is not None:
-            p = np.clip(np.asarray(proba, np.float64), EPS, 1 - EPS)
+            p = np.asarray(proba, np.float64)
+            p = np.clip(p if has_pred is None else p[has_pred], EPS, 1 - EPS)
             self.log_loss_sum += float(-np.log(p).sum())
             self.n_proba += len(p)
 
@@ -90,11 +96,13 @@ class ClassificationMetrics:
             "accuracy": float(self.tp.sum() / self.n) if self.n else None,
             "macro_f1": float(f1.mean()) if seen.any() else None,
             "log_loss": self.log_loss_sum / self.n_proba if self.n_proba else None,
+            "unscored": self.n_unscored,
         }
 
     def export(self) -> dict:
         return {"labels": list(self.labels), "tp": self.tp, "predicted": self.predicted, "actual": self.actual,
-                "n": self.n, "log_loss_sum": self.log_loss_sum, "n_proba": self.n_proba}
+                "n": self.n, "log_loss_sum": self.log_loss_sum, "n_proba": self.n_proba,
+                "n_unscored": self.n_unscored}
 
     @classmethod
     def restore(cls, state: dict) -> "ClassificationMetrics":
@@ -104,5 +112,6 @@ class ClassificationMetrics:
         metrics.predicted = np.asarray(state["predicted"], np.int64).copy()
         metrics.actual = np.asarray(state["actual"], np.int64).copy()
         metrics.n, metrics.log_loss_sum, metrics.n_proba = int(state["n"]), float(state["log_loss_sum"]), int(state["n_proba"])
+        metrics.n_unscored = int(state.get("n_unscored", 0))  # absent in checkpoints before it
         return metrics
 
