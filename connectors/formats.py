@@ -5,10 +5,11 @@
   column ``idx`` is feature ``idx``.
 * ``jsonl``: one object per line, nested ``{"x": {name: value, ...}, "y": label}`` or flat
   ``{"species": "setosa", "petal_length": 1.4, ...}`` (the label field named by the label
-  column, else ``y``, ``label``, ``class`` or ``target``; every other field a feature).
+  column, else ``label``, ``class``, ``target`` or ``y``; every other field a feature).
 * ``csv``: a header line of column names, then one record per line, separated by ``,``,
   ``;``, tabs or ``|``; the label column is chosen by name or index (default: a column named
-  ``y``, ``label``, ``class`` or ``target``; none is an error). An empty cell is an absent feature.
+  ``label``, ``class``, ``target`` or ``y``, this one only where none of the others is; none is
+  an error; two of the first three are ambiguous, an error too). An empty cell is an absent feature.
   A file without a header (``no_header``, or a first line whose cells are numbers but for the
   label column) names its columns by index, 0, 1, ...
 * ``msgpack``: a stream of msgpack maps ``{"x": {...}, "y": ...}`` (not line based), or of
@@ -33,7 +34,8 @@ import numpy as np
 
 from .libsvm import parse_libsvm_bytes
 from .compact import decode_batch, is_compact
-from .records import Batch, BatchBuilder, DeadLetter, RecordError, check_features, canonical_label, check_label, check_record, labels_out, record_hash
+from .records import (LABEL_FIELDS, Batch, BatchBuilder, DeadLetter, RecordError, canonical_label, check_features, check_label,
+                      check_record, label_name_in, labels_out, record_hash)
 
 FORMATS = ("libsvm", "csv", "jsonl", "msgpack")
 _SUFFIXES = {
@@ -41,7 +43,6 @@ _SUFFIXES = {
     ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".msgpack": "msgpack", ".mpk": "msgpack",
 }
 _ALIASES = {"svmlight": "libsvm", "svm": "libsvm", "json": "jsonl", "ndjson": "jsonl"}
-LABEL_COLUMNS = ("y", "label", "class", "target")
 
 
 def normalize_format(fmt: str) -> str:
@@ -236,8 +237,8 @@ class CsvDecoder(_DictLineDecoder):
     One record per line: streams are cut at newlines before decoding, so a newline inside a
     quoted cell (RFC 4180 allows one) splits its record, and both halves are dead letters.
     Empty cells are missing features; the delimiter is the one of ``, ; tab |`` the header
-    holds most of; a label column is found by name (``label``, ``y``, ``class``, ``target``,
-    any case) when none is given — a labelled stream without one is refused with a message
+    holds most of; a label column is found by name (``label``, ``class``, ``target``, then
+    ``y``, any case: :func:`~connectors.records.label_name_in`) when none is given — a labelled stream without one is refused with a message
     (taking the first column had made every record of ``wine.csv`` a dead letter)."""
 
     def __init__(self, labelled: bool = True, label_column=None, no_header: bool = False):
@@ -287,11 +288,11 @@ class CsvDecoder(_DictLineDecoder):
         self.header = list(names)
         column = self.label_column
         if column is None:
-            column = next((n for n in names if str(n).strip().lower() in LABEL_COLUMNS), None)
+            column = label_name_in([str(n) if isinstance(n, str) else n for n in names])
             if column is None and self.labelled:  # taking the first column silently made every record bad
                 if names and all(isinstance(n, int) for n in names):
                     raise ValueError(f"the CSV has no header line ({len(names)} columns): give --label-column INDEX")
-                raise ValueError(f"the CSV header {names} has no label column (one named {', '.join(LABEL_COLUMNS)}): "
+                raise ValueError(f"the CSV header {names} has no label column (one named {', '.join(LABEL_FIELDS)}): "
                                  "give --label-column NAME or INDEX (or --no-header if the first line is a record)")
         if isinstance(column, str) and column.isdigit():
             column = int(column)

@@ -187,14 +187,32 @@ def check_features(x) -> dict:
     return x
 
 
-#: the fields a flat record's label is looked for in, when no label field is named (any case)
-LABEL_FIELDS = ("y", "label", "class", "target")
+#: the names a label field or column is looked for by when none is named (any case): ``y`` only
+#: where none of the others is (``x,y,z,label``: ``y`` is a coordinate, the label is ``label``)
+LABEL_FIELDS = ("label", "class", "target", "y")
+
+
+def label_name_in(names) -> object:
+    """The label's field or column among ``names`` by :data:`LABEL_FIELDS` (``None``: none);
+    ``ValueError`` when two of ``label``, ``class``, ``target`` are there (which is meant?).
+
+    >>> label_name_in(["x", "y", "z", "label"]), label_name_in(["a", "Y"]), label_name_in(["a"])
+    ('label', 'Y', None)
+    """
+    found: dict = {}
+    for name in names:
+        if isinstance(name, str) and name.strip().lower() in LABEL_FIELDS:
+            found.setdefault(name.strip().lower(), name)
+    unambiguous = [found[key] for key in LABEL_FIELDS[:-1] if key in found]
+    if len(unambiguous) > 1:
+        raise ValueError(f"{' and '.join(map(repr, unambiguous))} could each be the label: give --label-column NAME")
+    return unambiguous[0] if unambiguous else found.get("y")
 
 
 def check_record(obj, labelled: bool, label_field=None) -> tuple[dict, object]:
     """Validate a decoded record; return ``(x, y)``. A record is nested, ``{"x": {...}, "y": label}``,
     or flat, ``{"species": "setosa", "petal_length": 1.4, ...}``: its label is the field
-    ``label_field``, else the first of :data:`LABEL_FIELDS` it has, and every other field is a feature.
+    ``label_field``, else the one :func:`label_name_in` finds, and every other field is a feature.
 
     ``y`` may be absent (``None`` is returned) when the source is not ``labelled``.
 
@@ -218,7 +236,10 @@ def check_record(obj, labelled: bool, label_field=None) -> tuple[dict, object]:
 def _flat_record(obj: dict, labelled: bool, label_field) -> tuple[dict, object]:
     """The features and label of a flat record (see :func:`check_record`)."""
     if label_field is None:
-        label_field = next((key for key in obj if isinstance(key, str) and key.strip().lower() in LABEL_FIELDS), None)
+        try:
+            label_field = label_name_in(obj)
+        except ValueError as error:
+            raise RecordError("ambiguous-label", str(error)) from None
     elif label_field not in obj and isinstance(label_field, str) and label_field.isdigit():
         label_field = int(label_field)  # msgpack maps may have integer keys
     if label_field is None or label_field not in obj:
