@@ -83,3 +83,41 @@ def test_a_header_with_two_label_names_is_refused_with_the_fix(tmp_path, capsys)
     assert code != 0 and "'label' and 'class' could each be the label: give --label-column NAME" in err
     code, _, _ = run(capsys, "train", path, "--label-column", "label", "--checkpoint-dir", tmp_path / "m2", "--quiet")
     assert code == 0
+
+
+# 3. serve reloads a checkpoint rewritten under the name it serves (train --overwrite)
+def test_the_service_reloads_a_run_started_over_under_the_same_sequence_numbers(tmp_path, capsys):
+    from streamlearn.service.serve.holders import ModelHolder
+
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text("".join(json.dumps({"x": {"f": i % 3}, "y": "old"}) + "\n" for i in range(20)))
+    second.write_text("".join(json.dumps({"x": {"f": i % 3}, "y": f"new{i % 2}"}) + "\n" for i in range(20)))
+    assert run(capsys, "train", first, "--checkpoint-dir", tmp_path / "m", "--quiet")[0] == 0
+    holder = ModelHolder(tmp_path / "m", log=open(tmp_path / "log", "w"))
+    assert holder.refresh() and holder.current.model.classes == ["old"]
+    served = holder.current.path
+    assert run(capsys, "train", second, "--checkpoint-dir", tmp_path / "m", "--overwrite", "--quiet")[0] == 0
+    assert holder.store.paths()[-1] == served  # the same name, another run
+    assert holder.refresh() and holder.current.model.classes == ["new0", "new1"]
+    assert not holder.refresh()
+
+
+# issue 74, item 5: a checkpoint seen half-written is tried again once it is rewritten whole
+def test_a_half_written_checkpoint_is_retried_once_rewritten(tmp_path, capsys):
+    import shutil
+
+    from streamlearn.service.serve.holders import ModelHolder
+
+    data = tmp_path / "a.jsonl"
+    data.write_text("".join(json.dumps({"x": {"f": i % 3}, "y": i % 2}) + "\n" for i in range(20)))
+    assert run(capsys, "train", data, "--checkpoint-dir", tmp_path / "m", "--quiet")[0] == 0
+    whole = sorted((tmp_path / "m").glob("ckpt-*.slc"))[-1]
+    served = tmp_path / "served"
+    served.mkdir()
+    target = served / whole.name
+    target.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])  # `cp` caught half way
+    holder = ModelHolder(served, log=open(tmp_path / "log", "w"))
+    assert not holder.refresh() and len(holder.skipped) == 1
+    assert not holder.refresh()  # the same bytes: not read again
+    shutil.copyfile(whole, target)
+    assert holder.refresh() and holder.current.model.classes == [0, 1]

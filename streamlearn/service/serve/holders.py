@@ -23,17 +23,26 @@ from ..checkpoint import CheckpointStore, CorruptCheckpoint
 class LoadedModel:
     """A learner restored from one checkpoint, with what ``/model`` reports about it."""
 
-    def __init__(self, payload: dict):
+    def __init__(self, payload: dict, identity: tuple | None = None):
         from ... import learner_from_state
 
         self.model = learner_from_state(payload["learner"])
         self.path = pathlib.Path(payload["path"])
+        self.identity = identity  # the file's (path, inode, size, mtime) when it was read: see file_identity
         self.sequence = payload["sequence"]
         self.created = payload["created"]
         self.counters = payload["runner"]["counters"]
         self.info = {"learner": type(self.model).__name__, "params": self.model._get_params(),
                      "classes": [json_key(c) for c in self.model.classes], "records_learned": self.counters["learned"],
                      "checkpoint": str(self.path), "sequence": self.sequence, "created": self.created}
+
+
+def file_identity(path: pathlib.Path) -> tuple:
+    """What tells one checkpoint file from another of the same name: a run started over with
+    ``--overwrite`` writes its sequences 1, 2, ... again, and a file copied in half-written is
+    rewritten whole under its name (a new inode, size or time each time)."""
+    stat = path.stat()
+    return str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 class ModelHolder:
@@ -46,32 +55,37 @@ class ModelHolder:
         self.log = log or sys.stderr
         self.current: LoadedModel | None = None
         self.reloads = 0
-        self.skipped: set[str] = set()  # corrupt checkpoints seen (each reported once)
+        self.skipped: set[tuple] = set()  # identities of the corrupt checkpoints seen (each reported once)
         self._lock = threading.Lock()  # one refresh at a time
         self._curves = None  # ((size, mtime) of the metrics log, its columns)
 
     def refresh(self) -> bool:
-        """Load the newest intact checkpoint if it is newer than the one served; whether it was."""
+        """Load the newest intact checkpoint unless it is the file served (:func:`file_identity`);
+        whether it loaded one."""
         with self._lock:
             for path in reversed(self.store.paths()):
-                if self.current is not None and path == self.current.path:
+                try:
+                    identity = file_identity(path)
+                except FileNotFoundError:  # dropped by the trainer's --keep while we looked
+                    continue
+                if self.current is not None and identity == self.current.identity:
                     return False
-                if str(path) in self.skipped:
+                if identity in self.skipped:
                     continue
                 try:
                     payload = self.store.load(path)
                 except CorruptCheckpoint as error:
-                    self.skipped.add(str(path))
+                    self.skipped.add(identity)
                     print(f"streamlearn serve: skipped {path.name}: {error}", file=self.log, flush=True)
                     continue
-                except FileNotFoundError:  # dropped by the trainer's --keep while we looked
+                except FileNotFoundError:
                     continue
                 except OSError as error:  # unreadable: skipped as a damaged one is
-                    self.skipped.add(str(path))
+                    self.skipped.add(identity)
                     print(f"streamlearn serve: skipped {path.name}: {error.strerror or error}", file=self.log, flush=True)
                     continue
                 payload["path"] = str(path)
-                self.current = LoadedModel(payload)  # one assignment: requests in flight keep the model they took
+                self.current = LoadedModel(payload, identity)  # one assignment: requests in flight keep the model they took
                 self.reloads += 1
                 settle_garbage()
                 return True
