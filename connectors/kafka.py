@@ -434,6 +434,8 @@ class KafkaSink:
     def size(self) -> int | None:
         return None  # a topic cannot be truncated: Kafka dead letters are at-least-once
 
+    holds_lines = False  # a topic is a log that several runs write to
+
     def truncate(self, size) -> None:
         pass
 

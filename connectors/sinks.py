@@ -40,10 +40,14 @@ class JsonLinesSink:
         self._file = sys.stdout if path == "-" else None
 
     def _open(self):
-        if self._file is None:
-            os.makedirs(os.path.dirname(os.path.abspath(self.name)), exist_ok=True)
+        if self._file is None:  # no directory is made: a mistyped path is an error, not a new tree
             self._file = open(self.name, "a", encoding="utf-8")
         return self._file
+
+    @property
+    def holds_lines(self) -> bool:
+        """Whether the file exists with something in it (another run's lines: see ``train``)."""
+        return self._file is not sys.stdout and os.path.isfile(self.name) and os.path.getsize(self.name) > 0
 
     def write(self, obj) -> None:
         self._open().write(to_json_line(obj))
@@ -98,6 +102,8 @@ class NullSink:
 
     def truncate(self, size) -> None:
         pass
+
+    holds_lines = False
 
     def close(self) -> None:
         pass

@@ -127,8 +127,9 @@ def run_train_serve(f):
     result = cli("train", f["train"], "--serve", "127.0.0.1:0", "--quiet")
     assert "streamlearn: serving the live model at http://127.0.0.1:" in result.stderr.decode()
     assert run_summary(result)["learned"] == 600
-    taken = cli("train", f["train"], "--serve", ":x", "--quiet", check=False)
-    assert taken.returncode == 1 and b"--serve takes [HOST]:PORT" in taken.stderr
+    for bad in (":x", ":80000", ":-1", "8080"):
+        taken = cli("train", f["train"], "--serve", bad, "--quiet", check=False)
+        assert taken.returncode == 2 and b"--serve: takes [HOST]:PORT" in taken.stderr
 
 
 @covers("train:--holdout")
@@ -185,14 +186,22 @@ def run_serve(f):
         service.terminate()
         service.communicate(timeout=30)
     assert service.returncode == 0
+    for option, bad in (("--port", "80000"), ("--max-body", "0"), ("--reload-interval", "0"), ("--max-age", "-1"),
+                        ("--max-age", "nan")):
+        refused = cli("serve", "--checkpoint-dir", served, option, bad, check=False)
+        assert refused.returncode == 2 and f"{option}: ".encode() in refused.stderr, (option, refused.stderr)
 
 
-@covers("predict:source", "predict:--checkpoint", "predict:--output", "predict:--proba")
+@covers("predict:source", "predict:--checkpoint", "predict:--output", "predict:--proba", "predict:--overwrite")
 def run_predict(f):
     out = f["dir"] / "p.jsonl"
     cli("predict", f["test"], "--checkpoint", f["model"], "--output", out, "--proba")
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 200 and abs(sum(rows[0]["proba"].values()) - 1.0) < 1e-9
+    again = cli("predict", f["test"], "--checkpoint", f["model"], "--output", out, check=False)
+    assert again.returncode == 1 and b"holds lines already: --overwrite replaces them" in again.stderr
+    cli("predict", f["test"], "--checkpoint", f["model"], "--output", out, "--overwrite")
+    assert out.read_text().count("\n") == 200
 
 
 @covers("predict:--format", "predict:--label-column", "predict:--batch-records")

@@ -164,7 +164,7 @@ def test_a_stream_that_starts_mostly_bad_stops_and_names_the_format(tmp_path):
     result = cli("train", path, "--quiet", check=False)
     assert result.returncode == 3 and "--format" in _err(result).strip().splitlines()[-1]
     # --max-errors sets the user's own tolerance instead
-    tolerant = cli("train", path, "--quiet", "--max-errors", "1000", check=False)
+    tolerant = cli("train", path, "--quiet", "--max-errors", "1000", "--overwrite", check=False)
     assert tolerant.returncode == 4 and "nothing was learned" in _err(tolerant)
 
 

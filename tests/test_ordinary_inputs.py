@@ -280,7 +280,7 @@ def test_a_binary_learner_says_which_classes_it_takes(tmp_path, capsys):
     assert "learns the two classes (False, True)" in err and "--param classes=NEGATIVE,POSITIVE" in err
     assert "a binary learner takes 2 classes" not in err
     code, out, _ = run(capsys, "train", tmp_path / "pm.svm", "--learner", "PrimalGradientSolver", "--param", "classes=-1,1",
-                       "--quiet")
+                       "--quiet", "--overwrite")  # the first run's dead letters are in ./dead_letters.jsonl
     assert code == 0 and summary(out)["learned"] == 300
 
 

@@ -155,10 +155,15 @@ class Runner:
         self.bad.reasons = dict(state.get("dead_reasons", {}))
         self.prequential = ClassificationMetrics.restore(state["prequential"])
         self.holdout_metrics = ClassificationMetrics.restore(state["holdout"])
-        self.dead_letters.truncate(state["sinks"].get("dead_letters"))
-        self.metrics_sink.truncate(state["sinks"].get("metrics"))
-        if self.predictions is not None:
-            self.predictions.truncate(state["sinks"].get("predictions"))
+        sinks = [(self.dead_letters, "dead_letters"), (self.metrics_sink, "metrics"), (self.predictions, "predictions")]
+        sinks = [(sink, state["sinks"].get(name)) for sink, name in sinks if sink is not None]
+        for sink, recorded in sinks:  # all checked before any is cut
+            size = sink.size()
+            if recorded is not None and size is not None and size < recorded:
+                raise ValueError(f"{sink.name} holds {size:,} bytes where {payload['path']} recorded {recorded:,}: it was "
+                                 "removed or cut since; put it back, or start over with --overwrite")
+        for sink, recorded in sinks:
+            sink.truncate(recorded)
         if self.mixer is not None:
             if "mixing" not in payload:
                 raise ValueError("the checkpoint was taken without mixing: resume it without --mix-topic")

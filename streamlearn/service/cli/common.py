@@ -3,6 +3,7 @@ the source of a command line, and the model of a checkpoint directory."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -22,6 +23,44 @@ class ConfigError(ValueError):
 
 class UsageError(ConfigError):
     """A command line that misses what it needs (exit code 2, as argparse's own usage errors)."""
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0 (any free one) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535 (0: any free port), not {text!r}")
+    return port
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """An argparse type: ``[HOST]:PORT`` (host 127.0.0.1 when left out)."""
+    host, colon, port = text.rpartition(":")
+    if not colon:
+        raise argparse.ArgumentTypeError(f"takes [HOST]:PORT, e.g. :8080, not {text!r}")
+    try:
+        return host or "127.0.0.1", port_number(port)
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(f"takes [HOST]:PORT, e.g. :8080, not {text!r}: {error}") from None
+
+
+def positive(kind):
+    """An argparse type: a number of ``kind`` (int or float) above 0."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not value > 0 or value != value or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a {'whole ' if kind is int else ''}number above 0, not {text!r}")
+        return value
+
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse
 
 
 def build_learner(name: str, params: list[str]):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import json
 
-from .common import (EXIT_ERROR, EXIT_NOTHING_LEARNED, add_source_options, load_checkpointed, open_command_source,
+from .common import (EXIT_ERROR, ConfigError, EXIT_NOTHING_LEARNED, add_source_options, load_checkpointed, open_command_source,
                      top_reasons)
 
 
@@ -43,6 +43,10 @@ def cmd_predict(args) -> int:
     _read_as_trained(args, payload)
     source = open_command_source(args, labelled=False)
     sink = connectors.open_sink(args.output or "-")
+    if sink.holds_lines:  # a second run's predictions after the first's would pass for one set
+        if not args.overwrite:
+            raise ConfigError(f"{args.output} holds lines already: --overwrite replaces them, or give another --output")
+        sink.truncate(0)
     n, bad = 0, {}
     coverage = FeatureCoverage()
     try:
@@ -96,6 +100,7 @@ def add_predict_options(p) -> None:
     add_source_options(p)
     p.add_argument("--checkpoint", required=True, help="checkpoint directory")
     p.add_argument("--output", help="file (JSON lines), - (stdout, default) or kafka://HOST:PORT/TOPIC")
+    p.add_argument("--overwrite", action="store_true", help="replace what the --output file holds (it is refused otherwise)")
     p.add_argument("--proba", action="store_true", help="add class probabilities")
     p.add_argument("--idle-timeout", type=float, default=5.0, help="Kafka: stop after S seconds without a message")
     p.set_defaults(func=cmd_predict)

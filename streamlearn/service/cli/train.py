@@ -9,7 +9,7 @@ import os
 
 from .common import (EXIT_ERROR, EXIT_NOTHING_LEARNED, LEARNER_DEFAULT, ConfigError, UsageError, add_security_options,
                      add_source_options, build_learner, bundled_paths, load_checkpointed, open_command_source, security_of,
-                     top_reasons)
+                     listen_address, top_reasons)
 
 
 #: checkpoint cadence when none is given: (every N learned examples, every S seconds)
@@ -55,8 +55,8 @@ def _check_train_options(args) -> None:
     if args.resume and args.init_from:
         raise ConfigError("--resume continues a job where it stopped; --init-from starts a new job from a trained model: "
                           "choose one")
-    if (args.resume or args.overwrite) and not args.checkpoint_dir:
-        raise ConfigError(f"{'--resume' if args.resume else '--overwrite'} needs --checkpoint-dir")
+    if args.resume and not args.checkpoint_dir:
+        raise ConfigError("--resume needs --checkpoint-dir")
     if args.proba and not args.predictions:
         raise ConfigError("--proba adds probabilities to --predictions: give --predictions SINK too")
     if args.mix_topic and not (len(args.source) == 1 and args.source[0].startswith("kafka://")):
@@ -103,6 +103,30 @@ def _prepare_checkpoint_dir(args) -> None:
     store.clear()
 
 
+def _refuse_another_runs_lines(args, sinks) -> None:
+    """A new run appends to no file that holds lines already: they are another run's, and a
+    second copy of its predictions, metrics or dead letters would pass for one run's."""
+    for sink in sinks:
+        if sink is not None and sink.holds_lines:
+            nothing = f"{args.checkpoint_dir} holds no checkpoint to resume, but " if args.resume else ""
+            raise ConfigError(f"{nothing}{sink.name} holds another run's lines: --overwrite replaces them, or give "
+                              "another path")
+    if args.resume:
+        print(f"streamlearn: nothing to resume in {args.checkpoint_dir}: a new run", file=sys.stderr)
+
+
+def _check_sink_directories(args) -> None:
+    """A file sink's directory must exist (a mistyped path is refused, not created); the
+    checkpoint directory is made, with its parents, as the one place a run creates."""
+    if args.checkpoint_dir:
+        os.makedirs(args.checkpoint_dir, exist_ok=True)
+    for option, path in (("--dead-letter", args.dead_letter), ("--metrics", args.metrics), ("--predictions", args.predictions)):
+        if path and path != "-" and not path.startswith("kafka://"):
+            parent = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(parent):
+                raise ConfigError(f"{option} {path}: no directory {parent}")
+
+
 def _learned_nothing(store) -> bool:
     """Whether the newest checkpoint of a directory holds a model that learned no example."""
     try:
@@ -131,6 +155,7 @@ def cmd_train(args) -> int:
     holdout = _holdout(args)
     model = _initial_model(args) if args.init_from else None  # before --overwrite may clear the same directory
     _prepare_checkpoint_dir(args)
+    _check_sink_directories(args)
     source = open_command_source(args, args.predictions is None, args.passes)  # with --predictions a record may lack its label
     from connectors.protocols import Prefetching
 
@@ -164,7 +189,10 @@ def cmd_train(args) -> int:
                             predictions_sink=predictions, proba=args.proba, mixer=mixer, model_lock=lock,
                             progress=False if args.quiet else None)
     runner = Runner(model, source, options)
-    if args.resume and runner.resume():
+    resumed = args.resume and runner.resume()
+    if not resumed and not args.overwrite:
+        _refuse_another_runs_lines(args, (metrics, dead, predictions))
+    if resumed:
         restored = runner.model
         if type(restored).__name__ != args.learner or (args.param and restored._get_params() != model._get_params()):
             print(f"streamlearn: resuming the checkpoint's {type(restored).__name__}{restored._get_params()}; "
@@ -293,12 +321,7 @@ def _serve_live(args, runner, metrics_path):
 
     from ..serve import LiveHolder, ServiceConfigError, serve
 
-    host, _, port = args.serve.rpartition(":")
-    try:
-        port = int(port)
-    except ValueError:
-        raise ConfigError(f"--serve takes [HOST]:PORT, e.g. :8080, not {args.serve!r}") from None
-    host = host or "127.0.0.1"
+    host, port = args.serve
     security = security_of(args, host)
     stop, started = threading.Event(), threading.Event()
     failure: list = []
@@ -321,7 +344,7 @@ def _serve_live(args, runner, metrics_path):
     thread.start()
     started.wait()
     if failure:
-        raise ConfigError(f"--serve {args.serve}: {failure[0]}")
+        raise ConfigError(f"--serve {host}:{port}: {failure[0]}")
 
     def stop_service():
         stop.set()
@@ -351,8 +374,8 @@ def add_train_options(p) -> None:
                                                              "10 for Kafka)")
     p.add_argument("--keep", type=int, default=3, help="checkpoints kept (default: 3)")
     p.add_argument("--resume", action="store_true", help="continue from the newest intact checkpoint in --checkpoint-dir")
-    p.add_argument("--overwrite", action="store_true", help="replace the checkpoints, metrics and dead letters a "
-                                                            "--checkpoint-dir holds (a fresh job refuses such a directory)")
+    p.add_argument("--overwrite", action="store_true", help="replace the checkpoints, metrics, dead letters and "
+                        "predictions of an earlier run (a fresh job refuses a directory or file that holds them)")
     p.add_argument("--init-from", metavar="DIR", help="start from the newest model in checkpoint directory DIR (its learner "
                                                       "and parameters) and learn the source from its beginning")
     p.add_argument("--holdout", help="a fraction (hash split of the stream, never learned) or a labelled source evaluated at each checkpoint")
@@ -366,7 +389,7 @@ def add_train_options(p) -> None:
                         "lines), - for stdout, or kafka://HOST:PORT/TOPIC; a record without a label is then predicted and "
                         "not learned (without --predictions it is a bad record)")
     p.add_argument("--proba", action="store_true", help="with --predictions: each class's probability too")
-    p.add_argument("--serve", metavar="[HOST]:PORT",
+    p.add_argument("--serve", metavar="[HOST]:PORT", type=listen_address,
                    help="answer predictions over HTTP from the model being learned, as streamlearn serve does from "
                         "checkpoints (HOST defaults to 127.0.0.1; PORT 0: any free port)")
     add_security_options(p, "--serve")

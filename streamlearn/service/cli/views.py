@@ -7,7 +7,7 @@ import json
 import sys
 import os
 
-from .common import ConfigError, add_security_options, security_of
+from .common import ConfigError, add_security_options, port_number, positive, security_of
 
 
 def cmd_inspect(args) -> int:
@@ -135,12 +135,12 @@ def add_inspect_options(p) -> None:
 def add_serve_options(p) -> None:
     p.add_argument("--checkpoint-dir", required=True, help="the directory a streamlearn train writes its checkpoints to")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
-    p.add_argument("--port", type=int, default=8080, help="port (default: 8080; 0: any free port, printed on stderr)")
-    p.add_argument("--max-age", type=float, metavar="S",
+    p.add_argument("--port", type=port_number, default=8080, help="port (default: 8080; 0: any free port, printed on stderr)")
+    p.add_argument("--max-age", type=positive(float), metavar="S",
                    help="/healthz answers 503 when the newest checkpoint is older than S seconds (default: never)")
-    p.add_argument("--max-body", type=int, default=1 << 20, metavar="BYTES",
+    p.add_argument("--max-body", type=positive(int), default=1 << 20, metavar="BYTES",
                    help="largest /predict body accepted (default: 1 MiB; larger: 413)")
-    p.add_argument("--reload-interval", type=float, default=1.0, metavar="S",
+    p.add_argument("--reload-interval", type=positive(float), default=1.0, metavar="S",
                    help="look for a new checkpoint every S seconds (default: 1)")
     add_security_options(p, "the service")
     p.set_defaults(func=cmd_serve)
