@@ -17,7 +17,7 @@ Format ``streamlearn-csr``, version 1: a msgpack map
 
 Validation is as strict as for the other formats: a message whose structure is wrong (a
 missing or mistyped key, arrays of the wrong lengths, row pointers that decrease) is one dead
-letter, whole; a row with a NaN or infinite value, a negative feature id, no entry or a bad label
+letter, whole; a row with a NaN, infinite or too large value, a negative feature id, no entry or a bad label
 is a dead letter by itself (its bytes: the row as a msgpack dict record), and the other rows of
 the message are learned.
 
@@ -35,6 +35,7 @@ import msgpack
 import numpy as np
 
 from streamlearn.batches import CsrBatch
+from streamlearn.kernels.codes import LARGEST_VALUE
 
 from .records import RecordError, check_label, labels_out, record_hash
 
@@ -153,14 +154,15 @@ def decode_batch(obj: dict, labelled: bool, with_hashes: bool = False) -> Decode
     labels, bad_labels = _labels(obj, n_rows, labelled)
     lengths = np.diff(indptr)
     reasons: dict[int, tuple[str, str]] = {row: (reason, text) for row, reason, text in bad_labels}
-    if not (lengths.all() and np.isfinite(data).all() and (indices >= 0).all()):
+    within = np.abs(data) <= LARGEST_VALUE  # False for NaN too
+    if not (lengths.all() and within.all() and (indices >= 0).all()):
         row_of = np.repeat(np.arange(n_rows), lengths)
         for row in np.flatnonzero(lengths == 0).tolist():
             reasons.setdefault(row, ("empty-features", "the record has no features"))
         for row in np.unique(row_of[indices < 0]).tolist():
             reasons.setdefault(row, ("malformed", "a feature id is negative"))
-        for row in np.unique(row_of[~np.isfinite(data)]).tolist():
-            reasons.setdefault(row, ("non-finite", "a value is NaN or infinite"))
+        for row in np.unique(row_of[~within]).tolist():
+            reasons.setdefault(row, ("non-finite", f"a value is NaN, infinite or beyond ±{LARGEST_VALUE:g}"))
     label_of = labels.tolist() if isinstance(labels, np.ndarray) else labels
     dead = [(row, reason, text, row_record(indices[indptr[row] : indptr[row + 1]], data[indptr[row] : indptr[row + 1]], label_of[row]))
             for row, (reason, text) in sorted(reasons.items())]

@@ -13,7 +13,7 @@ from JSON, msgpack or Kafka) is validated.
 >>> check_record({"x": {"a": float("nan")}, "y": "cat"}, labelled=True)
 Traceback (most recent call last):
 ...
-connectors.records.RecordError: non-finite: value of feature 'a' is nan
+connectors.records.RecordError: non-finite: value of feature 'a' is nan: NaN, infinite or beyond ±1e+150 (its square leaves the float range)
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 
 from streamlearn.kernels import compiled
-from streamlearn.kernels.codes import MAX_LABEL_LENGTH
+from streamlearn.kernels.codes import LARGEST_VALUE, MAX_LABEL_LENGTH
 
 _text = compiled("text")
 
@@ -168,8 +168,8 @@ def check_features(x) -> dict:
         raise RecordError("empty-features", "the record has no features")
     if set(map(type, x.values())) <= _FLOAT_OR_INT and set(map(type, x)) <= _NAME_TYPES:
         try:
-            if math.isfinite(sum(x.values())):
-                return x  # the common case, checked at C speed (a finite sum means finite values)
+            if sum(map(abs, x.values())) <= LARGEST_VALUE:
+                return x  # the common case, checked at C speed (NaN makes it False; a large sum is checked below)
         except OverflowError:  # an int beyond the float range (JSON allows 10**400): found below
             pass
     for name, value in x.items():
@@ -182,8 +182,9 @@ def check_features(x) -> dict:
         except OverflowError:
             raise RecordError("non-finite", f"value of feature {name!r} is an integer of {len(str(abs(value)))} digits, "
                                             "too large for a float") from None
-        if not finite:
-            raise RecordError("non-finite", f"value of feature {name!r} is {value!r}")
+        if not finite or abs(value) > LARGEST_VALUE:
+            raise RecordError("non-finite", f"value of feature {name!r} is {value!r}: NaN, infinite or beyond "
+                                            f"±{LARGEST_VALUE:g} (its square leaves the float range)")
     return x
 
 

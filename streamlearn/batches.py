@@ -19,12 +19,15 @@ import numpy as np
 
 from .errors import InvalidInputError
 from .kernels import compiled
+from .kernels.codes import LARGEST_VALUE
 
 if TYPE_CHECKING:
     import scipy.sparse
 
 _rows = compiled("rows")
 NO_ENTRIES = np.zeros(0, np.int64)
+#: what a refused value is (the ``non-finite`` reason's words)
+OUT_OF_RANGE = f"NaN, infinite or beyond ±{LARGEST_VALUE:g} (its square leaves the float range)"
 NUMERIC_TYPES = frozenset({float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_})
 
 
@@ -177,9 +180,9 @@ def _check_values(x: dict, values: np.ndarray, row: int, every: bool = False) ->
         total = float(np.add.reduce(values))
     else:  # numbers of known types: Python's sum of a small dict is cheaper than a ufunc call
         total = sum(x.values())
-    if total - total != 0.0 and not np.isfinite(values).all():  # a finite sum: every value is finite
-        name = list(x)[int(np.flatnonzero(~np.isfinite(values))[0])]
-        raise InvalidInputError("non-finite", f"value {x[name]!r} is NaN or infinite", row, name)
+    if not abs(total) <= LARGEST_VALUE or not abs(values).max(initial=0.0) <= LARGEST_VALUE:
+        name = list(x)[int(np.flatnonzero(~(abs(values) <= LARGEST_VALUE))[0])]
+        raise InvalidInputError("non-finite", f"value {x[name]!r} is {OUT_OF_RANGE}", row, name)
 
 
 def dict_values(x: dict, row: int) -> np.ndarray:
@@ -230,7 +233,7 @@ def batch_to_csr(X) -> tuple[list | None, "CsrBatch | scipy.sparse.csr_matrix", 
     dense = np.ascontiguousarray(dense)
     count, bad = _rows.dense_census(dense)
     if bad >= 0:
-        raise InvalidInputError("non-finite", f"value {dense.ravel()[bad]!r} is NaN or infinite", bad // flat_cols,
+        raise InvalidInputError("non-finite", f"value {float(dense.ravel()[bad])!r} is {OUT_OF_RANGE}", bad // flat_cols,
                                 bad % flat_cols if names is None else names[bad % flat_cols])
     indices, data = np.empty(count, np.int64), np.empty(count, np.float64)
     # the CSR is the dense road's rows over the identity column map
@@ -264,7 +267,7 @@ def _checked_csr(matrix) -> int:
         raise InvalidInputError("bad-shape", f"column index {int(indices[entry])} outside the matrix's {width} columns",
                                 row_of_entry(indptr, entry))
     if status == 3:
-        raise InvalidInputError("non-finite", f"value {data[entry]!r} is NaN or infinite", row_of_entry(indptr, entry),
+        raise InvalidInputError("non-finite", f"value {float(data[entry])!r} is {OUT_OF_RANGE}", row_of_entry(indptr, entry),
                                 int(indices[entry]))
     return int(needed)
 

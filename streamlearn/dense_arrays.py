@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .batches import NO_ENTRIES, SparseRows
+from .batches import NO_ENTRIES, OUT_OF_RANGE, SparseRows
 from .errors import InvalidInputError
 from .kernels import compiled
 
@@ -25,7 +25,7 @@ class DenseArrayEncoding:
         n_rows, width = dense.shape
         count, bad = _rows.dense_census(dense)
         if bad >= 0:  # before anything changes
-            raise InvalidInputError("non-finite", f"value {dense.ravel()[bad]!r} is NaN or infinite", bad // width, bad % width)
+            raise InvalidInputError("non-finite", f"value {float(dense.ravel()[bad])!r} is {OUT_OF_RANGE}", bad // width, bad % width)
         if self._positions_too_sparse(width, count):
             return None
         if zero_share is not None and n_rows * width - count <= zero_share * n_rows * width:

@@ -59,7 +59,7 @@ class InvalidInputError(StreamlearnError):
     ...     model.learn_many([{"a": 1.0}, {"a": float("nan")}], ["x", "y"])
     ... except InvalidInputError as error:
     ...     print(error.reason, error.row, error.feature, "|", error)
-    non-finite 1 a | row 1, feature 'a': value nan is NaN or infinite
+    non-finite 1 a | row 1, feature 'a': value nan is NaN, infinite or beyond ±1e+150 (its square leaves the float range)
     >>> model.classes  # unchanged: the batch was refused as a whole
     []
     """

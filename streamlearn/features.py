@@ -27,6 +27,7 @@ from .batches import (NO_ENTRIES, NUMERIC_TYPES, CsrBatch, SparseRows, batch_to_
                       dict_values, is_scipy_sparse, row_of_entry, scipy_sparse, stack_rows)
 from .dense_arrays import DenseArrayEncoding
 from .kernels import compiled
+from .kernels.codes import LARGEST_VALUE
 
 _rows = compiled("rows")
 #: names that start with this (a NUL character) are the learners' own features, not a user's (the intercept's)
@@ -448,8 +449,8 @@ class FeatureSpace(DenseArrayEncoding):
             for row, x in enumerate(X):
                 dict_values(x, row)
             raise
-        if not np.isfinite(data).all():
-            row = row_of_entry(indptr, int(np.flatnonzero(~np.isfinite(data))[0]))
+        if not np.abs(data).max(initial=0.0) <= LARGEST_VALUE:
+            row = row_of_entry(indptr, int(np.flatnonzero(~(np.abs(data) <= LARGEST_VALUE))[0]))
             dict_values(X[row], row)
         cols = self.columns([name for x in X for name in x], grow)
         return self._mapped_rows(indptr, cols, data)

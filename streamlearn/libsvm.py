@@ -37,18 +37,20 @@ import numpy as np
 
 from streamlearn.batches import CsrBatch
 from streamlearn.kernels import compiled
-from streamlearn.kernels.codes import (EMPTY_FEATURES, LABEL_TOO_LONG, MALFORMED, MAX_LABEL_LENGTH, MISSING_LABEL, NON_FINITE,
-                                      OK, SKIP)
+from streamlearn.kernels.codes import (BAD_LABEL_TEXT, DUPLICATE_FEATURE, EMPTY_FEATURES, LABEL_TOO_LONG, LARGEST_VALUE, MALFORMED,
+                                      MAX_LABEL_LENGTH, MISSING_LABEL, NON_FINITE, OK, SKIP)
 
 #: compressed suffixes and the module opening them (imported on first use: a plain file's start-up skips them)
 OPENERS = {".bz2": "bz2", ".gz": "gzip", ".xz": "lzma"}
 _text = compiled("text")
 
 REASONS = {MALFORMED: "malformed", NON_FINITE: "non-finite", MISSING_LABEL: "missing-label", EMPTY_FEATURES: "empty-features",
-           LABEL_TOO_LONG: "label-too-long"}
+           LABEL_TOO_LONG: "label-too-long", DUPLICATE_FEATURE: "duplicate-feature", BAD_LABEL_TEXT: "malformed"}
 MESSAGES = {
     MALFORMED: "not a LIBSVM line (label idx:value ...)",
-    NON_FINITE: "a value is NaN or infinite",
+    NON_FINITE: f"a value is NaN, infinite or beyond ±{LARGEST_VALUE:g}",
+    DUPLICATE_FEATURE: "a feature index appears twice on the line",
+    BAD_LABEL_TEXT: "the label is not UTF-8 text",
     MISSING_LABEL: "the line has no label",
     EMPTY_FEATURES: "the line has no features",
     LABEL_TOO_LONG: f"the label is longer than {MAX_LABEL_LENGTH} bytes",
@@ -108,10 +110,11 @@ def parse_libsvm_bytes(buf, width: int = 0, with_hashes: bool = True, labels_opt
         _text.value_spans(array, line_start, line_end, indptr, slow, starts, ends)
         values = [float(bytes(buf[s:e])) for s, e in zip(starts.tolist(), ends.tolist())]
         data[slow] = values
-        bad = ~np.isfinite(data)
+        bad = ~(np.abs(data) <= LARGEST_VALUE)
         if bad.any():  # e.g. 1e999: finite text, infinite value
             row_of = np.repeat(np.arange(len(status)), np.diff(indptr))
             status[np.unique(row_of[bad])] = NON_FINITE
+    _check_label_text(buf, status, label_start, label_end, label_is_int)
     good = status == OK
     errors = [
         LineError(int(i), REASONS[int(status[i])], MESSAGES[int(status[i])], int(line_start[i]), int(line_end[i]))
@@ -135,12 +138,28 @@ def parse_libsvm_bytes(buf, width: int = 0, with_hashes: bool = True, labels_opt
     else:
         ints = label_int[lines].tolist()
         labels = [
-            ints[r] if is_int[r] else (bytes(buf[label_start[i] : label_end[i]]).decode("utf-8", "replace") or None)
+            ints[r] if is_int[r] else (bytes(buf[label_start[i] : label_end[i]]).decode("utf-8") or None)
             for r, i in enumerate(lines.tolist())
         ]
     line_ends = np.minimum(line_end + 1, len(buf))
     hashes = hashes[lines] if with_hashes else np.zeros(len(lines), np.uint64)
     return ParsedChunk(X, labels, label_array, lines, hashes, line_ends, errors)
+
+
+def _check_label_text(buf, status, label_start, label_end, label_is_int) -> None:
+    """Mark the lines whose label is not UTF-8 (BAD_LABEL_TEXT): decoded with replacement
+    characters, two different byte strings became one class."""
+    text = np.flatnonzero((status == OK) & ~label_is_int)
+    if not len(text):
+        return
+    ascii_only = not (np.frombuffer(buf, np.uint8) & 0x80).any()
+    if ascii_only:
+        return
+    for i in text.tolist():
+        try:
+            bytes(buf[label_start[i] : label_end[i]]).decode("utf-8")
+        except UnicodeDecodeError:
+            status[i] = BAD_LABEL_TEXT
 
 
 def read_libsvm(path) -> tuple["scipy.sparse.csr_matrix", list]:

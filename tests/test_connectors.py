@@ -92,8 +92,14 @@ def test_indices_of_any_length_parse_with_or_without_eight_bytes_after_them(inde
 @settings(max_examples=300, deadline=None)
 @given(st.floats(allow_nan=False, allow_infinity=False, width=64))
 def test_parsed_values_equal_python_float_bit_for_bit(value):
+    from streamlearn.kernels.codes import LARGEST_VALUE
+
     for text in (repr(value), f"{value:.17g}", f"{value:.6e}", f"{value:.3f}", f"{value:.7f}", f"{value:.6g}"):
         for road in ROADS:
+            if abs(float(text)) > LARGEST_VALUE:  # refused: its square leaves the float range
+                chunk = parse_libsvm_bytes(f"1 7:{text}{ROADS[road]}\n".encode())
+                assert [e.reason for e in chunk.errors] == ["non-finite"], (text, road)
+                continue
             assert struct.pack("<d", parsed_value(text, road)) == struct.pack("<d", float(text)), (text, road)
 
 
@@ -118,18 +124,18 @@ def _slow_values(text: bytes) -> int:
 
 def test_17_digit_values_are_decided_in_the_compiled_pass_bit_for_bit():
     """Python's repr of floats (17 significant digits), and random 1-18 digit decimals with
-    exponents: every value equals float(text), and none is left to Python's float."""
+    exponents: every value equals float(text), and almost none is left to Python's float."""
     rng = np.random.default_rng(11)
-    floats = rng.random(3000) * 10.0 ** rng.integers(-300, 300, 3000)
+    floats = rng.random(3000) * 10.0 ** rng.integers(-300, 150, 3000)  # larger values are refused (LARGEST_VALUE)
     texts = [repr(float(v)) for v in floats]
     for _ in range(3000):
         digits = "".join(map(str, rng.integers(0, 10, int(rng.integers(1, 19)))))
         point = int(rng.integers(0, len(digits) + 1))
-        texts.append(f"{digits[:point] or '0'}.{digits[point:]}e{int(rng.integers(-280, 280))}")
+        texts.append(f"{digits[:point] or '0'}.{digits[point:]}e{int(rng.integers(-280, 132))}")
     text = "".join(f"1 1:{t}\n" for t in texts).encode()
     got = parse_libsvm_bytes(text).X.data
     assert got.tobytes() == np.array([float(t) for t in texts]).tobytes()
-    assert _slow_values(text) == 0
+    assert _slow_values(text) <= 4  # Eisel-Lemire's rare undecided cases (as in the test below), of 6,000
 
 
 def test_eisel_lemire_against_exact_rational_rounding():
@@ -155,13 +161,14 @@ def test_eisel_lemire_against_exact_rational_rounding():
 
 @pytest.mark.parametrize("text, reason", [
     (b"1 1:nan", "non-finite"), (b"1 1:inf", "non-finite"), (b"1 1:-Infinity", "non-finite"), (b"1 1:1e999", "non-finite"),
+    (b"1 1:1e151", "non-finite"), (b"1 1:-2e150", "non-finite"), (b"1 1:1 1:2", "duplicate-feature"),
     (b"1 1:abc", "malformed"), (b"1 1:", "malformed"), (b"1 x:2", "malformed"), (b"1 1:2:3", "malformed"), (b"1 1 2", "malformed"),
     (b"1:2 3:4", "missing-label"), (b"7", "empty-features"), (b"7  # only a comment", "empty-features"),
 ])
 def test_bad_lines_are_reported_with_their_reason(text, reason):
     # the bad entry at a line's end, and followed by more entries (which would give the lines
     # without features some)
-    for tail in (b"",) if reason == "empty-features" else (b"", b" 2:1" * 12):
+    for tail in (b"",) if reason == "empty-features" else (b"", b"".join(b" %d:1" % j for j in range(2, 14))):
         chunk = parse_libsvm_bytes(b"2 1:1\n" + text + tail + b"\n3 2:1\n")
         assert [(e.line, e.reason) for e in chunk.errors] == [(1, reason)], tail
         assert chunk.labels == [2, 3] and chunk.X.shape[0] == 2

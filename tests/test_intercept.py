@@ -190,13 +190,16 @@ def test_mixed_members_score_with_the_shared_models_intercept_value():
 
 
 def test_rows_of_huge_values_keep_the_statistics_finite_at_the_ceiling():
-    """Squares past float64 (finite inputs near 1e308) neither warn nor leave inf in the state."""
+    """Rows of values at the largest magnitude accepted (LARGEST_VALUE; beyond it a value is
+    refused) neither warn nor leave inf in the state."""
     import warnings
+
+    from streamlearn.kernels.codes import LARGEST_VALUE
 
     model = MulticlassSVM()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        model.learn_many(np.array([[1e300, -1e300], [1e200, 0.0], [1e160, 1e160]]), [0, 1, 0])
+        model.learn_many(np.array([[LARGEST_VALUE, -LARGEST_VALUE], [1e149, 0.0], [1e140, LARGEST_VALUE]]), [0, 1, 0])
     state = model.export_state()["intercept"]
     assert np.isfinite(state["total"]) and state["rows"] == 3 and model.intercept_value == 1.0
 

@@ -121,3 +121,114 @@ def test_a_half_written_checkpoint_is_retried_once_rewritten(tmp_path, capsys):
     assert not holder.refresh()  # the same bytes: not read again
     shutil.copyfile(whole, target)
     assert holder.refresh() and holder.current.model.classes == [0, 1]
+
+
+# 4. output files: never a second copy; a sink that does not match its checkpoint is an error
+def _labelled_jsonl(path, n=200, seed=0):
+    rng = np.random.default_rng(seed)
+    path.write_text("".join(json.dumps({"x": {"a": float(v)}, "y": int(v > 0)}) + "\n" for v in rng.normal(size=n)))
+    return path
+
+
+def test_a_fresh_run_refuses_a_predictions_file_another_run_wrote(tmp_path, capsys):
+    data, predictions = _labelled_jsonl(tmp_path / "d.jsonl"), tmp_path / "p.jsonl"
+    assert run(capsys, "train", data, "--checkpoint-dir", tmp_path / "a", "--predictions", predictions, "--quiet")[0] == 0
+    code, _, err = run(capsys, "train", data, "--checkpoint-dir", tmp_path / "b", "--predictions", predictions, "--quiet")
+    assert code == 1 and "p.jsonl holds another run's lines: --overwrite replaces them" in err
+    assert predictions.read_text().count("\n") == 200
+    assert run(capsys, "train", data, "--checkpoint-dir", tmp_path / "b", "--predictions", predictions, "--overwrite",
+               "--quiet")[0] == 0
+    assert predictions.read_text().count("\n") == 200
+
+
+def test_resume_without_checkpoints_but_with_a_runs_files_is_refused(tmp_path, capsys):
+    data, model = _labelled_jsonl(tmp_path / "d.jsonl"), tmp_path / "m"
+    assert run(capsys, "train", data, "--checkpoint-dir", model, "--quiet")[0] == 0
+    for checkpoint in model.glob("ckpt-*.slc"):
+        checkpoint.unlink()
+    code, _, err = run(capsys, "train", data, "--checkpoint-dir", model, "--resume", "--quiet")
+    assert code == 1 and "holds no checkpoint to resume, but" in err and "metrics.jsonl holds another run's lines" in err
+    fresh = tmp_path / "fresh"
+    code, out, err = run(capsys, "train", data, "--checkpoint-dir", fresh, "--resume", "--quiet")
+    assert code == 0 and "nothing to resume in" in err and summary(out)["learned"] == 200
+
+
+def test_resume_refuses_a_sink_shorter_than_its_checkpoint_says(tmp_path, capsys):
+    data, model, predictions = _labelled_jsonl(tmp_path / "d.jsonl"), tmp_path / "m", tmp_path / "p.jsonl"
+    assert run(capsys, "train", data, "--checkpoint-dir", model, "--predictions", predictions, "--quiet")[0] == 0
+    predictions.unlink()
+    code, _, err = run(capsys, "train", data, "--checkpoint-dir", model, "--predictions", predictions, "--resume", "--quiet")
+    assert code == 1 and "p.jsonl holds 0 bytes where" in err and "removed or cut since" in err
+    assert not predictions.exists()
+
+
+def test_a_sink_in_a_missing_directory_is_refused_not_created(tmp_path, capsys):
+    data = _labelled_jsonl(tmp_path / "d.jsonl")
+    code, _, err = run(capsys, "train", data, "--dead-letter", tmp_path / "nowhere" / "x.jsonl", "--quiet")
+    assert code == 1 and "--dead-letter" in err and "no directory" in err and not (tmp_path / "nowhere").exists()
+
+
+# 5. a value whose square overflows is bad input: refused, the model unchanged
+@pytest.mark.parametrize("value", [1e308, -1e200, 1.01e150])
+def test_a_value_whose_square_overflows_is_refused_on_every_road(value):
+    from streamlearn.errors import InvalidInputError
+
+    model = streamlearn.MulticlassSVM()
+    model.learn_one({"a": 1.0}, "x")
+    before = model.export_state()
+    for learn in (lambda: model.learn_one({"a": value}, "y"), lambda: model.learn_many([{"a": 1.0}, {"a": value}], ["x", "y"]),
+                  lambda: model.learn_many(np.array([[1.0], [value]]), ["x", "y"]),
+                  lambda: model.learn_many(__import__("scipy.sparse").sparse.csr_matrix(np.array([[value]])), ["y"])):
+        with pytest.raises(InvalidInputError, match="beyond"):
+            learn()
+    from helpers import assert_same_state
+
+    assert_same_state(model.export_state(), before)
+    model.learn_one({"a": 1e150}, "y")  # the bound itself is a value
+
+
+@pytest.mark.parametrize("fmt, line", [("libsvm", "2 1:1e308\n"), ("csv", "1e308,2\n"), ("jsonl", '{"x": {"a": 1e308}, "y": 2}\n')])
+def test_a_huge_value_in_a_file_is_a_dead_letter_and_the_rest_learned(tmp_path, capsys, fmt, line):
+    good = {"libsvm": "1 1:0.5\n", "csv": "0.5,1\n", "jsonl": '{"x": {"a": 0.5}, "y": 1}\n'}[fmt]
+    path = tmp_path / f"d.{fmt}"
+    path.write_text(("a,label\n" if fmt == "csv" else "") + good * 20 + line + good * 20)
+    code, out, err = run(capsys, "train", path, "--checkpoint-dir", tmp_path / "m", "--quiet")
+    assert code == 0 and summary(out)["learned"] == 40 and summary(out)["dead_reasons"] == {"non-finite": 1}
+    dead = json.loads((tmp_path / "m" / "dead_letters.jsonl").read_text())
+    assert dead["position"]["line"] == 22 - (fmt != "csv") and "beyond" in dead["message"]
+
+
+# 6. LIBSVM labels that are not UTF-8 are dead letters, not one merged class
+def test_undecodable_libsvm_labels_are_dead_letters(tmp_path, capsys):
+    path = tmp_path / "u8.svm"
+    path.write_bytes(b"\xff 1:0.5\n\xfe 1:-0.5\n1 1:0.3\n2 2:0.3\n" + b"caf\xc3\xa9 3:1\n")
+    code, out, err = run(capsys, "train", path, "--checkpoint-dir", tmp_path / "m", "--quiet", "--max-errors", "5")
+    assert summary(out)["dead_reasons"] == {"malformed": 2}
+    lines = [json.loads(l) for l in (tmp_path / "m" / "dead_letters.jsonl").read_text().splitlines()]
+    assert [l["position"]["line"] for l in lines] == [1, 2] and "not UTF-8" in lines[0]["message"]
+    code, out, _ = run(capsys, "inspect", tmp_path / "m", "--json")
+    assert json.loads(out)["first_classes"] == [1, 2, "café"]
+
+
+# 7. a LIBSVM line that repeats an index is a dead letter (scikit-learn's loader refuses it)
+def test_repeated_libsvm_indices_are_dead_letters(tmp_path, capsys):
+    path = tmp_path / "dup.svm"
+    path.write_text("1 1:0.5 2:1\n" * 10 + "1 1:0.5 " + "1:0.5 " * 1000 + "\n" + "2 3:1 1:2 3:4\n" + "2 3:1 1:2\n" * 10)
+    code, out, _ = run(capsys, "train", path, "--checkpoint-dir", tmp_path / "m", "--quiet")
+    assert code == 0 and summary(out)["learned"] == 20 and summary(out)["dead_reasons"] == {"duplicate-feature": 2}
+    lines = [json.loads(l) for l in (tmp_path / "m" / "dead_letters.jsonl").read_text().splitlines()]
+    assert [l["position"]["line"] for l in lines] == [11, 12]
+
+
+# bullet: LIBSVM's qid tokens are accepted and ignored
+def test_libsvm_query_ids_are_ignored(tmp_path, capsys):
+    from streamlearn.libsvm import parse_libsvm_bytes
+
+    with_qid = parse_libsvm_bytes(b"3 qid:1 1:0.5 4:1\n1 qid:12 2:1\n")
+    without = parse_libsvm_bytes(b"3 1:0.5 4:1\n1 2:1\n")
+    assert not with_qid.errors and with_qid.labels == without.labels
+    assert (with_qid.X.indices == without.X.indices).all() and (with_qid.X.data == without.X.data).all()
+    path = tmp_path / "rank.txt"
+    path.write_text("".join(f"{i % 3} qid:{i // 10} 1:{i / 100} 2:1\n" for i in range(60)))
+    code, out, err = run(capsys, "train", path, "--checkpoint-dir", tmp_path / "m", "--quiet")
+    assert code == 0 and summary(out)["learned"] == 60, err

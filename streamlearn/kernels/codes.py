@@ -22,8 +22,12 @@ REGRESSION = 13  # least squares on real targets (y is a float array)
 ENTRYWISE = 0  # ||W||_p^2 / (2(p-1)) over all entries
 BLOCK = 1  # ||W||_{2,p}^2 / (2(p-1)): the l2 norm of each class, then the lp norm of those
 
-# status of a LIBSVM line (kernels.text.parse_libsvm)
+# status of a LIBSVM line (kernels.text.parse_libsvm; BAD_LABEL_TEXT is found after it, in Python)
 OK, SKIP, MALFORMED, NON_FINITE, MISSING_LABEL, EMPTY_FEATURES, LABEL_TOO_LONG = 0, 1, 2, 3, 4, 5, 6
+DUPLICATE_FEATURE, BAD_LABEL_TEXT = 7, 8
+#: the largest magnitude a feature value may have: the learners square values (standardisation,
+#: feature bins, step sizes), and a larger one's square, summed over a row, leaves the float range
+LARGEST_VALUE = 1e150
 #: the longest label a record may carry (characters; bytes in LIBSVM text): a 1 MB "label" became a class,
 #: which every checkpoint, `inspect` and `predict --proba` line then carried
 MAX_LABEL_LENGTH = 256

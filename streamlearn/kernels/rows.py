@@ -6,27 +6,28 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .codes import LARGEST_VALUE
+
 
 @njit(cache=True, nogil=True)
 def dense_census(X):
     """``(count, bad)`` of a dense batch: its nonzero entries (``np.count_nonzero``) and the
-    flat position of its first NaN or infinity (``-1``: none). The first pass has no branch, so
+    flat position of its first NaN, infinity or value beyond ``LARGEST_VALUE`` (``-1``: none). The first pass has no branch, so
     that it vectorises (ten times the speed of one that stops at a bad value); only a batch
     with a bad value is read again, to find where."""
     n_rows, width = X.shape
     count = 0
-    finite = True
+    within = True
     for i in range(n_rows):
         for j in range(width):
             v = X[i, j]
             count += v != 0.0
-            finite &= v - v == 0.0
-    if finite:
+            within &= abs(v) <= LARGEST_VALUE  # False for NaN too
+    if within:
         return count, -1
     for i in range(n_rows):
         for j in range(width):
-            v = X[i, j]
-            if v - v != 0.0:
+            if not abs(X[i, j]) <= LARGEST_VALUE:
                 return count, i * width + j
     return count, -1
 
@@ -237,7 +238,7 @@ def check_csr(indptr, indices, data, width):
     ``status`` 0: valid, and ``needed`` is one more than the largest column index (0 for
     no entries); 1: the row pointers do not run from 0 to the number of entries without
     decreasing (``entry`` -1); 2: ``indices[entry]`` is outside ``0..width-1``; 3:
-    ``data[entry]`` is NaN or infinite. The first fault in entry order is reported."""
+    ``data[entry]`` is NaN, infinite or beyond ``LARGEST_VALUE``. The first fault in entry order is reported."""
     n_rows = len(indptr) - 1
     nnz = len(indices)
     if n_rows < 0 or indptr[0] != 0 or indptr[n_rows] != nnz or len(data) != nnz:
@@ -250,7 +251,7 @@ def check_csr(indptr, indices, data, width):
         j = indices[p]
         if j < 0 or j >= width:
             return 2, p, 0
-        if not np.isfinite(data[p]):
+        if not abs(data[p]) <= LARGEST_VALUE:  # NaN, infinite or too large
             return 3, p, 0
         if j >= needed:
             needed = j + 1

@@ -26,6 +26,7 @@
 #define MAX_ENTRIES (2 * MAX_NAMES + 1)  /* a row's entries: the names', their bins', the intercept's */
 #define MAX_CLASSES 64
 #define TWO_POW_53 9007199254740992.0
+#define LARGEST_VALUE 1e150  /* kernels.codes.LARGEST_VALUE: a value beyond it goes to the general road, which refuses it */
 
 /* loss codes of kernels/codes.py */
 #define SOFTMAX 0
@@ -137,7 +138,7 @@ static int store_of(PyObject *obj, Store *s) {
 /* The dict's (columns, values) in the vocabulary's canonical order (FeatureSpace.encode_one):
    by order_key[column], stable in the dict's order. Names without a column are dropped when
    predicting; when learning they make the call unservable (-1), as does any value that is not
-   a float (NumPy's float64 included), or an exact int of at most 2^53 in size, and finite. */
+   a float (NumPy's float64 included), or an exact int of at most 2^53 in size, and at most LARGEST_VALUE in size. */
 static int encode(PyObject *x, PyObject *columns, const int64_t *order_key, npy_intp n_keys, int learning, Row *row) {
     if (!PyDict_CheckExact(x) || PyDict_GET_SIZE(x) >= MAX_NAMES || !PyDict_CheckExact(columns)) return -1;
     PyObject *key, *value;
@@ -154,7 +155,7 @@ static int encode(PyObject *x, PyObject *columns, const int64_t *order_key, npy_
         } else {
             return -1;
         }
-        if (!isfinite(v)) return -1;
+        if (!(fabs(v) <= LARGEST_VALUE)) return -1;  /* NaN too */
         PyObject *column = PyDict_GetItemWithError(columns, key);
         if (column == NULL) {
             if (PyErr_Occurred()) { PyErr_Clear(); return -1; }

@@ -12,7 +12,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .codes import EMPTY_FEATURES, LABEL_TOO_LONG, MALFORMED, MAX_LABEL_LENGTH, MISSING_LABEL, NON_FINITE, OK, SKIP
+from .codes import (DUPLICATE_FEATURE, EMPTY_FEATURES, LABEL_TOO_LONG, LARGEST_VALUE, MALFORMED, MAX_LABEL_LENGTH, MISSING_LABEL,
+                    NON_FINITE, OK, SKIP)
 
 FNV_OFFSET = np.uint64(14695981039346656037)
 FNV_PRIME = np.uint64(1099511628211)
@@ -252,6 +253,21 @@ def _ends_token(c):
     return c == 32 or c == 9 or c == 13 or c == 11 or c == 12 or c == 10 or c == 35
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _is_qid(buf, j, n):
+    return j + 3 < n and buf[j] == 113 and buf[j + 1] == 105 and buf[j + 2] == 100 and buf[j + 3] == 58  # "qid:"
+
+
+@njit(cache=True, nogil=True)
+def _repeats(indices):
+    """Whether an index appears twice (a line whose indices do not increase)."""
+    ordered = np.sort(indices)
+    for p in range(1, len(ordered)):
+        if ordered[p] == ordered[p - 1]:
+            return True
+    return False
+
+
 # over 80 lines: one state machine over the bytes; a call per token would cost more than the parse
 @njit(cache=True, nogil=True)
 def parse_libsvm(buf, pow10, with_hashes, labels_optional):
@@ -321,12 +337,19 @@ def parse_libsvm(buf, pow10, with_hashes, labels_optional):
             label_is_int[line] = is_int and n_digits > 0
             label_int[line] = -value if negative else value
             last = j
+            previous = -1  # the line's last index: while they increase, no index can repeat
+            increasing = True
             # idx:value pairs
             while state == OK:
                 while j < n and _is_space(buf[j]):
                     j += 1
                 if j == n or buf[j] == 10 or buf[j] == 35:
                     break
+                if _is_qid(buf, j, n):  # SVMlight's query id (ranking data): not a feature, skipped as scikit-learn does
+                    while j < n and not _ends_token(buf[j]):
+                        j += 1
+                    last = j
+                    continue
                 # digits: eight at a time where eight bytes remain (digits8), byte by byte past
                 # them or near the end. Written out three times (index, integer part, fraction)
                 # on purpose: one helper doing both steps ran the whole parser at half the speed,
@@ -404,9 +427,11 @@ def parse_libsvm(buf, pow10, with_hashes, labels_optional):
                 if kind == 2 or (k < n and not _ends_token(buf[k])):
                     state = MALFORMED
                     break
-                if kind == 3:
+                if kind == 3 or (kind == 0 and not abs(number) <= LARGEST_VALUE):
                     state = NON_FINITE
                     break
+                increasing &= index > previous
+                previous = index
                 indices[nnz] = index
                 data[nnz] = number
                 if kind == 1:  # Python converts it
@@ -417,6 +442,8 @@ def parse_libsvm(buf, pow10, with_hashes, labels_optional):
                 last = k
             if state == OK and nnz == row_start:
                 state = EMPTY_FEATURES
+            if state == OK and not increasing and _repeats(indices[row_start:nnz]):  # summing them let one line outweigh all
+                state = DUPLICATE_FEATURE
             if with_hashes and state == OK:
                 hashes[line] = fnv1a(buf, i, last)
             i = j  # the record's bytes are read: look for the newline from where it stopped
