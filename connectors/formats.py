@@ -9,7 +9,9 @@
 * ``csv``: a header line of column names, then one record per line, separated by ``,``,
   ``;``, tabs or ``|``; the label column is chosen by name or index (default: a column named
   ``label``, ``class``, ``target`` or ``y``, this one only where none of the others is; none is
-  an error; two of the first three are ambiguous, an error too). An empty cell is an absent feature.
+  an error; two of the first three are ambiguous, an error too). A missing value — an empty cell, or
+  ``NA``, ``N/A``, ``NaN``, ``null``, ``None``, ``?`` (:data:`MISSING_CELLS`) — is an absent feature
+  (a linear model's 0), and as the label an unlabelled record.
   A file without a header (``no_header``, or a first line whose cells are numbers but for the
   label column) names its columns by index, 0, 1, ...
 * ``msgpack``: a stream of msgpack maps ``{"x": {...}, "y": ...}`` (not line based), or of
@@ -231,6 +233,11 @@ class JsonLinesDecoder(_DictLineDecoder):
         return check_record(obj, self.labelled, self.label_column)
 
 
+#: CSV cells that mean "no value" (any case, spaces around them ignored): a feature cell is then
+#: absent (as a JSON null is), a label cell makes the record unlabelled
+MISSING_CELLS = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
+
+
 class CsvDecoder(_DictLineDecoder):
     """CSV with a header line per file; ``label_column`` is a name or a 0-based index.
 
@@ -323,7 +330,7 @@ class CsvDecoder(_DictLineDecoder):
             raise RecordError("malformed", f"{len(cells)} cells but the header has {len(self.header)} columns")
         x = {}
         for j, (name, cell) in enumerate(zip(self.header, cells)):
-            if j == self._label_at or not cell.strip():
+            if j == self._label_at or cell.strip().lower() in MISSING_CELLS:
                 continue
             try:
                 x[name] = float(cell)
@@ -331,10 +338,9 @@ class CsvDecoder(_DictLineDecoder):
                 raise RecordError("non-numeric", f"value of feature {name!r} is {cell!r}, not a number") from None
         x = check_features(x)
         label = cells[self._label_at].strip() if self._label_at is not None else None
-        if label is not None:
-            label = canonical_label(label)
-        if self.labelled or label:
-            label = check_label(label if label != "" else None)
+        label = None if label is None or label.lower() in MISSING_CELLS else canonical_label(label)
+        if self.labelled or label is not None:
+            label = check_label(label)
         return x, label
 
 

@@ -161,7 +161,8 @@ def check_label(y):
 
 
 def check_features(x) -> dict:
-    """Validate a feature dict: string or integer names, finite numeric values (not booleans), at least one."""
+    """Validate a feature dict: string or integer names, finite numeric values (not booleans), at
+    least one; a ``None`` value (JSON null) is a missing value, left out."""
     if not isinstance(x, dict):
         raise RecordError("malformed", f"features must be a mapping, got {type(x).__name__}")
     if not x:
@@ -172,6 +173,10 @@ def check_features(x) -> dict:
                 return x  # the common case, checked at C speed (NaN makes it False; a large sum is checked below)
         except OverflowError:  # an int beyond the float range (JSON allows 10**400): found below
             pass
+    if None in x.values():  # a missing value (JSON null, msgpack nil): an absent feature, as a missing CSV cell is
+        x = {name: value for name, value in x.items() if value is not None}
+        if not x:
+            raise RecordError("empty-features", "the record has no features (every value is missing)")
     for name, value in x.items():
         if not isinstance(name, (str, int)) or isinstance(name, bool):
             raise RecordError("malformed", f"feature name {name!r} is not a string or an integer")

@@ -33,6 +33,7 @@ from river import base
 
 from .errors import InvalidInputError, InvalidParameterError
 from .batches import SparseRows
+from .checks import check_positive
 from .features import FeatureSpace
 from .intercept import INTERCEPT_NAME, LEGACY_VALUE, InterceptScale
 from .labels import LabelSpace
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
 
 
 STATE_FORMAT = 1
+
+
 def softmax_rows(scores: np.ndarray) -> np.ndarray:
     """Row-wise softmax by log-sum-exp (no overflow for large margins)."""
     shifted = scores - scores.max(axis=1, keepdims=True)
@@ -66,27 +69,6 @@ def hide_unknown_classes(scores: np.ndarray, n_before: int, targets: np.ndarray)
     appearance, so row ``i`` knows ``max(n_before, max(targets[:i]) + 1)`` classes."""
     known = np.maximum.accumulate(np.concatenate([[n_before - 1], targets]))[:-1] + 1
     scores[np.arange(scores.shape[1]) >= known[:, None]] = -np.inf
-
-
-def check_positive(name: str, value, integer: bool = False) -> None:
-    """Raise :class:`InvalidParameterError` unless ``value`` is positive and finite (``lam=inf``: no step)."""
-    kind = int if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind) or not 0 < value < float("inf"):
-        what = "a positive integer" if integer else "a positive finite number"
-        raise InvalidParameterError(f"{name} must be {what}, got {value!r}")
-
-
-def average_power_of(average: bool, average_power, default: float) -> float:
-    """The averaged iterate's power: ``average_power`` as given, or ``default`` for an
-    averaging learner given ``None`` (0 without averaging); a clear error for a power without
-    averaging or outside [0, 10]."""
-    if average_power is None:
-        return float(default) if average else 0.0
-    if isinstance(average_power, bool) or not isinstance(average_power, (int, float)) or not 0 <= average_power <= 10:
-        raise InvalidParameterError(f"average_power must be a number between 0 and 10, got {average_power!r}")
-    if average_power and not average:
-        raise InvalidParameterError("average_power weights the averaged iterate: it needs average=True")
-    return float(average_power)
 
 
 class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
@@ -458,11 +440,13 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
         return pd.DataFrame(proba, columns=self.classes, index=index)
 
     def predict_many(self, X):
-        """Predicted labels: a Series for a DataFrame, otherwise an object array."""
+        """Predicted labels: a Series for a DataFrame, otherwise an array of the labels' type
+        (int64, float64 or bool when every class is one, else objects; ``None`` before any class)."""
         scores = self.decision_function_many(X)
-        labels = np.empty(scores.shape[0], dtype=object)
         if scores.shape[1]:
-            labels[:] = [self._labels.labels[k] for k in self._argmax_of(scores, self._prior())]
+            labels = self._labels.take(self._argmax_of(scores, self._prior()))
+        else:
+            labels = np.full(scores.shape[0], None, dtype=object)
         if is_pandas_frame(X):
             import pandas as pd
 

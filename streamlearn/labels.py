@@ -258,6 +258,25 @@ class LabelSpace:
             self.normalize(y, row)
         return len(labels)
 
+    def take(self, indices: np.ndarray) -> np.ndarray:
+        """The labels of class indices as an array of the labels' own type: int64, float64 or
+        bool when every class is one of those (so that scikit-learn's metrics take it), else objects.
+
+        >>> space = LabelSpace()
+        >>> space.indices([3, 7], grow=True).tolist(), space.take(np.array([1, 0])).dtype
+        ([0, 1], dtype('int64'))
+        """
+        kinds = set(map(type, self.labels))
+        dtype = {frozenset({int}): np.int64, frozenset({float}): np.float64, frozenset({bool}): np.bool_}.get(frozenset(kinds), object)
+        try:
+            classes = np.array(self.labels, dtype=dtype) if dtype is not object else None
+        except OverflowError:  # an integer class beyond 64 bits
+            classes = None
+        if classes is None:
+            classes = np.empty(len(self.labels), object)
+            classes[:] = self.labels
+        return classes[indices]
+
     def export(self) -> dict:
         return {"labels": list(self.labels)}
 

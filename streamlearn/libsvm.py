@@ -11,7 +11,7 @@ Values are parsed exactly, in the compiled pass: a value whose digits form an in
 most 2**53 and whose decimal exponent is within ±22 with one correctly rounded IEEE operation
 (Clinger's fast path); any other value of at most 18 significant digits (Python's 17-digit
 ``repr`` of a float among them) by the Eisel-Lemire algorithm
-(:func:`streamlearn.kernels.text.eisel_lemire`). The rare rest (more digits, subnormals,
+(:func:`streamlearn.kernels.decimal.eisel_lemire`). The rare rest (more digits, subnormals,
 overflows, exact halfway cases) is handed to Python's ``float``. So every value equals
 ``float(text)`` bit for bit.
 

@@ -40,7 +40,8 @@ import time
 
 import numpy as np
 
-from .base import StreamClassifier, check_positive
+from .base import StreamClassifier
+from .checks import check_positive
 from .batches import SparseRows
 from .errors import InvalidParameterError
 from .kernels import compiled

@@ -17,7 +17,7 @@ from collections import deque
 
 import numpy as np
 
-from .base import check_positive
+from .checks import check_positive
 from .batches import SparseRows
 
 

@@ -58,7 +58,7 @@ def eight_digit_step():
     """The parser's inline eight-byte step, compiled once as a function of its own."""
     from numba import njit
 
-    from streamlearn.kernels.text import digits8
+    from streamlearn.kernels.decimal import digits8
 
     return njit(lambda buf, k: digits8(buf, k))
 
@@ -139,12 +139,12 @@ def test_17_digit_values_are_decided_in_the_compiled_pass_bit_for_bit():
 
 
 def test_eisel_lemire_against_exact_rational_rounding():
-    """The kernel (streamlearn.kernels.text.eisel_lemire) against the reference: the exact
+    """The kernel (streamlearn.kernels.decimal.eisel_lemire) against the reference: the exact
     rational m * 10**e, which Python's Fraction rounds correctly to a float; undecided cases
     (the kernel's fallback) are rare."""
     from fractions import Fraction
 
-    from streamlearn.kernels.text import eisel_lemire
+    from streamlearn.kernels.decimal import eisel_lemire
 
     rng = np.random.default_rng(5)
     undecided = 0

@@ -232,3 +232,41 @@ def test_libsvm_query_ids_are_ignored(tmp_path, capsys):
     path.write_text("".join(f"{i % 3} qid:{i // 10} 1:{i / 100} 2:1\n" for i in range(60)))
     code, out, err = run(capsys, "train", path, "--checkpoint-dir", tmp_path / "m", "--quiet")
     assert code == 0 and summary(out)["learned"] == 60, err
+
+
+# 13. predict_many returns the labels' own type (scikit-learn's metrics take it)
+@pytest.mark.parametrize("learner", ["MulticlassSVM", "ExtremeSVM", "LpNormMulticlassSVM"])
+def test_predict_many_of_integer_classes_is_an_integer_array(learner):
+    from sklearn.metrics import f1_score
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = (X[:, 0] > 0).astype(int) + 2 * (X[:, 1] > 0)
+    model = getattr(streamlearn, learner)()
+    model.learn_many(X, y)
+    model.flush()
+    predicted = model.predict_many(X)
+    assert predicted.dtype == np.int64 and f1_score(y, predicted, average="macro") > 0.3
+    text = getattr(streamlearn, learner)()
+    text.learn_many(X, np.array(["a", "b"])[y % 2])
+    assert text.predict_many(X[:2]).dtype == object
+    mixed = getattr(streamlearn, learner)()
+    mixed.learn_many(X[:2], ["a", 1])
+    assert mixed.predict_many(X[:2]).dtype == object
+
+
+# 12. one rule for missing values: an absent feature; a missing label makes a record unlabelled
+def test_missing_csv_cells_are_absent_features_and_a_missing_label_is_predicted(tmp_path, capsys):
+    path = tmp_path / "m.csv"
+    path.write_text("a,b,label\n1,2,x\n2,1,y\n3,,\n1,NA,x\n1,nan,y\n2, N/A ,NA\n")
+    code, out, err = run(capsys, "train", path, "--checkpoint-dir", tmp_path / "m", "--predictions", tmp_path / "p.jsonl",
+                         "--quiet")
+    assert code == 0 and summary(out)["dead_letters"] == 0 and summary(out)["learned"] == 4
+    lines = [json.loads(l) for l in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert len(lines) == 6 and [l["label"] for l in lines] == ["x", "y", None, "x", "y", None]
+    # without --predictions every record needs its label: the unlabelled ones are dead letters
+    code, out, _ = run(capsys, "train", path, "--checkpoint-dir", tmp_path / "n", "--quiet")
+    assert summary(out)["dead_reasons"] == {"missing-label": 2}
+    from connectors.records import check_record
+
+    assert check_record({"x": {"a": None, "b": 2.0}, "y": 1}, True) == ({"b": 2.0}, 1)

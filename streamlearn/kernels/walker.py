@@ -21,6 +21,8 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
+from .codes import LARGEST_VALUE
+
 OK, BAIL, FULL = 0, 1, 2
 TAG_STR, TAG_INT = 1, 2
 FNV_OFFSET = np.uint64(14695981039346656037)
@@ -116,14 +118,14 @@ def _integer(buf, p, n):
 
 @njit(cache=True, nogil=True, inline="always")
 def _number(buf, p, n):
-    """``(value, ok, next)`` of a finite float32/float64/int at ``p``."""
+    """``(value, ok, next)`` of a float32/float64/int at ``p``, ok when within ``LARGEST_VALUE``."""
     c = buf[p]
     if c == 0xCB and p + 9 <= n:
         value = _as_float64(_big_endian(buf, p + 1, 8))
-        return value, np.isfinite(value), p + 9
+        return value, abs(value) <= LARGEST_VALUE, p + 9
     if c == 0xCA and p + 5 <= n:
         value = np.float64(_as_float32(np.uint32(_big_endian(buf, p + 1, 4))))
-        return value, np.isfinite(value), p + 5
+        return value, abs(value) <= LARGEST_VALUE, p + 5
     integer, ok, q = _integer(buf, p, n)
     return np.float64(integer), ok, q
 

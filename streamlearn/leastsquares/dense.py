@@ -6,7 +6,8 @@ import contextlib
 
 import numpy as np
 
-from ..base import StreamClassifier, check_positive
+from ..base import StreamClassifier
+from ..checks import check_positive
 from ..batches import SparseRows
 from ..errors import InvalidInputError, InvalidParameterError
 from ..window import RefitWindow

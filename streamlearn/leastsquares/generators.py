@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from river import base as river_base
 
-from ..base import check_positive
+from ..checks import check_positive
 from ..errors import InvalidParameterError
 from ..features import name_keys
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..base import check_positive, softmax_rows
+from ..base import softmax_rows
+from ..checks import check_positive
 from ..batches import SparseRows
 from ..errors import InvalidParameterError
 from .dense import WindowRefit

@@ -8,7 +8,8 @@ import numpy as np
 
 from ..adaptation import (CHECK_EVERY, TRACKER_LAM_FACTOR, ChangeWatch, TrackerChoice, average_weight_of,
                           learn_in_watched_spans, mistake_count, restart_step)
-from ..base import StreamClassifier, average_power_of, check_positive, hide_unknown_classes
+from ..base import StreamClassifier, hide_unknown_classes
+from ..checks import average_power_of, check_positive
 from ..binning import DEFAULT_BINS, FeatureBins
 from ..calibration import TemperatureCalibration
 from ..errors import InvalidParameterError

@@ -1,5 +1,4 @@
-"""Extreme multi-class classification: MEMOIR of Belyy & Sholokhov, *Multi-class Extreme
-Classification with Inexact Margin* (``../shared/papers/002_d116c1700f27e6e6.txt``).
+"""Extreme multi-class classification: MEMOIR (002, ``../shared/papers/002_d116c1700f27e6e6.txt``).
 
 :class:`ExtremeSVM` is the Crammer–Singer multi-class SVM learned by Pegasos steps in which
 the most violating class ``r = argmax_{k≠y} ⟨w_k, x⟩`` comes from a maximum-inner-product
@@ -46,7 +45,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..adaptation import ChangeWatch, average_weight_of, learn_watched, restart_step
-from ..base import StreamClassifier, average_power_of, check_positive
+from ..base import StreamClassifier
+from ..checks import average_power_of, check_positive
 from ..errors import InvalidParameterError
 from ..batches import SparseRows
 from ..kernels import compiled

@@ -56,10 +56,10 @@ class ExtremePredictions:
 
     def predict_many(self, X):
         rows = self._model_rows(self._features.encode_many(X, grow=False), learn=False)
-        labels = np.empty(rows.n_rows, dtype=object)
         if self._labels.labels:
-            names = self._labels.labels
-            labels[:] = [names[k] for k in self._predict_rows(rows, None)[0].tolist()]
+            labels = self._labels.take(self._predict_rows(rows, None)[0])
+        else:
+            labels = np.full(rows.n_rows, None, dtype=object)
         from ..base import is_pandas_frame
 
         if is_pandas_frame(X):

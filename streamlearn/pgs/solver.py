@@ -51,7 +51,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..adaptation import ChangeWatch, learn_in_watched_spans, restart_step
-from ..base import StreamClassifier, check_positive
+from ..base import StreamClassifier
+from ..checks import check_positive
 from ..errors import InvalidInputError, InvalidParameterError
 from ..batches import SparseRows
 from ..kernels import codes, compiled
