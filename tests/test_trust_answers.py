@@ -270,3 +270,39 @@ def test_missing_csv_cells_are_absent_features_and_a_missing_label_is_predicted(
     from connectors.records import check_record
 
     assert check_record({"x": {"a": None, "b": 2.0}, "y": 1}, True) == ({"b": 2.0}, 1)
+
+
+# 11. a 0-based / 1-based mismatch of LIBSVM indices is noticed
+@pytest.mark.parametrize("model_base, data_base", [(1, 0), (0, 1)])
+def test_an_index_shift_between_model_and_data_is_named(tmp_path, capsys, model_base, data_base):
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    X[:, 0] = X[:, -1] = 1.0  # the first and last index present in every row (as in a dense data set)
+
+    def write(path, base, rows):
+        path.write_text("".join(f"{y[i]} " + " ".join(f"{j + base}:{v:g}" for j, v in enumerate(X[i]) if v) + "\n" for i in rows))
+        return path
+
+    train = write(tmp_path / "train.svm", model_base, range(0, 1200))
+    assert run(capsys, "train", train, "--checkpoint-dir", tmp_path / "m", "--quiet")[0] == 0
+    same = write(tmp_path / "same.svm", model_base, range(1200, 1797))
+    code, _, err = run(capsys, "evaluate", same, "--checkpoint", tmp_path / "m")
+    assert code == 0 and "-based" not in err
+    shifted = write(tmp_path / "shifted.svm", data_base, range(1200, 1797))
+    for command in ("evaluate", "predict"):
+        code, _, err = run(capsys, command, shifted, "--checkpoint", tmp_path / "m")
+        assert code == 0 and f"the data look {data_base}-based and the model's {model_base}-based" in err, err
+
+
+# bullet: predict needs no labels: labels that are no class of the model are a warning, not exit 1
+def test_predict_does_not_fail_on_labels_it_does_not_need(tmp_path, capsys):
+    data = _labelled_jsonl(tmp_path / "d.jsonl")
+    assert run(capsys, "train", data, "--checkpoint-dir", tmp_path / "m", "--quiet")[0] == 0
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({"x": {"a": 0.1 * i}, "y": f"z{i}"}) + "\n" for i in range(20)))
+    code, out, err = run(capsys, "predict", other, "--checkpoint", tmp_path / "m")
+    assert code == 0 and out.count("\n") == 20 and "warning: none of the 20 labels" in err
+    code, _, err = run(capsys, "evaluate", other, "--checkpoint", tmp_path / "m")
+    assert code == 1 and "error: none of the 20 labels" in err

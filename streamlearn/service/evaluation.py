@@ -69,12 +69,15 @@ class FeatureCoverage:
         self.known = self.total = 0.0
         self.labels = self.known_labels = 0
         self.unknown_examples: list = []  # a few labels the model does not know, for the message
+        self.index_range: list | None = None  # smallest and largest integer feature name of the data
+        self._model_range = None  # (model, its smallest and largest integer feature name)
 
     def add(self, model, X, y=None) -> None:
         """Count a batch's features (and its labels, when given: ``None`` entries are skipped)."""
         known, total = model.feature_mass(X)
         self.known += known
         self.total += total
+        self._note_indices(model, X)
         if y is not None:
             labels = [label for label in (y.tolist() if hasattr(y, "tolist") else y) if label is not None]
             if labels:
@@ -86,6 +89,34 @@ class FeatureCoverage:
                         break
                     if labels[i] not in self.unknown_examples:
                         self.unknown_examples.append(labels[i])
+
+    def _note_indices(self, model, X) -> None:
+        """The range of the batch's integer feature names (LIBSVM indices), and the model's."""
+        if model.feature_space.n_bits is not None:  # hashed columns: no names to compare
+            return
+        if self._model_range is None or self._model_range[0] is not model:
+            names = [k for k in model.feature_keys if type(k) is int]
+            self._model_range = (model, (min(names), max(names)) if names else None)
+        if isinstance(X, list):
+            names = [k for x in X for k in x if type(k) is int]
+        elif hasattr(X, "indices") and hasattr(X, "indptr") and not hasattr(X, "columns"):
+            names = X.indices[X.indptr[0] : X.indptr[-1]] if len(X.indices) else []
+        else:
+            return
+        if len(names):
+            low, high = int(min(names)), int(max(names))
+            self.index_range = [low, high] if self.index_range is None else [min(low, self.index_range[0]),
+                                                                            max(high, self.index_range[1])]
+
+    @property
+    def index_shift(self) -> int:
+        """``+1`` when the data's feature indices run one above the model's at both ends (1-based
+        data, a 0-based model), ``-1`` one below (0-based data, a 1-based model), else 0."""
+        model = self._model_range[1] if self._model_range else None
+        if model is None or self.index_range is None:
+            return 0
+        low, high = self.index_range[0] - model[0], self.index_range[1] - model[1]
+        return low if low == high and abs(low) == 1 else 0
 
     @property
     def unknown_share(self) -> float:
@@ -109,6 +140,11 @@ class FeatureCoverage:
             out.append(f"{self.unknown_share:.0%} of the feature mass is on features the model has never seen and counts "
                        "for nothing in its predictions: is this the kind of data it learned, with the same feature names "
                        "(and the same first index)?")
+        if self.index_shift:
+            model_low, model_high = self._model_range[1]
+            out.append(f"the feature indices run {self.index_range[0]}..{self.index_range[1]} where the model learned "
+                       f"{model_low}..{model_high}: the data look {'1' if self.index_shift > 0 else '0'}-based and the "
+                       f"model's {'0' if self.index_shift > 0 else '1'}-based, so every feature meets another's weight")
         if self.unknown_label_share > self.WARN_LABELS_ABOVE and self.known_labels:
             out.append(f"{self.unknown_label_share:.0%} of the labels are no class of the model (such as "
                        f"{', '.join(map(repr, self.unknown_examples))})")

@@ -21,12 +21,15 @@ def _read_as_trained(args, payload: dict) -> None:
         args.format = reading["format"]
 
 
-def _coverage_outcome(coverage, model) -> int:
-    """The warnings of a prediction run's coverage on stderr; exit code 1 when no label was known."""
+def _coverage_outcome(coverage, model, judge_labels: bool = True) -> int:
+    """The warnings of a prediction run's coverage on stderr; exit code 1 when no label was
+    known and the labels are judged (``evaluate``; ``predict`` needs none: a warning there)."""
     for warning in coverage.warnings():
         print(f"streamlearn: warning: {warning}", file=sys.stderr)
     error = coverage.no_label_known(model)
-    if error:
+    if error and not judge_labels:
+        print(f"streamlearn: warning: {error}", file=sys.stderr)
+    elif error:
         print(f"streamlearn: error: {error}", file=sys.stderr)
         return EXIT_ERROR
     return 0
@@ -77,7 +80,7 @@ def cmd_predict(args) -> int:
         print("streamlearn: nothing was predicted" + (": every record was bad (check --format, --label-column and "
                                                       "--no-header)" if bad else ": the source held no records"), file=sys.stderr)
         return EXIT_NOTHING_LEARNED
-    return _coverage_outcome(coverage, model)
+    return _coverage_outcome(coverage, model, judge_labels=False)
 
 
 def cmd_evaluate(args) -> int:
