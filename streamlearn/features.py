@@ -234,8 +234,10 @@ class FeatureSpace(DenseArrayEncoding):
         """The key rows are ordered by: the column itself when hashing, the name key otherwise."""
         return cols if self.n_bits is not None else self._order_key[cols]
 
-    def columns(self, names: list, grow: bool) -> np.ndarray:
-        """Columns of several names (``-1`` for unknown names when not growing)."""
+    def columns(self, names: list, grow: bool, rows: np.ndarray | None = None) -> np.ndarray:
+        """Columns of several names (``-1`` for unknown names when not growing). New names enter
+        the vocabulary row by row (``rows``: each name's row; ``None``: one row), and within a row
+        in name-key order, so that the order of a row's entries never changes the vocabulary."""
         if self._unsynced:
             self._sync_dict()
         if len(names) > 1:  # the common case, every name known: one C-level look-up of all
@@ -247,9 +249,24 @@ class FeatureSpace(DenseArrayEncoding):
         cols = [get(name) for name in names]
         if None in cols:
             if grow or self.n_bits is not None:
-                self._add(list(dict.fromkeys(n for c, n in zip(cols, names) if c is None)))
+                first_at: dict = {}  # each new name's first position
+                for i, (c, name) in enumerate(zip(cols, names)):
+                    if c is None and name not in first_at:
+                        first_at[name] = i
+                new_rows = None if rows is None else rows[list(first_at.values())]
+                self._add(self._in_growth_order(list(first_at), new_rows))
             cols = [get(name, -1) for name in names]
         return np.asarray(cols, dtype=np.int64)
+
+    @staticmethod
+    def _in_growth_order(names: list, rows: np.ndarray | None) -> list:
+        """New, distinct names (in order of first appearance; ``rows``: the row of each one's
+        first appearance) in the order they enter the vocabulary: by row, then by name key."""
+        if len(names) < 2:
+            return names
+        keys = name_keys(names)
+        order = np.lexsort((keys,) if rows is None else (keys, np.asarray(rows)))
+        return [names[i] for i in order.tolist()]
 
     def name_columns(self) -> tuple[dict, np.ndarray, int] | None:
         """The vocabulary's name → column dict, each column's order key (:meth:`sort_keys`) and
@@ -311,7 +328,7 @@ class FeatureSpace(DenseArrayEncoding):
             self._grow_position_cache(needed)
         return self._int_name_columns
 
-    def _named_columns(self, names: list, indices: np.ndarray, grow: bool) -> np.ndarray:
+    def _named_columns(self, names: list, indptr: np.ndarray, indices: np.ndarray, grow: bool) -> np.ndarray:
         """Column of each of a batch's column names (``-1``: unknown or unused); only names
         with an entry in the batch are looked up, in order of first appearance. The answer is
         kept for the next batch over the same ``names`` list (a walker's name table, which only
@@ -327,7 +344,11 @@ class FeatureSpace(DenseArrayEncoding):
         used = _rows.first_appearance(indices, len(names))
         unknown = used[cols[used] < 0]
         if len(unknown):
-            cols[unknown] = self.columns([names[i] for i in unknown.tolist()], grow)
+            rows = None
+            if grow and len(unknown) > 1:  # the row of each one's first appearance: see columns()
+                distinct, first = np.unique(indices, return_index=True)
+                rows = np.searchsorted(indptr, first[np.searchsorted(distinct, unknown)], side="right") - 1
+            cols[unknown] = self.columns([names[i] for i in unknown.tolist()], grow, rows)
         return cols
 
     def encode_many(self, X, grow: bool, zero_share: float | None = None) -> SparseRows:
@@ -361,7 +382,7 @@ class FeatureSpace(DenseArrayEncoding):
             if self.n_bits is not None:  # hashing: every name has its column
                 self._hash_positions(matrix.indices)
         else:
-            column_of = self._named_columns(names, matrix.indices, grow)
+            column_of = self._named_columns(names, matrix.indptr, matrix.indices, grow)
         if self.n_bits is None:  # one compiled pass: map, drop unknown, order by name key
             out_idx, out_val = self._scratch(matrix.nnz)
             if positional and grow:  # new int names get their columns as the pass meets them
@@ -399,7 +420,8 @@ class FeatureSpace(DenseArrayEncoding):
         distinct, first = np.unique(indices, return_index=True)
         order = np.argsort(first, kind="stable")
         columns = np.empty(len(distinct), np.int64)
-        columns[order] = self.columns(distinct[order].tolist(), grow)
+        first_rows = np.searchsorted(indptr, first[order], side="right") - 1
+        columns[order] = self.columns(distinct[order].tolist(), grow, first_rows)
         return self._mapped_rows(indptr, columns[np.searchsorted(distinct, indices)], data)
 
     def _scratch(self, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -452,7 +474,8 @@ class FeatureSpace(DenseArrayEncoding):
         if not np.abs(data).max(initial=0.0) <= LARGEST_VALUE:
             row = row_of_entry(indptr, int(np.flatnonzero(~(np.abs(data) <= LARGEST_VALUE))[0]))
             dict_values(X[row], row)
-        cols = self.columns([name for x in X for name in x], grow)
+        names = [name for x in X for name in x]
+        cols = self.columns(names, grow, np.repeat(np.arange(len(X)), np.diff(indptr)) if grow and len(X) > 1 else None)
         return self._mapped_rows(indptr, cols, data)
 
     def __getstate__(self):

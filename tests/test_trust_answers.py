@@ -306,3 +306,60 @@ def test_predict_does_not_fail_on_labels_it_does_not_need(tmp_path, capsys):
     assert code == 0 and out.count("\n") == 20 and "warning: none of the 20 labels" in err
     code, _, err = run(capsys, "evaluate", other, "--checkpoint", tmp_path / "m")
     assert code == 1 and "error: none of the 20 labels" in err
+
+
+# 10. the model does not depend on the order of a row's entries (bins on: which columns get bins)
+def test_the_order_of_a_rows_entries_changes_no_bit_of_the_model():
+    from helpers import assert_same_state
+    from streamlearn.libsvm import parse_libsvm_bytes
+
+    rng = np.random.default_rng(3)
+    rows = [(np.sort(rng.choice(3000, int(rng.integers(3, 12)), replace=False)), rng.normal(size=12)) for _ in range(1500)]
+    y = rng.integers(0, 4, len(rows)).tolist()
+    shuffled = [rng.permutation(len(cols)) for cols, _ in rows]
+
+    def dicts(permute):
+        return [{int(c): float(v) for c, v in zip(cols[order], vals[: len(cols)][order])}
+                for (cols, vals), order in zip(rows, shuffled if permute else [np.arange(len(c)) for c, _ in rows])]
+
+    def text(X):
+        return "".join(f"{label} " + " ".join(f"{k}:{v!r}" for k, v in x.items()) + "\n" for label, x in zip(y, X)).encode()
+
+    for to_batch in (lambda X: X, lambda X: parse_libsvm_bytes(text(X)).X):
+        models = []
+        for permute in (False, True):
+            model = streamlearn.MulticlassSVM()
+            model.learn_many(to_batch(dicts(permute)), y)
+            models.append(model)
+        assert models[0].feature_keys == models[1].feature_keys
+        assert_same_state(models[0].export_state(), models[1].export_state())
+    one = streamlearn.MulticlassSVM()
+    for x, label in zip(dicts(True), y):
+        one.learn_one(x, label)
+    assert one.feature_keys == models[0].feature_keys
+
+
+# bullet: a checkpoint with a valid checksum but no checkpoint inside, or a model that cannot be rebuilt
+@pytest.mark.parametrize("damage", ["empty map", "a list", "no learner", "weights cut in half"])
+def test_an_intact_file_that_holds_no_usable_checkpoint_is_one_line(tmp_path, capsys, damage):
+    from streamlearn.service.checkpoint import dumps, loads
+
+    data = _labelled_jsonl(tmp_path / "d.jsonl")
+    assert run(capsys, "train", data, "--checkpoint-dir", tmp_path / "m", "--quiet")[0] == 0
+    newest = sorted((tmp_path / "m").glob("ckpt-*.slc"))[-1]
+    payload = loads(newest.read_bytes())
+    if damage == "empty map":
+        payload = {}
+    elif damage == "a list":
+        payload = [1, 2]
+    elif damage == "no learner":
+        del payload["learner"]
+    else:
+        arrays = payload["learner"]["model"]["arrays"]
+        arrays["V"] = arrays["V"].ravel()[: arrays["V"].size // 2]
+    for path in (tmp_path / "m").glob("ckpt-*.slc"):
+        path.write_bytes(dumps(payload))
+    for command in (["train", data, "--checkpoint-dir", tmp_path / "m", "--resume"], ["evaluate", data, "--checkpoint", tmp_path / "m"]):
+        code, _, err = run(capsys, *command)
+        assert code == 1 and err.count("\n") <= 3 and "Traceback" not in err, err
+        assert ("holds no checkpoint" in err) or ("cannot be restored" in err) or ("every checkpoint" in err), err

@@ -169,6 +169,16 @@ def unknown_positions(indices, column_of):
 
 
 @njit(cache=True, nogil=True)
+def _renumber_in_key_order(added, column_of, keys, first_column):
+    """Give the positions ``added`` (just given the columns ``first_column, ...`` in the order a
+    row listed them) those columns in increasing order, as a row sorted by position would."""
+    added.sort()
+    for r in range(len(added)):
+        column_of[added[r]] = first_column + r
+        keys[first_column + r] = added[r]
+
+
+@njit(cache=True, nogil=True)
 def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_positions, grow, next_column, added,
              copy_values):  # fmt: skip
     """A CSR batch over positions as rows over weight columns, in one pass: entry ``p``
@@ -191,8 +201,9 @@ def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_
 
     ``grow`` (with ``keys_are_positions``): grow instead of dropping. An unknown position
     ``c`` gets the column ``next_column + n_added`` in ``column_of``, its own value as key,
-    and is listed in ``added`` (so new names come in order of first appearance, row by row,
-    as :func:`unknown_positions` lists them); ``added`` and ``keys`` must have room for
+    and is listed in ``added`` (so new names come in order of first appearance row by row, and
+    within a row in increasing position, as the vocabulary's other roads add them:
+    :meth:`~streamlearn.features.FeatureSpace.columns`); ``added`` and ``keys`` must have room for
     every distinct new position. Learning a fresh stream then costs one pass, not a pass,
     a look for new names and a second pass."""
     n_rows = len(indptr) - 1
@@ -203,6 +214,7 @@ def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_
     out_ptr[0] = 0
     for i in range(n_rows):
         previous = np.iinfo(np.int64).min
+        row_added = n_added
         for p in range(indptr[i], indptr[i + 1]):
             c = column_of[indices[p]]
             if c < 0 and grow:
@@ -220,6 +232,10 @@ def map_rows(indptr, indices, data, column_of, keys, out_idx, out_val, keys_are_
                 if key < previous:  # the order check rides along: no second pass
                     unordered[i] = True
                 previous = key
+        if unordered[i] and n_added - row_added > 1:  # new names of a row enter in key order, whatever the row's
+            _renumber_in_key_order(added[row_added:n_added], column_of, keys, next_column + row_added)
+            for p in range(indptr[i], indptr[i + 1]):  # with grow every entry is kept, in place
+                out_idx[out_ptr[i] + p - indptr[i]] = column_of[indices[p]]
         out_ptr[i + 1] = n
     values_copied = copy_values
     for i in range(n_rows):

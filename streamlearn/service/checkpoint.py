@@ -130,10 +130,33 @@ def loads(data: bytes, name: str = "checkpoint") -> dict:
             raise CheckpointError(
                 f"{name} has checkpoint format version {version}, but this streamlearn reads version {FORMAT_VERSION}: "
                 "use the streamlearn version that wrote it, or start without --resume")
-        return _unpack(body)
+        return _checked(body, name)
     if version == 1 and hashlib.sha256(body).digest() == digest:  # format 1: the payload alone was hashed
-        return _unpack(body)
+        return _checked(body, name)
     raise CorruptCheckpoint(f"{name} is corrupt (checksum mismatch)")
+
+
+def _checked(body, name: str) -> dict:
+    """The payload of an intact file, with a checkpoint's parts (one written by something else is not one)."""
+    try:
+        payload = _unpack(body)
+    except (ValueError, TypeError, msgpack.UnpackException) as error:
+        raise CorruptCheckpoint(f"{name} has a valid checksum but its contents cannot be decoded ({error})") from None
+    if not isinstance(payload, dict) or not isinstance(payload.get("learner"), dict) or not isinstance(payload.get("runner"), dict):
+        raise CorruptCheckpoint(f"{name} has a valid checksum but holds no checkpoint (no learner and runner state)")
+    return payload
+
+
+def restore_learner(payload: dict):
+    """The learner of a loaded checkpoint; a state it cannot be rebuilt from (arrays cut short,
+    a part missing) is a :class:`CheckpointError` naming the file, not a traceback."""
+    from .. import learner_from_state
+
+    try:
+        return learner_from_state(payload["learner"])
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
+        raise CheckpointError(f"{payload.get('path', 'the checkpoint')}: its model cannot be restored "
+                              f"({type(error).__name__}: {error})") from None
 
 
 def snapshot(obj):

@@ -144,9 +144,9 @@ class Runner:
         payload = self.store.load_latest()
         if payload is None:
             return False
-        from .. import learner_from_state
+        from .checkpoint import restore_learner
 
-        self.model = learner_from_state(payload["learner"])
+        self.model = restore_learner(payload)
         self.position = payload["position"]
         if self.position is not None:
             self.source.seek(self.position)

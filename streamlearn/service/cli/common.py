@@ -104,14 +104,12 @@ def bundled_paths(sources: list[str]) -> list[str]:
 
 
 def load_checkpointed(directory):
-    from ..checkpoint import CheckpointStore
+    from ..checkpoint import CheckpointStore, restore_learner
 
     payload = CheckpointStore(directory).load_latest()
     if payload is None:
         raise ConfigError(f"no checkpoint in {directory!r}")
-    import streamlearn
-
-    return streamlearn.learner_from_state(payload["learner"]), payload
+    return restore_learner(payload), payload
 
 
 def add_source_options(p, required: bool = True) -> None:

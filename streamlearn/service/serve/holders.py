@@ -17,16 +17,14 @@ import threading
 
 from connectors.sinks import json_key
 
-from ..checkpoint import CheckpointStore, CorruptCheckpoint
+from ..checkpoint import CheckpointError, CheckpointStore, restore_learner
 
 
 class LoadedModel:
     """A learner restored from one checkpoint, with what ``/model`` reports about it."""
 
     def __init__(self, payload: dict, identity: tuple | None = None):
-        from ... import learner_from_state
-
-        self.model = learner_from_state(payload["learner"])
+        self.model = restore_learner(payload)
         self.path = pathlib.Path(payload["path"])
         self.identity = identity  # the file's (path, inode, size, mtime) when it was read: see file_identity
         self.sequence = payload["sequence"]
@@ -74,7 +72,9 @@ class ModelHolder:
                     continue
                 try:
                     payload = self.store.load(path)
-                except CorruptCheckpoint as error:
+                    payload["path"] = str(path)
+                    loaded = LoadedModel(payload, identity)
+                except CheckpointError as error:  # damaged, or a model that cannot be rebuilt
                     self.skipped.add(identity)
                     print(f"streamlearn serve: skipped {path.name}: {error}", file=self.log, flush=True)
                     continue
@@ -84,8 +84,7 @@ class ModelHolder:
                     self.skipped.add(identity)
                     print(f"streamlearn serve: skipped {path.name}: {error.strerror or error}", file=self.log, flush=True)
                     continue
-                payload["path"] = str(path)
-                self.current = LoadedModel(payload, identity)  # one assignment: requests in flight keep the model they took
+                self.current = loaded  # one assignment: requests in flight keep the model they took
                 self.reloads += 1
                 settle_garbage()
                 return True
