@@ -147,7 +147,7 @@ class FileSource(_ReadAhead):
         except UnknownFormat as error:
             raise SourceError(str(error)) from None
         if fmt == "csv" and head.strip():
-            first = head.removeprefix(UTF8_BOM).split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", "replace")
+            first = (head.removeprefix(UTF8_BOM).splitlines() or [b""])[0].decode("utf-8", "replace")  # CR-only lines too, as the decoder
             try:
                 make_decoder("csv", self.labelled, self.label_column, self.no_header).set_header_line(first)
             except ValueError as error:

@@ -273,7 +273,10 @@ class CsvDecoder(_DictLineDecoder):
         import csv
 
         self.delimiter = csv_delimiter(text)
-        cells = next(csv.reader([text], delimiter=self.delimiter), [])
+        try:
+            cells = next(csv.reader([text], delimiter=self.delimiter), [])
+        except csv.Error as error:
+            raise ValueError(f"the first line is not a CSV header ({error})") from None
         if self.is_data(cells):
             self._set_header(list(range(len(cells))))
             return False
@@ -299,7 +302,8 @@ class CsvDecoder(_DictLineDecoder):
             if column is None and self.labelled:  # taking the first column silently made every record bad
                 if names and all(isinstance(n, int) for n in names):
                     raise ValueError(f"the CSV has no header line ({len(names)} columns): give --label-column INDEX")
-                raise ValueError(f"the CSV header {names} has no label column (one named {', '.join(LABEL_FIELDS)}): "
+                shown = repr(names) if len(repr(names)) <= 200 else repr(names)[:200] + "...]"
+                raise ValueError(f"the CSV header {shown} has no label column (one named {', '.join(LABEL_FIELDS)}): "
                                  "give --label-column NAME or INDEX (or --no-header if the first line is a record)")
         if isinstance(column, str) and column.isdigit():
             column = int(column)

@@ -174,7 +174,8 @@ def check_features(x) -> dict:
         except OverflowError:  # an int beyond the float range (JSON allows 10**400): found below
             pass
     if None in x.values():  # a missing value (JSON null, msgpack nil): an absent feature, as a missing CSV cell is
-        x = {name: value for name, value in x.items() if value is not None}
+        x = {name: value for name, value in x.items() if value is not None or not isinstance(name, (str, int)) or
+             isinstance(name, bool)}  # (a bad name stays, to be refused below)
         if not x:
             raise RecordError("empty-features", "the record has no features (every value is missing)")
     for name, value in x.items():

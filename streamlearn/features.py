@@ -10,8 +10,8 @@ It converts its inputs *after* validating all of them, so a bad example raises a
 
 >>> fs = FeatureSpace()
 >>> cols, vals = fs.encode_one({"b": 2.0, "a": 1.0}, grow=True)
->>> fs.names, sorted(zip(cols.tolist(), vals.tolist()))
-(['b', 'a'], [(0, 2.0), (1, 1.0)])
+>>> fs.names, sorted(zip(cols.tolist(), vals.tolist()))  # a row's new names enter in name order
+(['a', 'b'], [(0, 1.0), (1, 2.0)])
 >>> again = fs.encode_one({"a": 1.0, "b": 2.0}, grow=False)  # same row, whatever the key order
 >>> again[0].tolist() == cols.tolist()
 True
@@ -28,6 +28,7 @@ from .batches import (NO_ENTRIES, NUMERIC_TYPES, CsrBatch, SparseRows, batch_to_
 from .dense_arrays import DenseArrayEncoding
 from .kernels import compiled
 from .kernels.codes import LARGEST_VALUE
+from .names import in_growth_order, name_keys
 
 _rows = compiled("rows")
 #: names that start with this (a NUL character) are the learners' own features, not a user's (the intercept's)
@@ -35,26 +36,6 @@ RESERVED_PREFIX = "\x00"
 
 _HASH_CACHE_LIMIT = 1 << 20
 _DENSE_POSITIONS = 1 << 22  # positions the position cache always may cover (32 MB)
-
-
-def name_keys(names: list) -> np.ndarray:
-    """A stable 63-bit key per feature name: the value itself for an integer name (so the
-    columns of a canonical CSR matrix are already in key order), BLAKE2b of ``repr`` for
-    any other name. Stable across processes, unlike Python's salted ``hash``."""
-    if all(type(name) is int for name in names):  # positional columns, LIBSVM indices: vectorised
-        keys = np.array(names, dtype=object if not names else None)
-        if keys.dtype == np.int64 and (not len(keys) or (keys.min() >= -(1 << 62) and keys.max() < (1 << 62))):
-            return keys
-    keys = np.empty(len(names), np.int64)
-    for i, name in enumerate(names):
-        if type(name) is int and -(1 << 62) <= name < (1 << 62):
-            keys[i] = name
-        else:
-            import hashlib  # here: a stream of integer names (LIBSVM, arrays) never needs it
-
-            digest = hashlib.blake2b(repr(name).encode("utf-8"), digest_size=8).digest()
-            keys[i] = int.from_bytes(digest, "little") >> 1
-    return keys
 
 
 def own_arrays(obj) -> None:
@@ -110,7 +91,7 @@ class FeatureSpace(DenseArrayEncoding):
     >>> space = FeatureSpace()
     >>> columns, values = space.encode_one({"b": 2.0, "a": 1.0}, grow=True)
     >>> space.names, space.columns(["a", "zzz"], grow=False).tolist()  # an unknown name: -1
-    (['b', 'a'], [1, -1])
+    (['a', 'b'], [0, -1])
     >>> again = space.encode_one({"a": 1.0, "b": 2.0}, grow=True)  # key order does not matter
     >>> columns.tolist() == again[0].tolist() and values.tolist() == again[1].tolist()
     True
@@ -234,10 +215,10 @@ class FeatureSpace(DenseArrayEncoding):
         """The key rows are ordered by: the column itself when hashing, the name key otherwise."""
         return cols if self.n_bits is not None else self._order_key[cols]
 
-    def columns(self, names: list, grow: bool, rows: np.ndarray | None = None) -> np.ndarray:
+    def columns(self, names: list, grow: bool, rows: np.ndarray | int | None = None) -> np.ndarray:
         """Columns of several names (``-1`` for unknown names when not growing). New names enter
-        the vocabulary row by row (``rows``: each name's row; ``None``: one row), and within a row
-        in name-key order, so that the order of a row's entries never changes the vocabulary."""
+        the vocabulary in the order given, or with ``rows`` (each name's row; an int: all in one) row
+        by row and within a row in name order, so that the order of a row's entries never changes the vocabulary."""
         if self._unsynced:
             self._sync_dict()
         if len(names) > 1:  # the common case, every name known: one C-level look-up of all
@@ -253,20 +234,10 @@ class FeatureSpace(DenseArrayEncoding):
                 for i, (c, name) in enumerate(zip(cols, names)):
                     if c is None and name not in first_at:
                         first_at[name] = i
-                new_rows = None if rows is None else rows[list(first_at.values())]
-                self._add(self._in_growth_order(list(first_at), new_rows))
+                new_rows = rows if rows is None or isinstance(rows, int) else rows[list(first_at.values())]
+                self._add(in_growth_order(list(first_at), new_rows))
             cols = [get(name, -1) for name in names]
         return np.asarray(cols, dtype=np.int64)
-
-    @staticmethod
-    def _in_growth_order(names: list, rows: np.ndarray | None) -> list:
-        """New, distinct names (in order of first appearance; ``rows``: the row of each one's
-        first appearance) in the order they enter the vocabulary: by row, then by name key."""
-        if len(names) < 2:
-            return names
-        keys = name_keys(names)
-        order = np.lexsort((keys,) if rows is None else (keys, np.asarray(rows)))
-        return [names[i] for i in order.tolist()]
 
     def name_columns(self) -> tuple[dict, np.ndarray, int] | None:
         """The vocabulary's name → column dict, each column's order key (:meth:`sort_keys`) and
@@ -292,7 +263,7 @@ class FeatureSpace(DenseArrayEncoding):
         layout = getattr(self, "_layout", None)  # (an older pickle has none)
         if layout is not None and layout[0] == keys:
             return layout[1].copy(), values[layout[2]]
-        cols = self.columns(list(keys), grow)
+        cols = self.columns(list(keys), grow, 0)
         if not grow and len(values) and cols.min() < 0:
             keep = cols >= 0
             return self._canonical(cols[keep], values[keep])
@@ -475,7 +446,7 @@ class FeatureSpace(DenseArrayEncoding):
             row = row_of_entry(indptr, int(np.flatnonzero(~(np.abs(data) <= LARGEST_VALUE))[0]))
             dict_values(X[row], row)
         names = [name for x in X for name in x]
-        cols = self.columns(names, grow, np.repeat(np.arange(len(X)), np.diff(indptr)) if grow and len(X) > 1 else None)
+        cols = self.columns(names, grow, np.repeat(np.arange(len(X)), np.diff(indptr)) if grow else None)
         return self._mapped_rows(indptr, cols, data)
 
     def __getstate__(self):

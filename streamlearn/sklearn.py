@@ -12,7 +12,8 @@ Each takes its learner's parameters (``get_params`` / ``set_params`` / ``clone``
   when ``shuffle`` (as ``SGDClassifier``), then the last mini-batch flushed;
 * ``partial_fit(X, y, classes=None)``: one pass over the rows in their order, flushed at the end
   (a call's rows are all learned, as scikit-learn's ``partial_fit`` promises); a class may appear in
-  any call — ``classes`` only declares classes up front (their probability is 0 until learned);
+  any call, unless ``classes`` was given to the first call: then, as scikit-learn's contract says,
+  those are all the classes (their probability is 0 until learned) and any other label is refused;
 * ``predict``, ``predict_proba``, ``decision_function`` (``(n,)`` for two classes: the second
   class's score minus the first's), ``score``; ``classes_`` sorted, ``n_features_in_``,
   ``feature_names_in_`` for DataFrames; dense arrays, CSR or other SciPy matrices, DataFrames.
@@ -123,6 +124,7 @@ class StreamClassifierEstimator(ClassifierMixin, _StreamEstimator):
     def _start(self, y, classes, first: bool = True) -> None:
         if first or y.dtype.kind == "f":  # scikit-learn's check costs more than learning a batch: once, or for floats
             check_classification_targets(y)
+        self._check_declared(y, classes, first)
         seen = np.unique(y) if classes is None else np.unique(np.concatenate([np.unique(y), np.asarray(classes)]))
         self.classes_ = seen if first or not hasattr(self, "classes_") else np.union1d(self.classes_, seen)
         if not self.learner_._multiclass:
@@ -131,6 +133,24 @@ class StreamClassifierEstimator(ClassifierMixin, _StreamEstimator):
                                  f"{type(self.learner_).__name__} learns two classes, y has {len(self.classes_)}")
             if first and len(self.classes_) == 2:
                 self.learner_ = self._learner_class(**{**self._learner_arguments(), "classes": tuple(self.classes_.tolist())})
+
+    def _check_declared(self, y, classes, first: bool) -> None:
+        """scikit-learn's contract: classes declared on the first ``partial_fit`` are all there
+        will be (a later label outside them, or other ``classes``, is refused); without
+        ``classes`` new classes may come in any call."""
+        if first:
+            self._declared_classes = None if classes is None else np.unique(np.asarray(classes))
+            declared = self._declared_classes
+        else:
+            declared = getattr(self, "_declared_classes", None)
+            if classes is not None and declared is not None and not np.array_equal(np.unique(np.asarray(classes)), declared):
+                raise ValueError(f"classes={np.unique(np.asarray(classes)).tolist()!r} is not the same as on the first call "
+                                 f"to partial_fit, was {declared.tolist()!r}")
+        if declared is not None:
+            outside = np.setdiff1d(np.unique(y), declared)
+            if len(outside):
+                raise ValueError(f"y holds labels {outside[:5].tolist()!r} that are not in classes={declared.tolist()!r} "
+                                 "declared on the first call to partial_fit")
 
     def _scores(self, X, method: str, missing: float) -> np.ndarray:
         """``method``'s columns, one per class of ``classes_`` (``missing`` for a class the learner has not seen)."""

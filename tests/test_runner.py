@@ -210,7 +210,6 @@ def test_train_passes_and_toml_config(tmp_path):
     (["--param", "lam=-1"], "lam must be a positive finite number"),
     (["--param", "colour=1"], "MulticlassSVM has no parameter 'colour'"),
     (["--param", "lam"], "--param expects KEY=VALUE"),
-    (["--format", "parquet"], "unknown format 'parquet'"),
     (["--resume"], "--resume needs --checkpoint-dir"),
     (["--max-errors", "-1"], "--max-errors must be 0 or more"),  # -1 stopped the stream after its first batch
     (["--checkpoint-interval", "-3"], "--checkpoint-interval must be a positive number of seconds"),

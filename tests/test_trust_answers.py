@@ -362,4 +362,93 @@ def test_an_intact_file_that_holds_no_usable_checkpoint_is_one_line(tmp_path, ca
     for command in (["train", data, "--checkpoint-dir", tmp_path / "m", "--resume"], ["evaluate", data, "--checkpoint", tmp_path / "m"]):
         code, _, err = run(capsys, *command)
         assert code == 1 and err.count("\n") <= 3 and "Traceback" not in err, err
-        assert ("holds no checkpoint" in err) or ("cannot be restored" in err) or ("every checkpoint" in err), err
+        assert any(words in err for words in ("holds no checkpoint", "holds no model", "cannot be restored",
+                                              "not a run's state")), err
+
+
+# bullets: CSV files that sniffing could not read, usage errors with the command's usage, messages in words
+def test_a_csv_of_cr_line_ends_trains_and_random_bytes_are_one_line(tmp_path, capsys):
+    cr = tmp_path / "cr.csv"
+    cr.write_bytes(b"a,b,label\r1,2,x\r2,1,y\r3,1,x\r")
+    code, out, err = run(capsys, "train", cr, "--checkpoint-dir", tmp_path / "m", "--quiet")
+    assert code == 0 and summary(out)["learned"] == 3, err
+    noise = tmp_path / "noise.csv"
+    noise.write_bytes(bytes(np.random.default_rng(0).integers(0, 256, 3000, dtype=np.uint8)))
+    code, _, err = run(capsys, "train", noise, "--checkpoint-dir", tmp_path / "n", "--quiet")
+    assert code == 1 and err.count("\n") == 1 and "Traceback" not in err and len(err) < 600
+
+
+def test_usage_errors_show_the_commands_usage_and_exit_2(tmp_path, capsys):
+    data = _labelled_jsonl(tmp_path / "d.jsonl")
+    for args, words in ((["train", data, "--bogus"], "unrecognized arguments: --bogus"),
+                        (["train", data, "--format", "parquet"], "unknown format 'parquet'")):
+        with pytest.raises(SystemExit) as stopped:
+            cli_module.main([str(a) for a in args])
+        err = capsys.readouterr().err
+        assert stopped.value.code == 2 and "usage: streamlearn train" in err and words in err
+
+
+def test_options_that_would_be_ignored_are_refused_or_said(tmp_path, capsys):
+    data, svm = _labelled_jsonl(tmp_path / "d.jsonl"), tmp_path / "d.svm"
+    svm.write_text("".join(f"{i % 2} 1:{i / 10}\n" for i in range(40)))
+    refused = [(["--standardize", "--param", "standardize=false"], "--standardize is --param standardize=True"),
+               (["--mix-every", "100"], "--mix-every sets how often --mix-topic mixes")]
+    for extra, words in refused:
+        code, _, err = run(capsys, "train", data, "--checkpoint-dir", tmp_path / "x", *extra)
+        assert code == 1 and words in err, err
+    for option in (["--label-column", "y"], ["--no-header"]):
+        code, _, err = run(capsys, "train", svm, "--checkpoint-dir", tmp_path / "y", *option)
+        assert code == 1 and f"{option[0]} is for CSV" in err and "the source is LIBSVM" in err
+    assert run(capsys, "train", data, "--checkpoint-dir", tmp_path / "a", "--quiet")[0] == 0
+    code, _, err = run(capsys, "train", data, "--checkpoint-dir", tmp_path / "b", "--init-from", tmp_path / "a", "--standardize",
+                       "--quiet")
+    assert code == 0 and "--learner/--param/--standardize are ignored" in err
+
+
+def test_os_errors_are_words_without_errno(tmp_path, capsys):
+    from streamlearn.service.serve.server import ServiceConfigError, bind
+
+    (tmp_path / "afile").write_text("")
+    code, _, err = run(capsys, "train", _labelled_jsonl(tmp_path / "d.jsonl"), "--checkpoint-dir", tmp_path / "afile" / "m")
+    assert code == 1 and "[Errno" not in err and "Not a directory" in err
+    taken = bind("127.0.0.1", 0)
+    try:
+        with pytest.raises(ServiceConfigError, match="cannot listen on 127.0.0.1:[0-9]+: Address already in use"):
+            bind("127.0.0.1", taken.getsockname()[1])
+    finally:
+        taken.close()
+
+
+# bullet: scikit-learn's partial_fit contract: classes declared on the first call are all there are
+def test_partial_fit_refuses_a_label_outside_the_declared_classes():
+    from streamlearn.sklearn import MulticlassSVMClassifier
+
+    X = np.random.default_rng(0).normal(size=(30, 3))
+    model = MulticlassSVMClassifier().partial_fit(X, np.arange(30) % 3, classes=[0, 1, 2])
+    before = model.learner_.export_state()
+    with pytest.raises(ValueError, match=r"y holds labels \[7\] that are not in classes=\[0, 1, 2\]"):
+        model.partial_fit(X[:2], [7, 0])
+    with pytest.raises(ValueError, match="is not the same as on the first call"):
+        model.partial_fit(X[:2], [0, 1], classes=[0, 1, 2, 3])
+    from helpers import assert_same_state
+
+    assert_same_state(model.learner_.export_state(), before)
+    free = MulticlassSVMClassifier().partial_fit(X, np.arange(30) % 3)
+    free.partial_fit(X[:2], [7, 0])  # no classes declared: a new class may come
+    assert free.classes_.tolist() == [0, 1, 2, 7]
+
+
+# bullet: GeneralizedLeastSquares' learn_many is the learn_one loop bit for bit, as the README says of every learner
+@pytest.mark.parametrize("params", [{}, {"batch_size": 1}, {"batch_size": 7, "standardize": True}, {"link": "identity"}])
+def test_generalized_least_squares_learn_many_is_the_learn_one_loop(params):
+    from sklearn.datasets import load_wine
+
+    from helpers import assert_same_state
+
+    X, y = load_wine(return_X_y=True)  # classes in blocks: the later ones first appear mid-stream
+    rows = [{j: float(v) for j, v in enumerate(x) if v} for x in X]
+    many, loop = streamlearn.GeneralizedLeastSquares(**params), streamlearn.GeneralizedLeastSquares(**params)
+    many.learn_many(rows, y.tolist())
+    for x, label in zip(rows, y.tolist()):
+        loop.learn_one(x, label)
+    assert_same_state(many.export_state(), loop.export_state())

@@ -107,6 +107,7 @@ class GeneralizedLeastSquares(DenseLeastSquares):
     def _init_model(self) -> None:
         super()._init_model()
         self._XtY = np.zeros((0, 0))
+        self._seen = [0, 0]  # columns and classes the steps so far have met (see _learn_groups)
 
     def _probabilities(self, scores: np.ndarray) -> np.ndarray:
         return softmax_rows(scores) if self.link == "softmax" else project_simplex(scores)
@@ -119,11 +120,17 @@ class GeneralizedLeastSquares(DenseLeastSquares):
             self._XtY = XtY
 
     def _learn_groups(self, rows: SparseRows, y: np.ndarray) -> None:
+        # each group's step sees the columns and classes met up to its last row, as the learn_one
+        # loop's would (a batch registers all its features and labels before its first step)
         self._reserve_columns()
-        d, K = self._width(), len(self._labels)
-        X = dense_rows(rows, d)
+        X = dense_rows(rows, self._width())
         for start in range(0, len(y), self.batch_size):
-            self._step(X[start : start + self.batch_size], y[start : start + self.batch_size], d, K)
+            end = min(start + self.batch_size, len(y))
+            columns = rows.indices[rows.indptr[start] : rows.indptr[end]]
+            self._seen[0] = max(self._seen[0], int(columns.max()) + 1 if len(columns) else 0)
+            self._seen[1] = max(self._seen[1], int(y[start:end].max()) + 1)
+            d, K = self._seen
+            self._step(np.ascontiguousarray(X[start:end, :d]), y[start:end], d, K)
 
     def _step(self, X: np.ndarray, y: np.ndarray, d: int, K: int) -> None:
         """One stream step: fold the group into the statistics, then update W."""
@@ -135,7 +142,8 @@ class GeneralizedLeastSquares(DenseLeastSquares):
             self._XtY[:d, :K] += X.T @ Y
             self._W[:d, :K] = self._solver(second_moment).solve(self._XtY[:d, :K] / self._n)
             return
-        residual = softmax_rows(X @ self._W[:d, :K]) - Y  # ŷ − y, L = 1
+        # a contiguous W: BLAS sums a strided view (a batch grows W ahead of its steps) in another order
+        residual = softmax_rows(X @ np.ascontiguousarray(self._W[:d, :K])) - Y  # ŷ − y, L = 1
         self._W[:d, :K] -= self._solver(second_moment).solve(X.T @ residual / len(y))
 
     def fit(self, X, y, max_iter: int = 200, tol: float = 1e-9, callback=None):
@@ -151,6 +159,7 @@ class GeneralizedLeastSquares(DenseLeastSquares):
         d, K = X.shape[1], len(self._labels)
         Y = one_hot(y_idx, K)
         self._n = len(y_idx)
+        self._seen = [d, K]
         self._XtX[:d, :d] = X.T @ X
         with self._batch_fit():
             solve = self._solver(self._XtX[:d, :d] / self._n).solve  # one factorisation for every iteration
@@ -175,8 +184,9 @@ class GeneralizedLeastSquares(DenseLeastSquares):
         return self
 
     def _export_model(self) -> dict:
-        return {**super()._export_model(), "XtY": self._XtY.copy()}
+        return {**super()._export_model(), "XtY": self._XtY.copy(), "seen": list(self._seen)}
 
     def _restore_model(self, model: dict) -> None:
         super()._restore_model(model)
         self._XtY = np.asarray(model["XtY"], np.float64).copy()
+        self._seen = [int(v) for v in model.get("seen", self._W.shape)]  # (states before it: every column and class)

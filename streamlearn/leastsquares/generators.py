@@ -9,7 +9,7 @@ from river import base as river_base
 
 from ..checks import check_positive
 from ..errors import InvalidParameterError
-from ..features import name_keys
+from ..names import name_keys
 
 if TYPE_CHECKING:
     import pandas
@@ -49,7 +49,7 @@ class RandomFourierFeatures(GeneratorState, river_base.MiniBatchTransformer):
     * a river transformer (``transform_one`` / ``transform_many``), so that
       ``RandomFourierFeatures(...) | GeneralizedLeastSquares()`` is a river pipeline: each input
       feature *name* gets its row of ``Ω`` from ``seed`` and the name's stable key
-      (:func:`~streamlearn.features.name_keys`), drawn on first sight, so a stream may bring new
+      (:func:`~streamlearn.names.name_keys`), drawn on first sight, so a stream may bring new
       features at any time; the outputs are features ``0 .. n_components - 1``.
 
     Parameters

@@ -136,15 +136,12 @@ def loads(data: bytes, name: str = "checkpoint") -> dict:
     raise CorruptCheckpoint(f"{name} is corrupt (checksum mismatch)")
 
 
-def _checked(body, name: str) -> dict:
-    """The payload of an intact file, with a checkpoint's parts (one written by something else is not one)."""
+def _checked(body, name: str):
+    """The payload of an intact file (contents that cannot be decoded are damage)."""
     try:
-        payload = _unpack(body)
+        return _unpack(body)
     except (ValueError, TypeError, msgpack.UnpackException) as error:
         raise CorruptCheckpoint(f"{name} has a valid checksum but its contents cannot be decoded ({error})") from None
-    if not isinstance(payload, dict) or not isinstance(payload.get("learner"), dict) or not isinstance(payload.get("runner"), dict):
-        raise CorruptCheckpoint(f"{name} has a valid checksum but holds no checkpoint (no learner and runner state)")
-    return payload
 
 
 def restore_learner(payload: dict):
@@ -152,6 +149,8 @@ def restore_learner(payload: dict):
     a part missing) is a :class:`CheckpointError` naming the file, not a traceback."""
     from .. import learner_from_state
 
+    if not isinstance(payload.get("learner"), dict):
+        raise CheckpointError(f"{payload.get('path', 'the checkpoint')} holds no model (no learner state)")
     try:
         return learner_from_state(payload["learner"])
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
@@ -285,7 +284,10 @@ class CheckpointStore:
 
     def load(self, path) -> dict:
         path = pathlib.Path(path)
-        return loads(path.read_bytes(), str(path))
+        payload = loads(path.read_bytes(), str(path))
+        if not isinstance(payload, dict):  # intact bytes that something else wrote
+            raise CorruptCheckpoint(f"{path} has a valid checksum but holds no checkpoint (a {type(payload).__name__})")
+        return payload
 
     def load_latest(self) -> dict | None:
         """The newest intact checkpoint, or ``None`` when there is none at all.

@@ -144,24 +144,24 @@ class Runner:
         payload = self.store.load_latest()
         if payload is None:
             return False
-        from .checkpoint import restore_learner
-
+        from .checkpoint import CheckpointError, restore_learner
+        state = payload.get("runner")
+        if not isinstance(state, dict) or "position" not in payload:
+            raise CheckpointError(f"{payload['path']} holds a model but not a run's state: it was not written by train")
         self.model = restore_learner(payload)
         self.position = payload["position"]
         if self.position is not None:
             self.source.seek(self.position)
-        state = payload["runner"]
         self.counters.update(state["counters"])
         self.bad.reasons = dict(state.get("dead_reasons", {}))
         self.prequential = ClassificationMetrics.restore(state["prequential"])
         self.holdout_metrics = ClassificationMetrics.restore(state["holdout"])
-        sinks = [(self.dead_letters, "dead_letters"), (self.metrics_sink, "metrics"), (self.predictions, "predictions")]
-        sinks = [(sink, state["sinks"].get(name)) for sink, name in sinks if sink is not None]
+        sinks = [(sink, state["sinks"].get(name)) for sink, name in ((self.dead_letters, "dead_letters"),
+                 (self.metrics_sink, "metrics"), (self.predictions, "predictions")) if sink is not None]
         for sink, recorded in sinks:  # all checked before any is cut
-            size = sink.size()
-            if recorded is not None and size is not None and size < recorded:
-                raise ValueError(f"{sink.name} holds {size:,} bytes where {payload['path']} recorded {recorded:,}: it was "
-                                 "removed or cut since; put it back, or start over with --overwrite")
+            if recorded is not None and (sink.size() if sink.size() is not None else recorded) < recorded:
+                raise ValueError(f"{sink.name} holds {sink.size():,} bytes where {payload['path']} recorded {recorded:,}: "
+                                 "it was removed or cut since; put it back, or start over with --overwrite")
         for sink, recorded in sinks:
             sink.truncate(recorded)
         if self.mixer is not None:

@@ -183,7 +183,9 @@ def main(argv=None, caught: dict | None = None) -> int:
     parser = make_parser(argv)
     try:
         _apply_config(parser, argv)
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # the command's usage, not the top level's
+            parser.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
         _blas_threads_for(args)
         use_kafka_security(args)
         return args.func(args)
@@ -193,13 +195,25 @@ def main(argv=None, caught: dict | None = None) -> int:
         print(f"streamlearn: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except (ValueError, OSError) as error:  # ConfigError, SourceError, CheckpointError, a bad format or URI; a missing
-        print(f"streamlearn: error: {error}", file=sys.stderr)  # file, a full disk, a directory we may not write to
+        print(f"streamlearn: error: {plain_error(error)}", file=sys.stderr)  # file, a full disk, a directory we may not write to
         return 1
     finally:
         use_kafka_security(None)
         warnings.formatwarning = previous_format
         if caught is not None:
             stopping.release(caught)
+
+
+def plain_error(error: Exception) -> str:
+    """An error in words: an OS error without its ``[Errno N]`` (its words and the file it names).
+
+    >>> plain_error(FileExistsError(17, "File exists", "model"))
+    "File exists: 'model'"
+    """
+    if isinstance(error, OSError) and error.strerror:
+        names = [repr(str(name)) for name in (error.filename, error.filename2) if name is not None]
+        return f"{error.strerror}: {' -> '.join(names)}" if names else error.strerror
+    return str(error)
 
 
 def exit_now(code: int) -> NoReturn:

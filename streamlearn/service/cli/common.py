@@ -63,6 +63,16 @@ def positive(kind):
     return parse
 
 
+def record_format(text: str) -> str:
+    """An argparse type: a record format's name (or alias), checked when parsed."""
+    from connectors.formats import normalize_format
+
+    try:
+        return normalize_format(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def build_learner(name: str, params: list[str]):
     """A learner from its class name and ``KEY=VALUE`` parameters, each parsed by the
     parameter's declared type (:mod:`streamlearn.params`; clear errors); only that learner's
@@ -83,10 +93,16 @@ def build_learner(name: str, params: list[str]):
 def open_command_source(args, labelled: bool, passes: int = 1, until_end: bool = False):
     import connectors
 
-    return connectors.open_source(bundled_paths(args.source), args.format, labelled, args.batch_records, passes,
-                                  args.label_column, getattr(args, "idle_timeout", None), until_end,
-                                  getattr(args, "broker_timeout", None), subscribe=bool(getattr(args, "mix_topic", None)),
-                                  no_header=args.no_header)
+    source = connectors.open_source(bundled_paths(args.source), args.format, labelled, args.batch_records, passes,
+                                    args.label_column, getattr(args, "idle_timeout", None), until_end,
+                                    getattr(args, "broker_timeout", None), subscribe=bool(getattr(args, "mix_topic", None)),
+                                    no_header=args.no_header)
+    formats = set(getattr(source, "formats", ()))
+    for option, given in (("--label-column", args.label_column is not None), ("--no-header", args.no_header)):
+        if given and formats == {"libsvm"}:  # a LIBSVM line's label is its first token; it has no header
+            source.close()
+            raise ConfigError(f"{option} is for CSV (and --label-column for flat JSON lines); the source is LIBSVM")
+    return source
 
 
 def bundled_paths(sources: list[str]) -> list[str]:
@@ -115,7 +131,8 @@ def load_checkpointed(directory):
 def add_source_options(p, required: bool = True) -> None:
     p.add_argument("source", nargs="+" if required else "*",
                    help="file path(s) or glob(s), - for stdin, or kafka://HOST:PORT/TOPIC?group=NAME[&client=confluent]")
-    p.add_argument("--format", help="libsvm, csv, jsonl or msgpack (default: guessed from the file name; libsvm for stdin)")
+    p.add_argument("--format", type=record_format,
+                   help="libsvm, csv, jsonl or msgpack (default: guessed from the file name, else from the first lines; stdin too)")
     p.add_argument("--label-column", help="CSV: the label column's name or 0-based index; JSON lines and msgpack: a flat "
                                           "record's label field (default: one named y, label, class or target)")
     p.add_argument("--no-header", action="store_true", help="CSV: the files have no header line (columns are named "

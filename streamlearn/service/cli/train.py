@@ -45,6 +45,10 @@ def _holdout(args):
                                           until_end=True, **reading)
 
 
+#: --mix-every's default: examples learned between two mixes
+MIX_EVERY = 10_000
+
+
 def _check_train_options(args) -> None:
     """Options that contradict each other or the source: one clear line before anything starts."""
     if not args.source:
@@ -62,8 +66,12 @@ def _check_train_options(args) -> None:
     if args.mix_topic and not (len(args.source) == 1 and args.source[0].startswith("kafka://")):
         raise ConfigError("--mix-topic mixes the models of daemons that share a Kafka topic: the source must be "
                           "kafka://HOST:PORT/TOPIC?group=NAME")
-    if args.mix_every < 1:
+    if args.mix_every is not None and not args.mix_topic:
+        raise ConfigError("--mix-every sets how often --mix-topic mixes: give --mix-topic too")
+    if args.mix_every is not None and args.mix_every < 1:
         raise ConfigError(f"--mix-every must be a positive number of examples, got {args.mix_every}")
+    if args.standardize and any(p.split("=", 1)[0].strip() == "standardize" for p in args.param):
+        raise ConfigError("--standardize is --param standardize=True: give one of them")
     for option, value, what in (("--checkpoint-every", args.checkpoint_every, "number of examples"),
                                 ("--checkpoint-interval", args.checkpoint_interval, "number of seconds"),
                                 ("--batch-records", args.batch_records, "number of records"),
@@ -142,9 +150,9 @@ def _initial_model(args):
     if not args.init_from:
         return build_learner(args.learner, args.param + (["standardize=True"] if args.standardize else []))
     model, payload = load_checkpointed(args.init_from)
-    if args.param or args.learner != type(model).__name__ and args.learner != LEARNER_DEFAULT:
+    if args.param or args.standardize or args.learner != type(model).__name__ and args.learner != LEARNER_DEFAULT:
         print(f"streamlearn: --init-from continues the {type(model).__name__}{model._get_params()} of "
-              f"{payload['path']}; --learner/--param are ignored", file=sys.stderr)
+              f"{payload['path']}; --learner/--param/--standardize are ignored", file=sys.stderr)
     print(f"streamlearn: starting from {payload['path']} ({payload['runner']['counters']['learned']:,} examples "
           "learned there)", file=sys.stderr)
     return model
@@ -229,7 +237,7 @@ def _mixer(args, model):
         raise ConfigError(str(error)) from None
     bootstrap = parse_kafka_uri(args.source[0])["bootstrap"]
     log = MixLog(bootstrap, args.mix_topic, create=True, broker_timeout=args.broker_timeout)
-    return GroupMixer(log, args.mix_every, f"{socket.gethostname()}-{os.getpid()}")
+    return GroupMixer(log, args.mix_every or MIX_EVERY, f"{socket.gethostname()}-{os.getpid()}")
 
 
 def _likely_cause(args, runner, reasons: dict) -> str:
@@ -404,7 +412,7 @@ def add_train_options(p) -> None:
     p.add_argument("--mix-topic", metavar="TOPIC",
                    help="Kafka: learn one model with the other daemons of the source's consumer group, mixing the "
                         "models through TOPIC (one partition, made if missing; MCID learners)")
-    p.add_argument("--mix-every", type=int, default=10_000, metavar="N",
+    p.add_argument("--mix-every", type=int, metavar="N",
                    help="with --mix-topic: publish this daemon's change and mix every N learned examples (default: 10000; "
                         "sooner when partitions move or the topic is idle)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

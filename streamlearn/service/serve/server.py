@@ -120,9 +120,9 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         sock.bind((host.strip("[]"), port))
         sock.listen(2048)
-    except OSError:
+    except OSError as error:
         sock.close()
-        raise
+        raise ServiceConfigError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
     return sock
 
 
