@@ -75,7 +75,7 @@ import functools
 
 import numpy as np
 
-from .base import hide_unknown_classes
+from .scores import hide_unknown_classes
 from .batches import SparseRows
 
 #: the Page-Hinkley test's threshold on the cumulated rise of the mistake rate (examples' worth of

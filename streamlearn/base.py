@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import sys
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,34 +40,13 @@ from .binning import FeatureBins, check_bins
 from .scaling import OnlineStandardizer
 from .model_rows import ModelRows
 from .pending import PendingRows
+from .scores import hide_unknown_classes, is_pandas_frame, softmax_rows
 
 if TYPE_CHECKING:
     import pandas
 
 
 STATE_FORMAT = 1
-
-
-def softmax_rows(scores: np.ndarray) -> np.ndarray:
-    """Row-wise softmax by log-sum-exp (no overflow for large margins)."""
-    shifted = scores - scores.max(axis=1, keepdims=True)
-    np.exp(shifted, out=shifted)
-    shifted /= shifted.sum(axis=1, keepdims=True)
-    return shifted
-
-
-def is_pandas_frame(X) -> bool:
-    """Whether X is a pandas DataFrame, without importing pandas (slow) for users who never pass one."""
-    pandas = sys.modules.get("pandas")
-    return pandas is not None and isinstance(X, pandas.DataFrame)
-
-
-def hide_unknown_classes(scores: np.ndarray, n_before: int, targets: np.ndarray) -> None:
-    """Set to -inf each row's scores of the classes not registered before it: ``n_before``
-    classes were known before the first row, and class indices are given in order of first
-    appearance, so row ``i`` knows ``max(n_before, max(targets[:i]) + 1)`` classes."""
-    known = np.maximum.accumulate(np.concatenate([[n_before - 1], targets]))[:-1] + 1
-    scores[np.arange(scores.shape[1]) >= known[:, None]] = -np.inf
 
 
 class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
@@ -119,6 +97,10 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
     def _proba_of(self, scores: np.ndarray, prior: np.ndarray | None) -> np.ndarray:
         """Probabilities of scored rows: the model's, or ``prior``'s when it is given."""
         return self._probabilities(scores) if prior is None else np.tile(prior, (scores.shape[0], 1))
+
+    def _turn_probabilities(self, scores: np.ndarray, prior: np.ndarray | None) -> np.ndarray:
+        """Probabilities of the rows :meth:`score_and_learn` just scored, each as the model gave them at its turn."""
+        return self._proba_of(scores, prior)
 
     @staticmethod
     def _argmax_of(scores: np.ndarray, prior: np.ndarray | None) -> np.ndarray:
@@ -315,7 +297,7 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
         unscored = ~(scores > -np.inf).any(axis=1)  # every class unknown at the example's turn
         if unscored.any():
             scores = np.where(unscored[:, None], 0.0, scores)
-        proba = self._proba_of(scores, prior)
+        proba = self._turn_probabilities(scores, prior) if learn else self._proba_of(scores, prior)
         predicted = self._argmax_of(scores, prior)  # as predict_one: a flat calibration must not turn ties into class 0
         predicted[unscored] = -1
         if y is None:

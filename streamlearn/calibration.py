@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import hide_unknown_classes, softmax_rows
+from .scores import hide_unknown_classes, softmax_rows
 from .kernels import compiled
 
 _calibration = compiled("calibration")
@@ -90,6 +90,9 @@ def fit_temperature(scores: np.ndarray, targets: np.ndarray, start: float = 1.0)
 class TemperatureCalibration:
     """The window of prequential scores and the β fitted on it (see the module docstring).
 
+    While a batch is learned (:meth:`start_log` to :meth:`stop_log`) it also notes where β
+    changed among the rows it observed, so that each row's prediction takes the β of its turn.
+
     Attributes
     ----------
     beta
@@ -98,11 +101,28 @@ class TemperatureCalibration:
         Examples that have entered the window so far.
     """
 
+    _log: list | None = None  # while logging: (rows observed, β from there on), see betas_at
+    _observed = 0  # rows observed since start_log
+
     def __init__(self):
         self.beta = 1.0
         self.entered = 0
         self.scores = np.zeros((WINDOW, 0))
         self.targets = np.zeros(WINDOW, np.int64)
+
+    def start_log(self) -> None:
+        """Count the rows observed from now on, and where β changes among them (:meth:`betas_at`)."""
+        self._log, self._observed = [(0, self.beta)], 0
+
+    def stop_log(self) -> None:
+        self.__dict__.pop("_log", None), self.__dict__.pop("_observed", None)  # a state without them, as before
+
+    def betas_at(self, observed: np.ndarray) -> np.ndarray:
+        """The β in force once ``observed`` rows had been observed since :meth:`start_log` (one per
+        entry): the temperature of a prediction made at that point of the stream."""
+        log = self._log or [(0, self.beta)]
+        starts = np.array([at for at, _ in log])
+        return np.array([beta for _, beta in log])[np.searchsorted(starts, observed, side="right") - 1]
 
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
         return softmax_rows(self.beta * scores)
@@ -114,6 +134,7 @@ class TemperatureCalibration:
             wider = np.full((WINDOW, scores.shape[1]), -np.inf)
             wider[:, : self.scores.shape[1]] = self.scores
             self.scores = wider
+        observed = self._observed  # rows observed before these, since start_log
         if len(targets) == 1:  # learn_one's road: what the general one does, without its arrays
             target = int(targets[0])
             if target < n_before:
@@ -123,12 +144,14 @@ class TemperatureCalibration:
                 if n_before < len(row):
                     row[n_before:] = -np.inf
                 self.targets[slot] = target
-                self.count_entered(1)
+                self.count_entered(1, observed + 1)
+            if self._log is not None:
+                self._observed = observed + 1
             return
         seen = scores.copy()
         hide_unknown_classes(seen, n_before, targets)
-        kept = np.isfinite(seen[np.arange(len(targets)), targets])
-        seen, targets = seen[kept], targets[kept]
+        kept = np.flatnonzero(np.isfinite(seen[np.arange(len(targets)), targets]))
+        seen, n_rows, targets = seen[kept], len(targets), targets[kept]
         first = 0
         while first < len(targets):
             last = min(len(targets), first + REFIT_EVERY - self.entered % REFIT_EVERY)
@@ -136,15 +159,20 @@ class TemperatureCalibration:
             self.scores[slots, : seen.shape[1]] = seen[first:last]
             self.scores[slots, seen.shape[1] :] = -np.inf
             self.targets[slots] = targets[first:last]
-            self.count_entered(last - first)
+            self.count_entered(last - first, observed + int(kept[last - 1]) + 1)
             first = last
+        if self._log is not None:
+            self._observed = observed + n_rows
 
-    def count_entered(self, n: int) -> None:
-        """Count ``n`` examples in; refit β if they end a multiple of REFIT_EVERY."""
+    def count_entered(self, n: int, observed: int = 0) -> None:
+        """Count ``n`` examples in; refit β if they end a multiple of REFIT_EVERY (``observed``:
+        the rows observed since :meth:`start_log` once these are, where a new β takes over)."""
         self.entered += n
         if self.entered % REFIT_EVERY == 0 and self.entered >= MIN_EXAMPLES:
             filled = min(self.entered, WINDOW)
             self.beta = fit_temperature(self.scores[:filled], self.targets[:filled], self.beta)
+            if self._log is not None:
+                self._log.append((observed, self.beta))
 
     def export(self) -> dict:
         filled = min(self.entered, WINDOW)

@@ -452,3 +452,26 @@ def test_generalized_least_squares_learn_many_is_the_learn_one_loop(params):
     for x, label in zip(rows, y.tolist()):
         loop.learn_one(x, label)
     assert_same_state(many.export_state(), loop.export_state())
+
+
+# 9. each record's probabilities are those of its turn, whatever the batching
+def test_prequential_probabilities_do_not_depend_on_where_batches_are_cut():
+    from streamlearn.datasets import letter
+
+    rows = list(letter())[:2500]  # the temperature is refitted every 512 examples: four times in here
+    X, y = [x for x, _ in rows], [label for _, label in rows]
+
+    def prequential(cut: int, **params):
+        model = streamlearn.MulticlassSVM(**params)
+        parts = [model.prequential(X[s : s + cut], y[s : s + cut], learn=True, return_proba=True) for s in range(0, len(X), cut)]
+        scored = np.concatenate([predicted >= 0 for predicted, _, _ in parts])  # a class was known at the row's turn
+        first = np.concatenate([proba[:, 0] if proba.shape[1] else np.zeros(len(proba)) for _, _, proba in parts])
+        return np.concatenate([p for _, p, _ in parts]), np.where(scored, first, -1.0)  # p(true label), p(first class)
+
+    for params in ({}, {"batch_size": 3}):
+        whole = prequential(1000, **params)
+        for cut in (777, 1):
+            other = prequential(cut, **params)
+            # (to rounding: a batch's softmax runs over the classes known after it, a sum of more zeros)
+            np.testing.assert_allclose(whole[0], other[0], rtol=1e-12, atol=0)
+            np.testing.assert_allclose(whole[1], other[1], rtol=1e-12, atol=0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..base import softmax_rows
+from ..scores import softmax_rows
 from ..checks import check_positive
 from ..batches import SparseRows
 from ..errors import InvalidParameterError

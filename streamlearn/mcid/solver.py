@@ -8,7 +8,8 @@ import numpy as np
 
 from ..adaptation import (CHECK_EVERY, TRACKER_LAM_FACTOR, ChangeWatch, TrackerChoice, average_weight_of,
                           learn_in_watched_spans, mistake_count, restart_step)
-from ..base import StreamClassifier, hide_unknown_classes
+from ..base import StreamClassifier
+from ..scores import hide_unknown_classes, softmax_rows
 from ..checks import average_power_of, check_positive
 from ..binning import DEFAULT_BINS, FeatureBins
 from ..calibration import TemperatureCalibration
@@ -267,6 +268,29 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
 
     def _uncalibrated_probabilities(self, scores: np.ndarray) -> np.ndarray:
         return super()._probabilities(scores)
+
+    def score_and_learn(self, X, y) -> np.ndarray:
+        """As :meth:`StreamClassifier.score_and_learn`; with ``calibrate``, also the temperature in
+        force at each row's turn (a refit inside the batch changes it for the rows after), so that
+        the probabilities :meth:`prequential` gives do not depend on where batches are cut."""
+        calibration = self._calibration
+        if calibration is None:
+            return super().score_and_learn(X, y)
+        n_old, group = self.n_pending, self.batch_size
+        calibration.start_log()
+        try:
+            scores = super().score_and_learn(X, y)
+            # at row j's arrival the complete groups before it are observed (pending rows count in the first)
+            self._turn_betas = calibration.betas_at(group * ((n_old + np.arange(len(scores))) // group))
+        finally:
+            calibration.stop_log()
+        return scores
+
+    def _turn_probabilities(self, scores: np.ndarray, prior: np.ndarray | None) -> np.ndarray:
+        betas = self.__dict__.pop("_turn_betas", None)
+        if betas is None or len(betas) != len(scores):
+            return super()._turn_probabilities(scores, prior)
+        return softmax_rows(betas[:, None] * scores)
 
     def _learn_groups(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None = None) -> None:
         watch, calibration = self._watch, self._calibration

@@ -60,7 +60,7 @@ class ExtremePredictions:
             labels = self._labels.take(self._predict_rows(rows, None)[0])
         else:
             labels = np.full(rows.n_rows, None, dtype=object)
-        from ..base import is_pandas_frame
+        from ..scores import is_pandas_frame
 
         if is_pandas_frame(X):
             import pandas as pd

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 from river import base as river_base
 
-from ..base import STATE_FORMAT, is_pandas_frame
+from ..base import STATE_FORMAT
+from ..scores import is_pandas_frame
 from ..batches import SparseRows
 from ..errors import InvalidInputError, InvalidParameterError
 from ..pending import PendingRows
