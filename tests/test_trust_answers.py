@@ -475,3 +475,23 @@ def test_prequential_probabilities_do_not_depend_on_where_batches_are_cut():
             # (to rounding: a batch's softmax runs over the classes known after it, a sum of more zeros)
             np.testing.assert_allclose(whole[0], other[0], rtol=1e-12, atol=0)
             np.testing.assert_allclose(whole[1], other[1], rtol=1e-12, atol=0)
+
+
+# 8. (the warning; scale-robust defaults are not done) unscaled columns of very different scales are named
+def test_columns_of_very_different_scales_are_named_once(tmp_path, capsys):
+    from sklearn.datasets import load_wine
+
+    X, y = load_wine(return_X_y=True)
+    order = np.random.default_rng(0).permutation(len(y))
+    path = tmp_path / "wine.csv"
+    path.write_text(",".join(f"f{j}" for j in range(13)) + ",label\n" + "".join(",".join(map(str, X[i])) + f",{y[i]}\n" for i in order))
+    code, _, err = run(capsys, "train", path, "--checkpoint-dir", tmp_path / "raw", "--quiet", "--batch-records", "50")
+    assert code == 0 and err.count("warning: feature scales differ by a factor of") == 1 and "'f12' ~ " in err
+    assert "--standardize" in err
+    code, _, err = run(capsys, "train", path, "--checkpoint-dir", tmp_path / "scaled", "--quiet", "--standardize")
+    assert code == 0 and "feature scales" not in err
+    scaled = tmp_path / "scaled.csv"
+    Z = (X - X.mean(axis=0)) / X.std(axis=0)
+    scaled.write_text(",".join(f"f{j}" for j in range(13)) + ",label\n" + "".join(",".join(map(str, Z[i])) + f",{y[i]}\n" for i in order))
+    code, _, err = run(capsys, "train", scaled, "--checkpoint-dir", tmp_path / "z", "--quiet")
+    assert code == 0 and "feature scales" not in err

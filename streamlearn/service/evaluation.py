@@ -151,6 +151,60 @@ class FeatureCoverage:
         return out
 
 
+class ScaleSurvey:
+    """The scales of a stream's feature columns over its first ``rows`` learned records, and
+    one warning when they differ by orders of magnitude while the learner does not standardise
+    (judged after each batch from :data:`MIN_ROWS` records on):
+    the linear learners' steps treat every column alike, so a column of values near 1,000 (wine's
+    proline) drowns the others and one pass stays near chance.
+
+    >>> from streamlearn import MulticlassSVM
+    >>> survey, model = ScaleSurvey(), MulticlassSVM()
+    >>> rows = [{"proline": 1000.0 + i, "hue": 0.9} for i in range(100)]
+    >>> model.learn_many(rows, [i % 2 for i in range(100)])
+    >>> survey.add(model, rows)[:42]
+    'feature scales differ by a factor of 1,167'
+    """
+
+    #: a warning above this ratio of the largest to the smallest column scale
+    WARN_ABOVE = 1000.0
+    #: the survey speaks from this many records on (after each batch, until ``rows``)
+    MIN_ROWS = 100
+    #: only columns with a value in at least this share of the records count: a table's columns
+    #: (text's words are rare, and a rare word's small weight is no scale problem)
+    MIN_SHARE = 0.5
+
+    def __init__(self, rows: int = 1000):
+        self.survey_rows, self.rows, self.done = rows, 0, False  # how many records to survey; surveyed so far
+        self.squares, self.counts = np.zeros(0), np.zeros(0)
+
+    def add(self, model, X) -> str | None:
+        """Survey a learned batch; the warning, once, when the survey ends on scales that far apart."""
+        if self.done or getattr(model, "standardize", True):
+            return None
+        rows = model.feature_space.encode_many(X, grow=False)
+        n = model.feature_space.n_columns
+        self.squares = np.concatenate([self.squares, np.zeros(max(0, n - len(self.squares)))])
+        self.counts = np.concatenate([self.counts, np.zeros(max(0, n - len(self.counts)))])
+        np.add.at(self.squares, rows.indices, rows.data**2)
+        np.add.at(self.counts, rows.indices, 1.0)
+        self.rows += rows.n_rows
+        self.done = self.rows >= self.survey_rows
+        common = self.counts >= max(1.0, self.MIN_SHARE * self.rows)
+        if self.rows < self.MIN_ROWS or common.sum() < 2:
+            return None
+        scale = np.sqrt(self.squares[common] / self.counts[common])
+        space = model.feature_space
+        names = np.asarray(space.names if space.n_bits is None else range(len(common)), dtype=object)[: len(common)][common]
+        if not scale.min() > 0 or scale.max() / scale.min() <= self.WARN_ABOVE:
+            return None
+        self.done = True
+        big, small = int(scale.argmax()), int(scale.argmin())
+        return (f"feature scales differ by a factor of {scale.max() / scale.min():,.0f} ({names[big]!r} ~ {scale[big]:.3g}, "
+                f"{names[small]!r} ~ {scale[small]:.3g}): the learners' steps treat every column alike, so the large ones "
+                "drown the others; --standardize (standardize=True) scales them online")
+
+
 def evaluate_source(model: StreamClassifier, source, coverage: FeatureCoverage | None = None) -> dict:
     """Score every labelled record of a source (nothing is learned), then close the source
     (a hold-out topic opens a consumer at every checkpoint: left open, they piled up). The

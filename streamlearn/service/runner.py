@@ -2,9 +2,8 @@
 
 For every batch a source yields (:mod:`connectors`):
 
-1. its dead letters go to the dead-letter sink (counted by reason; ``max_errors`` turns too
-   many into a stop with exit code 3, and so does ``check_start`` for a fresh stream whose
-   first records are mostly bad);
+1. its dead letters go to the dead-letter sink (counted by reason; ``max_errors`` turns too many
+   into a stop with exit code 3, as ``check_start`` does a fresh stream's mostly bad start);
 2. with a hash hold-out (``holdout=0.05``), the records whose stable hash falls in the
    first 5 % of the hash range are only *scored* (hold-out metrics), never learned;
 3. the other records are scored by the current model before they are learned
@@ -57,7 +56,7 @@ from . import failpoints, stopping
 from ..base import StreamClassifier
 from ..errors import InvalidInputError
 from .bad_records import BadRecords, TooManyErrors
-from .evaluation import Scored, evaluate_held_out, evaluate_source, score_batch
+from .evaluation import ScaleSurvey, Scored, evaluate_held_out, evaluate_source, score_batch
 from .metrics import ClassificationMetrics
 from .progress import progress_reporter
 from .run_options import RunnerOptions
@@ -110,8 +109,7 @@ class Runner:
         self.counters = {"seen": 0, "learned": 0, "held_out": 0, "unlabelled": 0, "dead_letters": 0, "batches": 0,
                          "checkpoints": 0, "changes": 0, "switches": 0}
         self.bad = BadRecords(self.dead_letters, self.counters, options.max_errors, options.check_start)
-        self.prequential = ClassificationMetrics()
-        self.holdout_metrics = ClassificationMetrics()
+        self.prequential, self.holdout_metrics, self.scales = ClassificationMetrics(), ClassificationMetrics(), ScaleSurvey()
         self.position = None
         self.checkpoint_seconds = 0.0
         self._checkpoint_log: list = []  # (perf_counter at start, seconds) of each checkpoint
@@ -289,6 +287,8 @@ class Runner:
                 except InvalidInputError:  # refused, model unchanged: find the records it refuses
                     accepted, scored = self._learn_one_by_one(train, with_proba)
                     train, rows = train.take(accepted), rows[accepted]
+                if (scales := self.scales.add(self.model, train.X)) is not None:  # once, after the first records
+                    print(f"streamlearn: warning: {scales}", file=self.log, flush=True)
                 self.prequential.update(train.y, scored.predicted, scored.p_true)
                 self.counters["learned"] += len(train)
                 self.counters["changes"] = self.model.n_changes
