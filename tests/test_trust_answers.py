@@ -11,18 +11,7 @@ import pytest
 
 import streamlearn
 from streamlearn.service import cli as cli_module
-from test_ordinary_inputs import iris_csv, iris_like
-
-
-def run(capsys, *args) -> tuple[int, str, str]:
-    """``streamlearn ARGS`` in this process: exit code, stdout, stderr."""
-    code = cli_module.main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def summary(out: str) -> dict:
-    return json.loads(out.splitlines()[0])
+from test_ordinary_inputs import iris_csv, iris_like, run, summary
 
 
 # 1. the window learners fit a stream shorter than refit_every; no model means no prediction
