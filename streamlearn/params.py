@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 
 #: the words a boolean parameter takes, any case
 TRUE_WORDS, FALSE_WORDS = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
@@ -129,10 +130,45 @@ def parse_params(cls, items: list[str]) -> dict:
 
 
 def describe(cls) -> str:
-    """A learner's summary line and each parameter with its type and default, for ``streamlearn learners``."""
-    summary = (inspect.getdoc(cls) or "").split("\n\n")[0].replace("\n", " ")
+    """A learner's summary line and each parameter with its type, default and the first sentence
+    its docstring gives it, for ``streamlearn learners``."""
+    doc = inspect.getdoc(cls) or ""
+    summary, words = doc.split("\n\n")[0].replace("\n", " "), parameter_words(doc)
     lines = [f"{cls.__name__}: {summary}"]
     for name, parameter in parameters(cls).items():
         default = "" if parameter.default is inspect.Parameter.empty else f" = {parameter.default!r}"
         lines.append(f"    {name}: {' | '.join(declared_types(parameter))}{default}")
+        if name in words:
+            lines.append(f"        {words[name]}")
     return "\n".join(lines)
+
+
+def parameter_words(doc: str) -> dict:
+    r"""The first sentence of each entry of a numpydoc ``Parameters`` section (``a, b`` entries: both).
+
+    >>> parameter_words("Text.\n\nParameters\n----------\nlam\n    The step. More.\nseed\n    Recorded only.\n")
+    {'lam': 'The step.', 'seed': 'Recorded only.'}
+    """
+    lines = doc.splitlines()
+    try:
+        start = next(i for i in range(len(lines) - 1) if lines[i].strip() == "Parameters" and set(lines[i + 1].strip()) == {"-"})
+    except StopIteration:
+        return {}
+    words, names, text = {}, [], []
+    for line in lines[start + 2 :] + [""]:
+        if line and not line.startswith(" "):  # the next entry, or the next section's title
+            if names and text:
+                words.update(dict.fromkeys(names, _first_sentence(" ".join(text))))
+            if set(line.strip()) == {"-"}:
+                break
+            names, text = [n.strip() for n in line.split(",")], []
+        elif line.strip():
+            text.append(line.strip())
+    if names and text:
+        words.update(dict.fromkeys(names, _first_sentence(" ".join(text))))
+    return words
+
+
+def _first_sentence(text: str, most: int = 110) -> str:
+    first = re.split(r"(?<=\.)\s", text, maxsplit=1)[0]
+    return first if len(first) <= most else first[: most - 1].rsplit(" ", 1)[0] + " …"

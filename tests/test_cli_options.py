@@ -237,6 +237,9 @@ def run_no_header(f):
 def run_learners(f):
     text = cli("learners", "PrimalGradientSolver", "MulticlassPGS").stdout.decode()
     assert text.startswith("PrimalGradientSolver: ") and "\nMulticlassPGS: " in text and "    classes: tuple" in text
+    # each parameter with the first sentence of its description (issue 73: a list of names without a word)
+    described = [line for line in text.splitlines() if line.startswith("        ")]
+    assert len(described) >= 10 and all(len(line) < 130 for line in described) and "        The norm, in (1, 2]." in text
 
 
 @covers("inspect:directory", "inspect:--json")
