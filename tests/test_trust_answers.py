@@ -484,3 +484,14 @@ def test_columns_of_very_different_scales_are_named_once(tmp_path, capsys):
     scaled.write_text(",".join(f"f{j}" for j in range(13)) + ",label\n" + "".join(",".join(map(str, Z[i])) + f",{y[i]}\n" for i in order))
     code, _, err = run(capsys, "train", scaled, "--checkpoint-dir", tmp_path / "z", "--quiet")
     assert code == 0 and "feature scales" not in err
+
+
+# bullet: a hold-out file that shares no feature with the source is named
+def test_a_holdout_file_of_other_features_is_warned_about(tmp_path, capsys):
+    data = _labelled_jsonl(tmp_path / "d.jsonl")
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({"x": {"zz": 0.1 * i}, "y": i % 2}) + "\n" for i in range(30)))
+    code, _, err = run(capsys, "train", data, "--holdout", other, "--checkpoint-dir", tmp_path / "m", "--quiet")
+    assert code == 0 and "100% of the hold-out's feature mass is on features the model never learned" in err
+    code, _, err = run(capsys, "train", data, "--holdout", data, "--checkpoint-dir", tmp_path / "n", "--quiet")
+    assert code == 0 and "hold-out's feature mass" not in err

@@ -293,6 +293,10 @@ def _train_outcome(args, runner, code: int, dead_path: str) -> int:
     counters = runner.counters
     if not args.checkpoint_dir:
         print("streamlearn: the model was not saved (no --checkpoint-dir)", file=sys.stderr)
+    unknown = (runner.summary().get("holdout_final") or {}).get("unknown_features") or 0.0
+    if unknown > 0.1:  # a hold-out file of another format or feature naming scores as if the model knew nothing
+        print(f"streamlearn: warning: {unknown:.0%} of the hold-out's feature mass is on features the model never learned: "
+              "is --holdout FILE the kind of data the source is (its format, names and first index)?", file=sys.stderr)
     if runner.stop_signal is not None:
         import signal
 
