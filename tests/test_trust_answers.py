@@ -495,3 +495,22 @@ def test_a_holdout_file_of_other_features_is_warned_about(tmp_path, capsys):
     assert code == 0 and "100% of the hold-out's feature mass is on features the model never learned" in err
     code, _, err = run(capsys, "train", data, "--holdout", data, "--checkpoint-dir", tmp_path / "n", "--quiet")
     assert code == 0 and "hold-out's feature mass" not in err
+
+
+# bullet: StagewiseRegression's generator can be given on the command line
+def test_stagewise_generator_from_the_command_line(tmp_path, capsys):
+    from sklearn.datasets import load_wine
+
+    X, y = load_wine(return_X_y=True)
+    path = tmp_path / "wine.csv"
+    path.write_text(",".join(f"f{j}" for j in range(13)) + ",label\n" + "".join(",".join(map(str, x)) + f",{t}\n" for x, t in zip(X, y)))
+    code, _, err = run(capsys, "train", path, "--learner", "StagewiseRegression", "--standardize", "--checkpoint-dir", tmp_path / "m",
+                       "--param", "generator=RandomFourierFeatures(bandwidth=3.0, seed=1)", "--quiet")
+    assert code == 0, err
+    from streamlearn.service.checkpoint import CheckpointStore
+
+    model = streamlearn.learner_from_state(CheckpointStore(tmp_path / "m").load_latest()["learner"])
+    assert type(model.generator).__name__ == "RandomFourierFeatures" and model.generator.bandwidth == 3.0
+    code, _, err = run(capsys, "train", path, "--learner", "StagewiseRegression", "--param", "generator=Foo(1)",
+                       "--checkpoint-dir", tmp_path / "n")
+    assert code == 1 and "give RandomFourierFeatures or FeatureSampler" in err

@@ -183,3 +183,26 @@ class FeatureSampler(GeneratorState):
 
     def __repr__(self):
         return f"FeatureSampler(order={self.order!r}, replace={self.replace!r}, seed={self.seed!r})"
+
+
+def generator_from_text(text: str):
+    """A GEN written as its constructor call, as the command line gives it
+    (``--param 'generator=RandomFourierFeatures(bandwidth=3.0, seed=1)'``; a bare name takes the defaults).
+
+    >>> generator_from_text("RandomFourierFeatures(bandwidth=3.0)").bandwidth, type(generator_from_text("FeatureSampler")).__name__
+    (3.0, 'FeatureSampler')
+    """
+    import ast
+
+    known = {"RandomFourierFeatures": RandomFourierFeatures, "FeatureSampler": FeatureSampler}
+    try:
+        call = ast.parse(text.strip(), mode="eval").body
+        name = call.func.id if isinstance(call, ast.Call) else call.id
+        if name not in known or (isinstance(call, ast.Call) and call.args):
+            raise ValueError
+        keywords = {k.arg: ast.literal_eval(k.value) for k in call.keywords} if isinstance(call, ast.Call) else {}
+        return known[name](**keywords)
+    except (SyntaxError, ValueError, AttributeError, TypeError) as error:
+        raise InvalidParameterError(f"generator {text!r}: give {' or '.join(known)}, with keyword arguments if any, e.g. "
+                                    f"RandomFourierFeatures(bandwidth=3.0, seed=1){f' ({error})' if str(error) else ''}") from None
+

@@ -9,7 +9,7 @@ from ..checks import check_positive
 from ..batches import SparseRows
 from ..errors import InvalidParameterError
 from .dense import WindowRefit
-from .generators import FeatureSampler, RandomFourierFeatures
+from .generators import FeatureSampler, RandomFourierFeatures, generator_from_text
 from .solvers import dense_rows, one_hot, project_simplex, take_columns
 
 
@@ -25,7 +25,8 @@ class StagewiseRegression(WindowRefit):
     generator
         A callable ``GEN(X_dense, m, stage) -> (n, m)`` features: :class:`RandomFourierFeatures`,
         :class:`FeatureSampler` or your own function (it must be deterministic in ``stage``:
-        prediction calls it again).
+        prediction calls it again); on the command line, their constructor call as text
+        (``--param 'generator=RandomFourierFeatures(bandwidth=3.0)'``).
     block_size, stages
         Features per stage (the paper: about 1000) and the number of stages. The defaults, 5
         stages of 200 features on a ridge of 0.1, are the defaults protocol's winner over one
@@ -72,6 +73,8 @@ class StagewiseRegression(WindowRefit):
                  inner_iterations: int = 50, window: int = 10_000, refit_every: int = 1000, ridge: float | None = 0.1,
                  trace_ridge: float | None = None, max_features: int = 4096, seed: int | None = None, standardize: bool = False,
                  fit_intercept: bool = True, intercept_scaling: float | str = 0.1):
+        if isinstance(generator, str):  # the command line's --param generator=...
+            generator = generator_from_text(generator)
         self.generator = generator if generator is not None else FeatureSampler()
         self.standardize, self.trace_ridge, self.fit_intercept = standardize, trace_ridge, fit_intercept
         self.intercept_scaling = intercept_scaling
