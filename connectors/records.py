@@ -233,6 +233,9 @@ def check_record(obj, labelled: bool, label_field=None) -> tuple[dict, object]:
                                        '{feature: value, ..., "label": label}')
     if isinstance(obj.get("x"), dict) and (label_field is None or label_field not in obj):
         x, y = check_features(obj["x"]), obj.get("y")
+    elif isinstance(obj.get("x"), (list, tuple)):  # not a flat record's coordinate: a nested record gone wrong
+        raise RecordError("malformed", f'a record\'s "x" must be an object of features, {{"x": {{"f1": 0.5, ...}}}}, '
+                                       f"not a {type(obj['x']).__name__}")
     else:
         x, y = _flat_record(obj, labelled, label_field)
     if labelled or not _is_missing(y):

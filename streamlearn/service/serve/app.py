@@ -73,14 +73,17 @@ def create_app(holder: ModelHolder, max_age: float | None = None, max_body: int 
             if name not in STATIC_TYPES:
                 return "static", 404, {"error": f"no such file: {name}"}
             return "static", 200, ((STATIC / name).read_bytes(), STATIC_TYPES[name])
+        if expected is not None and path != "/healthz" and not authorized(scope["headers"]):  # before saying what exists
+            return "other", 401, {"error": "this service needs its token: Authorization: Bearer TOKEN"}
         if method == "POST" and path == "/predict":
             endpoint, work = "predict", None
         elif (method, path) in routes:
             endpoint, work = path[1:], routes[(method, path)]
+        elif path == "/predict" or ("GET", path) in routes:
+            allowed = "POST" if path == "/predict" else "GET"
+            return "other", 405, ({"error": f"{path} takes {allowed}, not {method}"}, allowed)
         else:
             return "other", 404, {"error": f"no such endpoint: {method} {path}"}
-        if expected is not None and path != "/healthz" and not authorized(scope["headers"]):
-            return endpoint, 401, {"error": "this service needs its token: Authorization: Bearer TOKEN"}
         if work is not None:
             return (endpoint, *work())
         body = await read_body(scope, receive, max_body)
@@ -100,6 +103,9 @@ def create_app(holder: ModelHolder, max_age: float | None = None, max_body: int 
             endpoint, status, result = "predict", error.status, {"error": str(error)}
         except Exception as error:  # noqa: BLE001 - one bad request never takes the service down
             endpoint, status, result = "other", 500, {"error": f"{type(error).__name__}: {error}"}
+        allow = None
+        if status == 405:
+            result, allow = result
         if isinstance(result, tuple):
             body, content_type = result
         elif isinstance(result, bytes):
@@ -109,6 +115,8 @@ def create_app(holder: ModelHolder, max_age: float | None = None, max_body: int 
         headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
         if status == 401:
             headers.append((b"www-authenticate", b'Bearer realm="streamlearn"'))
+        if allow is not None:
+            headers.append((b"allow", allow.encode()))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
         requests.labels(endpoint, str(status)).inc()

@@ -39,6 +39,8 @@ def parse_records(body: bytes) -> tuple[list, bool]:
             x, _ = check_record(record, labelled=False)
         except RecordError as error:
             raise BadRequest(422, f"record {i}: {error.reason}: {error.message}") from None
+        except RecursionError:  # a value nested a thousand deep: its message cannot even be written
+            raise BadRequest(400, f"record {i} nests too deeply to be a record") from None
         X.append(x)
     return X, many
 
