@@ -3,7 +3,9 @@ user mounts in their own ASGI app (FastAPI, Starlette) with :func:`app`.
 
 Requests are answered on the event loop itself: a prediction's cost is NumPy and the compiled
 kernels, which hold the GIL for most of it, so a thread pool would add a hand-over and no
-throughput. A body is bounded before it is read (``Content-Length`` over ``max_body``: 413
+throughput — but for a body over :data:`OFF_LOOP_BYTES`, which is scored and its answer
+serialised on a worker thread, so that one large request cannot hold up every other client (and
+``/healthz``) for seconds: the loop keeps its turns while the thread works. A body is bounded before it is read (``Content-Length`` over ``max_body``: 413
 without reading it; a chunked body is cut off at ``max_body``) and must arrive within
 ``BODY_TIMEOUT`` seconds (408).
 
@@ -26,6 +28,8 @@ from .holders import ModelHolder
 from .prometheus import make_metrics
 from .records import BadRequest, predict
 
+#: a /predict body larger than this is answered on a worker thread (see the module docstring)
+OFF_LOOP_BYTES = 64 * 1024
 #: seconds the whole body of a request may take to arrive once its headers have
 BODY_TIMEOUT = 30.0
 #: a body over --max-body is read and dropped up to this many times --max-body (the client gets its 413)
@@ -87,7 +91,10 @@ def create_app(holder: ModelHolder, max_age: float | None = None, max_body: int 
         if work is not None:
             return (endpoint, *work())
         body = await read_body(scope, receive, max_body)
-        return (endpoint, *predict(holder, body, scope["query_string"].decode("latin-1")))
+        query = scope["query_string"].decode("latin-1")
+        if len(body) > OFF_LOOP_BYTES:
+            return (endpoint, *await asyncio.to_thread(predict_as_json, holder, body, query))
+        return (endpoint, *predict(holder, body, query))
 
     async def application(scope, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -124,6 +131,12 @@ def create_app(holder: ModelHolder, max_age: float | None = None, max_body: int 
 
     application.holder = holder
     return application
+
+
+def predict_as_json(holder, body: bytes, query: str) -> tuple[int, tuple[bytes, str]]:
+    """:func:`~streamlearn.service.serve.records.predict`'s answer, serialised (on the worker thread too)."""
+    status, result = predict(holder, body, query)
+    return status, (json.dumps(result, default=str).encode(), JSON_TYPE)
 
 
 def route_path(scope) -> str:
