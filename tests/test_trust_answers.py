@@ -329,6 +329,7 @@ def test_the_order_of_a_rows_entries_changes_no_bit_of_the_model():
 
 
 # bullet: a checkpoint with a valid checksum but no checkpoint inside, or a model that cannot be rebuilt
+@pytest.mark.filterwarnings("ignore:.*holds no checkpoint:UserWarning")
 @pytest.mark.parametrize("damage", ["empty map", "a list", "no learner", "weights cut in half"])
 def test_an_intact_file_that_holds_no_usable_checkpoint_is_one_line(tmp_path, capsys, damage):
     from streamlearn.service.checkpoint import dumps, loads
