@@ -552,3 +552,31 @@ def test_a_large_request_does_not_hold_up_the_health_check(trained):
         assert waits and max(waits) < min(1.0, 0.5 * took), (waits, took)
     finally:
         _stop(service)
+
+
+def test_request_heads_are_bounded_before_the_token_is_checked(trained, tmp_path):
+    """A head over 64 KiB or 100 header lines is refused with 431 as it arrives (issue 74: one
+    64 MB header without a token was held in memory before the 401), the service goes on."""
+    import socket
+
+    (tmp_path / "token").write_text("k" * 32 + "\n")
+    service = _start_service(trained, "--token-file", str(tmp_path / "token"))
+    try:
+        host, port = service.url.split("//")[1].split(":")
+
+        def head_answer(head: bytes) -> bytes:
+            with socket.create_connection((host, int(port)), timeout=30) as conn:
+                try:
+                    conn.sendall(head)
+                except (BrokenPipeError, ConnectionResetError):  # closed on us mid-send: the answer is already there
+                    pass
+                return conn.recv(200)
+
+        huge = b"GET /model HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (4 << 20) + b"\r\n\r\n"
+        many = b"GET /model HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(300)) + b"\r\n"
+        for head in (huge, many):
+            assert head_answer(head).startswith(b"HTTP/1.1 431 "), head[:60]
+        assert head_answer(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").startswith(b"HTTP/1.1 200 ")
+        assert head_answer(b"GET /model HTTP/1.1\r\nHost: x\r\n" + b"X-Ok: " + b"b" * 8000 + b"\r\n\r\n").startswith(b"HTTP/1.1 401 ")
+    finally:
+        _stop(service)

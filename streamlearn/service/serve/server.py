@@ -20,6 +20,10 @@ from .holders import ModelHolder, settle_garbage
 KEEP_ALIVE_TIMEOUT = REQUEST_TIMEOUT = 30.0
 #: connections served at once; beyond, uvicorn answers 503 (a stalled client costs a socket, not a thread)
 MAX_CONNECTIONS = 1000
+#: the most bytes and header lines a request's head may have (431 beyond, before any routing or token check)
+MAX_HEADER_BYTES, MAX_HEADERS = 64 * 1024, 100
+HEADERS_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain\r\ncontent-length: 42\r\n"
+                     b"connection: close\r\n\r\nrequest headers over 64 KiB or 100 lines\r\n")
 TOKEN_VARIABLE = "STREAMLEARN_TOKEN"
 
 
@@ -31,6 +35,27 @@ def timely_protocol(request_timeout: float):
 
     class TimelyProtocol(HttpToolsProtocol):
         headers_deadline = None
+        in_headers, header_bytes = True, 0  # whether a request's head is being read, and its bytes so far
+
+        refused = False  # a head over the bounds was answered 431
+
+        def data_received(self, data):
+            # a head is bounded as it arrives: httptools would hold a 64 MB header in memory for the app's 401
+            if self.in_headers:
+                self.header_bytes += len(data)
+            super().data_received(data)
+            if self.in_headers and (self.header_bytes > MAX_HEADER_BYTES or len(getattr(self, "headers", ())) > MAX_HEADERS):
+                self._refuse_head()
+
+        def _refuse_head(self):
+            if not self.transport.is_closing():
+                self.transport.write(HEADERS_TOO_LARGE)
+                self.transport.close()
+            self.refused = True
+
+        def send_400_response(self, msg):
+            if not self.refused:  # the parser's error after a refused head: it was answered
+                super().send_400_response(msg)
 
         def connection_made(self, transport):
             super().connection_made(transport)
@@ -44,6 +69,10 @@ def timely_protocol(request_timeout: float):
         def on_headers_complete(self):
             if self.headers_deadline is not None:
                 self.headers_deadline.cancel()
+            self.in_headers = False
+            if len(self.headers) > MAX_HEADERS or len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers) > MAX_HEADER_BYTES:
+                self._refuse_head()  # a head that came whole in one read
+                raise ValueError("request head over the bounds")  # stops the parser: no request reaches the app
             super().on_headers_complete()
 
         def on_response_complete(self):
@@ -56,6 +85,7 @@ def timely_protocol(request_timeout: float):
             super().connection_lost(exc)
 
         def _arm(self):
+            self.in_headers, self.header_bytes = True, 0
             if self.headers_deadline is not None:
                 self.headers_deadline.cancel()
             self.headers_deadline = self.loop.call_later(request_timeout, self._stalled)
