@@ -580,3 +580,29 @@ def test_request_heads_are_bounded_before_the_token_is_checked(trained, tmp_path
         assert head_answer(b"GET /model HTTP/1.1\r\nHost: x\r\n" + b"X-Ok: " + b"b" * 8000 + b"\r\n\r\n").startswith(b"HTTP/1.1 401 ")
     finally:
         _stop(service)
+
+
+def test_idle_sockets_do_not_lock_the_service_out(trained):
+    """As many connections as the service takes, none sending a byte: /healthz still answers,
+    and the idle ones are closed within FIRST_BYTE_TIMEOUT, after which every request is served
+    again (issue 74: every request, /healthz included, got 503 for up to 30 s)."""
+    import socket
+    import time
+
+    from streamlearn.service.serve.server import FIRST_BYTE_TIMEOUT, MAX_CONNECTIONS
+
+    service = _start_service(trained)
+    idle = []
+    try:
+        host, port = service.url.split("//")[1].split(":")
+        idle = [socket.create_connection((host, int(port)), timeout=30) for _ in range(MAX_CONNECTIONS)]
+        time.sleep(0.5)  # all accepted
+        assert _call(f"{service.url}/healthz")[0] == 200
+        assert _call(f"{service.url}/model")[0] == 503  # the slots are taken...
+        time.sleep(FIRST_BYTE_TIMEOUT + 1.5)
+        assert _call(f"{service.url}/model")[0] == 200  # ...until the idle ones are let go
+        assert all(conn.recv(1) == b"" for conn in idle[:20])  # closed by the service
+    finally:
+        for conn in idle:
+            conn.close()
+        _stop(service)

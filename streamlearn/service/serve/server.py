@@ -16,8 +16,11 @@ import threading
 from .app import create_app
 from .holders import ModelHolder, settle_garbage
 
-#: seconds an idle keep-alive connection stays open, and a request's headers may take to arrive
-KEEP_ALIVE_TIMEOUT = REQUEST_TIMEOUT = 30.0
+#: seconds a connection may wait before its request's first byte (a new one, or one kept alive
+#: between requests): idle sockets must not hold the connection slots for long
+KEEP_ALIVE_TIMEOUT = FIRST_BYTE_TIMEOUT = 5.0
+#: seconds a request's head may take to arrive once its first byte has
+REQUEST_TIMEOUT = 30.0
 #: connections served at once; beyond, uvicorn answers 503 (a stalled client costs a socket, not a thread)
 MAX_CONNECTIONS = 1000
 #: the most bytes and header lines a request's head may have (431 beyond, before any routing or token check)
@@ -30,7 +33,10 @@ TOKEN_VARIABLE = "STREAMLEARN_TOKEN"
 def timely_protocol(request_timeout: float):
     """uvicorn's HTTP protocol (httptools) with a deadline for each request's headers: uvicorn times
     only the idle wait between requests, so a client that connects and stalls, or sends its headers a
-    byte at a time (slowloris), held its socket for ever; it is closed after ``request_timeout``."""
+    byte at a time (slowloris), held its socket for ever; it is closed after :data:`FIRST_BYTE_TIMEOUT`
+    without a byte, ``request_timeout`` once the head has begun. The head is bounded
+    (:data:`MAX_HEADER_BYTES`, :data:`MAX_HEADERS`: 431), and ``/healthz`` is answered beyond the
+    connection limit."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class TimelyProtocol(HttpToolsProtocol):
@@ -42,6 +48,8 @@ def timely_protocol(request_timeout: float):
         def data_received(self, data):
             # a head is bounded as it arrives: httptools would hold a 64 MB header in memory for the app's 401
             if self.in_headers:
+                if not self.header_bytes:  # its first byte: the head now has the whole request timeout
+                    self._deadline(request_timeout)
                 self.header_bytes += len(data)
             super().data_received(data)
             if self.in_headers and (self.header_bytes > MAX_HEADER_BYTES or len(getattr(self, "headers", ())) > MAX_HEADERS):
@@ -73,7 +81,13 @@ def timely_protocol(request_timeout: float):
             if len(self.headers) > MAX_HEADERS or len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers) > MAX_HEADER_BYTES:
                 self._refuse_head()  # a head that came whole in one read
                 raise ValueError("request head over the bounds")  # stops the parser: no request reaches the app
-            super().on_headers_complete()
+            limit = self.limit_concurrency
+            if self.url.split(b"?", 1)[0] == b"/healthz":  # its own room: answered even when every slot is taken
+                self.limit_concurrency = None
+            try:
+                super().on_headers_complete()
+            finally:
+                self.limit_concurrency = limit
 
         def on_response_complete(self):
             super().on_response_complete()
@@ -86,9 +100,12 @@ def timely_protocol(request_timeout: float):
 
         def _arm(self):
             self.in_headers, self.header_bytes = True, 0
+            self._deadline(min(FIRST_BYTE_TIMEOUT, request_timeout))
+
+        def _deadline(self, seconds: float):
             if self.headers_deadline is not None:
                 self.headers_deadline.cancel()
-            self.headers_deadline = self.loop.call_later(request_timeout, self._stalled)
+            self.headers_deadline = self.loop.call_later(seconds, self._stalled)
 
         def _stalled(self):
             if not self.transport.is_closing():
