@@ -177,12 +177,13 @@ def _check_values(x: dict, values: np.ndarray, row: int, every: bool = False) ->
     if every or not set(map(type, x.values())) <= NUMERIC_TYPES:
         for name, v in x.items():
             _as_float(v, row, name)
-        total = float(np.add.reduce(values))
-    else:  # numbers of known types: Python's sum of a small dict is cheaper than a ufunc call
+        largest = float(np.abs(values).max(initial=0.0))  # NaN when one is
+    else:  # numbers of known types: Python's sum and max of a small dict are cheaper than ufunc calls
         total = sum(x.values())
-    if not abs(total) <= LARGEST_VALUE or not abs(values).max(initial=0.0) <= LARGEST_VALUE:
-        name = list(x)[int(np.flatnonzero(~(abs(values) <= LARGEST_VALUE))[0])]
-        raise InvalidInputError("non-finite", f"value {x[name]!r} is {OUT_OF_RANGE}", row, name)
+        largest = max(map(abs, x.values()), default=0.0) if total - total == 0.0 else float("nan")  # a finite sum: no NaN, no inf
+    if not largest <= LARGEST_VALUE:
+        name = list(x)[int(np.flatnonzero(~(np.abs(values) <= LARGEST_VALUE))[0])]
+        raise InvalidInputError("non-finite", f"value {float(x[name])!r} is {OUT_OF_RANGE}", row, name)
 
 
 def dict_values(x: dict, row: int) -> np.ndarray:
