@@ -110,20 +110,7 @@ def create_app(holder: ModelHolder, max_age: float | None = None, max_body: int 
             endpoint, status, result = "predict", error.status, {"error": str(error)}
         except Exception as error:  # noqa: BLE001 - one bad request never takes the service down
             endpoint, status, result = "other", 500, {"error": f"{type(error).__name__}: {error}"}
-        allow = None
-        if status == 405:
-            result, allow = result
-        if isinstance(result, tuple):
-            body, content_type = result
-        elif isinstance(result, bytes):
-            body, content_type = result, CONTENT_TYPE_LATEST
-        else:
-            body, content_type = json.dumps(result, default=str).encode(), JSON_TYPE
-        headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
-        if status == 401:
-            headers.append((b"www-authenticate", b'Bearer realm="streamlearn"'))
-        if allow is not None:
-            headers.append((b"allow", allow.encode()))
+        body, headers = encoded(status, result, CONTENT_TYPE_LATEST)
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
         requests.labels(endpoint, str(status)).inc()
@@ -131,6 +118,26 @@ def create_app(holder: ModelHolder, max_age: float | None = None, max_body: int 
 
     application.holder = holder
     return application
+
+
+def encoded(status: int, result, bytes_type: str) -> tuple[bytes, list]:
+    """A response's body and headers: ``result`` is ``(body, content type)``, bytes (of
+    ``bytes_type``: the metrics' text), or JSON data; a 405's is ``(JSON data, allowed method)``."""
+    allow = None
+    if status == 405:
+        result, allow = result
+    if isinstance(result, tuple):
+        body, content_type = result
+    elif isinstance(result, bytes):
+        body, content_type = result, bytes_type
+    else:
+        body, content_type = json.dumps(result, default=str).encode(), JSON_TYPE
+    headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="streamlearn"'))
+    if allow is not None:
+        headers.append((b"allow", allow.encode()))
+    return body, headers
 
 
 def predict_as_json(holder, body: bytes, query: str) -> tuple[int, tuple[bytes, str]]:

@@ -30,40 +30,57 @@ HEADERS_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-t
 TOKEN_VARIABLE = "STREAMLEARN_TOKEN"
 
 
+class BoundedHeads:
+    """The head bounds of :func:`timely_protocol`'s protocol, a mixin before uvicorn's (which is
+    imported only when a service starts): a head is counted as it arrives — httptools would hold a
+    64 MB header in memory for the application's 401 — and refused with 431 past
+    :data:`MAX_HEADER_BYTES` or :data:`MAX_HEADERS`; ``/healthz`` is let past the connection limit."""
+
+    in_headers, header_bytes = True, 0  # whether a request's head is being read, and its bytes so far
+    refused = False  # a head over the bounds was answered 431
+
+    def data_received(self, data):
+        if self.in_headers:
+            if not self.header_bytes:  # its first byte: the head now has the whole request timeout
+                self._deadline(self.request_timeout)
+            self.header_bytes += len(data)
+        super().data_received(data)
+        if self.in_headers and (self.header_bytes > MAX_HEADER_BYTES or len(getattr(self, "headers", ())) > MAX_HEADERS):
+            self._refuse_head()
+
+    def _refuse_head(self):
+        if not self.transport.is_closing():
+            self.transport.write(HEADERS_TOO_LARGE)
+            self.transport.close()
+        self.refused = True
+
+    def send_400_response(self, msg):
+        if not self.refused:  # the parser's error after a refused head: it was answered
+            super().send_400_response(msg)
+
+    def on_headers_complete(self):
+        self.in_headers = False
+        if len(self.headers) > MAX_HEADERS or len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers) > MAX_HEADER_BYTES:
+            self._refuse_head()  # a head that came whole in one read
+            raise ValueError("request head over the bounds")  # stops the parser: no request reaches the app
+        limit = self.limit_concurrency
+        if self.url.split(b"?", 1)[0] == b"/healthz":  # its own room: answered even when every slot is taken
+            self.limit_concurrency = None
+        try:
+            super().on_headers_complete()
+        finally:
+            self.limit_concurrency = limit
+
+
 def timely_protocol(request_timeout: float):
     """uvicorn's HTTP protocol (httptools) with a deadline for each request's headers: uvicorn times
     only the idle wait between requests, so a client that connects and stalls, or sends its headers a
     byte at a time (slowloris), held its socket for ever; it is closed after :data:`FIRST_BYTE_TIMEOUT`
-    without a byte, ``request_timeout`` once the head has begun. The head is bounded
-    (:data:`MAX_HEADER_BYTES`, :data:`MAX_HEADERS`: 431), and ``/healthz`` is answered beyond the
-    connection limit."""
+    without a byte, ``request_timeout`` once the head has begun. The head is bounded (:class:`BoundedHeads`)."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    class TimelyProtocol(HttpToolsProtocol):
+    class TimelyProtocol(BoundedHeads, HttpToolsProtocol):
         headers_deadline = None
-        in_headers, header_bytes = True, 0  # whether a request's head is being read, and its bytes so far
-
-        refused = False  # a head over the bounds was answered 431
-
-        def data_received(self, data):
-            # a head is bounded as it arrives: httptools would hold a 64 MB header in memory for the app's 401
-            if self.in_headers:
-                if not self.header_bytes:  # its first byte: the head now has the whole request timeout
-                    self._deadline(request_timeout)
-                self.header_bytes += len(data)
-            super().data_received(data)
-            if self.in_headers and (self.header_bytes > MAX_HEADER_BYTES or len(getattr(self, "headers", ())) > MAX_HEADERS):
-                self._refuse_head()
-
-        def _refuse_head(self):
-            if not self.transport.is_closing():
-                self.transport.write(HEADERS_TOO_LARGE)
-                self.transport.close()
-            self.refused = True
-
-        def send_400_response(self, msg):
-            if not self.refused:  # the parser's error after a refused head: it was answered
-                super().send_400_response(msg)
 
         def connection_made(self, transport):
             super().connection_made(transport)
@@ -77,17 +94,7 @@ def timely_protocol(request_timeout: float):
         def on_headers_complete(self):
             if self.headers_deadline is not None:
                 self.headers_deadline.cancel()
-            self.in_headers = False
-            if len(self.headers) > MAX_HEADERS or len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers) > MAX_HEADER_BYTES:
-                self._refuse_head()  # a head that came whole in one read
-                raise ValueError("request head over the bounds")  # stops the parser: no request reaches the app
-            limit = self.limit_concurrency
-            if self.url.split(b"?", 1)[0] == b"/healthz":  # its own room: answered even when every slot is taken
-                self.limit_concurrency = None
-            try:
-                super().on_headers_complete()
-            finally:
-                self.limit_concurrency = limit
+            super().on_headers_complete()
 
         def on_response_complete(self):
             super().on_response_complete()
@@ -111,6 +118,7 @@ def timely_protocol(request_timeout: float):
             if not self.transport.is_closing():
                 self.transport.close()
 
+    TimelyProtocol.request_timeout = request_timeout
     return TimelyProtocol
 
 
