@@ -157,8 +157,8 @@ class Runner:
         sinks = [(sink, state["sinks"].get(name)) for sink, name in ((self.dead_letters, "dead_letters"),
                  (self.metrics_sink, "metrics"), (self.predictions, "predictions")) if sink is not None]
         for sink, recorded in sinks:  # all checked before any is cut
-            if recorded is not None and (sink.size() if sink.size() is not None else recorded) < recorded:
-                raise ValueError(f"{sink.name} holds {sink.size():,} bytes where {payload['path']} recorded {recorded:,}: "
+            if recorded is not None and (size := sink.size()) is not None and size < recorded:
+                raise ValueError(f"{sink.name} holds {size:,} bytes where {payload['path']} recorded {recorded:,}: "
                                  "it was removed or cut since; put it back, or start over with --overwrite")
         for sink, recorded in sinks:
             sink.truncate(recorded)

@@ -218,8 +218,9 @@ def cmd_train(args) -> int:
         if predictions is not None:
             predictions.close()
     # with --predictions - stdout is the predictions stream (a shell filter): the summary goes to stderr
-    print(json.dumps(runner.summary(), default=str), file=sys.stderr if args.predictions == "-" else sys.stdout)
-    return _train_outcome(args, runner, code, dead_path)
+    summary = runner.summary()
+    print(json.dumps(summary, default=str), file=sys.stderr if args.predictions == "-" else sys.stdout)
+    return _train_outcome(args, runner, code, dead_path, summary)
 
 
 def _mixer(args, model):
@@ -288,12 +289,12 @@ def _looks_like(record: bytes | None) -> str | None:
         return None
 
 
-def _train_outcome(args, runner, code: int, dead_path: str) -> int:
+def _train_outcome(args, runner, code: int, dead_path: str, summary: dict) -> int:
     """The job's exit code, with one stderr line for bad records and for a job that learned nothing."""
     counters = runner.counters
     if not args.checkpoint_dir:
         print("streamlearn: the model was not saved (no --checkpoint-dir)", file=sys.stderr)
-    unknown = (runner.summary().get("holdout_final") or {}).get("unknown_features") or 0.0
+    unknown = (summary.get("holdout_final") or {}).get("unknown_features") or 0.0
     if unknown > 0.1:  # a hold-out file of another format or feature naming scores as if the model knew nothing
         print(f"streamlearn: warning: {unknown:.0%} of the hold-out's feature mass is on features the model never learned: "
               "is --holdout FILE the kind of data the source is (its format, names and first index)?", file=sys.stderr)
