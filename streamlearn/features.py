@@ -235,7 +235,8 @@ class FeatureSpace(DenseArrayEncoding):
                     if c is None and name not in first_at:
                         first_at[name] = i
                 new_rows = rows if rows is None or isinstance(rows, int) else rows[list(first_at.values())]
-                self._add(in_growth_order(list(first_at), new_rows))
+                # hashing adds to a cache, whose order changes nothing: no sort on its road
+                self._add(list(first_at) if self.n_bits is not None else in_growth_order(list(first_at), new_rows))
             cols = [get(name, -1) for name in names]
         return np.asarray(cols, dtype=np.int64)
 
