@@ -34,10 +34,12 @@ own weights, and hands the predictions back to the shared model at each mix (so 
 predicts alike right after one) until it errs less again. The factor and the fading were chosen
 on other seeds of the drift bench's streams than those it reports (``bench/README.md``).
 
-Decisions take effect only at a step that is a multiple of :data:`CHECK_EVERY`: ``learn_many``
-then cuts its rows at those steps, and so equals the ``learn_one`` loop bit for bit (a kernel that
-learns a whole batch, ExtremeSVM's dense store, runs the same test and check inside its step:
-:mod:`streamlearn.kernels.watch`, with :meth:`ChangeWatch.as_array`'s state). The watch
+Decisions take effect only at a step that is a multiple of :data:`CHECK_EVERY`, so ``learn_many``
+equals the ``learn_one`` loop bit for bit: a kernel that learns a whole batch (the MCID solver with
+one λ, ExtremeSVM's dense store) runs the same test, restart and choice inside its step
+(:mod:`streamlearn.kernels.watch`, with :meth:`ChangeWatch.as_array`'s and
+:meth:`TrackerChoice.as_array`'s state); the other learners cut their rows at those steps and
+decide in Python between the spans (:func:`learn_watched`). The watch
 is part of the learner's state (checkpoints resume it exactly). With ``lam="auto"`` the leader's
 mistakes are watched and every candidate restarts. In a ``--mix-topic`` group each member watches
 its own mistakes; a restart enters the shared model through the fold (:mod:`streamlearn.service.mixing`:
@@ -267,6 +269,12 @@ def watch_params(batch_size: int, average_power: float) -> np.ndarray:
     return params
 
 
+@functools.lru_cache(maxsize=64)
+def fading_of(examples: int) -> float:
+    """What the tracker's choice keeps of its recent mistakes over ``examples`` examples."""
+    return float(np.exp(-examples / RECENT_EXAMPLES))
+
+
 def average_weight_of(t: int, power: float) -> float:
     """The weight of ``t`` steps in a ``t^power``-weighted average: what a restarted average,
     the current iterate, weighs."""
@@ -333,12 +341,23 @@ class TrackerChoice:
 
     def check(self, examples: int) -> None:
         """Fold the pending counts of the last ``examples`` examples in; choose the predictor."""
-        keep = float(np.exp(-examples / RECENT_EXAMPLES))
+        keep = fading_of(examples)
         self.recent = [self.recent[i] * keep + self.pending[i] for i in (0, 1)]
         self.pending = [0, 0]
         tracking = self.recent[1] < self.recent[0]
         self.switches += tracking != self.tracking
         self.tracking = tracking
+
+    def as_array(self) -> np.ndarray:
+        """The state as :mod:`streamlearn.kernels.watch`'s choice array (a kernel that chooses as it
+        learns takes it, and :meth:`load_array` takes it back)."""
+        return np.array([*self.pending, *self.recent, self.tracking, self.switches], np.float64)
+
+    def load_array(self, state: np.ndarray) -> None:
+        """Take the state a kernel left in :meth:`as_array`'s array."""
+        self.pending = [int(state[0]), int(state[1])]
+        self.recent = [float(state[2]), float(state[3])]
+        self.tracking, self.switches = bool(state[4]), int(state[5])
 
     def hand_back(self) -> None:
         """The averaged model predicts from here, its record and the tracker's cleared (after a mix)."""

@@ -16,6 +16,7 @@ import pytest
 import scipy.sparse as sp
 
 import streamlearn.kernels as kernels
+from streamlearn.adaptation import ChangeWatch, TrackerChoice, fading_of, watch_params
 from streamlearn.kernels import codes
 from streamlearn.kernels.exports import EXPORTS, symbol
 
@@ -99,11 +100,15 @@ def sample_calls():
         V, scale, sqnorm, U, A = _weights(rng)
         yield "mcid", "learn_groups", 0, (indptr, indices, data, y, 2, V, scale, sqnorm, U, A, 30, 4, 7, 0.01, loss, True,
                                           False, True, 0.3, 2.0, 11.0, np.full((40, 6), -np.inf))
-        tracker_V, tracker_scale, tracker_sqnorm, _, tracker_A = _weights(rng)
-        yield "mcid", "learn_groups_tracked", 0, (indptr, indices, data, y, 2, V, scale, sqnorm, U, A, 30, 4, 7, 0.01, loss,
-                                                  False, False, True, 0.3, 2.0, 11.0, np.full((40, 6), -np.inf),
-                                                  tracker_V, tracker_scale, tracker_sqnorm, np.zeros((0, 0)), tracker_A,
-                                                  0.1, 1e-30, np.full((40, 6), -np.inf))
+        tracker_V, tracker_scale, tracker_sqnorm, tracker_U, tracker_A = _weights(rng)
+        watch = ChangeWatch()
+        watch.steps = 30
+        yield "mcid", "learn_groups_adapting", 0, (indptr, indices, data, y, 2, V, scale, sqnorm, U, A, 30, 4, 7, 0.01, loss,
+                                                   False, False, True, 0.3, 2.0, 11.0,
+                                                   tracker_V, tracker_scale, tracker_sqnorm, tracker_U, tracker_A,
+                                                   0.1, 1e-30, 6, watch.as_array(), watch_params(2, 2.0),
+                                                   TrackerChoice().as_array(), fading_of(64),
+                                                   np.full((40, 6), -np.inf), np.full((40, 6), -np.inf))
     yield from _primal_gradient_calls(rng)
 
 

@@ -162,38 +162,101 @@ def test_a_mix_hands_the_predictions_back_to_the_shared_model():
     np.testing.assert_array_equal(model.weight_matrix(), model.weight_matrix(averaged=True))
 
 
+def _reference_adapting(rows, y, group, model, tracker, n_classes, t, lam, tracker_lam, loss, average_weight,
+                        watch, choice):
+    """learn_groups_adapting written out in Python: spans cut at the multiples of CHECK_EVERY
+    (adaptation.learn_watched), two calls of learn_groups per span (checked against the NumPy
+    reference of 000 Alg. 1 in test_mcid_reference), adaptation.mistakes_of, the Python watch
+    (PageHinkleyUp, checked against river's in test_adaptation), TrackerChoice, and the restart
+    of MCIDLearner._restart / ScaledWeights.restart_average."""
+    from streamlearn.adaptation import average_weight_of, learn_watched, mistakes_of, restart_step
+    from streamlearn.kernels import compiled
+
+    mcid = compiled("mcid")
+    indptr, indices, data = rows
+    K = model[0].shape[1]
+    scores = np.full((len(y), K), -np.inf)
+    state = {"t": t, "n": n_classes, "w": average_weight}
+
+    def learn_between(first, last):
+        lo, hi = first * group, last * group
+        span = (indptr[lo : hi + 1], indices, data, y[lo:hi], group)
+        model_scores, tracker_scores = np.full((hi - lo, K), -np.inf), np.full((hi - lo, K), -np.inf)
+        n_before = state["n"]
+        mcid.learn_groups(*span, *tracker, d_of(model), state["n"], state["t"], tracker_lam, loss, False, False, False,
+                          1e-30, 2.0, state["w"], tracker_scores)
+        state["t"], state["n"], state["w"] = mcid.learn_groups(*span, *model, d_of(model), state["n"], state["t"], lam,
+                                                               loss, False, False, True, 1e-4, 2.0, state["w"], model_scores)
+        model_missed, tracker_missed = mistakes_of(model_scores, y[lo:hi], n_before), mistakes_of(tracker_scores, y[lo:hi], n_before)
+        choice.count(model_missed.sum(), tracker_missed.sum())
+        predicting = tracker_scores if choice.tracking else model_scores
+        scores[lo:hi] = predicting
+        return tracker_missed if choice.tracking else model_missed
+
+    def restart():
+        restarted = restart_step(state["t"], group)
+        if restarted != state["t"]:
+            state["t"], state["w"] = restarted, average_weight_of(restarted, 2.0)
+            model[3][:] = 0.0
+            model[4][:] = state["w"] * model[1]
+
+    learn_watched(watch, (len(indptr) - 1) // group, learn_between, restart,
+                  lambda: choice.check(CHECK_EVERY * group))
+    return (state["t"], state["n"], state["w"]), scores
+
+
+def d_of(store):
+    return store[0].shape[0]
+
+
 @pytest.mark.parametrize("loss", ["SOFTMAX", "CRAMMER_SINGER", "OVR_HINGE"])
-def test_the_fused_kernel_is_the_tracker_step_then_the_model_step_and_counts_their_mistakes(loss):
-    """kernels/mcid.learn_groups_tracked against two calls of learn_groups (checked against the
-    NumPy reference of 000 Alg. 1 in test_mcid_reference) and adaptation.mistakes_of."""
-    from streamlearn.adaptation import mistakes_of
+@pytest.mark.parametrize("group", [1, 3])
+def test_the_adapting_kernel_is_the_python_watch_tracker_and_choice_between_spans(loss, group):
+    """kernels/mcid.learn_groups_adapting against _reference_adapting, on a stream whose labels are
+    permuted half way (the watch restarts the schedule, the tracker takes over), from a state
+    in the middle of a span, and the predicting one's scores at each row's turn."""
+    from streamlearn.adaptation import ChangeWatch, fading_of, watch_params
     from streamlearn.kernels import codes, compiled
 
     mcid = compiled("mcid")
     rng = np.random.default_rng(7)
-    n, d, K = 24, 9, 5
-    indptr = np.arange(0, n * 3 + 1, 3, dtype=np.int64)
-    indices = rng.integers(0, d, n * 3).astype(np.int64)
-    data = rng.normal(size=n * 3)
-    y = rng.integers(0, K, n).astype(np.int64)
+    n, d, K = 1500, 6, 3
+    X = rng.normal(size=(n, d))
+    y = np.argmax(X[:, :K], axis=1)
+    y[n // 2 :] = (y[n // 2 :] + 1) % K
+    y[:3] = np.arange(3)  # every class before the change (indices in order of first appearance)
+    indptr = np.arange(0, n * d + 1, d, dtype=np.int64)
+    rows = (indptr, np.tile(np.arange(d, dtype=np.int64), n), X.ravel())
 
     def stores():
-        r = np.random.default_rng(1)
-        return [r.normal(size=(d, K)), np.ones(K), np.zeros(K), r.normal(size=(d, K)), np.zeros(K)]
+        return [np.zeros((d, K)), np.ones(K), np.zeros(K), np.zeros((d, K)), np.zeros(K)]
+
+    watch, choice = ChangeWatch(), TrackerChoice()
+    watch.steps = 5  # a state in the middle of a span
+    ref_model, ref_tracker = stores(), stores()
+    expected, expected_scores = _reference_adapting(rows, y, group, ref_model, ref_tracker, 0, 5, 1e-3, 0.1,
+                                                    getattr(codes, loss), average_weight_of_five(), watch, choice)
+    assert watch.changes >= 1 and choice.switches >= 1, (watch.changes, choice.switches)
 
     model, tracker = stores(), stores()
-    tracker[3] = np.zeros((0, 0))
-    common = (indptr, indices, data, y, 2)
-    fused_model, fused_tracker = [a.copy() for a in model], [a.copy() for a in tracker]
-    scores, tracker_scores = np.full((n, K), -np.inf), np.full((n, K), -np.inf)
-    got = mcid.learn_groups_tracked(*common, *fused_model, d, 3, 40, 1e-2, getattr(codes, loss), False, False, True, 1e-4,
-                                    2.0, 30.0, scores, *fused_tracker, 1.0, 1e-30, tracker_scores)
-    expected_tracker_scores, expected_scores = np.full((n, K), -np.inf), np.full((n, K), -np.inf)
-    mcid.learn_groups(*common, *tracker, d, 3, 40, 1.0, getattr(codes, loss), False, False, False, 1e-30, 2.0, 30.0,
-                      expected_tracker_scores)
-    expected = mcid.learn_groups(*common, *model, d, 3, 40, 1e-2, getattr(codes, loss), False, False, True, 1e-4, 2.0, 30.0,
-                                 expected_scores)
-    assert got[:3] == expected
-    assert got[3:] == (mistakes_of(scores, y, 3).sum(), mistakes_of(tracker_scores, y, 3).sum())
-    for a, b in zip(fused_model + fused_tracker + [scores, tracker_scores], model + tracker + [expected_scores, expected_tracker_scores]):
+    watch_state, choice_state = ChangeWatch(), TrackerChoice()
+    watch_state.steps = 5
+    watch_array, choice_array = watch_state.as_array(), choice_state.as_array()
+    scores, spare = np.full((n, K), -np.inf), np.full((n, K), -np.inf)
+    got = mcid.learn_groups_adapting(*rows, y, group, *model, d, 0, 5, 1e-3, getattr(codes, loss), False, False, True,
+                                     1e-4, 2.0, average_weight_of_five(), *tracker, 0.1, 1e-30, K, watch_array,
+                                     watch_params(group, 2.0), choice_array, fading_of(CHECK_EVERY * group), scores, spare)
+    assert got == expected
+    watch_state.load_array(watch_array)
+    choice_state.load_array(choice_array)
+    assert watch_state.export() == watch.export() and choice_state.export() == choice.export()
+    usable = (n // group) * group
+    np.testing.assert_array_equal(scores[:usable], expected_scores[:usable])
+    for a, b in zip(model + tracker, ref_model + ref_tracker):
         np.testing.assert_array_equal(a, b)
+
+
+def average_weight_of_five():
+    from streamlearn.adaptation import average_weight_of
+
+    return average_weight_of(5, 2.0)

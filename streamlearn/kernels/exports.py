@@ -91,11 +91,13 @@ EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
             ("i8[::1]r", "i8[::1]r", "f8[::1]r", "i8[::1]r", "i8", "f8[:, ::1]", "f8[::1]", "f8[::1]", "f8[:, ::1]",
              "f8[::1]", "i8", "i8", "i8", "f8", "i8", "b1", "b1", "b1", "f8", "f8", "f8", "f8[:, ::1]"),
         ],
-        # learn_groups' arguments, then the tracker's V, scale, sqnorm, U, A, lam, renormalize_below, scores_out
-        "learn_groups_tracked": [
+        # learn_groups' arguments but scores_out, then the tracker's V, scale, sqnorm, U, A, lam, renormalize_below,
+        # store_classes, watch, watch_params, choice, choice_keep, scores_out, spare_scores
+        "learn_groups_adapting": [
             ("i8[::1]r", "i8[::1]r", "f8[::1]r", "i8[::1]r", "i8", "f8[:, ::1]", "f8[::1]", "f8[::1]", "f8[:, ::1]",
-             "f8[::1]", "i8", "i8", "i8", "f8", "i8", "b1", "b1", "b1", "f8", "f8", "f8", "f8[:, ::1]",
-             "f8[:, ::1]", "f8[::1]", "f8[::1]", "f8[:, ::1]", "f8[::1]", "f8", "f8", "f8[:, ::1]"),
+             "f8[::1]", "i8", "i8", "i8", "f8", "i8", "b1", "b1", "b1", "f8", "f8", "f8",
+             "f8[:, ::1]", "f8[::1]", "f8[::1]", "f8[:, ::1]", "f8[::1]", "f8", "f8",
+             "i8", "f8[::1]", "f8[::1]r", "f8[::1]", "f8", "f8[:, ::1]", "f8[:, ::1]"),
         ],
     },
     "pgs": {

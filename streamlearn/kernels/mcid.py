@@ -14,6 +14,8 @@ import numpy as np
 from numba import njit
 
 from .codes import CRAMMER_SINGER, OVR_HINGE, PERCEPTRON, SOFTMAX
+from .watch import (CHECK_EVERY, PENDING_MODEL, PENDING_TRACKER, RESTART_AT, RESTART_WEIGHT, STEPS,
+                    TRACKING, choose_predictor, watch_step)
 from .scaled import add_to_column, add_to_columns, project_to_ball, renormalize_columns, row_dots
 
 
@@ -67,7 +69,6 @@ def loss_coefficients(loss, scores, y, n_classes):
             scores[k] = -s * sigmoid(-s * scores[k])
 
 
-# over 80 lines: the whole mini-batch loop is one compiled call, so the store's scalars stay in locals across groups
 @njit(cache=True, nogil=True)
 def learn_groups(
     indptr, indices, data, y, group_size,
@@ -93,14 +94,33 @@ def learn_groups(
     a ``learn_one`` loop sees, since class indices are given in order of first appearance.
     Rows beyond the last complete group are ignored (the caller keeps them pending).
     ``V`` must have at least ``n_features`` rows and ``max(y) + 1`` columns."""
-    n_groups = (len(indptr) - 1) // group_size
-    coef = np.empty((group_size, V.shape[1]))
-    touched = np.empty(V.shape[1], np.int64)
-    amounts = np.empty(V.shape[1])
-    averaged_dots = np.empty(V.shape[1])
+    work = workspace(group_size, V.shape[1])
+    return learn_group_span(indptr, indices, data, y, group_size, 0, (len(indptr) - 1) // group_size,
+                            V, scale, sqnorm, U, A, n_features, n_classes, t, lam, loss, project, per_class_ball,
+                            averaged, renormalize_below, average_power, average_weight, scores_out, work)
+
+
+@njit(cache=True, nogil=True)
+def workspace(group_size, capacity):
+    """The scratch arrays of :func:`learn_group_span`: a group's coefficients, the touched
+    classes and their amounts, a row's averaged dots."""
+    return (np.empty((group_size, capacity)), np.empty(capacity, np.int64), np.empty(capacity), np.empty(capacity))
+
+
+# over 80 lines: the whole mini-batch loop is one compiled call, so the store's scalars stay in locals across groups
+@njit(cache=True, nogil=True)
+def learn_group_span(
+    indptr, indices, data, y, group_size, first_group, last_group,
+    V, scale, sqnorm, U, A, n_features, n_classes, t,
+    lam, loss, project, per_class_ball, averaged, renormalize_below,
+    average_power, average_weight, scores_out, work,
+):  # fmt: skip
+    """:func:`learn_groups` of groups ``first_group .. last_group - 1`` (row indices stay the
+    batch's), with the scratch arrays of :func:`workspace`."""
+    coef, touched, amounts, averaged_dots = work
     record = scores_out.shape[0] > 0
     radius = 1.0 / np.sqrt(lam)
-    for g in range(n_groups):
+    for g in range(first_group, last_group):
         first = g * group_size
         for i in range(group_size):
             n_classes = max(n_classes, y[first + i] + 1)
@@ -155,49 +175,92 @@ def learn_groups(
 
 
 @njit(cache=True, nogil=True)
-def mistakes_in(scores, y, n_before):
-    """How many rows are predicted wrongly by their scores among the classes known before them
-    (``n_before`` before the first row, then each class as it first appears: indices come in
-    order of first appearance); a class not known yet is always missed, ties go to the lowest
-    index: :func:`streamlearn.adaptation.mistakes_of`'s count, compiled."""
+def row_mistakes(scores, y, first, last, known, out):
+    """Whether each row ``first .. last - 1`` is predicted wrongly by its scores among the classes
+    known before it (``known`` before the first row, then each class as it first appears: indices
+    come in order of first appearance) into ``out``; a class not known yet is always missed, ties
+    go to the lowest index (:func:`streamlearn.adaptation.mistakes_of`, compiled). Returns the count."""
     count = 0
-    known = n_before
-    for r in range(len(y)):
+    for r in range(first, last):
         target = y[r]
-        if target >= known:
-            count += 1
+        wrong = True
+        if target < known:
+            best = 0
+            for k in range(1, known):
+                if scores[r, k] > scores[r, best]:
+                    best = k
+            wrong = best != target
+        else:
             known = target + 1
-            continue
-        best = 0
-        for k in range(1, known):
-            if scores[r, k] > scores[r, best]:
-                best = k
-        if best != target:
-            count += 1
+        out[r] = wrong
+        count += wrong
     return count
 
 
 @njit(cache=True, nogil=True)
-def learn_groups_tracked(
+def restart_schedule(t, average_weight, watch_params, V_scale, U, A, averaged, n_features, store_classes):
+    """After a detected change: ``t`` goes back to at most the watch's restart step and the average
+    to the current iterate with that many steps' weight (:meth:`MCIDLearner._restart`,
+    :meth:`streamlearn.weights.ScaledWeights.restart_average`); returns ``(t, average_weight)``."""
+    restarted = min(t, int(watch_params[RESTART_AT]))
+    if restarted == t:
+        return t, average_weight
+    average_weight = watch_params[RESTART_WEIGHT]
+    if averaged:
+        U[:n_features, :store_classes] = 0.0
+        for k in range(store_classes):
+            A[k] = average_weight * V_scale[k]
+    return restarted, average_weight
+
+
+# over 80 lines: the model's and the tracker's steps, both mistake counts, the watch and the choice between the two in one call
+@njit(cache=True, nogil=True)
+def learn_groups_adapting(
     indptr, indices, data, y, group_size,
     V, scale, sqnorm, U, A, n_features, n_classes, t,
-    lam, loss, project, per_class_ball, averaged, renormalize_below,
-    average_power, average_weight, scores_out,
+    lam, loss, project, per_class_ball, averaged, renormalize_below, average_power, average_weight,
     tracker_V, tracker_scale, tracker_sqnorm, tracker_U, tracker_A, tracker_lam, tracker_renormalize_below,
-    tracker_scores_out,
+    store_classes, watch, watch_params, choice, choice_keep, scores_out, spare_scores,
 ):  # fmt: skip
-    """:func:`learn_groups` for the fast tracker (no average, λ = ``tracker_lam``), then for the
-    model, both from the same step counters (``streamlearn.adaptation``); one call instead of
-    two, since a ``learn_one`` step's cost is mostly the call. Return the model's ``(t,
-    n_classes, average_weight)`` and the rows each one predicted wrongly at its step
-    (:func:`mistakes_in` against the classes known before the rows). Both score arrays are
-    required, ``(n_rows, K)`` filled with ``-inf``."""
-    n_before = n_classes
-    learn_groups(indptr, indices, data, y, group_size, tracker_V, tracker_scale, tracker_sqnorm, tracker_U, tracker_A,
-                 n_features, n_classes, t, tracker_lam, loss, project, per_class_ball, False, tracker_renormalize_below,
-                 average_power, average_weight, tracker_scores_out)
-    t, n_classes, average_weight = learn_groups(indptr, indices, data, y, group_size, V, scale, sqnorm, U, A,
-                                                n_features, n_classes, t, lam, loss, project, per_class_ball, averaged,
-                                                renormalize_below, average_power, average_weight, scores_out)
-    return (t, n_classes, average_weight, mistakes_in(scores_out, y, n_before),
-            mistakes_in(tracker_scores_out, y, n_before))
+    """:func:`learn_groups` of the model and of its fast tracker (no average, λ = ``tracker_lam``,
+    the same step counters) with ``adapt``'s decisions inside the call (``streamlearn.adaptation``):
+    each row's 0/1 mistake by the predicting one feeds the Page-Hinkley test
+    (:func:`~streamlearn.kernels.watch.watch_step`, state ``watch``), both mistake counts the
+    tracker's choice (:func:`~streamlearn.kernels.watch.choose_predictor`, state ``choice``), and
+    at each step that is a multiple of ``CHECK_EVERY`` a change seen restarts the schedule
+    (:func:`restart_schedule`) and the choice is made again, fading the old counts by
+    ``choice_keep``. The predicting one's scores go to ``scores_out``, the other's to
+    ``spare_scores`` (both ``(n_rows, K)`` filled with ``-inf``); ``store_classes`` is the
+    classes the model's store holds. Returns the model's ``(t, n_classes, average_weight)``:
+    the same state as learning the rows one span at a time with those decisions in Python
+    between spans (``tests/test_tracker.py``)."""
+    n_groups = (len(indptr) - 1) // group_size
+    work = workspace(group_size, max(V.shape[1], tracker_V.shape[1]))
+    mistakes = np.empty(n_groups * group_size, np.bool_)
+    check_every = int(watch_params[CHECK_EVERY])
+    g = 0
+    while g < n_groups:
+        last = min(n_groups, g + check_every - int(watch[STEPS]) % check_every)
+        tracking = choice[TRACKING] != 0.0
+        model_out = spare_scores if tracking else scores_out
+        tracker_out = scores_out if tracking else spare_scores
+        n_before = n_classes
+        learn_group_span(indptr, indices, data, y, group_size, g, last, tracker_V, tracker_scale, tracker_sqnorm,
+                         tracker_U, tracker_A, n_features, n_classes, t, tracker_lam, loss, project, per_class_ball,
+                         False, tracker_renormalize_below, average_power, average_weight, tracker_out, work)
+        t, n_classes, average_weight = learn_group_span(
+            indptr, indices, data, y, group_size, g, last, V, scale, sqnorm, U, A, n_features, n_classes, t, lam, loss,
+            project, per_class_ball, averaged, renormalize_below, average_power, average_weight, model_out, work)
+        first_row, last_row = g * group_size, last * group_size
+        missed = (row_mistakes(spare_scores, y, first_row, last_row, n_before, mistakes),
+                  row_mistakes(scores_out, y, first_row, last_row, n_before, mistakes))  # the predicting one's last
+        choice[PENDING_MODEL] += missed[1] if not tracking else missed[0]
+        choice[PENDING_TRACKER] += missed[0] if not tracking else missed[1]
+        for step in range(g, last):
+            if watch_step(watch, watch_params, mistakes, step * group_size, group_size):
+                t, average_weight = restart_schedule(t, average_weight, watch_params, scale, U, A, averaged,
+                                                     n_features, store_classes)
+        if watch[STEPS] % check_every == 0.0:
+            choose_predictor(choice, choice_keep)
+        g = last
+    return t, n_classes, average_weight

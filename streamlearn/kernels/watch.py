@@ -1,6 +1,7 @@
-"""The change watch of :mod:`streamlearn.adaptation` inside a learning kernel, so that a learner
-whose whole batch is one compiled call (``ExtremeSVM``'s dense store) needs no Python between
-the steps where a detected change may be acted on.
+"""The change watch and the tracker's choice of :mod:`streamlearn.adaptation` inside a learning
+kernel, so that a learner whose whole batch is one compiled call (the MCID learners,
+``ExtremeSVM``'s dense store) needs no Python between the steps where a detected change may be
+acted on.
 
 The state is :meth:`streamlearn.adaptation.ChangeWatch.as_array`'s float64 array (slots below),
 the parameters :func:`streamlearn.adaptation.watch_params`'. The arithmetic is
@@ -18,6 +19,8 @@ from numba import njit
 N, MEAN, TOTAL, LOWEST, DETECTED, CHANGE_SEEN, CHANGES, STEPS = range(8)
 #: slots of its parameters
 THRESHOLD, DELTA, ALPHA, MIN_INSTANCES, CHECK_EVERY, RESTART_AT, RESTART_WEIGHT = range(7)
+#: slots of the tracker's choice (:meth:`streamlearn.adaptation.TrackerChoice.as_array`)
+PENDING_MODEL, PENDING_TRACKER, RECENT_MODEL, RECENT_TRACKER, TRACKING, SWITCHES = range(6)
 
 
 @njit(cache=True, nogil=True)
@@ -47,3 +50,16 @@ def watch_step(watch, params, mistakes, first, n_rows):
         watch[CHANGES] += 1.0
         return True
     return False
+
+
+@njit(cache=True, nogil=True)
+def choose_predictor(choice, keep):
+    """:meth:`streamlearn.adaptation.TrackerChoice.check` on its array: fold the pending mistake
+    counts into the recent ones (the old faded by ``keep``) and let the one that erred less predict."""
+    choice[RECENT_MODEL] = choice[RECENT_MODEL] * keep + choice[PENDING_MODEL]
+    choice[RECENT_TRACKER] = choice[RECENT_TRACKER] * keep + choice[PENDING_TRACKER]
+    choice[PENDING_MODEL] = choice[PENDING_TRACKER] = 0.0
+    tracking = choice[RECENT_TRACKER] < choice[RECENT_MODEL]
+    if tracking != (choice[TRACKING] != 0.0):
+        choice[SWITCHES] += 1.0
+    choice[TRACKING] = 1.0 if tracking else 0.0

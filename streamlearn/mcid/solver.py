@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..adaptation import (CHECK_EVERY, TRACKER_LAM_FACTOR, ChangeWatch, TrackerChoice, average_weight_of,
-                          learn_in_watched_spans, mistake_count, restart_step)
+from ..adaptation import (CHECK_EVERY, TRACKER_LAM_FACTOR, ChangeWatch, TrackerChoice, average_weight_of, fading_of,
+                          learn_in_watched_spans, mistake_count, restart_step, watch_params)
 from ..base import StreamClassifier
 from ..scores import hide_unknown_classes, softmax_rows
 from ..checks import average_power_of, check_positive
@@ -29,7 +29,7 @@ _scaled = compiled("scaled")
 AUTO_LAMBDAS = (1e-4, 1e-3, 1e-5, 1e-6)
 #: the kernels with the weight store's arrays left unchecked (made by ScaledWeights: see KernelModule.trusting)
 _learn_groups = _mcid.trusting("learn_groups", frozenset(range(5, 10)))
-_learn_groups_tracked = _mcid.trusting("learn_groups_tracked", frozenset(range(5, 10)) | frozenset(range(22, 27)))
+_learn_groups_adapting = _mcid.trusting("learn_groups_adapting", frozenset(range(5, 10)) | frozenset(range(21, 26)))
 _scores_batch = _scaled.trusting("scores_batch", frozenset(range(3, 7)))
 _NO_SCORES = np.zeros((0, 0))  # learn_groups' scores_out when no scores are asked for
 
@@ -302,7 +302,9 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         n_before_rows = self._n_learned_classes
         if watch is None:
             self._learn_span(rows, y, scores)
-        else:
+        elif len(self._candidates) == 1:
+            self._learn_adapting(rows, y, scores)
+        else:  # lam="auto": the candidates' merits are kept in Python between spans
             learn_in_watched_spans(watch, rows, y, scores, self.batch_size, self._learn_span,
                                    lambda: self._n_learned_classes, self._restart, self._check_tracker)
         if calibration is not None:  # its window does not depend on the watch's spans: one pass over the rows
@@ -327,11 +329,10 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
 
     def _learn_span(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None) -> None:
         """One span of steps: the tracker's (from the same step counters), then the model's;
-        ``scores`` gets the predicting one's."""
+        ``scores`` gets the predicting one's (one λ with a tracker learns in
+        :meth:`_learn_adapting` instead)."""
         if self._tracker is None:
             return self._learn_model_span(rows, y, scores)
-        if len(self._candidates) == 1:
-            return self._learn_tracked_span(rows, y, scores)
         n_before = self._n_learned_classes
         tracker_scores = np.empty((rows.n_rows, len(self._labels)))
         tracker_scores.fill(-np.inf)
@@ -346,31 +347,32 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         if tracking and scores is not None:
             scores[:] = tracker_scores
 
-    def _learn_tracked_span(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None) -> None:
-        """:meth:`_learn_span` of one λ: both steps and both mistake counts in one compiled call
-        (the attribute reads are hoisted: this runs once per ``learn_one``)."""
+    def _learn_adapting(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray) -> None:
+        """Learn complete groups of one λ with ``adapt``'s watch, tracker and choice, all in one
+        compiled call (:func:`streamlearn.kernels.mcid.learn_groups_adapting`); ``scores`` gets the
+        predicting one's (the attribute reads are hoisted: this runs once per ``learn_one``)."""
         n_classes = len(self._labels)
         spare = np.empty((rows.n_rows, n_classes))
         spare.fill(-np.inf)
-        if scores is None:
-            scores = np.full_like(spare, -np.inf)
-        tracker_scores, model_scores = (scores, spare) if self._tracker_choice.tracking else (spare, scores)
-        store, tracker = self._weights, self._tracker
+        store, tracker, watch, choice = self._weights, self._tracker, self._watch, self._tracker_choice
         n_columns = self._n_model_columns
         for weights in (tracker, store):
             if weights.n_features < n_columns or weights.n_classes < n_classes:  # else reserve changes nothing
                 weights.reserve(n_columns, n_classes, self._likely_model_columns)
-        self._t, self._n_learned_classes, self._average_weight, model_missed, tracker_missed = _learn_groups_tracked(
+        watch_state, choice_state = watch.as_array(), choice.as_array()
+        self._t, self._n_learned_classes, self._average_weight = _learn_groups_adapting(
             rows.indptr, rows.indices, rows.data, y, self.batch_size,
             store.V, store.scale, store.sqnorm, store.U, store.A,
             store.n_features, self._n_learned_classes, self._t,
             self._lambdas[0], self._loss, bool(self.project), self._per_class_ball,
-            store.averaged, self._renormalization_threshold(store),
-            self._average_power, self._average_weight, model_scores,
+            store.averaged, self._renormalization_threshold(store), self._average_power, self._average_weight,
             tracker.V, tracker.scale, tracker.sqnorm, tracker.U, tracker.A,
-            self._tracker_lam, self._renormalization_threshold(tracker), tracker_scores,
+            self._tracker_lam, self._renormalization_threshold(tracker),
+            store.n_classes, watch_state, watch_params(self.batch_size, self._average_power),
+            choice_state, fading_of(CHECK_EVERY * self.batch_size), scores, spare,
         )  # fmt: skip
-        self._tracker_choice.count(model_missed, tracker_missed)
+        watch.load_array(watch_state)
+        choice.load_array(choice_state)
 
     @property
     def tracker_lam(self) -> float:
