@@ -142,6 +142,16 @@ class BrokerWatch:
         self.away(may_stop=False)
 
 
+#: the longest wait for a broker's first answer: an address that never answered is more likely
+#: wrong than away, so it is not waited for as long as an outage (``--broker-timeout``'s default is 300 s)
+FIRST_CONTACT_S = 30.0
+
+
+def first_contact_bound(broker_timeout: float | None) -> float:
+    """How long a source waits for its broker's first answer: ``broker_timeout``, at most :data:`FIRST_CONTACT_S`."""
+    return FIRST_CONTACT_S if broker_timeout is None else min(FIRST_CONTACT_S, float(broker_timeout))
+
+
 class KafkaSource:
     """Records from a Kafka topic (see the module docstring).
 
@@ -263,7 +273,8 @@ class KafkaSource:
                 self.offsets.pop(p, None)
 
     def _connect(self):
-        consumer = make_client(self.client, self.bootstrap, self.group, self.topic, self.consumer_options, self.security)
+        consumer = make_client(self.client, self.bootstrap, self.group, self.topic, self.consumer_options, self.security,
+                               first_contact_s=first_contact_bound(self.broker_timeout))
         consumer.while_waiting = self._watch.away  # a call waiting for a broker that went away reports it
         consumer.while_committing = self._watch.notice  # a commit left waiting by a broker that died, too
         if self.subscribe:

@@ -162,13 +162,16 @@ def end_now(consumer, tp, listed: int) -> int | None:
     return None if fetched is None else max(listed, fetched)
 
 
-def make_client(name: str, bootstrap: str, group: str, topic: str, options: dict, security=None):
+def make_client(name: str, bootstrap: str, group: str, topic: str, options: dict, security=None,
+                first_contact_s: float | None = None):
     """The consumer client called ``name`` (one of :data:`CLIENTS`; the caller validated it), with
-    ``security`` (a :class:`~connectors.kafka_security.KafkaSecurity`; ``None``: the process's)."""
+    ``security`` (a :class:`~connectors.kafka_security.KafkaSecurity`; ``None``: the process's);
+    ``first_contact_s`` bounds the wait for the broker's first answer (``--broker-timeout``;
+    ``None``: the client's own bound, 10 to 30 s)."""
     if name == "confluent":
         from .kafka_confluent import ConfluentClient
 
-        return ConfluentClient(bootstrap, group, topic, options, security)
+        return ConfluentClient(bootstrap, group, topic, options, security, first_contact_s)
     from .kafka_python import KafkaPythonClient
 
-    return KafkaPythonClient(bootstrap, group, topic, options, security)
+    return KafkaPythonClient(bootstrap, group, topic, options, security, first_contact_s)

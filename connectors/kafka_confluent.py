@@ -16,17 +16,20 @@ class ConfluentClient:
     #: reconnect.backoff.max.ms: a broker back from a restart is found within a second, not ten
     DEFAULTS = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "fetch.max.bytes": 64 << 20,
                 "max.partition.fetch.bytes": 16 << 20, "log_level": 2, "reconnect.backoff.max.ms": 1000}
-    #: seconds to wait for the topic's metadata before calling the broker unreachable
+    #: seconds to wait for the topic's metadata before calling the broker unreachable (at most ``--broker-timeout``)
     METADATA_TIMEOUT_S = 10.0
     COMMIT_TIMEOUT_S = 10.0
     WAITING_SLICE_S = 1.0
 
-    def __init__(self, bootstrap: str, group: str, topic: str, options: dict, security: KafkaSecurity | None = None):
+    def __init__(self, bootstrap: str, group: str, topic: str, options: dict, security: KafkaSecurity | None = None,
+                 first_contact_s: float | None = None):
         try:
             import confluent_kafka
         except ImportError:
             raise ValueError("client=confluent needs confluent-kafka: pip install 'streamlearn[kafka-fast]'") from None
         self._kafka = confluent_kafka
+        self._metadata_timeout_s = self.METADATA_TIMEOUT_S if first_contact_s is None else min(
+            self.METADATA_TIMEOUT_S, float(first_contact_s))
         self.bootstrap, self.topic = bootstrap, topic
         self._commit_thread = None
         self._config = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
@@ -38,7 +41,7 @@ class ConfluentClient:
 
     def _partitions(self) -> list[int]:
         try:
-            metadata = self._consumer.list_topics(self.topic, timeout=self.METADATA_TIMEOUT_S)
+            metadata = self._consumer.list_topics(self.topic, timeout=self._metadata_timeout_s)
         except self._kafka.KafkaException as error:
             raise unreachable(self.bootstrap, error) from None
         topic = metadata.topics.get(self.topic)

@@ -9,6 +9,11 @@ from .kafka_clients import (FETCH_WAIT_MS, MARKERS, PROBE_TIMEOUT_S, Assigned, C
 from .kafka_security import KafkaSecurity, current
 
 
+def first_contact(seconds: float | None) -> dict:
+    """kafka-python's option that bounds the wait for a first broker (its default: 30 s)."""
+    return {} if seconds is None else {"bootstrap_timeout_ms": max(1, int(1000 * float(seconds)))}
+
+
 class KafkaPythonClient:
     """kafka-python's ``KafkaConsumer``, polled on a thread of its own once assigned.
 
@@ -26,7 +31,8 @@ class KafkaPythonClient:
     #: a commit to a broker that went away fails after this long instead of blocking the daemon
     COMMIT_TIMEOUT_MS = 10_000
 
-    def __init__(self, bootstrap: str, group: str, topic: str, options: dict, security: KafkaSecurity | None = None):
+    def __init__(self, bootstrap: str, group: str, topic: str, options: dict, security: KafkaSecurity | None = None,
+                 first_contact_s: float | None = None):
         from kafka import KafkaConsumer
         from kafka.errors import KafkaError
 
@@ -39,7 +45,8 @@ class KafkaPythonClient:
         try:
             self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                                            auto_offset_reset="earliest", partition_assignment_strategy=[self._assignor],
-                                           **{**self.DEFAULTS, **options}, **self._security)
+                                           **{**self.DEFAULTS, **first_contact(first_contact_s), **options},
+                                           **self._security)
         except KafkaError as error:
             raise unreachable(bootstrap, error) from None
 

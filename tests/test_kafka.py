@@ -135,6 +135,17 @@ def test_an_unreachable_broker_is_one_clear_error(client, options, monkeypatch):
         next(iter(source))
 
 
+@pytest.mark.parametrize("client", KAFKA_CLIENTS)
+def test_the_broker_timeout_bounds_the_first_contact_too(client):
+    """Issue 74.8: ``--broker-timeout 5`` took 31 s to fail on a broker never reached (kafka-python's
+    own bootstrap wait)."""
+    source = KafkaSource("127.0.0.1:1", "t", client=client, broker_timeout=1.0)
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="cannot reach the Kafka broker at 127.0.0.1:1"):
+        next(iter(source))
+    assert time.monotonic() - started < 4.0
+
+
 def test_impossible_source_settings_are_refused():
     from connectors import StdinSource
 

@@ -413,7 +413,8 @@ def add_train_options(p) -> None:
     p.add_argument("--idle-timeout", type=float, help="Kafka: stop after S seconds without a message (default: run forever)")
     p.add_argument("--broker-timeout", type=float, default=300.0, metavar="S",
                    help="Kafka: wait up to S seconds for a broker that went away (reported on stderr), then stop with "
-                        "exit code 1 after a final checkpoint (default: 300; inf: wait for ever)")
+                        "exit code 1 after a final checkpoint (default: 300; inf: wait for ever); a broker never "
+                        "reached is waited for up to S seconds, at most 30")
     p.add_argument("--mix-topic", metavar="TOPIC",
                    help="Kafka: learn one model with the other daemons of the source's consumer group, mixing the "
                         "models through TOPIC (one partition, made if missing; MCID learners)")
