@@ -38,6 +38,7 @@ import json
 import math
 import socket
 import sys
+import threading
 import time
 
 from .errors import SourceUnavailable
@@ -142,6 +143,9 @@ class BrokerWatch:
         self.away(may_stop=False)
 
 
+#: the longest a source's close may take after the final checkpoint (leaving the group, closing
+#: connections): what it leaves undone costs the group a rebalance timeout, never a record
+CLOSE_WITHIN_S = 2.0
 #: the longest wait for a broker's first answer: an address that never answered is more likely
 #: wrong than away, so it is not waited for as long as an outage (``--broker-timeout``'s default is 300 s)
 FIRST_CONTACT_S = 30.0
@@ -390,9 +394,27 @@ class KafkaSource:
                   "the checkpoint holds them, the next checkpoint commits again", file=sys.stderr)
 
     def close(self) -> None:
-        if self.consumer is not None:
-            self.consumer.close()
-            self.consumer = None
+        """Close the consumer within :data:`CLOSE_WITHIN_S` (a client still closing then is left to
+        the process's exit, said in one line): the final checkpoint already holds the position."""
+        if self.consumer is None:
+            return
+        consumer, self.consumer = self.consumer, None
+        failures = []
+
+        def close_consumer():
+            try:
+                consumer.close()
+            except Exception as error:  # reported by the caller's thread
+                failures.append(error)
+
+        closing = threading.Thread(target=close_consumer, name="streamlearn-kafka-close", daemon=True)
+        closing.start()
+        closing.join(CLOSE_WITHIN_S)
+        if closing.is_alive():
+            print(f"streamlearn: the Kafka consumer did not close within {CLOSE_WITHIN_S:g} s; the process exits "
+                  "without waiting for it (the checkpoint holds the position)", file=sys.stderr, flush=True)
+        elif failures:
+            raise failures[0]
 
 
 PRUNE_EVERY = 10_000  # sent messages between two looks at which of them are known delivered

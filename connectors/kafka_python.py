@@ -264,7 +264,9 @@ class KafkaPythonClient:
         return self.call(lambda: self.consumer.committed(self.partition(partition)))
 
     #: seconds to wait at close for the poll thread, which may be inside a call to a broker that went away
-    CLOSE_TIMEOUT_S = 5.0
+    CLOSE_TIMEOUT_S = 1.0
+    #: milliseconds the consumer's own close may spend leaving the group (kafka-python's default: its request timeout, 30 s)
+    CLOSE_TIMEOUT_MS = 800
 
     def close(self) -> None:
         if self.poll_thread is not None:
@@ -276,5 +278,5 @@ class KafkaPythonClient:
                 return
             self.poll_thread = None
         if self._probe is not None:
-            self._probe.close()
-        self.consumer.close(autocommit=False)
+            self._probe.close(timeout_ms=self.CLOSE_TIMEOUT_MS)
+        self.consumer.close(autocommit=False, timeout_ms=self.CLOSE_TIMEOUT_MS)

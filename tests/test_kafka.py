@@ -146,6 +146,37 @@ def test_the_broker_timeout_bounds_the_first_contact_too(client):
     assert time.monotonic() - started < 4.0
 
 
+def test_a_consumer_that_does_not_close_holds_the_exit_back_two_seconds_at_most(capsys):
+    """Issue 74.7: after SIGTERM the checkpoint was on disk in 0.33 s and the process exited 5-12 s
+    later while the consumer closed; a close is bounded (``CLOSE_WITHIN_S``) and says so."""
+    import threading
+
+    from connectors.kafka import CLOSE_WITHIN_S
+
+    released = threading.Event()
+
+    class Stuck:
+        def close(self):
+            released.wait(30)
+
+    source = KafkaSource("127.0.0.1:1", "t")
+    source.consumer = Stuck()
+    started = time.monotonic()
+    source.close()
+    took = time.monotonic() - started
+    released.set()
+    assert CLOSE_WITHIN_S <= 2.0 and took < CLOSE_WITHIN_S + 0.5 and source.consumer is None
+    assert "did not close within 2 s" in capsys.readouterr().err
+
+    class Failing:
+        def close(self):
+            raise OSError("connection reset")
+
+    source.consumer = Failing()
+    with pytest.raises(OSError, match="connection reset"):
+        source.close()
+
+
 def test_impossible_source_settings_are_refused():
     from connectors import StdinSource
 
