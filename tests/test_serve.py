@@ -606,3 +606,28 @@ def test_idle_sockets_do_not_lock_the_service_out(trained):
         for conn in idle:
             conn.close()
         _stop(service)
+
+
+def test_a_request_whose_client_half_closes_is_answered(trained):
+    """``nc -N``: the request, then the client's half of the connection closed; uvicorn closed the
+    socket on that EOF without an answer (issue 74.4). The answer comes, then the service closes."""
+    import socket
+
+    service = _start_service(trained)
+    try:
+        host, port = service.url.split("//")[1].split(":")
+        body = json.dumps([{"x": {"1": 0.5, "7": -1.0}}] * 200).encode()
+        for request in (b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+                        b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+                        + str(len(body)).encode() + b"\r\n\r\n" + body):
+            with socket.create_connection((host, int(port)), timeout=30) as connection:
+                connection.sendall(request)
+                connection.shutdown(socket.SHUT_WR)
+                answer = b""
+                while chunk := connection.recv(65536):
+                    answer += chunk
+            head, _, payload = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200 "), answer[:200]
+            assert json.loads(payload)  # the whole body, then the close
+    finally:
+        _stop(service)

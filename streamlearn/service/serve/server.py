@@ -34,7 +34,8 @@ class BoundedHeads:
     """The head bounds of :func:`timely_protocol`'s protocol, a mixin before uvicorn's (which is
     imported only when a service starts): a head is counted as it arrives — httptools would hold a
     64 MB header in memory for the application's 401 — and refused with 431 past
-    :data:`MAX_HEADER_BYTES` or :data:`MAX_HEADERS`; ``/healthz`` is let past the connection limit."""
+    :data:`MAX_HEADER_BYTES` or :data:`MAX_HEADERS`; ``/healthz`` is let past the connection limit; a
+    request whose client half-closes is answered."""
 
     in_headers, header_bytes = True, 0  # whether a request's head is being read, and its bytes so far
     refused = False  # a head over the bounds was answered 431
@@ -53,6 +54,15 @@ class BoundedHeads:
             self.transport.write(HEADERS_TOO_LARGE)
             self.transport.close()
         self.refused = True
+
+    def eof_received(self):
+        """A client that half-closes after its request (``nc -N``, ``shutdown(SHUT_WR)``) still gets
+        the answer: the socket stays open for it, then closes (uvicorn closed it at once)."""
+        cycle = getattr(self, "cycle", None)
+        if cycle is None or cycle.response_complete:
+            return None
+        cycle.keep_alive = False
+        return True
 
     def send_400_response(self, msg):
         if not self.refused:  # the parser's error after a refused head: it was answered
