@@ -527,29 +527,35 @@ def test_a_model_with_an_intercept_takes_the_batch_road_for_integer_names():
 
 
 def test_a_large_request_does_not_hold_up_the_health_check(trained):
-    """A body of many records with ?proba=1 is scored and serialised off the event loop: /healthz
-    answers while it is worked on (issue 74: it waited the whole request, 4 s and more)."""
+    """A body of 50,000 records with ?proba=1 is scored and serialised off the event loop, its answer
+    encoded in slices (one encoder call held the GIL 200 ms): /healthz answers within 100 ms while it
+    is worked on (issue 74: it waited the whole request, 4 s and more). Three tries, the best one
+    counts: a busy machine may deschedule the service once."""
     import threading
     import time
 
-    records = json.dumps([{"x": {str(1 + i % 40): 0.5, str(1 + (i * 7) % 40): -0.25}} for i in range(60_000)]).encode()
+    records = json.dumps([{"x": {str(1 + i % 40): 0.5, str(1 + (i * 7) % 40): -0.25}} for i in range(50_000)]).encode()
     service = _start_service(trained, "--max-body", str(len(records) + 1))
     try:
-        url, answers = service.url, []
-        big = threading.Thread(target=lambda: answers.append(_call(f"{url}/predict?proba=1", records)))
-        started = time.perf_counter()
-        big.start()
-        time.sleep(0.3)  # the body is read and the work under way
-        waits = []
-        while big.is_alive() and len(waits) < 20:
-            t = time.perf_counter()
-            assert _call(f"{url}/healthz")[0] == 200
-            waits.append(time.perf_counter() - t)
-        big.join(120)
-        took = time.perf_counter() - started
-        assert answers and answers[0][0] == 200 and len(answers[0][1]["predictions"]) == 60_000
-        # (on the loop, the first check waited ~3 of the request's ~4.5 s; off it, ~10 ms)
-        assert waits and max(waits) < min(1.0, 0.5 * took), (waits, took)
+        url, worst = service.url, []
+        for _ in range(3):
+            answers, waits = [], []
+            # the answer's bytes, parsed after the timing: parsing 9 MB here would hold this process's GIL
+            big = threading.Thread(target=lambda: answers.append(urllib.request.urlopen(
+                urllib.request.Request(f"{url}/predict?proba=1", data=records), timeout=120).read()))
+            big.start()
+            while big.is_alive():
+                t = time.perf_counter()
+                assert _call(f"{url}/healthz")[0] == 200
+                waits.append(time.perf_counter() - t)
+            big.join(120)
+            assert answers
+            predictions = json.loads(answers[0])["predictions"]
+            assert len(predictions) == 50_000 and predictions[0]["proba"]
+            worst.append(max(waits))
+            if worst[-1] < 0.1:
+                break
+        assert min(worst) < 0.1, worst
     finally:
         _stop(service)
 
