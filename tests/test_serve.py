@@ -4,6 +4,7 @@ say the truth, and bad requests answered with a 4xx without taking the service d
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import subprocess
 import threading
@@ -560,6 +561,14 @@ def test_a_large_request_does_not_hold_up_the_health_check(trained):
         _stop(service)
 
 
+def _peak_rss_mb(pid: int) -> float:
+    """A process's peak resident memory so far (``VmHWM``), in MB."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
 def test_request_heads_are_bounded_before_the_token_is_checked(trained, tmp_path):
     """A head over 64 KiB or 100 header lines is refused with 431 as it arrives (issue 74: one
     64 MB header without a token was held in memory before the 401), the service goes on."""
@@ -582,6 +591,13 @@ def test_request_heads_are_bounded_before_the_token_is_checked(trained, tmp_path
         many = b"GET /model HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(300)) + b"\r\n"
         for head in (huge, many):
             assert head_answer(head).startswith(b"HTTP/1.1 431 "), head[:60]
+        # the campaign's case: 10 heads of 64 MB at once, no token (RSS went from 116 to 557 MB)
+        peak_before = _peak_rss_mb(service.pid)
+        flood = b"GET /model HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (64 << 20) + b"\r\n\r\n"
+        with concurrent.futures.ThreadPoolExecutor(10) as pool:
+            answers = list(pool.map(lambda _: head_answer(flood), range(10)))
+        assert all(a.startswith(b"HTTP/1.1 431 ") for a in answers), answers
+        assert _peak_rss_mb(service.pid) - peak_before < 20
         assert head_answer(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").startswith(b"HTTP/1.1 200 ")
         assert head_answer(b"GET /model HTTP/1.1\r\nHost: x\r\n" + b"X-Ok: " + b"b" * 8000 + b"\r\n\r\n").startswith(b"HTTP/1.1 401 ")
     finally:
@@ -603,7 +619,12 @@ def test_idle_sockets_do_not_lock_the_service_out(trained):
         host, port = service.url.split("//")[1].split(":")
         idle = [socket.create_connection((host, int(port)), timeout=30) for _ in range(MAX_CONNECTIONS)]
         time.sleep(0.5)  # all accepted
-        assert _call(f"{service.url}/healthz")[0] == 200
+        waits = []
+        for _ in range(5):
+            t = time.perf_counter()
+            assert _call(f"{service.url}/healthz")[0] == 200
+            waits.append(time.perf_counter() - t)
+        assert min(waits) < 0.1, waits  # the issue's bound (the best of five: a busy machine may deschedule it once)
         assert _call(f"{service.url}/model")[0] == 503  # the slots are taken...
         time.sleep(FIRST_BYTE_TIMEOUT + 1.5)
         assert _call(f"{service.url}/model")[0] == 200  # ...until the idle ones are let go
