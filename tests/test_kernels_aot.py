@@ -410,3 +410,24 @@ def test_append_column_is_numpys_insert_at_each_row_end():
     np.testing.assert_array_equal(got[0], part - lo + np.arange(len(part)))
     np.testing.assert_array_equal(got[1], np.insert(indices[lo:hi], ends, 99))
     np.testing.assert_array_equal(got[2], np.insert(data[lo:hi], ends, 0.1))
+
+
+def test_a_missing_build_is_said_once_at_the_first_compiled_call(tmp_path):
+    """Issue 75/76: without the ahead-of-time build every kernel is compiled at its first use,
+    seconds each, and nothing said why; now one warning names the reason (once per process)."""
+    import subprocess
+
+    program = """
+import sys, warnings
+sys.modules["streamlearn.kernels._aot"] = None  # as an install whose build failed: the import fails
+import numpy as np
+from streamlearn import MulticlassSVM
+model = MulticlassSVM()
+model.learn_many(np.eye(4), [0, 1, 2, 3])
+model.learn_many(np.eye(4), [0, 1, 2, 3])
+print(model.predict_one({0: 1.0}))
+"""
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert out.stdout.strip() == "0", out.stdout + out.stderr
+    assert out.stderr.count("KernelCompilationWarning: streamlearn: no ahead-of-time kernels") == 1, out.stderr
+    assert "numba compiles each kernel at its first use" in out.stderr

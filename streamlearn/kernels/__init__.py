@@ -104,6 +104,27 @@ def _dispatcher(jit_function, variants: list):
     return call
 
 
+class KernelCompilationWarning(RuntimeWarning):
+    """The ahead-of-time kernels are missing: numba compiles each kernel at its first use."""
+
+
+_announced: list[bool] = []
+
+
+def announce_missing_build() -> None:
+    """Say once per process, as a :class:`KernelCompilationWarning`, that the kernels will be
+    compiled at first use and why: a failed build at install is otherwise silent (its lines show
+    only under ``pip -v``) and costs seconds at every first use."""
+    if _announced:
+        return
+    _announced.append(True)
+    import warnings
+
+    warnings.warn(f"streamlearn: no ahead-of-time kernels ({_AOT_MISSING}); numba compiles each kernel at its first "
+                  "use (seconds each, cached after). Reinstall with a C compiler present (pip install -v shows the "
+                  "build) or set STREAMLEARN_JIT=1 to choose the JIT", KernelCompilationWarning, stacklevel=3)
+
+
 class KernelModule:
     """The kernels of ``streamlearn/kernels/<name>.py`` as attributes (see the module
     docstring); each is resolved on first access."""
@@ -112,6 +133,8 @@ class KernelModule:
         self._name = name
 
     def _jit(self, attribute: str):
+        if _aot is None and not os.environ.get("STREAMLEARN_JIT"):
+            announce_missing_build()
         return getattr(importlib.import_module(f"{__name__}.{self._name}"), attribute)
 
     def trusting(self, attribute: str, trusted: frozenset):
