@@ -9,15 +9,24 @@ cached start, not a first compilation). Writes ``bench/results/startup.{json,md,
 It also measures the window in which a SIGTERM still kills ``streamlearn train`` (exit 143, no
 checkpoint): the time from the process's start until its handler is installed (the SIGTERM bit
 of ``SigCgt`` in ``/proc/PID/status``), beside the time a bare ``python -c pass`` takes to exit,
-which is the interpreter's own share of that window.
+which is the interpreter's own share of that window. Both on an idle machine and with both cores
+busy (two spinning processes beside it, ``--no-load`` skips that part).
+
+Then what a stop *does* at each moment of the start: SIGTERM and SIGINT sent at 0, 2, 4, … ms after
+the command starts (both cores busy), each outcome classed — killed (no checkpoint), a
+``KeyboardInterrupt`` traceback (SIGINT inside the interpreter's own start-up, before the
+command's first line runs), or a clean stop (a final checkpoint, exit 0) — with the moment from
+which every stop was clean.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
+import signal
 import statistics
 import subprocess
 import sys
@@ -61,6 +70,56 @@ def stop_window(command: list[str]) -> float:
         process.wait()
 
 
+@contextlib.contextmanager
+def busy_cores(n: int):
+    """``n`` processes spinning beside the measurement (a loaded machine)."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        time.sleep(0.3)
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
+def stop_outcome(command: list[str], signum: int, delay_s: float) -> str:
+    """What ``signum`` sent ``delay_s`` after starting ``command`` does: ``"killed"``, ``"traceback"``
+    or ``"clean"`` (exit 0 and the stop said, so a final checkpoint)."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay_s)
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=60)
+    if "Traceback" in err:
+        return "traceback"
+    return "clean" if process.returncode == 0 and "stopped by SIG" in err else "killed"
+
+
+def stop_sweep(command_of, delays_ms, repeats: int) -> dict:
+    """:func:`stop_outcome` of SIGTERM and SIGINT at each delay, ``repeats`` times each, interleaved;
+    ``command_of()`` gives a fresh command (its own checkpoint directory)."""
+    out = {}
+    for _ in range(repeats):
+        for delay in delays_ms:
+            for name in ("SIGTERM", "SIGINT"):
+                out.setdefault(name, {}).setdefault(delay, []).append(
+                    stop_outcome(command_of(), getattr(signal, name), delay / 1000))
+    return out
+
+
+def sweep_summary(outcomes: dict) -> dict:
+    """Per signal: the latest delay with a kill, the delays with a traceback, and the first delay
+    from which every stop was clean."""
+    summary = {}
+    for name, by_delay in outcomes.items():
+        delays = sorted(by_delay)
+        unclean = [d for d in delays if any(o != "clean" for o in by_delay[d])]
+        summary[name] = {"last_killed_ms": max((d for d in delays if "killed" in by_delay[d]), default=None),
+                         "traceback_ms": [d for d in delays if "traceback" in by_delay[d]],
+                         "clean_from_ms": next((d for d in delays if d > max(unclean, default=-1)), None)}
+    return summary
+
+
 def bare_interpreter() -> float:
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", "pass"], check=True)
@@ -71,6 +130,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--output", default=str(RESULTS), help="folder for startup.{json,md,png}")
+    parser.add_argument("--no-load", action="store_true", help="skip the loaded-machine windows and the stop sweep")
     args = parser.parse_args(argv)
     output = pathlib.Path(args.output)
     with tempfile.TemporaryDirectory() as work:
@@ -87,13 +147,23 @@ def main(argv=None) -> int:
         for _ in range(args.repeats):
             window["streamlearn train catches SIGTERM"].append(stop_window([script, "train", path, "--quiet"]))
             window["python -c pass exits"].append(bare_interpreter())
+        sweep = {}
+        if not args.no_load:
+            with busy_cores(os.cpu_count() or 2):
+                for _ in range(args.repeats):
+                    window.setdefault("the same, both cores busy", []).append(stop_window([script, "train", path, "--quiet"]))
+                    window.setdefault("python -c pass exits, both cores busy", []).append(bare_interpreter())
+                counter = iter(range(10**6))
+                sweep = stop_sweep(lambda: [script, "train", path, "--quiet", "--checkpoint-dir",
+                                            os.path.join(work, f"ck{next(counter)}")], range(0, 100, 4), 2)
     from bench.common import machine, pyplot
 
     medians = {k: statistics.median(v) for k, v in times.items()}
     window_medians = {k: statistics.median(v) for k, v in window.items()}
     output.mkdir(parents=True, exist_ok=True)
     (output / "startup.json").write_text(json.dumps({"machine": machine(), "seconds": times, "median": medians,
-                                                     "stop_window_seconds": window, "stop_window_median": window_medians},
+                                                     "stop_window_seconds": window, "stop_window_median": window_medians,
+                                                     "stop_sweep": {n: {str(d): o for d, o in v.items()} for n, v in sweep.items()}},
                                                     indent=1))
     lines = ["# Start-up of `streamlearn train` on a one-line file", "",
              f"Medians of {args.repeats} interleaved runs of the whole command (`python -m bench.startup_bench`).", "",
@@ -105,6 +175,15 @@ def main(argv=None) -> int:
               "most of the window is Python's own start-up.", "",
               "| what | median ms | min ms | max ms |", "|---|---:|---:|---:|"]
     lines += [f"| {k} | {1000 * window_medians[k]:.1f} | {1000 * min(v):.1f} | {1000 * max(v):.1f} |" for k, v in window.items()]
+    summary = sweep_summary(sweep) if sweep else {}
+    if summary:
+        lines += ["", "## What a stop does while `train` starts (both cores busy)", "",
+                  "SIGTERM and SIGINT sent 0, 4, …, 96 ms after the command starts, twice each: killed (no checkpoint), "
+                  "a `KeyboardInterrupt` traceback (SIGINT inside Python's own start-up: `site` and the modules it "
+                  "imports), or a clean stop (final checkpoint, exit 0).", "",
+                  "| signal | killed, latest at ms | traceback at ms | every stop clean from ms |", "|---|---:|---|---:|"]
+        lines += [f"| {name} | {v['last_killed_ms']} | {', '.join(map(str, v['traceback_ms'])) or '—'} | {v['clean_from_ms']} |"
+                  for name, v in summary.items()]
     (output / "startup.md").write_text("\n".join(lines) + "\n")
     plt = pyplot()
 
