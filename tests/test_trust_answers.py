@@ -176,6 +176,34 @@ def test_a_value_whose_square_overflows_is_refused_on_every_road(value):
     model.learn_one({"a": 1e150}, "y")  # the bound itself is a value
 
 
+@pytest.mark.parametrize("options", [{}, {"standardize": True, "bins": None}])
+def test_a_dense_batch_copied_in_one_pass_names_its_bad_value_and_changes_nothing(options):
+    """The one-pass copy of a dense batch (bins or standardize on, the width already covered)
+    checks the bound in the same pass: a bad value after a column new to the vocabulary undoes
+    that column, names the row and column, and leaves the model as it was."""
+    from helpers import assert_same_state
+    from streamlearn.errors import InvalidInputError
+
+    model = streamlearn.MulticlassSVM(**options)
+    first = np.zeros((4, 6))
+    first[:, :3] = np.arange(12).reshape(4, 3) + 1.0
+    model.learn_many(first, [0, 1, 0, 1])
+    before, columns = model.export_state(), list(model.feature_keys)
+    spoiled = first.copy()
+    spoiled[2, 4] = 5.0  # a column the vocabulary does not have yet, in a row before the bad one
+    spoiled[3, 1] = np.nan
+    with pytest.raises(InvalidInputError, match=r"row 3.*feature 1|feature 1.*row 3"):
+        model.learn_many(spoiled, [0, 1, 0, 1])
+    assert list(model.feature_keys) == columns
+    assert_same_state(model.export_state(), before)
+    spoiled[3, 1] = 0.5
+    model.learn_many(spoiled, [0, 1, 0, 1])
+    reference = streamlearn.MulticlassSVM(**options)
+    reference.learn_many(first, [0, 1, 0, 1])
+    reference.learn_many(spoiled, [0, 1, 0, 1])
+    assert_same_state(model.export_state(), reference.export_state())
+
+
 @pytest.mark.parametrize("fmt, line", [("libsvm", "2 1:1e308\n"), ("csv", "1e308,2\n"), ("jsonl", '{"x": {"a": 1e308}, "y": 2}\n')])
 def test_a_huge_value_in_a_file_is_a_dead_letter_and_the_rest_learned(tmp_path, capsys, fmt, line):
     good = {"libsvm": "1 1:0.5\n", "csv": "0.5,1\n", "jsonl": '{"x": {"a": 0.5}, "y": 1}\n'}[fmt]

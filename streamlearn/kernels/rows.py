@@ -40,13 +40,21 @@ def dense_rows(X, column_of, keys, out_idx, out_val, grow, next_column, added):
     sorting. ``out_idx`` / ``out_val`` need room for the batch's nonzero entries
     (:func:`dense_census`); ``column_of`` must cover every position (``X.shape[1]``), and with
     ``grow`` ``keys`` from ``next_column`` and ``added`` must have room for every new one.
-    Returns ``(indptr, n, n_added)``: the rows are ``out_idx[:n]`` / ``out_val[:n]``."""
+    Returns ``(indptr, n, n_added, within)``: the rows are ``out_idx[:n]`` / ``out_val[:n]``;
+    ``within`` says whether every value was finite and within ``LARGEST_VALUE`` (as
+    :func:`dense_census`'s ``bad < 0``: a caller that did not take the census first, with room for
+    every entry, checks it after)."""
     n_rows, width = X.shape
     out_ptr = np.empty(n_rows + 1, np.int64)
     out_ptr[0] = 0
     n = 0
     n_added = 0
+    within = True
     for i in range(n_rows):
+        row_within = True
+        for j in range(width):  # the check apart, while the row is in cache: a loop without branches vectorises
+            row_within &= abs(X[i, j]) <= LARGEST_VALUE  # False for NaN too
+        within = within and row_within
         for j in range(width):
             v = X[i, j]
             if v != 0.0:
@@ -62,7 +70,7 @@ def dense_rows(X, column_of, keys, out_idx, out_val, grow, next_column, added):
                     out_val[n] = v
                     n += 1
         out_ptr[i + 1] = n
-    return out_ptr, n, n_added
+    return out_ptr, n, n_added, within
 
 
 @njit(cache=True, nogil=True)
