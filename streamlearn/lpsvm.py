@@ -94,10 +94,13 @@ def dual_objective(alpha: np.ndarray, y: np.ndarray, V: np.ndarray, p: float) ->
 
 def solve(rows: SparseRows, y: np.ndarray, n_features: int, n_classes: int, p: float, C: float, tol: float,
           max_iter: int, max_epochs: int, rng: np.random.Generator, alpha: np.ndarray | None = None,
-          beta: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+          beta: np.ndarray | None = None, epoch_budget: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
     """Algorithm 1 on the rows (class indices ``y``): returns ``(V, alpha, beta, history)`` with
     ``w_j = beta_j V[:, j]``. ``alpha`` and ``beta`` warm-start it (feasible: ``alpha_i ≤ C e_{y_i}``,
-    ``alpha_i · 1 = 0``); by default ``alpha = 0`` and ``beta = (1/c)^(1/p)``."""
+    ``alpha_i · 1 = 0``); by default ``alpha = 0`` and ``beta = (1/c)^(1/p)``. ``epoch_budget``
+    bounds the passes of coordinate ascent over all outer iterations (``None``: ``max_epochs`` each);
+    a solve that spends it ends after the outer iteration it is in, its last history entry
+    marked ``"budget_spent"``."""
     n = len(y)
     alpha = np.zeros((n, n_classes)) if alpha is None else np.ascontiguousarray(alpha, np.float64)
     beta = np.full(n_classes, (1.0 / n_classes) ** (1.0 / p)) if beta is None else np.asarray(beta, np.float64).copy()
@@ -108,20 +111,22 @@ def solve(rows: SparseRows, y: np.ndarray, n_features: int, n_classes: int, p: f
     classes = np.tile(np.arange(n_classes, dtype=np.int64), (n, 1))  # each example's class order, for shrinking
     history = []
     inner_tol = INNER_START
+    left = max_iter * max_epochs if epoch_budget is None else epoch_budget
     for iteration in range(1, max_iter + 1):
         start = time.perf_counter()
         epochs = 0
         kkt_tol = KKT_START
         active = np.ones(n, bool)
         n_active_classes = np.full(n, n_classes, np.int64)
-        while epochs < max_epochs:  # Problem 15 for fixed beta, to a relative gap of inner_tol
+        limit = min(max_epochs, left)
+        while epochs < limit:  # Problem 15 for fixed beta, to a relative gap of inner_tol
             # shrinking (see dca_epoch): a full pass, then passes over what is left active until
             # its KKT violation is below kkt_tol; then the gap, on every example, decides, and a
             # check that fails tightens kkt_tol and reactivates everything
             violation = _lpsvm.dca_epoch(rows.indptr, rows.indices, rows.data, y, rng.permutation(np.flatnonzero(active)),
                                          sqnorm, beta, C, V, alpha, classes, n_active_classes, active)
             epochs += 1
-            if violation > kkt_tol and epochs < max_epochs:
+            if violation > kkt_tol and epochs < limit:
                 continue
             regularizer = float(beta @ (V * V).sum(axis=0))  # Σ β_j ||v_j||² = Σ ||w_j||² / β_j
             hinge = _lpsvm.hinge_total(rows.indptr, rows.indices, rows.data, y, V, beta)
@@ -135,7 +140,11 @@ def solve(rows: SparseRows, y: np.ndarray, n_features: int, n_classes: int, p: f
         gap = (primal - dual) / primal if primal > 0 else 0.0
         history.append({"iteration": iteration, "primal": primal, "dual": dual, "gap": gap, "epochs": epochs,
                         "seconds": time.perf_counter() - start})
+        left -= epochs
         if gap <= tol:
+            break
+        if left <= 0:
+            history[-1]["budget_spent"] = True
             break
         # the β steps far from the optimum need no exact inner solve: a tenth of the gap will do
         inner_tol = max(0.5 * tol, min(inner_tol, 0.1 * gap))
@@ -167,6 +176,15 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
     window, refit_every
         The stream keeps the last ``window`` examples and refits on them every
         ``refit_every`` examples.
+    refit_steps
+        The most coordinate steps (one example's subproblem, Eq. 13, each: about ``nnz per row ×
+        classes`` operations) a stream refit takes over all its outer iterations, in whole passes
+        over the window (at least one): a small window refits to ``tol``, a large one stops early,
+        so the stream's cost per example is bounded (about a microsecond a step: 2 s a refit at the
+        default) and a stop request waits for one bounded refit at most. The next refit goes on from
+        where it stopped (warm start), so a stationary stream still reaches the window's optimum. A
+        refit that spent it marks its last ``history_`` entry ``"budget_spent"``. :meth:`fit` is
+        bounded by ``max_iter × max_epochs`` only.
     seed
         Seeds the order of the coordinate passes (a fit is deterministic given it).
     n_bits, standardize
@@ -205,7 +223,8 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
     """
 
     def __init__(self, p: float = 1.9, C: float = 1.0, tol: float = 1e-3, max_iter: int = 50, max_epochs: int = 1000,
-                 window: int = 10_000, refit_every: int = 1000, seed: int | None = None, n_bits: int | None = None,
+                 window: int = 10_000, refit_every: int = 1000, refit_steps: int = 2_000_000, seed: int | None = None,
+                 n_bits: int | None = None,
                  standardize: bool = False, fit_intercept: bool = True,
                  intercept_scaling: float | str = 0.1):
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 1.0 < p <= 2.0:
@@ -214,6 +233,8 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
         check_positive("tol", tol)
         check_positive("max_iter", max_iter, integer=True)
         check_positive("max_epochs", max_epochs, integer=True)
+        check_positive("refit_steps", refit_steps, integer=True)
+        self.refit_steps = refit_steps
         self.p, self.C, self.tol, self.max_iter, self.max_epochs = p, C, tol, max_iter, max_epochs
         self.window, self.refit_every, self.seed, self.n_bits, self.standardize = window, refit_every, seed, n_bits, standardize
         self.fit_intercept, self.intercept_scaling = fit_intercept, intercept_scaling
@@ -240,7 +261,7 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
         return self._beta.copy()
 
     def _solve(self, rows: SparseRows, y: np.ndarray, n_classes: int, alpha: np.ndarray | None,
-               beta: np.ndarray | None) -> None:
+               beta: np.ndarray | None, epoch_budget: int | None = None) -> None:
         # solved with the columns in name-key order and each row's entries sorted by it: every
         # dot product sums in one order, so neither the vocabulary's order nor a dict's key
         # order changes a bit of the fit
@@ -252,7 +273,7 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
         rng = np.random.default_rng([0 if self.seed is None else self.seed, self.n_fits])
         V, self._alpha, self._beta, self.history_ = solve(
             SparseRows(rows.indptr, indices, data), y, d, n_classes, float(self.p), float(self.C),
-            float(self.tol), self.max_iter, self.max_epochs, rng, alpha, beta)
+            float(self.tol), self.max_iter, self.max_epochs, rng, alpha, beta, epoch_budget)
         self._V = np.ascontiguousarray(V[rank])  # back to vocabulary order
         self.n_fits += 1
 
@@ -266,7 +287,7 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
             alpha[: len(kept), : kept.shape[1]] = kept
         beta = np.full(n_classes, (1.0 / n_classes) ** (1.0 / self.p))
         beta[: len(self._beta)] = self._beta
-        self._solve(rows, y, n_classes, alpha, beta)
+        self._solve(rows, y, n_classes, alpha, beta, max(1, self.refit_steps // max(len(y), 1)))
         self._alpha_start = self._window_start
 
     def fit(self, X, y):

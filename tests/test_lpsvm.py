@@ -199,3 +199,20 @@ def test_parameters_are_checked():
     for bad in ({"p": 1.0}, {"p": 2.5}, {"p": True}, {"C": 0}, {"tol": -1}, {"max_iter": 0}, {"window": 0}):
         with pytest.raises(InvalidParameterError):
             LpNormMulticlassSVM(**bad)
+
+
+def test_a_stream_refit_spends_at_most_its_steps():
+    """Issue 73: with defaults a 20-class, 200-feature raw set took 300 s for 7,000 rows and a
+    SIGTERM waited 105 s for the refit in progress; a stream refit now takes at most
+    ``refit_steps`` coordinate steps, in whole passes over the window (``fit`` is bounded by
+    ``max_iter × max_epochs`` alone)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 30)) * 3.0
+    y = rng.integers(0, 6, 600)  # labels no model explains: the solver's hardest case
+    model = LpNormMulticlassSVM(window=600, refit_every=300, refit_steps=2100, tol=1e-6)
+    model.learn_many(X[:300], y[:300])  # a window of 300: 7 passes
+    assert sum(h["epochs"] for h in model.history_) <= 7 and model.history_[-1].get("budget_spent")
+    model.learn_many(X[300:], y[300:])  # of 600: 3 passes
+    assert sum(h["epochs"] for h in model.history_) <= 3 and model.n_fits == 2
+    full = LpNormMulticlassSVM(tol=1e-6, max_epochs=7).fit(X[:300], y[:300])
+    assert sum(h["epochs"] for h in full.history_) > 7
