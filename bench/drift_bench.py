@@ -92,7 +92,7 @@ def stream(name: str, seed: int = 0):
         return (Abrupt(synth.RandomRBF(seed_model=1 + s, seed_sample=1 + s, n_classes=5, n_features=10),
                        synth.RandomRBF(seed_model=2 + s, seed_sample=2 + s, n_classes=5, n_features=10), 20_000), 40_000, [20_000], "abrupt")
     if name == "led":
-        return (Abrupt(synth.LED(seed=1 + s, noise_percentage=0.1), synth.LEDDrift(seed=2 + s, noise_percentage=0.1, n_drift_features=7),
+        return (Abrupt(synth.LED(seed=1 + s, noise_percentage=0.1, irrelevant_features=True), synth.LEDDrift(seed=2 + s, noise_percentage=0.1, irrelevant_features=True, n_drift_features=7),
                        20_000), 40_000, [20_000], "abrupt")
     if name == "agrawal":
         return (synth.ConceptDriftStream(synth.Agrawal(classification_function=0, seed=1 + s), synth.Agrawal(classification_function=2, seed=2 + s),

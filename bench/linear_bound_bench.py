@@ -43,8 +43,8 @@ def concepts(name: str) -> list:
         "hyperplane": [lambda: synth.Hyperplane(seed=1, n_features=10), lambda: synth.Hyperplane(seed=2, n_features=10)],
         "sine": [lambda: synth.Sine(classification_function=0, seed=1), lambda: synth.Sine(classification_function=1, seed=2)],
         "rbf5": [lambda m=m: synth.RandomRBF(seed_model=m, seed_sample=m, n_classes=5, n_features=10) for m in (1, 2)],
-        "led": [lambda: synth.LED(seed=1, noise_percentage=0.1),
-                lambda: synth.LEDDrift(seed=2, noise_percentage=0.1, n_drift_features=7)],
+        "led": [lambda: synth.LED(seed=1, noise_percentage=0.1, irrelevant_features=True),
+                lambda: synth.LEDDrift(seed=2, noise_percentage=0.1, irrelevant_features=True, n_drift_features=7)],
         "agrawal": [lambda: synth.Agrawal(classification_function=0, seed=1), lambda: synth.Agrawal(classification_function=2, seed=2)],
     }
     if name not in makers:
