@@ -230,8 +230,3 @@ def exit_now(code: int) -> NoReturn:
     except BrokenPipeError:  # the reader went away: as main() treats it, not an error
         pass
     os._exit(code)
-
-
-def console_main() -> NoReturn:
-    """The ``streamlearn`` command; in-process callers (tests, notebooks) use :func:`main`."""
-    exit_now(main())

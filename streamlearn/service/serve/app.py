@@ -146,8 +146,8 @@ def predict_as_json(holder, body: bytes, query: str) -> tuple[int, tuple[bytes, 
     return status, (json_in_slices(result).encode(), JSON_TYPE)
 
 
-#: list items serialised per call of the JSON encoder: one call holds the GIL throughout (200 ms for
-#: 50,000 predictions with probabilities), so the loop's ``/healthz`` waits at most a slice's
+#: list items serialised per call of the JSON encoder: one call holds the GIL throughout, so the
+#: loop's ``/healthz`` waits at most a slice's
 SLICE_ITEMS = 1000
 
 
