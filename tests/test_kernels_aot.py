@@ -440,3 +440,24 @@ print(model.predict_one({0: 1.0}))
     assert out.stdout.strip() == "0", out.stdout + out.stderr
     assert out.stderr.count("KernelCompilationWarning: streamlearn: no ahead-of-time kernels") == 1, out.stderr
     assert "numba compiles each kernel at its first use" in out.stderr
+
+
+@pytest.mark.parametrize("longest", [5, 32, 33, 300])
+def test_sort_rows_by_key_is_numpys_stable_argsort_of_each_row(longest):
+    """Rows sorted by insertion (up to SHORT_ROW entries) and by merge sort (longer), keys
+    repeated so that stability shows, against NumPy's stable argsort row by row."""
+    rng = np.random.default_rng(longest)
+    lengths = rng.integers(0, longest + 1, 40)
+    lengths[:3] = (0, 1, longest)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    indices = rng.integers(0, 50, indptr[-1]).astype(np.int64)
+    data = rng.normal(size=indptr[-1])
+    keys = rng.integers(0, 20, 50).astype(np.int64)  # columns share keys: ties
+    expected_indices, expected_data = indices.copy(), data.copy()
+    for i in range(40):
+        lo, hi = indptr[i], indptr[i + 1]
+        order = np.argsort(keys[indices[lo:hi]], kind="stable") + lo
+        expected_indices[lo:hi], expected_data[lo:hi] = indices[order], data[order]
+    kernels.compiled("rows").sort_rows_by_key(indptr, indices, data, keys)
+    np.testing.assert_array_equal(indices, expected_indices)
+    np.testing.assert_array_equal(data, expected_data)
