@@ -45,7 +45,7 @@ class DenseArrayEncoding:
             self._reserve_order_keys(len(self._names) + room)
             added = np.empty(room, np.int64)
         indptr, n, n_added, _ = _rows.dense_rows(dense, column_of, self._order_key, out_idx, out_val, grow,
-                                                 len(self._names), added)
+                                                 len(self._names), added, False)
         if n_added:
             self._record_positions(added[:n_added])
         return SparseRows(indptr, out_idx[:n], out_val[:n])
@@ -62,7 +62,7 @@ class DenseArrayEncoding:
             self._reserve_order_keys(len(self._names) + width)
             added = np.empty(width, np.int64)
         indptr, n, n_added, within = _rows.dense_rows(dense, column_of, self._order_key, out_idx, out_val, grow,
-                                                      len(self._names), added)
+                                                      len(self._names), added, True)
         if not within:
             column_of[added[:n_added]] = -1
             self._refuse_value(dense, _rows.dense_census(dense)[1])

@@ -33,7 +33,7 @@ def dense_census(X):
 
 
 @njit(cache=True, nogil=True)
-def dense_rows(X, column_of, keys, out_idx, out_val, grow, next_column, added):
+def dense_rows(X, column_of, keys, out_idx, out_val, grow, next_column, added, check):
     """A dense batch of finite values over positions as rows over weight columns in one pass:
     what SciPy's CSR then :func:`map_rows` (``keys_are_positions``, values copied) give,
     without the CSR in between. A row of a dense batch is in position order, so no row needs
@@ -41,9 +41,9 @@ def dense_rows(X, column_of, keys, out_idx, out_val, grow, next_column, added):
     (:func:`dense_census`); ``column_of`` must cover every position (``X.shape[1]``), and with
     ``grow`` ``keys`` from ``next_column`` and ``added`` must have room for every new one.
     Returns ``(indptr, n, n_added, within)``: the rows are ``out_idx[:n]`` / ``out_val[:n]``;
-    ``within`` says whether every value was finite and within ``LARGEST_VALUE`` (as
-    :func:`dense_census`'s ``bad < 0``: a caller that did not take the census first, with room for
-    every entry, checks it after)."""
+    with ``check``, ``within`` says whether every value was finite and within ``LARGEST_VALUE``
+    (as :func:`dense_census`'s ``bad < 0``: for a caller that did not take the census first, with
+    room for every entry; without, it is True)."""
     n_rows, width = X.shape
     out_ptr = np.empty(n_rows + 1, np.int64)
     out_ptr[0] = 0
@@ -51,10 +51,11 @@ def dense_rows(X, column_of, keys, out_idx, out_val, grow, next_column, added):
     n_added = 0
     within = True
     for i in range(n_rows):
-        row_within = True
-        for j in range(width):  # the check apart, while the row is in cache: a loop without branches vectorises
-            row_within &= abs(X[i, j]) <= LARGEST_VALUE  # False for NaN too
-        within = within and row_within
+        if check:
+            row_within = True
+            for j in range(width):  # the check apart, while the row is in cache: a loop without branches vectorises
+                row_within &= abs(X[i, j]) <= LARGEST_VALUE  # False for NaN too
+            within = within and row_within
         for j in range(width):
             v = X[i, j]
             if v != 0.0:
