@@ -238,8 +238,8 @@ def batch_to_csr(X) -> tuple[list | None, "CsrBatch | scipy.sparse.csr_matrix", 
                                 bad % flat_cols if names is None else names[bad % flat_cols])
     indices, data = np.empty(count, np.int64), np.empty(count, np.float64)
     # the CSR is the dense road's rows over the identity column map
-    indptr, _, _, _ = _rows.dense_rows(dense, np.arange(flat_cols, dtype=np.int64), NO_ENTRIES, indices, data, False, 0,
-                                       NO_ENTRIES, False)
+    indptr, _, _ = _rows.dense_rows(dense, np.arange(flat_cols, dtype=np.int64), NO_ENTRIES, indices, data, False, 0,
+                                    NO_ENTRIES)
     needed = int(indices.max()) + 1 if count else 0
     return names, CsrBatch(indptr, indices, data, flat_cols, needed), needed
 

@@ -12,9 +12,6 @@ from .errors import InvalidInputError
 from .kernels import compiled
 
 _rows = compiled("rows")
-#: a dense batch of at most this many entries is copied in one pass (room for every entry in the
-#: reused buffers: 32 MB at most) when its zeros must go anyway
-ONE_PASS_ENTRIES = 1 << 21
 
 
 class DenseArrayEncoding:
@@ -26,11 +23,9 @@ class DenseArrayEncoding:
         the CSR), or in one (:meth:`_dense_as_it_is`) when ``zero_share`` allows its zeros;
         ``None`` when its width is one :meth:`_positions_too_sparse` refuses to cache."""
         n_rows, width = dense.shape
-        if zero_share is None and width <= len(self._int_name_columns) and n_rows * width <= ONE_PASS_ENTRIES:
-            return self._encode_dense_in_one_pass(dense, grow)
         count, bad = _rows.dense_census(dense)
         if bad >= 0:  # before anything changes
-            self._refuse_value(dense, bad)
+            raise InvalidInputError("non-finite", f"value {float(dense.ravel()[bad])!r} is {OUT_OF_RANGE}", bad // width, bad % width)
         if self._positions_too_sparse(width, count):
             return None
         if zero_share is not None and n_rows * width - count <= zero_share * n_rows * width:
@@ -44,36 +39,11 @@ class DenseArrayEncoding:
             room = min(count, width)
             self._reserve_order_keys(len(self._names) + room)
             added = np.empty(room, np.int64)
-        indptr, n, n_added, _ = _rows.dense_rows(dense, column_of, self._order_key, out_idx, out_val, grow,
-                                                 len(self._names), added, False)
+        indptr, n, n_added = _rows.dense_rows(dense, column_of, self._order_key, out_idx, out_val, grow, len(self._names),
+                                              added)
         if n_added:
             self._record_positions(added[:n_added])
         return SparseRows(indptr, out_idx[:n], out_val[:n])
-
-    def _encode_dense_in_one_pass(self, dense: np.ndarray, grow: bool) -> SparseRows:
-        """:meth:`_encode_dense`'s copy without the census first, for a batch whose positions all
-        have a place in the cache: room for every entry, and the bound checked by the same pass
-        (a bad value undoes the positions it added, then is named as the census would)."""
-        n_rows, width = dense.shape
-        column_of = self._position_columns(width)
-        out_idx, out_val = self._scratch(n_rows * width)
-        added = NO_ENTRIES
-        if grow:
-            self._reserve_order_keys(len(self._names) + width)
-            added = np.empty(width, np.int64)
-        indptr, n, n_added, within = _rows.dense_rows(dense, column_of, self._order_key, out_idx, out_val, grow,
-                                                      len(self._names), added, True)
-        if not within:
-            column_of[added[:n_added]] = -1
-            self._refuse_value(dense, _rows.dense_census(dense)[1])
-        if n_added:
-            self._record_positions(added[:n_added])
-        return SparseRows(indptr, out_idx[:n], out_val[:n])
-
-    @staticmethod
-    def _refuse_value(dense: np.ndarray, bad: int):
-        width = dense.shape[1]
-        raise InvalidInputError("non-finite", f"value {float(dense.ravel()[bad])!r} is {OUT_OF_RANGE}", bad // width, bad % width)
 
     def _dense_as_it_is(self, dense: np.ndarray, grow: bool) -> SparseRows | None:
         """A dense batch's values as rows over weight columns, zeros included: ``dense`` itself

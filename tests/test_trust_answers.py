@@ -177,10 +177,10 @@ def test_a_value_whose_square_overflows_is_refused_on_every_road(value):
 
 
 @pytest.mark.parametrize("options", [{}, {"standardize": True, "bins": None}])
-def test_a_dense_batch_copied_in_one_pass_names_its_bad_value_and_changes_nothing(options):
-    """The one-pass copy of a dense batch (bins or standardize on, the width already covered)
-    checks the bound in the same pass: a bad value after a column new to the vocabulary undoes
-    that column, names the row and column, and leaves the model as it was."""
+def test_a_dense_batch_with_a_bad_value_after_a_new_column_changes_nothing(options):
+    """A dense batch (bins or standardize on: its zeros are copied out) whose bad value comes after
+    a column new to the vocabulary: refused with its row and column, the vocabulary and the model
+    as they were."""
     from helpers import assert_same_state
     from streamlearn.errors import InvalidInputError
 

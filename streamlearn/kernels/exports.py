@@ -65,7 +65,7 @@ EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
         "mean_squares": [(indptr, data, "f8[::1]") for indptr, _, data in _CSR_READ],
         "dense_census": [("f8[:, ::1]r",)],
         # a dense batch, C-contiguous; column_of, keys, out_idx, out_val, grow, next_column, added
-        "dense_rows": [("f8[:, ::1]r", "i8[::1]", "i8[::1]", "i8[::1]", "f8[::1]", "b1", "i8", "i8[::1]", "b1")],
+        "dense_rows": [("f8[:, ::1]r", "i8[::1]", "i8[::1]", "i8[::1]", "f8[::1]", "b1", "i8", "i8[::1]")],
         # indptr, indices, data, width
         "check_csr": [(*csr, "i8") for csr in _CSR_READ],
     },

@@ -33,29 +33,20 @@ def dense_census(X):
 
 
 @njit(cache=True, nogil=True)
-def dense_rows(X, column_of, keys, out_idx, out_val, grow, next_column, added, check):
+def dense_rows(X, column_of, keys, out_idx, out_val, grow, next_column, added):
     """A dense batch of finite values over positions as rows over weight columns in one pass:
     what SciPy's CSR then :func:`map_rows` (``keys_are_positions``, values copied) give,
     without the CSR in between. A row of a dense batch is in position order, so no row needs
     sorting. ``out_idx`` / ``out_val`` need room for the batch's nonzero entries
     (:func:`dense_census`); ``column_of`` must cover every position (``X.shape[1]``), and with
     ``grow`` ``keys`` from ``next_column`` and ``added`` must have room for every new one.
-    Returns ``(indptr, n, n_added, within)``: the rows are ``out_idx[:n]`` / ``out_val[:n]``;
-    with ``check``, ``within`` says whether every value was finite and within ``LARGEST_VALUE``
-    (as :func:`dense_census`'s ``bad < 0``: for a caller that did not take the census first, with
-    room for every entry; without, it is True)."""
+    Returns ``(indptr, n, n_added)``: the rows are ``out_idx[:n]`` / ``out_val[:n]``."""
     n_rows, width = X.shape
     out_ptr = np.empty(n_rows + 1, np.int64)
     out_ptr[0] = 0
     n = 0
     n_added = 0
-    within = True
     for i in range(n_rows):
-        if check:
-            row_within = True
-            for j in range(width):  # the check apart, while the row is in cache: a loop without branches vectorises
-                row_within &= abs(X[i, j]) <= LARGEST_VALUE  # False for NaN too
-            within = within and row_within
         for j in range(width):
             v = X[i, j]
             if v != 0.0:
@@ -71,7 +62,7 @@ def dense_rows(X, column_of, keys, out_idx, out_val, grow, next_column, added, c
                     out_val[n] = v
                     n += 1
         out_ptr[i + 1] = n
-    return out_ptr, n, n_added, within
+    return out_ptr, n, n_added
 
 
 @njit(cache=True, nogil=True)
