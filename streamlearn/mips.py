@@ -88,7 +88,8 @@ class GraphOracle(MIPSOracle):
         try:
             import hnswlib  # noqa: F401 - an optional dependency: say so at construction
         except ImportError:
-            raise InvalidParameterError("oracle='graph' needs hnswlib (pip install hnswlib)") from None
+            raise InvalidParameterError("oracle='graph' needs hnswlib: pip install 'streamlearn[graph]' (it builds "
+                                        "from source: a C++ compiler)") from None
         self.M, self.ef_construction, self.ef = M, ef_construction, ef
         self._index = None
         self._dim = None

@@ -382,3 +382,15 @@ def test_the_graph_oracle_defaults_are_the_benchmark_choice():
     chosen = json.loads(results.read_text())["graph_chosen"]
     defaults = inspect.signature(GraphOracle.__init__).parameters
     assert {key: defaults[key].default for key in chosen} == chosen
+
+
+def test_the_graph_oracle_without_hnswlib_names_its_extra(monkeypatch):
+    """hnswlib is the graph extra's (issue 76: it ships no wheels, so a core install needs no
+    compiler); asking for the graph without it says what to install."""
+    import sys
+
+    from streamlearn.errors import InvalidParameterError
+
+    monkeypatch.setitem(sys.modules, "hnswlib", None)  # the import fails, as on a core install
+    with pytest.raises(InvalidParameterError, match=r"pip install 'streamlearn\[graph\]'"):
+        ExtremeSVM(oracle="graph").learn_one({"a": 1.0}, "x")
