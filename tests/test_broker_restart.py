@@ -290,7 +290,7 @@ def test_a_refused_connection_out_of_kafka_pythons_poll_is_retried_not_raised(mo
             time.sleep(timeout_ms / 1000)
             return {}
 
-        def close(self, autocommit=False):
+        def close(self, autocommit=False, timeout_ms=None):  # kafka-python's signature
             pass
 
     monkeypatch.setattr(kafka, "KafkaConsumer", RestartingBrokerConsumer)
