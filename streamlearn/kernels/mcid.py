@@ -252,10 +252,10 @@ def learn_groups_adapting(
             indptr, indices, data, y, group_size, g, last, V, scale, sqnorm, U, A, n_features, n_classes, t, lam, loss,
             project, per_class_ball, averaged, renormalize_below, average_power, average_weight, model_out, work)
         first_row, last_row = g * group_size, last * group_size
-        missed = (row_mistakes(spare_scores, y, first_row, last_row, n_before, mistakes),
-                  row_mistakes(scores_out, y, first_row, last_row, n_before, mistakes))  # the predicting one's last
-        choice[PENDING_MODEL] += missed[1] if not tracking else missed[0]
-        choice[PENDING_TRACKER] += missed[0] if not tracking else missed[1]
+        other = row_mistakes(spare_scores, y, first_row, last_row, n_before, mistakes)
+        predicting = row_mistakes(scores_out, y, first_row, last_row, n_before, mistakes)  # last: the watch reads these
+        choice[PENDING_MODEL] += other if tracking else predicting
+        choice[PENDING_TRACKER] += predicting if tracking else other
         for step in range(g, last):
             if watch_step(watch, watch_params, mistakes, step * group_size, group_size):
                 t, average_weight = restart_schedule(t, average_weight, watch_params, scale, U, A, averaged,
