@@ -5,6 +5,9 @@ in pyproject.toml. See streamlearn/kernels/__init__.py for what the build is for
 If the build fails (no C compiler, a numba without pycc), the package installs without it
 and streamlearn JIT-compiles every kernel with numba instead, and small records take the general
 road: slower, same results. Set STREAMLEARN_REQUIRE_AOT=1 to make such a failure stop the install.
+The failure is said in one warning line: on stderr (pip shows a build's output only with -v or on
+an error) and on the terminal pip runs in, when it has one (/dev/tty, which pip does not capture),
+and again at first use (streamlearn.kernels.KernelCompilationWarning).
 
 An editable (or in-place) build also byte-compiles the packages' sources, as pip does for what
 it installs: Python would otherwise compile them at every start where it may not write
@@ -18,7 +21,7 @@ import pathlib
 import sys
 import types
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -37,6 +40,27 @@ def _kernel_builder():
     return build
 
 
+#: what a failed build costs, measured by bench/first_use_bench.py (bench/results/first-use.md)
+FIRST_USE_COST = "a learner's first use JIT-compiles its kernels (~15 s once, cached after)"
+
+
+def one_line(error: Exception) -> str:
+    """An error's type and the start of its first line (a compiler's command line runs long)."""
+    text = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {text[:120]}{'...' if len(text) > 120 else ''}"
+
+
+def warn_loudly(message: str) -> None:
+    """One warning line on stderr and on the controlling terminal, which pip does not capture."""
+    line = f"WARNING: streamlearn: {message}"
+    print(line, file=sys.stderr)
+    try:
+        with open("/dev/tty", "w") as terminal:
+            terminal.write(line + "\n")
+    except OSError:  # no terminal (CI, a service): stderr, seen with pip -v, is all there is
+        pass
+
+
 class BuildKernels(build_ext):
     def build_extension(self, ext):
         if ext.name == SMALL_RECORDS.name:
@@ -48,8 +72,8 @@ class BuildKernels(build_ext):
         except Exception as error:  # noqa: BLE001 - any failure means: install without it
             if os.environ.get("STREAMLEARN_REQUIRE_AOT"):
                 raise
-            print(f"streamlearn: ahead-of-time kernels not built ({type(error).__name__}: {error}); "
-                  "kernels will be JIT-compiled by numba", file=sys.stderr)
+            warn_loudly(f"ahead-of-time kernels not built ({one_line(error)}); "
+                        f"{FIRST_USE_COST}. A C compiler at install avoids it")
             return
         if built != target:
             built.replace(target)
@@ -68,8 +92,8 @@ class BuildKernels(build_ext):
         except Exception as error:  # noqa: BLE001 - any failure means: install without it
             if os.environ.get("STREAMLEARN_REQUIRE_AOT"):
                 raise
-            print(f"streamlearn: {ext.name} not built ({type(error).__name__}: {error}); "
-                  "small records take the general road", file=sys.stderr)
+            warn_loudly(f"{ext.name} not built ({one_line(error)}); "
+                        "single records take the general road (slower, same results)")
 
 
 #: the MCID learners' one-example road in C (streamlearn/kernels/small_records.c); -ffp-contract=off keeps
@@ -77,7 +101,12 @@ class BuildKernels(build_ext):
 SMALL_RECORDS = Extension("streamlearn.kernels._small_records", sources=["streamlearn/kernels/small_records.c"],
                           extra_compile_args=["-O2", "-ffp-contract=off"])
 
+#: one installed name: the repository's top-level connectors/ folder is the package streamlearn.connectors
+PACKAGES = find_packages(include=["streamlearn", "streamlearn.*"]) + ["streamlearn.connectors"]
+
 setup(
+    packages=PACKAGES,
+    package_dir={"streamlearn.connectors": "connectors"},
     ext_modules=[Extension("streamlearn.kernels._aot", sources=[]), SMALL_RECORDS],
     cmdclass={"build_ext": BuildKernels},
 )

@@ -64,6 +64,17 @@ def machine() -> dict:
             "command": " ".join([*limits, "python -m", module, shlex.join(sys.argv[1:])])}
 
 
+def broker_helpers():
+    """The checkout's throw-away broker helpers (``tests/localbroker.py``: ``local_broker``, ``produce``),
+    which no wheel installs."""
+    tests = str(pathlib.Path(__file__).resolve().parents[1] / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import localbroker
+
+    return localbroker
+
+
 def cpu_seconds(pid: int) -> float:
     """CPU seconds (user + system, every thread) process ``pid`` has used; NaN once it is gone."""
     try:

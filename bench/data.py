@@ -113,7 +113,7 @@ def _usps() -> Split:
 
 def wordnet_part(part: str) -> tuple[sp.csr_matrix, np.ndarray]:
     """WordNet hypernyms (10,087 classes), ``part`` "train" or "test", in file order."""
-    from connectors.libsvm import read_libsvm
+    from streamlearn.connectors.libsvm import read_libsvm
 
     X, y = read_libsvm(DATASETS / f"wordnet-hypernym.{part}.bz2")
     return X.astype(np.float64), np.asarray(y, np.int64)

@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-from bench.common import broker_pid, cpu_seconds, machine, pyplot
+from bench.common import broker_pid, cpu_seconds, machine, pyplot, broker_helpers
 from bench.data import CACHE, load
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
@@ -126,12 +126,12 @@ def file_benchmark(name: str, repeats: int, copies: int) -> dict:
     return {"dataset": name, "classes": K, "copies": copies, "rows": rows, "marginal_examples_per_s": marginal}
 
 
-WIRES = {"dicts": "msgpack lists of 100 dict records", "compact": "compact CSR batches of 250 records (connectors.compact)"}
+WIRES = {"dicts": "msgpack lists of 100 dict records", "compact": "compact CSR batches of 250 records (streamlearn.connectors.compact)"}
 
 
 def _wire_messages(X, y, wire: str) -> list:
-    from connectors.compact import encode_messages
-    from connectors.kafka import encode_value
+    from streamlearn.connectors.compact import encode_messages
+    from streamlearn.connectors.kafka import encode_value
 
     if wire == "compact":
         return list(encode_messages(X, y, rows_per_message=250))  # ~260 kB: under the 1 MB message limit brokers default to
@@ -160,7 +160,10 @@ def kafka_benchmark(name: str, seconds: float, wires=tuple(WIRES), clients=CLIEN
     with the same cadence, in the same run; the checkpoint share and the broker's CPU share.
     ``probe=False`` (a smoke run): four copies of the records, without measuring first how many
     make ``seconds`` of learning."""
-    from connectors.localbroker import create_topic, local_broker, produce
+    brokers = broker_helpers()
+    create_topic = brokers.create_topic
+    local_broker = brokers.local_broker
+    produce = brokers.produce
 
     split = load(name)
     X, y = split.X_train.copy(), split.y_train - split.y_train.min() + 1

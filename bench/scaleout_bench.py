@@ -51,7 +51,7 @@ import sys
 
 import numpy as np
 
-from bench.common import accuracy, broker_pid, cpu_seconds, machine, pyplot, save_results
+from bench.common import accuracy, broker_pid, cpu_seconds, machine, pyplot, save_results, broker_helpers
 from bench.data import load
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
@@ -121,8 +121,8 @@ def daemons(bootstrap: str, topic: str, ends: dict, members: int, every: int, sp
     import subprocess
     import time
 
-    from connectors.kafka_clients import create_topic
-    from connectors.mixlog import MixLog
+    from streamlearn.connectors.kafka_clients import create_topic
+    from streamlearn.connectors.mixlog import MixLog
     from streamlearn import MulticlassSVM
     from streamlearn.service.mixing import Coverage, MixState
 
@@ -208,9 +208,11 @@ def alone(bootstrap: str, topic: str, group: str) -> dict:
 def daemon_section(split, copies: int, members_grid, intervals, repeats: int, log) -> dict:
     import tempfile
 
-    from connectors.compact import encode_messages
-    from connectors.localbroker import local_broker, produce
-    from connectors.kafka_clients import create_topic
+    from streamlearn.connectors.compact import encode_messages
+    brokers = broker_helpers()
+    local_broker = brokers.local_broker
+    produce = brokers.produce
+    from streamlearn.connectors.kafka_clients import create_topic
     import scipy.sparse as sp
 
     order = np.random.default_rng(SEED).permutation(split.X_train.shape[0])

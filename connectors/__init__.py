@@ -1,6 +1,6 @@
 """Sources and sinks: bytes in, validated records out (see ../shared/DESIGN.md).
 
-A *source* is iterable and yields :class:`~connectors.records.Batch` objects (valid
+A *source* is iterable and yields :class:`~streamlearn.connectors.records.Batch` objects (valid
 records, dead letters, the resume position after them); ``seek(position)`` continues
 from a position it yielded, ``commit(position)`` tells the upstream system that
 everything before it is durably learned (a Kafka offset commit; nothing for files) and
@@ -25,7 +25,7 @@ def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_recor
                 passes: int = 1, label_column=None, idle_timeout: float | None = None, until_end: bool = False,
                 broker_timeout: float | None = None, subscribe: bool = False, no_header: bool = False):
     """A source for one URI (``-``, ``kafka://...``) or for one or more paths/globs
-    (``idle_timeout``, ``until_end``, ``broker_timeout`` and ``subscribe``: see :class:`~connectors.kafka.KafkaSource`;
+    (``idle_timeout``, ``until_end``, ``broker_timeout`` and ``subscribe``: see :class:`~streamlearn.connectors.kafka.KafkaSource`;
     ``label_column``: a CSV column or a flat record's field; ``no_header``: CSV files without a header line).
 
     >>> import os, tempfile

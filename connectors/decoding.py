@@ -1,4 +1,4 @@
-"""Bytes to batches, for the file and stdin sources (:mod:`connectors.files`): a byte stream (or a
+"""Bytes to batches, for the file and stdin sources (:mod:`streamlearn.connectors.files`): a byte stream (or a
 memory-mapped file) is cut into pieces of at most ``max_records`` complete lines (or records),
 the pieces are decoded on parser threads, and the batches come out in stream order, each with
 the :class:`Cursor` just past it (byte offset, line count, CRC-32 of every byte consumed)."""

@@ -1,8 +1,8 @@
 """File and stdin sources.
 
 Both read bytes, cut them into pieces of at most ``batch_records`` complete lines (or
-records), decode each piece with a format decoder (:mod:`connectors.formats`) and yield
-it as a :class:`~connectors.records.Batch` whose ``position`` is the byte offset just past
+records), decode each piece with a format decoder (:mod:`streamlearn.connectors.formats`) and yield
+it as a :class:`~streamlearn.connectors.records.Batch` whose ``position`` is the byte offset just past
 it, the line count and a CRC-32 of every byte consumed so far.
 
 Resuming at a position re-reads the first ``offset`` bytes and checks their CRC-32: a file
@@ -30,7 +30,7 @@ import zlib
 
 import numpy as np
 
-from .errors import SourceError, SourceUnavailable  # noqa: F401 (re-exported: their home before connectors.errors)
+from .errors import SourceError, SourceUnavailable  # noqa: F401 (re-exported: their home before streamlearn.connectors.errors)
 from .formats import SNIFF_BYTES, UnknownFormat, guess_format, make_decoder, sniff_format
 from .libsvm import compressed, open_binary
 from . import decoding
@@ -108,9 +108,9 @@ def _head(path: str) -> bytes:
 class FileSource(_ReadAhead):
     """Records from one or more files (paths or globs, read in order), ``passes`` times.
 
-    ``fmt`` is a format name (:data:`connectors.formats.FORMATS`) for every file; ``None``:
-    each file's own, from its name (:func:`~connectors.formats.guess_format`) or, when the
-    name does not say, from its first bytes (:func:`~connectors.formats.sniff_format`). A CSV
+    ``fmt`` is a format name (:data:`streamlearn.connectors.formats.FORMATS`) for every file; ``None``:
+    each file's own, from its name (:func:`~streamlearn.connectors.formats.guess_format`) or, when the
+    name does not say, from its first bytes (:func:`~streamlearn.connectors.formats.sniff_format`). A CSV
     file's header is checked at once (a missing label column is an error before any record
     is read)."""
 

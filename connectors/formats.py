@@ -1,7 +1,7 @@
-"""Record formats: bytes of a stream → :class:`~connectors.records.Batch`.
+"""Record formats: bytes of a stream → :class:`~streamlearn.connectors.records.Batch`.
 
 * ``libsvm`` (also ``svmlight``, ``svm``): ``label idx:value ...``, parsed in bulk by the
-  compiled parser of :mod:`connectors.libsvm`; the batch's ``X`` is a CSR matrix whose
+  compiled parser of :mod:`streamlearn.connectors.libsvm`; the batch's ``X`` is a CSR matrix whose
   column ``idx`` is feature ``idx``.
 * ``jsonl``: one object per line, nested ``{"x": {name: value, ...}, "y": label}`` or flat
   ``{"species": "setosa", "petal_length": 1.4, ...}`` (the label field named by the label
@@ -15,7 +15,7 @@
   A file without a header (``no_header``, or a first line whose cells are numbers but for the
   label column) names its columns by index, 0, 1, ...
 * ``msgpack``: a stream of msgpack maps ``{"x": {...}, "y": ...}`` (not line based), or of
-  compact batches of records as CSR arrays (:mod:`connectors.compact`), or both.
+  compact batches of records as CSR arrays (:mod:`streamlearn.connectors.compact`), or both.
 
 Every decoder validates each record and turns a bad one into a dead letter with its
 position (source, 1-based line or record number, byte offset) instead of raising.
@@ -218,7 +218,7 @@ class _DictLineDecoder(LineDecoder):
 
 
 class JsonLinesDecoder(_DictLineDecoder):
-    """JSON lines, nested or flat records (see :func:`~connectors.records.check_record`; a flat
+    """JSON lines, nested or flat records (see :func:`~streamlearn.connectors.records.check_record`; a flat
     record's label is the field ``label_column``, else a conventionally named one)."""
 
     def __init__(self, labelled: bool = True, label_column=None):
@@ -245,7 +245,7 @@ class CsvDecoder(_DictLineDecoder):
     quoted cell (RFC 4180 allows one) splits its record, and both halves are dead letters.
     Empty cells are missing features; the delimiter is the one of ``, ; tab |`` the header
     holds most of; a label column is found by name (``label``, ``class``, ``target``, then
-    ``y``, any case: :func:`~connectors.records.label_name_in`) when none is given — a labelled stream without one is refused with a message
+    ``y``, any case: :func:`~streamlearn.connectors.records.label_name_in`) when none is given — a labelled stream without one is refused with a message
     (taking the first column had made every record of ``wine.csv`` a dead letter)."""
 
     def __init__(self, labelled: bool = True, label_column=None, no_header: bool = False):

@@ -2,7 +2,7 @@
 
 :class:`KafkaSource` reads one topic as a consumer of group ``group`` with auto-commit off,
 with kafka-python (the default) or confluent-kafka (``client="confluent"``; see
-:mod:`connectors.kafka_clients`); the sink produces with kafka-python.
+:mod:`streamlearn.connectors.kafka_clients`); the sink produces with kafka-python.
 It assigns itself *every* partition of the topic (one learner must see every record, so
 a group of several daemons sharing partitions would make several half-models; the group
 only holds the committed offsets), unless it is one of several daemons that mix one model
@@ -14,14 +14,14 @@ it only after the checkpoint holding those offsets is durable, so a crash replay
 the records the restored model has not learned.
 
 A message value is msgpack or JSON holding one record, a list of records or a compact batch;
-:mod:`connectors.kafka_messages` decodes it (a bad value or record is a dead letter with its
+:mod:`streamlearn.connectors.kafka_messages` decodes it (a bad value or record is a dead letter with its
 partition, offset and index in the message).
 
 A broker that goes away (restarting, the network cut) is reported on stderr and waited for:
 the clients reconnect by themselves, :class:`BrokerWatch` tells an idle topic from an
 unreachable broker (the idle timeout does not run while the broker is away) and, past
 ``broker_timeout`` seconds away, the source raises
-:class:`~connectors.errors.SourceUnavailable` (the runner then stops after a final
+:class:`~streamlearn.connectors.errors.SourceUnavailable` (the runner then stops after a final
 checkpoint). Nothing is lost or learned twice across an outage as long as the broker keeps
 its log (durable storage): the consumer goes on from its own position, and a restarted daemon
 from its checkpoint's.
@@ -44,6 +44,7 @@ import time
 from .errors import SourceUnavailable
 from .kafka_messages import MessageDecoder, decode_messages, decode_value, encode_value  # noqa: F401 (the codec's public names, here too)
 from .records import empty_batch
+from ..extras import require
 from .kafka_clients import CLIENTS, MARKERS, Assigned, CommitFailed, make_client, unreachable
 from .kafka_security import KafkaSecurity, check_access, current
 from .walker import DictRecordWalker
@@ -52,7 +53,7 @@ from .walker import DictRecordWalker
 
 def parse_kafka_uri(uri: str) -> dict:
     """``kafka://HOST:PORT[,HOST:PORT]/TOPIC?group=NAME&client=CLIENT`` → bootstrap, topic,
-    group, client (``kafka-python``, the default, or ``confluent``: :mod:`connectors.kafka_clients`).
+    group, client (``kafka-python``, the default, or ``confluent``: :mod:`streamlearn.connectors.kafka_clients`).
 
     >>> parse_kafka_uri("kafka://h:1/events?group=g&client=confluent")["client"]
     'confluent'
@@ -69,6 +70,9 @@ def parse_kafka_uri(uri: str) -> dict:
     client = query.get("client", "kafka-python")
     if client not in CLIENTS:
         raise ValueError(f"client must be one of {', '.join(CLIENTS)}, got {client!r} in {uri!r}")
+    require("kafka", "kafka", "a kafka:// source or sink")
+    if client == "confluent":
+        require("confluent_kafka", "kafka-fast", "kafka://...?client=confluent")
     return {"bootstrap": parts.netloc, "topic": parts.path.strip("/"), "group": query.get("group"), "client": client,
             "options": query}
 
@@ -80,7 +84,7 @@ class BrokerWatch:
     A connection is all it checks; the client's own requests say the rest.
 
     :meth:`away` reports the start and the end of an outage on ``log`` and raises
-    :class:`~connectors.errors.SourceUnavailable` once it has lasted ``timeout`` seconds
+    :class:`~streamlearn.connectors.errors.SourceUnavailable` once it has lasted ``timeout`` seconds
     (``None``: never)."""
 
     PROBE_EVERY_S, MAX_BACKOFF_S, CONNECT_TIMEOUT_S = 1.0, 5.0, 1.0
@@ -163,7 +167,7 @@ class KafkaSource:
     while the broker is reachable (for tests and batch jobs; a poll counts at most its
     ``poll_timeout_ms``, so a process stopped or suspended meanwhile is not idle); ``None`` runs forever.
     ``broker_timeout`` (seconds): how long an unreachable broker is waited for before the
-    source raises :class:`~connectors.errors.SourceUnavailable`; ``None``: for ever. ``until_end`` ends it once every partition
+    source raises :class:`~streamlearn.connectors.errors.SourceUnavailable`; ``None``: for ever. ``until_end`` ends it once every partition
     is read up to where it ended when the source connected (a hold-out topic evaluated at
     each checkpoint, ``streamlearn evaluate``): no idle wait. While idle the source yields
     empty batches every ``poll_timeout_ms`` so the runner can checkpoint and see a signal.
@@ -266,7 +270,7 @@ class KafkaSource:
         return len(ends) < len(partitions) or any(end > self._starts.get(p, 0) for p, end in ends.items())
 
     def _follow(self, marker) -> None:
-        """Take a group change (:class:`~connectors.kafka_clients.Assigned` / ``Revoked``) into the position."""
+        """Take a group change (:class:`~streamlearn.connectors.kafka_clients.Assigned` / ``Revoked``) into the position."""
         if isinstance(marker, Assigned):
             self.offsets.update({p: o for p, o in marker.offsets.items() if o is not None})
             self.owned |= set(marker.offsets)

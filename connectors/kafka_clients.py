@@ -1,4 +1,4 @@
-"""The two Kafka consumer clients :class:`connectors.kafka.KafkaSource` can read with, behind
+"""The two Kafka consumer clients :class:`streamlearn.connectors.kafka.KafkaSource` can read with, behind
 one small interface: assign every partition of a topic from given offsets, poll messages, find
 the partitions' ends, commit offsets synchronously, read the group's committed offsets.
 
@@ -9,7 +9,7 @@ the partitions' ends, commit offsets synchronously, read the group's committed o
 Both are used the same way: no auto-commit, no group subscription (the source assigns itself
 every partition; the group only holds the committed offsets), offsets committed synchronously
 only after the checkpoint holding them is durable. Both pass the same tests on a real broker.
-Daemons that mix one model join the group instead (:meth:`connectors.kafka_python.KafkaPythonClient.subscribe`):
+Daemons that mix one model join the group instead (:meth:`streamlearn.connectors.kafka_python.KafkaPythonClient.subscribe`):
 kafka-python only.
 """
 
@@ -111,7 +111,7 @@ def group_sized_assignor():
     members the group has: the group's leader writes the count into each member's assignment,
     and the new class's ``group_size`` holds it after each rebalance (``None`` before the first).
     One class per consumer (``partition_assignment_strategy=[group_sized_assignor()]``): the
-    count is class state. Each model change published for mixing records it (:mod:`connectors.mixlog`)."""
+    count is class state. Each model change published for mixing records it (:mod:`streamlearn.connectors.mixlog`)."""
     from kafka.coordinator.assignors.abstract import ConsumerProtocolAssignment
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
@@ -165,7 +165,7 @@ def end_now(consumer, tp, listed: int) -> int | None:
 def make_client(name: str, bootstrap: str, group: str, topic: str, options: dict, security=None,
                 first_contact_s: float | None = None):
     """The consumer client called ``name`` (one of :data:`CLIENTS`; the caller validated it), with
-    ``security`` (a :class:`~connectors.kafka_security.KafkaSecurity`; ``None``: the process's);
+    ``security`` (a :class:`~streamlearn.connectors.kafka_security.KafkaSecurity`; ``None``: the process's);
     ``first_contact_s`` bounds the wait for the broker's first answer (``--broker-timeout``;
     ``None``: the client's own bound, 10 to 30 s)."""
     if name == "confluent":

@@ -1,4 +1,4 @@
-"""The confluent-kafka consumer client of :mod:`connectors.kafka_clients` (librdkafka underneath)."""
+"""The confluent-kafka consumer client of :mod:`streamlearn.connectors.kafka_clients` (librdkafka underneath)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ class ConfluentClient:
     """confluent-kafka's ``Consumer`` (librdkafka)."""
 
     #: log_level 2: librdkafka logs every failed reconnect (tens a second) while a broker is away;
-    #: the source reports the outage itself (connectors.kafka.BrokerWatch)
+    #: the source reports the outage itself (streamlearn.connectors.kafka.BrokerWatch)
     #: reconnect.backoff.max.ms: a broker back from a restart is found within a second, not ten
     DEFAULTS = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "fetch.max.bytes": 64 << 20,
                 "max.partition.fetch.bytes": 16 << 20, "log_level": 2, "reconnect.backoff.max.ms": 1000}

@@ -1,6 +1,6 @@
 """Kafka message values to batches: a value is msgpack or JSON (``value_format="auto"`` tells them
 apart by the first byte) holding one record ``{"x": {...}, "y": ...}``, a list of records, or a
-compact batch (:mod:`connectors.compact`); a value that does not decode, or a record that does not
+compact batch (:mod:`streamlearn.connectors.compact`); a value that does not decode, or a record that does not
 validate, becomes a dead letter with its partition, offset and index in the message."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def encode_value(obj, value_format: str = "msgpack") -> bytes:
 class MessageDecoder(BatchBuilder):
     """Records and dead letters of consumed messages (``.topic``, ``.partition``,
     ``.offset``, ``.value``), added one message at a time: a dict record, a list of them, or a
-    compact batch (:mod:`connectors.compact`); record hashes (for hash hold-outs) only
+    compact batch (:mod:`streamlearn.connectors.compact`); record hashes (for hash hold-outs) only
     ``with_hashes``."""
 
     def __init__(self, labelled: bool, value_format: str = "auto", with_hashes: bool = True, walker=None):
@@ -90,7 +90,7 @@ def _key_field(key: bytes) -> dict:
 def decode_messages(messages, labelled: bool, value_format: str = "auto", with_hashes: bool = True, walker=None) -> Batch:
     """Records and dead letters of consumed messages (``.topic``, ``.partition``, ``.offset``,
     ``.value``); record hashes (for hash hold-outs) only ``with_hashes``; plain dict records
-    through ``walker`` (a :class:`~connectors.walker.DictRecordWalker`) when one is given."""
+    through ``walker`` (a :class:`~streamlearn.connectors.walker.DictRecordWalker`) when one is given."""
     builder = MessageDecoder(labelled, value_format, with_hashes, walker)
     for message in messages:
         builder.add(message)

@@ -1,4 +1,4 @@
-"""The kafka-python consumer client of :mod:`connectors.kafka_clients` (the default)."""
+"""The kafka-python consumer client of :mod:`streamlearn.connectors.kafka_clients` (the default)."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ class MixLog:
 
     A broker that goes away is reported on ``log`` and waited for, retrying with back-off, up
     to ``broker_timeout`` seconds (``None``: for ever), then
-    :class:`~connectors.errors.SourceUnavailable`. A publication retried after a send that timed
+    :class:`~streamlearn.connectors.errors.SourceUnavailable`. A publication retried after a send that timed
     out may land twice; the second copy follows on from nothing and every member skips it
     (:class:`streamlearn.service.mixing.Coverage`)."""
 

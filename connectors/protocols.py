@@ -1,12 +1,12 @@
 """What a source, a sink and a record decoder promise, written down as ``typing.Protocol``\\ s
-(the runner and the command rely on exactly these; :class:`~connectors.files.FileSource`,
-:class:`~connectors.files.StdinSource`, :class:`~connectors.kafka.KafkaSource`, the sinks of
-:mod:`connectors.sinks` and :mod:`connectors.kafka`, and the decoders of
-:mod:`connectors.formats` implement them).
+(the runner and the command rely on exactly these; :class:`~streamlearn.connectors.files.FileSource`,
+:class:`~streamlearn.connectors.files.StdinSource`, :class:`~streamlearn.connectors.kafka.KafkaSource`, the sinks of
+:mod:`streamlearn.connectors.sinks` and :mod:`streamlearn.connectors.kafka`, and the decoders of
+:mod:`streamlearn.connectors.formats` implement them).
 
 >>> import os, tempfile
->>> from connectors import FileSource, JsonLinesSink, NullSink, StdinSource
->>> from connectors.formats import CsvDecoder, LibsvmDecoder, MsgpackDecoder
+>>> from streamlearn.connectors import FileSource, JsonLinesSink, NullSink, StdinSource
+>>> from streamlearn.connectors.formats import CsvDecoder, LibsvmDecoder, MsgpackDecoder
 >>> path = os.path.join(tempfile.mkdtemp(), "d.svm")
 >>> _ = open(path, "w").write("1 1:1\\n")
 >>> isinstance(FileSource([path]), Source), isinstance(StdinSource(), Source)
@@ -29,7 +29,7 @@ from .records import Batch
 
 @runtime_checkable
 class Source(Protocol):
-    """A stream of :class:`~connectors.records.Batch`\\ es with resumable positions.
+    """A stream of :class:`~streamlearn.connectors.records.Batch`\\ es with resumable positions.
 
     Iterating yields batches in stream order, each with the position just past it (``None``
     for a heartbeat that moved nothing); iterating again after :meth:`seek` continues from that
@@ -104,7 +104,7 @@ class Sink(Protocol):
 
 @runtime_checkable
 class LineDecoder(Protocol):
-    """Bytes of complete lines → one :class:`~connectors.records.Batch` (line formats)."""
+    """Bytes of complete lines → one :class:`~streamlearn.connectors.records.Batch` (line formats)."""
 
     line_based: bool
     with_hashes: bool

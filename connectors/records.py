@@ -13,7 +13,7 @@ from JSON, msgpack or Kafka) is validated.
 >>> check_record({"x": {"a": float("nan")}, "y": "cat"}, labelled=True)
 Traceback (most recent call last):
 ...
-connectors.records.RecordError: non-finite: value of feature 'a' is nan: NaN, infinite or beyond ±1e+150 (its square leaves the float range)
+streamlearn.connectors.records.RecordError: non-finite: value of feature 'a' is nan: NaN, infinite or beyond ±1e+150 (its square leaves the float range)
 """
 
 from __future__ import annotations
@@ -264,7 +264,7 @@ def _flat_record(obj: dict, labelled: bool, label_field) -> tuple[dict, object]:
 
 class BatchBuilder:
     """Records gathered one message (or file object) at a time — dict records and compact CSR
-    batches (:mod:`connectors.compact`) in stream order — with their dead letters, built into
+    batches (:mod:`streamlearn.connectors.compact`) in stream order — with their dead letters, built into
     one :class:`Batch`.
 
     The batch's ``X`` is one CSR batch when every record came in compact batches (no Python
@@ -294,13 +294,13 @@ class BatchBuilder:
         self._count += 1
 
     def add_compact(self, rows, place: dict) -> None:
-        """A decoded compact batch (:class:`connectors.compact.DecodedRows`) found at ``place``:
+        """A decoded compact batch (:class:`streamlearn.connectors.compact.DecodedRows`) found at ``place``:
         its bad rows as dead letters, its valid rows as records, each located by its ``index``."""
         self.dead += [DeadLetter({**place, "index": row}, reason, text, raw) for row, reason, text, raw in rows.dead]
         self.add_rows(rows, lambda row: {**place, "index": row})
 
     def add_rows(self, rows, locate: Callable[[int], dict]) -> None:
-        """The valid rows of a compact batch (:class:`connectors.compact.DecodedRows`);
+        """The valid rows of a compact batch (:class:`streamlearn.connectors.compact.DecodedRows`);
         ``locate(j)``: the position of its row ``j`` (an index into the whole message)."""
         if len(rows.rows):
             self._segments.append(("rows", rows, locate))

@@ -1,5 +1,5 @@
 """Sinks for dead letters, predictions and metrics: JSON lines to a file or stdout, or a
-Kafka topic (:class:`connectors.kafka.KafkaSink`).
+Kafka topic (:class:`streamlearn.connectors.kafka.KafkaSink`).
 
 A file sink knows its size, so the runner can store it in a checkpoint and, on resume,
 cut the file back to it: lines written after the last checkpoint are written again by

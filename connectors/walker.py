@@ -1,5 +1,5 @@
 """Dict records of msgpack messages decoded by a compiled walker
-(:mod:`streamlearn.kernels.walker`): the fast road of :class:`connectors.kafka.KafkaSource`
+(:mod:`streamlearn.kernels.walker`): the fast road of :class:`streamlearn.connectors.kafka.KafkaSource`
 for today's record format, ``{"x": {name: value, ...}, "y": label}`` or a list of them.
 
 The walker reads a message's bytes into CSR arrays over feature-name ids and keeps the names

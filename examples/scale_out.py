@@ -43,7 +43,7 @@ def finished(process: subprocess.Popen) -> None:
 
 
 def test_accuracy(checkpoint_dir) -> float:
-    from connectors.libsvm import read_libsvm
+    from streamlearn.connectors.libsvm import read_libsvm
     from streamlearn import learner_from_state
     from streamlearn.service.checkpoint import CheckpointStore
 
@@ -58,9 +58,11 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     import numpy as np
 
-    from connectors.compact import encode_messages
-    from connectors.libsvm import read_libsvm
-    from connectors.localbroker import create_topic, local_broker, produce
+    from streamlearn.connectors.compact import encode_messages
+    from streamlearn.connectors.libsvm import read_libsvm
+    # a checkout's throw-away Tansu broker and producer (tests/localbroker.py, not installed with streamlearn)
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
+    from localbroker import create_topic, local_broker, produce
 
     broker = contextlib.nullcontext(args.bootstrap) if args.bootstrap else local_broker()
     with broker as bootstrap, tempfile.TemporaryDirectory() as work:

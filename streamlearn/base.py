@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-from typing import TYPE_CHECKING
 
 import numpy as np
 from river import base
@@ -40,11 +39,7 @@ from .binning import FeatureBins, check_bins
 from .scaling import OnlineStandardizer
 from .model_rows import ModelRows
 from .pending import PendingRows
-from .scores import hide_unknown_classes, is_pandas_frame, softmax_rows
-
-if TYPE_CHECKING:
-    import pandas
-
+from .scores import hide_unknown_classes, labels_like, proba_frame, softmax_rows
 
 STATE_FORMAT = 1
 
@@ -413,27 +408,20 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
             return np.zeros((rows.n_rows, 0))
         return self._raw_scores(self._model_rows(rows, learn=False))
 
-    def predict_proba_many(self, X) -> "pandas.DataFrame":
+    def predict_proba_many(self, X):
         scores = self.decision_function_many(X)
         proba = self._proba_of(scores, self._prior()) if scores.shape[1] else scores
-        import pandas as pd
-
-        index = X.index if is_pandas_frame(X) else None
-        return pd.DataFrame(proba, columns=self.classes, index=index)
+        return proba_frame(proba, self.classes, X)
 
     def predict_many(self, X):
-        """Predicted labels: a Series for a DataFrame, otherwise an array of the labels' type
-        (int64, float64 or bool when every class is one, else objects; ``None`` before any class)."""
+        """Predicted labels: a series of the frame's type for a DataFrame, otherwise an array of the
+        labels' type (int64, float64 or bool when every class is one, else objects; ``None`` before any class)."""
         scores = self.decision_function_many(X)
         if scores.shape[1]:
             labels = self._labels.take(self._argmax_of(scores, self._prior()))
         else:
             labels = np.full(scores.shape[0], None, dtype=object)
-        if is_pandas_frame(X):
-            import pandas as pd
-
-            return pd.Series(labels, index=X.index)
-        return labels
+        return labels_like(labels, X)
 
     # -------------------------------------------------------------------- state
     def export_state(self) -> dict:

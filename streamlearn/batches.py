@@ -129,7 +129,7 @@ class CsrBatch:
 
 class NamedCsrBatch(CsrBatch):
     """A :class:`CsrBatch` whose column ``j`` is the feature called ``names[j]`` (not the int
-    ``j``): dict records decoded without a Python object per feature (:mod:`connectors.walker`).
+    ``j``): dict records decoded without a Python object per feature (:mod:`streamlearn.connectors.walker`).
     The learners take it as they take a DataFrame: by column name.
 
     >>> batch = NamedCsrBatch(np.array([0, 2, 3]), np.array([0, 1, 0]), np.array([1.0, 2.0, 3.0]), ["a", "b"])

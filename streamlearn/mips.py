@@ -29,6 +29,7 @@ import inspect
 import numpy as np
 
 from .errors import InvalidParameterError
+from .extras import require
 from .kernels import compiled
 
 _sketch = compiled("memoir_sketch")
@@ -85,11 +86,7 @@ class GraphOracle(MIPSOracle):
 
     def __init__(self, seed: int = 0, M: int = 6, ef_construction: int = 16, ef: int = 48):
         super().__init__(seed)
-        try:
-            import hnswlib  # noqa: F401 - an optional dependency: say so at construction
-        except ImportError:
-            raise InvalidParameterError("oracle='graph' needs hnswlib: pip install 'streamlearn[graph]' (it builds "
-                                        "from source: a C++ compiler)") from None
+        require("hnswlib", "graph", "ExtremeSVM(oracle='graph')")  # at construction, not at the first row
         self.M, self.ef_construction, self.ef = M, ef_construction, ef
         self._index = None
         self._dim = None

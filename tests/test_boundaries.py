@@ -18,7 +18,9 @@ PROTOCOL = {"_get_params", "_multiclass", "_unit_test_params", "_unit_test_skips
 
 
 def _module_of(path: pathlib.Path) -> str:
-    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    """The name a module is imported by: ``connectors/`` is installed as ``streamlearn.connectors``."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(("streamlearn",) + parts if parts[0] == "connectors" else parts)
 
 
 MODULES = {_module_of(p): p for folder in ("streamlearn", "connectors") for p in (ROOT / folder).rglob("*.py")}
@@ -97,13 +99,13 @@ def test_the_check_finds_what_it_is_for():
 
 
 #: the library's modules: ``streamlearn/`` without its service floor and without ``__main__`` (the embedded job, a program)
-LIBRARY = sorted(m for m in MODULES if m.startswith("streamlearn.") and not m.startswith("streamlearn.service")
+SERVICE_PACKAGES = ("streamlearn.connectors", "streamlearn.service")
+LIBRARY = sorted(m for m in MODULES if m.startswith("streamlearn.") and not m.startswith(SERVICE_PACKAGES)
                  and m != "streamlearn.__main__")
-SERVICE_PACKAGES = ("connectors", "streamlearn.service")
 
 
 def service_imports(module: str, source: str | None = None) -> list[str]:
-    """``line: what`` for each import of the service floor (``connectors``, ``streamlearn.service``) in ``module``."""
+    """``line: what`` for each import of the service floor (``streamlearn.connectors``, ``streamlearn.service``) in ``module``."""
     tree = ast.parse(MODULES[module].read_text() if source is None else source)
     found = []
     for node in ast.walk(tree):
@@ -128,8 +130,8 @@ def test_the_library_never_imports_the_service(module):
 
 def test_the_floor_check_finds_what_it_is_for():
     """Each spelling of an import of the service floor is found, a library import is not (the check can fail)."""
-    top = "import connectors.files\nfrom .service import runner\nfrom . import service, features\nfrom .base import x\n"
-    assert service_imports("streamlearn.mcid", top) == ["1: connectors.files", "2: streamlearn.service",
+    top = "import streamlearn.connectors.files\nfrom .service import runner\nfrom . import service, features\nfrom .base import x\n"
+    assert service_imports("streamlearn.mcid", top) == ["1: streamlearn.connectors.files", "2: streamlearn.service",
                                                         "3: streamlearn.service"]
     nested = "from ..service.checkpoint import pack\nfrom ..features import FeatureSpace\n"
     assert service_imports("streamlearn.leastsquares.solvers", nested) == ["1: streamlearn.service.checkpoint"]

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from connectors.kafka import encode_value
+from streamlearn.connectors.kafka import encode_value
 from streamlearn.service.checkpoint import CheckpointStore
 from helpers import KAFKA_CLIENTS, PYTHON, assert_same_state, records, train_reference_records
 from conftest import PATIENCE
@@ -50,7 +50,7 @@ def _daemon(bootstrap, topic, client, ck, *extra) -> subprocess.Popen:
 
 def _learning_the_first_half(broker, topic: str, recs: list, client: str, ck, *extra) -> subprocess.Popen:
     """A topic holding the first half of ``recs`` and a daemon that has checkpointed all of it."""
-    from connectors.localbroker import create_topic, produce
+    from localbroker import create_topic, produce
 
     create_topic(broker.bootstrap, topic)
     produce(broker.bootstrap, topic, _messages(recs[: len(recs) // 2]))
@@ -62,7 +62,7 @@ def _learning_the_first_half(broker, topic: str, recs: list, client: str, ck, *e
 @pytest.mark.kafka
 @pytest.mark.parametrize("client", KAFKA_CLIENTS)
 def test_a_broker_restart_mid_stream_loses_nothing_and_learns_nothing_twice(tmp_path, durable, client):
-    from connectors.localbroker import produce
+    from localbroker import produce
 
     recs = records(3000, seed=21)
     topic = f"restart-{client}"
@@ -92,7 +92,7 @@ def test_a_broker_restart_mid_stream_loses_nothing_and_learns_nothing_twice(tmp_
 @pytest.mark.kafka
 @pytest.mark.parametrize("client", ["confluent"])  # the restart test above runs both clients; the timeout is the source's
 def test_a_broker_away_past_the_timeout_ends_the_daemon_with_code_1_after_a_final_checkpoint(tmp_path, durable, client):
-    from connectors.localbroker import produce
+    from localbroker import produce
 
     recs = records(2000, seed=22)
     topic = f"timeout-{client}"
@@ -138,7 +138,7 @@ def _thread_state(stat) -> str:
 
 def _broker_holding(topic: str, recs: list):
     """A broker of its own (to stop or kill) holding ``topic`` with ``recs``."""
-    from connectors.localbroker import LocalBroker, create_topic, produce
+    from localbroker import LocalBroker, create_topic, produce
 
     broker = LocalBroker()
     broker.start()
@@ -154,7 +154,7 @@ def _broker_holding(topic: str, recs: list):
 def _confluent_client_that_committed(broker, topic: str):
     """A confluent client that has polled ``topic`` and committed (its committing handle knows the coordinator)."""
     pytest.importorskip("confluent_kafka")
-    from connectors.kafka_confluent import ConfluentClient
+    from streamlearn.connectors.kafka_confluent import ConfluentClient
 
     client = ConfluentClient(broker.bootstrap, "g", topic, {})
     client.assign({0: 0})
@@ -174,8 +174,8 @@ def test_a_commit_left_waiting_on_a_broker_that_died_does_not_stop_the_polls(mon
     import signal
     import threading
 
-    from connectors.kafka_clients import CommitFailed
-    from connectors.kafka_confluent import ConfluentClient
+    from streamlearn.connectors.kafka_clients import CommitFailed
+    from streamlearn.connectors.kafka_confluent import ConfluentClient
 
     broker = _broker_holding("held", records(200, seed=23))
     try:
@@ -202,9 +202,9 @@ def test_a_commit_waiting_on_a_broker_that_died_reports_the_outage_without_endin
     a commit is bounded by its own timeout, so the watch does not end the daemon there."""
     import io
 
-    from connectors.kafka import BrokerWatch
-    from connectors.kafka_clients import CommitFailed
-    from connectors.kafka_confluent import ConfluentClient
+    from streamlearn.connectors.kafka import BrokerWatch
+    from streamlearn.connectors.kafka_clients import CommitFailed
+    from streamlearn.connectors.kafka_confluent import ConfluentClient
 
     broker = _broker_holding("committing", records(100, seed=25))
     try:
@@ -226,9 +226,9 @@ def test_a_call_waiting_for_a_broker_that_died_reports_the_outage_and_ends_at_th
     runs while such a call waits, so the outage is reported and ``--broker-timeout`` holds."""
     import io
 
-    from connectors.errors import SourceUnavailable
-    from connectors.kafka import BrokerWatch
-    from connectors.kafka_python import KafkaPythonClient
+    from streamlearn.connectors.errors import SourceUnavailable
+    from streamlearn.connectors.kafka import BrokerWatch
+    from streamlearn.connectors.kafka_python import KafkaPythonClient
 
     broker = _broker_holding("watched", records(100, seed=24))
     try:
@@ -256,7 +256,7 @@ def test_a_refused_connection_out_of_kafka_pythons_poll_is_retried_not_raised(mo
     import kafka
     from kafka.errors import KafkaConnectionError, UnsupportedVersionError
 
-    from connectors.kafka_python import KafkaPythonClient
+    from streamlearn.connectors.kafka_python import KafkaPythonClient
 
     Message = collections.namedtuple("Message", "partition offset value")
 

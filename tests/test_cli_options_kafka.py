@@ -24,7 +24,7 @@ def run_idle_timeouts(f):
 
     import msgpack
 
-    from connectors.localbroker import create_topic, produce
+    from localbroker import create_topic, produce
     from helpers import records
 
     broker = f["broker"]()
@@ -44,7 +44,7 @@ def run_kafka_security(f):
     reads it with the settings of the file."""
     import msgpack
 
-    from connectors.localbroker import create_topic, produce
+    from localbroker import create_topic, produce
     from helpers import broker_behind_tls, records
 
     with broker_behind_tls(f["dir"]) as (bootstrap, cert, _, security):
@@ -67,7 +67,7 @@ def run_mixing(f):
 
     import msgpack
 
-    from connectors.localbroker import create_topic, produce
+    from localbroker import create_topic, produce
     from helpers import PYTHON, records
 
     broker = f["broker"]()
@@ -98,7 +98,7 @@ def run_broker_timeout(f):
     import subprocess
     import time
 
-    from connectors.localbroker import LocalBroker, create_topic
+    from localbroker import LocalBroker, create_topic
     from helpers import PYTHON
 
     broker = LocalBroker()

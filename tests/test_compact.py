@@ -1,4 +1,4 @@
-"""The compact batch format (connectors.compact): encoder and decoder, strict validation with
+"""The compact batch format (streamlearn.connectors.compact): encoder and decoder, strict validation with
 per-row dead letters, and models bit-identical to the same rows read from a LIBSVM file —
 from a msgpack file and from a real Kafka topic."""
 
@@ -10,9 +10,9 @@ import msgpack
 import numpy as np
 import pytest
 
-from connectors.compact import decode_batch, encode_batch, encode_messages
-from connectors.kafka import decode_messages
-from connectors.libsvm import parse_libsvm_bytes
+from streamlearn.connectors.compact import decode_batch, encode_batch, encode_messages
+from streamlearn.connectors.kafka import decode_messages
+from streamlearn.connectors.libsvm import parse_libsvm_bytes
 from streamlearn.service.checkpoint import CheckpointStore
 from helpers import KAFKA_CLIENTS, assert_same_state, cli, libsvm_lines, train_reference
 
@@ -131,7 +131,7 @@ def test_a_msgpack_file_of_compact_batches_trains_the_libsvm_files_model(tmp_pat
 @pytest.mark.kafka
 @pytest.mark.parametrize("client", KAFKA_CLIENTS)
 def test_compact_messages_through_a_topic_train_the_libsvm_files_model(tmp_path, broker, client):
-    from connectors.localbroker import create_topic, produce
+    from localbroker import create_topic, produce
 
     text = _libsvm(3000, seed=7)
     (tmp_path / "rows.svm").write_bytes(text)

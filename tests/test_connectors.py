@@ -20,9 +20,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connectors import FileSource, SourceError, StdinSource, open_source
-from connectors.formats import CsvDecoder, JsonLinesDecoder, MsgpackDecoder, guess_format
-from connectors.libsvm import parse_libsvm_bytes, read_libsvm
+from streamlearn.connectors import FileSource, SourceError, StdinSource, open_source
+from streamlearn.connectors.formats import CsvDecoder, JsonLinesDecoder, MsgpackDecoder, guess_format
+from streamlearn.connectors.libsvm import parse_libsvm_bytes, read_libsvm
 from helpers import libsvm_lines
 
 
@@ -261,14 +261,14 @@ def test_guess_format():
     (b"  \n\n", None),
 ])
 def test_sniff_format_tells_the_formats_apart(content, expected):
-    from connectors.formats import sniff_format
+    from streamlearn.connectors.formats import sniff_format
 
     assert sniff_format(content) == expected
 
 
 @pytest.mark.parametrize("content", [b"\x00\x01\x02binary\x00", b"just some prose\nwith no structure\n"])
 def test_sniff_format_names_what_it_cannot_read(content):
-    from connectors.formats import UnknownFormat, sniff_format
+    from streamlearn.connectors.formats import UnknownFormat, sniff_format
 
     with pytest.raises(UnknownFormat, match="binary data|cannot tell the format"):
         sniff_format(content, "file 'x'")
@@ -420,10 +420,10 @@ def test_stdin_hands_over_what_it_gathered_when_the_stream_pauses():
 def test_stdin_batches_are_cut_by_count_whatever_sizes_the_reads_bring(monkeypatch):
     """Reads of any size, the same batches: a resumed job cuts its batches (and so places its
     checkpoints) where an uninterrupted one did."""
-    import connectors.decoding
+    import streamlearn.connectors.decoding
 
     # a pause of the writer cuts a batch short by design (tested on its own): a loaded machine must not pause it here
-    monkeypatch.setattr(connectors.decoding, "GATHER_SECONDS", 30.0)
+    monkeypatch.setattr(streamlearn.connectors.decoding, "GATHER_SECONDS", 30.0)
     text = b"".join(f"{i % 3} {i % 7 + 1}:1\n".encode() for i in range(1000))
     cuts = [0, *sorted(np.random.default_rng(1).choice(len(text), 60, replace=False)), len(text)]
     chunks = [text[a:b] for a, b in zip(cuts, cuts[1:])]
@@ -498,7 +498,7 @@ def test_open_source_chooses_the_source(tmp_path):
 def test_cut_lines_matches_a_plain_reference(final):
     """The compiled line cutter: the first ``max_lines`` complete lines from ``start`` (a
     last line without its newline counts only at the end of the stream)."""
-    from connectors.decoding import cut_lines
+    from streamlearn.connectors.decoding import cut_lines
 
     def reference(buf, start, max_lines):
         ends = [i + 1 for i in range(start, len(buf)) if buf[i] == 10]

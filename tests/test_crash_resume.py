@@ -22,7 +22,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from connectors.kafka import KafkaSource, encode_value
+from streamlearn.connectors.kafka import KafkaSource, encode_value
 from streamlearn.service.checkpoint import CheckpointStore
 from helpers import PYTHON, assert_same_state, libsvm_lines, records
 from conftest import PATIENCE
@@ -204,10 +204,10 @@ def kafka_messages(n_records: int, seed: int) -> list[bytes]:
 
 
 def compact_messages(n_records: int, seed: int) -> list[bytes]:
-    """Compact batches of 20 rows (connectors.compact); about 3 % of the rows bad (a NaN, no
+    """Compact batches of 20 rows (streamlearn.connectors.compact); about 3 % of the rows bad (a NaN, no
     features) and a few messages with a broken structure."""
-    from connectors.compact import encode_messages
-    from connectors.libsvm import parse_libsvm_bytes
+    from streamlearn.connectors.compact import encode_messages
+    from streamlearn.connectors.libsvm import parse_libsvm_bytes
 
     rng = np.random.default_rng(seed)
     chunk = parse_libsvm_bytes(("\n".join(libsvm_lines(n_records, n_classes=5, seed=seed)) + "\n").encode())
@@ -225,7 +225,7 @@ def compact_messages(n_records: int, seed: int) -> list[bytes]:
 # the walker and the compact decoder do not depend on the client: the second client runs one campaign
 @pytest.mark.parametrize("wire, client", [("dicts", "kafka-python"), ("compact", "kafka-python"), ("compact", "confluent")])
 def test_a_kafka_daemon_killed_6_times_ends_as_an_uninterrupted_one_and_commits_its_checkpoints(tmp_path, broker, wire, client):
-    from connectors.localbroker import create_topic, produce
+    from localbroker import create_topic, produce
 
     messages = kafka_messages(12_000, seed=4) if wire == "dicts" else compact_messages(12_000, seed=4)
     crash, clean = f"crash-{wire}-{client}", f"crash-{wire}-{client}-clean"
@@ -262,10 +262,10 @@ def test_a_kafka_daemon_killed_6_times_ends_as_an_uninterrupted_one_and_commits_
 def test_a_kafka_daemon_over_tls_and_sasl_killed_5_times_ends_as_one_on_plain_tcp_and_shows_no_credential(
         tmp_path, broker, client):
     """The same messages on the plain test broker and on a broker behind TLS and a SCRAM-SHA-512
-    login (a front, see connectors.broker_front): the daemon killed with -9 there ends with the
+    login (a front, see tests/broker_front.py): the daemon killed with -9 there ends with the
     model, dead letters and metrics of an uninterrupted run over plain TCP; the password is in no
     output of any run, no file of the checkpoint directory and not in ``inspect --json``."""
-    from connectors.localbroker import create_topic, produce
+    from localbroker import create_topic, produce
     from helpers import broker_behind_tls
 
     messages, topic = compact_messages(6_000, seed=5), f"tls-crash-{client}"
@@ -352,7 +352,7 @@ def test_a_full_disk_mid_job_then_resume_leaves_no_torn_line_and_no_duplicate(tm
 def test_an_extreme_svm_kafka_daemon_killed_4_times_ends_as_an_uninterrupted_one(tmp_path, broker):
     """ExtremeSVM (MEMOIR, exact oracle) on a topic of 300 classes appearing over time, killed
     with -9 and resumed: the same model, dead letters and metrics as one uninterrupted run."""
-    from connectors.localbroker import create_topic, produce
+    from localbroker import create_topic, produce
 
     rng = np.random.default_rng(12)
     vocabulary = [rng.choice(3000, 10, replace=False) for _ in range(300)]

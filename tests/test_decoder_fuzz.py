@@ -1,7 +1,7 @@
 """Property tests of the record decoders (JSON lines, msgpack files, Kafka messages, CSV, LIBSVM): whatever
 arrives, they never raise; every record is either handed on or dead-lettered with its
 position, never both and never neither; a record is handed on exactly when it is valid (the
-spec restated below, independently of ``connectors.records``); and every record handed on can
+spec restated below, independently of ``streamlearn.connectors.records``); and every record handed on can
 be learned and checkpointed (a record the daemon learns but cannot checkpoint would stop it at
 every restart). On top of them, the runner: any valid stream is learned exactly as a
 ``learn_one`` loop learns it, and a record the learner refuses is a dead letter, not a stop."""
@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import streamlearn
-from connectors import FileSource, JsonLinesSink
-from connectors.formats import CsvDecoder, JsonLinesDecoder, LibsvmDecoder, MsgpackDecoder
-from connectors.kafka import decode_messages
+from streamlearn.connectors import FileSource, JsonLinesSink
+from streamlearn.connectors.formats import CsvDecoder, JsonLinesDecoder, LibsvmDecoder, MsgpackDecoder
+from streamlearn.connectors.kafka import decode_messages
 from streamlearn import InvalidInputError
 from streamlearn.service.checkpoint import CheckpointStore
 from streamlearn.service.runner import Runner
@@ -256,10 +256,10 @@ PLAIN_RECORDS = st.fixed_dictionaries({
                          | PLAIN_RECORDS.map(lambda r: ("one", r)) | GARBAGE.map(lambda b: ("raw", b)), max_size=8),
        float32=st.booleans())
 def test_the_compiled_dict_walker_decodes_as_the_general_decoder(messages, float32):
-    """connectors.walker against the general msgpack decoder on the same messages (plain
+    """streamlearn.connectors.walker against the general msgpack decoder on the same messages (plain
     records, near-valid ones, garbage; float32 and float64 values): the same records handed on
     at the same positions, the same dead letters, and the same model bit for bit."""
-    from connectors.walker import DictRecordWalker
+    from streamlearn.connectors.walker import DictRecordWalker
 
     values = []
     for kind, item in messages:
@@ -288,7 +288,7 @@ def test_the_compiled_dict_walker_decodes_as_the_general_decoder(messages, float
 
 def test_the_walker_takes_plain_record_messages_and_leaves_the_rest():
     """So that the property above compares the compiled road, not the general one twice."""
-    from connectors.walker import DictRecordWalker
+    from streamlearn.connectors.walker import DictRecordWalker
 
     walker = DictRecordWalker()
     plain = msgpack.packb([{"x": {"a": 1.5, 7: 2, "b": -3}, "y": "cat"}, {"y": 4, "x": {"a": 0.0}}])
@@ -302,7 +302,7 @@ def test_the_walker_takes_plain_record_messages_and_leaves_the_rest():
 
 
 def test_walked_messages_learn_the_model_of_the_same_records_as_dicts():
-    from connectors.walker import DictRecordWalker
+    from streamlearn.connectors.walker import DictRecordWalker
     from helpers import records, train_reference_records
     from streamlearn.batches import NamedCsrBatch
 
@@ -319,7 +319,7 @@ def test_walked_messages_learn_the_model_of_the_same_records_as_dicts():
 def test_the_walker_fits_the_densest_message_in_its_buffers():
     """Its buffers are sized from the bytes (a record spans at least 9 of them, an entry 2): the
     densest plain message there is, one-byte names, values and labels, walks whole and right."""
-    from connectors.walker import DictRecordWalker
+    from streamlearn.connectors.walker import DictRecordWalker
 
     records = [{"x": {"": 0, 1: 2}, "y": 0}] * 500 + [{"x": {"": 0}, "y": 0}] * 1000
     value = msgpack.packb(records)

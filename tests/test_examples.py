@@ -63,7 +63,7 @@ def test_shell_pipe_example_learns_from_stdin_and_resumes(tmp_path):
 
 def _broker_example(name: str):
     """What ``examples/NAME``'s ``main()`` returns, run on a broker of its own (skipped without one)."""
-    from connectors.localbroker import BrokerUnavailable
+    from localbroker import BrokerUnavailable
 
     namespace = runpy.run_path(str(ROOT / "examples" / name))
     try:

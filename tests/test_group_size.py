@@ -4,8 +4,8 @@ partitions and each learns how many members the group has, again after one leave
 import threading
 import time
 
-from connectors.kafka_clients import group_sized_assignor
-from connectors.localbroker import create_topic
+from streamlearn.connectors.kafka_clients import group_sized_assignor
+from localbroker import create_topic
 
 
 def test_every_member_learns_the_group_size_and_the_partitions_are_split(broker):
@@ -54,8 +54,8 @@ def test_a_member_sees_records_past_the_group_coverage_even_where_list_offsets_f
     """A member idle past its timeout stops only once the group's coverage reaches every
     partition's end. Tansu answers ListOffsets with the start of a partition's last record batch
     plus one: here, one batch of 40 records per partition, it says 1. The ends come from fetches."""
-    from connectors.kafka import KafkaSource
-    from connectors.localbroker import produce
+    from streamlearn.connectors.kafka import KafkaSource
+    from localbroker import produce
 
     create_topic(broker, "group-ends", partitions=2)
     produce(broker, "group-ends", [b"1,a:1" for _ in range(80)], partitions=2)  # one producer batch per partition

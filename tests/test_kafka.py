@@ -10,7 +10,7 @@ import msgpack
 import pytest
 from kafka import KafkaConsumer
 
-from connectors.kafka import KafkaSource, encode_value, parse_kafka_uri
+from streamlearn.connectors.kafka import KafkaSource, encode_value, parse_kafka_uri
 from streamlearn.service.checkpoint import CheckpointStore
 from helpers import KAFKA_CLIENTS, assert_same_state, cli, records, train_reference_records
 
@@ -30,7 +30,7 @@ def read_topic(bootstrap, topic, expected, timeout_ms=5000) -> list:
 
 @pytest.mark.parametrize("client", KAFKA_CLIENTS)
 def test_bad_messages_go_to_a_dead_letter_topic_and_the_model_sees_only_good_records(tmp_path, broker, client):
-    from connectors.localbroker import create_topic, produce
+    from localbroker import create_topic, produce
 
     good = records(600, seed=9)
     bad = {
@@ -67,7 +67,7 @@ def test_bad_messages_go_to_a_dead_letter_topic_and_the_model_sees_only_good_rec
 
 @pytest.mark.parametrize("client", KAFKA_CLIENTS)
 def test_predictions_to_a_topic_and_offsets_committed(tmp_path, broker, client):
-    from connectors.localbroker import create_topic, produce
+    from localbroker import create_topic, produce
 
     recs = records(300, seed=3)
     train, inputs, outputs = (f"p-{name}-{client}" for name in ("train", "in", "out"))
@@ -96,7 +96,7 @@ def test_predictions_to_a_topic_and_offsets_committed(tmp_path, broker, client):
 def test_a_topic_read_to_its_end_yields_every_record_however_the_producer_batched_them(broker, client):
     """Tansu answers ListOffsets with the start of a partition's last record batch plus one
     (here far short of 10,000): the end is taken from fetch answers instead."""
-    from connectors.localbroker import create_topic, produce
+    from localbroker import create_topic, produce
 
     topic = f"to-the-end-{client}"
     create_topic(broker, topic, partitions=2)
@@ -118,7 +118,7 @@ def test_kafka_uri():
         parse_kafka_uri("kafka://h:1/t?grup=g")
     with pytest.raises(ValueError, match="client must be one of kafka-python, confluent"):
         parse_kafka_uri("kafka://h:1/t?client=rdkafka")
-    from connectors import open_sink
+    from streamlearn.connectors import open_sink
 
     with pytest.raises(ValueError, match="a Kafka sink takes no options"):
         open_sink("kafka://h:1/dead?client=confluent")
@@ -127,7 +127,7 @@ def test_kafka_uri():
 @pytest.mark.parametrize("client, options", [("kafka-python", {"bootstrap_timeout_ms": 300}), ("confluent", {})])
 def test_an_unreachable_broker_is_one_clear_error(client, options, monkeypatch):
     """It used to end in a kafka-python traceback (nothing listens on port 1)."""
-    from connectors.kafka_confluent import ConfluentClient
+    from streamlearn.connectors.kafka_confluent import ConfluentClient
 
     monkeypatch.setattr(ConfluentClient, "METADATA_TIMEOUT_S", 1.0)
     source = KafkaSource("127.0.0.1:1", "t", client=client, **options)
@@ -151,7 +151,7 @@ def test_a_consumer_that_does_not_close_holds_the_exit_back_two_seconds_at_most(
     later while the consumer closed; a close is bounded (``CLOSE_WITHIN_S``) and says so."""
     import threading
 
-    from connectors.kafka import CLOSE_WITHIN_S
+    from streamlearn.connectors.kafka import CLOSE_WITHIN_S
 
     released = threading.Event()
 
@@ -178,7 +178,7 @@ def test_a_consumer_that_does_not_close_holds_the_exit_back_two_seconds_at_most(
 
 
 def test_impossible_source_settings_are_refused():
-    from connectors import StdinSource
+    from streamlearn.connectors import StdinSource
 
     with pytest.raises(ValueError, match="idle_timeout must be a positive number of seconds"):
         KafkaSource("127.0.0.1:1", "t", idle_timeout=-1)
@@ -192,7 +192,7 @@ def test_a_failed_commit_is_reported_and_the_daemon_goes_on(capsys):
     does not answer must not stop the daemon; the next checkpoint commits again."""
     from kafka.errors import KafkaTimeoutError
 
-    from connectors.kafka_python import KafkaPythonClient
+    from streamlearn.connectors.kafka_python import KafkaPythonClient
 
     class Unanswered:
         def commit(self, offsets):
@@ -210,8 +210,8 @@ def test_a_message_the_broker_refused_is_an_error_at_sync_not_a_silent_loss(monk
     """``flush`` returns even when sends failed: dead letters sent to a topic could vanish."""
     from kafka.errors import KafkaTimeoutError
 
-    import connectors.kafka as kafka_module
-    from connectors.kafka import KafkaSink, KafkaSinkError
+    import streamlearn.connectors.kafka as kafka_module
+    from streamlearn.connectors.kafka import KafkaSink, KafkaSinkError
 
     class Future:
         is_done = True
@@ -257,7 +257,7 @@ def test_time_the_daemon_did_not_run_is_not_idle_time():
     a 0.5 s idle timeout goes on and reads the record that came meanwhile."""
     import socket
 
-    from connectors.kafka_clients import Message
+    from streamlearn.connectors.kafka_clients import Message
 
     class StoppedOnce:
         def __init__(self):

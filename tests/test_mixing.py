@@ -285,8 +285,8 @@ def test_members_folding_one_mixing_topic_hold_one_model(broker):
     """Two members publish their changes (and one stale change) to a real broker's mixing topic;
     each reads the whole log and folds it: the same model, the same coverage, the stale change
     skipped by both, and the shared model holds every accepted change's examples once."""
-    from connectors.localbroker import create_topic
-    from connectors.mixlog import MixLog
+    from localbroker import create_topic
+    from streamlearn.connectors.mixlog import MixLog
     from streamlearn.service.mixing import Coverage, fold_publications
 
     create_topic(broker, "mix-one-model")
@@ -330,8 +330,8 @@ def test_a_member_reads_the_mixing_topic_to_its_end_from_any_offset(durable):
     published since): a member reading on from where it had folded read nothing new, learned on
     from an old base and its changes entered at a small weight. Reads go to the end a fetch
     answers; what was just published may show a moment later, so each read is retried briefly."""
-    from connectors.localbroker import create_topic
-    from connectors.mixlog import MixLog
+    from localbroker import create_topic
+    from streamlearn.connectors.mixlog import MixLog
 
     create_topic(durable.bootstrap, "mix-read-on")
     writer, reader = MixLog(durable.bootstrap, "mix-read-on"), MixLog(durable.bootstrap, "mix-read-on")

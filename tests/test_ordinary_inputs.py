@@ -19,7 +19,7 @@ import pytest
 from streamlearn.base import INTERCEPT_NAME
 
 import streamlearn
-from connectors.formats import UnknownFormat, sniff_format
+from streamlearn.connectors.formats import UnknownFormat, sniff_format
 from streamlearn.service import cli as cli_module
 from streamlearn.service.checkpoint import CheckpointStore
 from helpers import cli, libsvm_lines
@@ -230,7 +230,7 @@ def test_compressed_stdin_is_decompressed(tmp_path, compress):
 
 
 def test_decompressed_reads_hand_over_the_bytes_a_plain_stream_starts_with():
-    from connectors.files import decompressed
+    from streamlearn.connectors.files import decompressed
 
     for data, kind in ((b"1 1:1\n", None), (gzip.compress(b"1 1:1\n"), "gzip")):
         stream = io.BytesIO(data)
@@ -324,7 +324,7 @@ def test_a_directory_a_missing_source_and_an_unwritable_checkpoint_say_what_they
 
 # 15. --quiet is quiet
 def test_quiet_prints_no_progress_lines_however_long_the_job(monkeypatch):
-    from connectors.files import FileSource
+    from streamlearn.connectors.files import FileSource
     from streamlearn.service.runner import Runner
 
     monkeypatch.setattr(Runner, "PROGRESS_EVERY", 0.0)
@@ -338,7 +338,7 @@ def test_quiet_prints_no_progress_lines_however_long_the_job(monkeypatch):
 def _source():
     import tempfile
 
-    from connectors.files import FileSource
+    from streamlearn.connectors.files import FileSource
 
     path = tempfile.NamedTemporaryFile("w", suffix=".svm", delete=False)
     path.write("\n".join(libsvm_lines(300, seed=8)) + "\n")

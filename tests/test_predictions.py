@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from connectors.kafka import encode_value
+from streamlearn.connectors.kafka import encode_value
 from streamlearn.service.checkpoint import CheckpointStore
 from helpers import PYTHON, assert_same_state, cli, libsvm_lines, records, train_reference, train_reference_records
 from conftest import PATIENCE
@@ -94,7 +94,7 @@ def test_predictions_to_a_topic_are_at_least_once_with_the_input_position_as_the
     learned since the last checkpoint are predicted again. Every record has a line, and a
     repeated line is the same line (same position, same prediction), so a consumer that keeps
     one line per position (topic, partition, offset, index) has each prediction exactly once."""
-    from connectors.localbroker import create_topic
+    from localbroker import create_topic
 
     from kafka import KafkaProducer
 

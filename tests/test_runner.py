@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import streamlearn
-from connectors import FileSource, JsonLinesSink
-from connectors.libsvm import parse_libsvm_bytes
+from streamlearn.connectors import FileSource, JsonLinesSink
+from streamlearn.connectors.libsvm import parse_libsvm_bytes
 from streamlearn.service.checkpoint import CheckpointStore
 from streamlearn.service.runner import Runner
 from helpers import PYTHON, assert_same_state, cli, libsvm_lines, records, train_reference, train_reference_records
@@ -126,7 +126,7 @@ def test_hash_holdout_records_are_scored_but_never_learned(tmp_path):
     assert runner.run() == 0
     held = runner.counters["held_out"]
     assert 300 < held < 500 and runner.counters["learned"] == 2000 - held
-    from connectors.records import record_hash
+    from streamlearn.connectors.records import record_hash
 
     kept = [r for r, line in zip(recs, path.read_bytes().splitlines()) if record_hash(line) >= 0.2 * 2**64]
     reference = train_reference_records(kept, "MulticlassLogisticRegression", lam=0.01)

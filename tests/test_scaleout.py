@@ -37,7 +37,7 @@ def mnist(datasets_dir):
 
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # bench/ is not installed; its MNIST reader is
     from bench.data import load
-    from connectors.compact import encode_messages
+    from streamlearn.connectors.compact import encode_messages
 
     split = load("mnist")
     messages = list(encode_messages(split.X_train, np.asarray(split.y_train, np.int64), rows_per_message=ROWS_PER_MESSAGE))
@@ -47,7 +47,7 @@ def mnist(datasets_dir):
 @pytest.fixture(scope="module")
 def mnist_topic(broker, mnist):
     """The MNIST topic on the session's broker and its end offset per partition."""
-    from connectors.localbroker import create_topic, produce
+    from localbroker import create_topic, produce
 
     create_topic(broker, "mnist-scaleout", PARTITIONS)
     produce(broker, "mnist-scaleout", mnist[1], partitions=PARTITIONS)
@@ -94,7 +94,7 @@ def _inspect(ck) -> dict:
 def check_exactly_once(bootstrap: str, mix_topic: str, ends: dict, n_records: int) -> dict:
     """Fold the mixing topic as a member does and check that the accepted ranges tile every
     partition; the accepted examples per member."""
-    from connectors.mixlog import MixLog
+    from streamlearn.connectors.mixlog import MixLog
     from streamlearn.service.mixing import Coverage
 
     log = MixLog(bootstrap, mix_topic)
@@ -233,7 +233,7 @@ def test_a_broker_restart_in_the_middle_loses_and_doubles_nothing(tmp_path, dura
     """The first half of the topic is learned by the group; the broker (durable storage) is
     killed and started again on the same address; the second half arrives; the daemons report
     the outage, wait, and end with every record learned once."""
-    from connectors.localbroker import create_topic, produce
+    from localbroker import create_topic, produce
 
     split, messages = mnist
     half = len(messages) // 2

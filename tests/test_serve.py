@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 import streamlearn
-from connectors.kafka import encode_value
+from streamlearn.connectors.kafka import encode_value
 from streamlearn.service.checkpoint import CheckpointStore
 from helpers import PYTHON, cli, libsvm_lines, records, self_signed_certificate
 
@@ -127,7 +127,7 @@ def test_answers_come_from_whole_checkpoints_while_a_daemon_learns_a_topic(tmp_p
     """A daemon learns a topic that keeps growing while a client asks the service about one
     record: the answers change as checkpoints arrive, each equals what its checkpoint's model
     answers, and a corrupt newest checkpoint is skipped, reported, and never served."""
-    from connectors.localbroker import create_topic, produce
+    from localbroker import create_topic, produce
 
     recs = records(6000, seed=12)
     create_topic(broker, "served")
@@ -208,7 +208,7 @@ def test_train_serve_answers_from_the_live_model_never_from_a_half_learned_batch
     assert len(sequences) >= 5, sequences
     for sequence in sequences[:: max(1, len(sequences) // 6)]:
         model = streamlearn.MulticlassSVM()
-        from connectors.libsvm import parse_libsvm_bytes
+        from streamlearn.connectors.libsvm import parse_libsvm_bytes
 
         chunk = parse_libsvm_bytes(("\n".join(lines[: 50 * sequence]) + "\n").encode())
         for b in range(sequence):

@@ -284,7 +284,7 @@ def test_missing_csv_cells_are_absent_features_and_a_missing_label_is_predicted(
     # without --predictions every record needs its label: the unlabelled ones are dead letters
     code, out, _ = run(capsys, "train", path, "--checkpoint-dir", tmp_path / "n", "--quiet")
     assert summary(out)["dead_reasons"] == {"missing-label": 2}
-    from connectors.records import check_record
+    from streamlearn.connectors.records import check_record
 
     assert check_record({"x": {"a": None, "b": 2.0}, "y": 1}, True) == ({"b": 2.0}, 1)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pathlib
 
 import numpy as np
 
@@ -39,7 +40,8 @@ try:
     from . import _aot  # built by setup.py
 except ImportError as error:  # not built (or for another NumPy ABI): numba's JIT serves every call
     _aot = None
-    _AOT_MISSING = str(error)
+    # no file: the install's build failed or was skipped (the import's own words blame "a circular import")
+    _AOT_MISSING = str(error) if any(pathlib.Path(__file__).parent.glob("_aot*.so")) else "not built at install"
 else:
     _AOT_MISSING = ""
 
@@ -121,7 +123,7 @@ def announce_missing_build() -> None:
     import warnings
 
     warnings.warn(f"streamlearn: no ahead-of-time kernels ({_AOT_MISSING}); numba compiles each kernel at its first "
-                  "use (seconds each, cached after). Reinstall with a C compiler present (pip install -v shows the "
+                  "use (a learner's first: ~15 s, cached after). Reinstall with a C compiler present (pip install -v shows the "
                   "build) or set STREAMLEARN_JIT=1 to choose the JIT", KernelCompilationWarning, stacklevel=3)
 
 

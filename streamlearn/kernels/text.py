@@ -1,4 +1,4 @@
-"""Compiled text kernels of the LIBSVM / svmlight reader (``connectors.libsvm`` is the
+"""Compiled text kernels of the LIBSVM / svmlight reader (``streamlearn.connectors.libsvm`` is the
 Python side): the bulk parser, the record hash and the line counter that cuts a stream
 into pieces (the numbers' text to float64: :mod:`streamlearn.kernels.decimal`). Plain arrays in, plain arrays out; no Python objects, no I/O.
 """
@@ -49,7 +49,7 @@ def _repeats(indices):
 @njit(cache=True, nogil=True)
 def parse_libsvm(buf, pow10, with_hashes, labels_optional):
     """Parse the lines of ``buf`` (the last may lack its newline); a line ends at its
-    newline, its record at a ``#``. See :func:`connectors.libsvm.parse_libsvm_bytes`.
+    newline, its record at a ``#``. See :func:`streamlearn.connectors.libsvm.parse_libsvm_bytes`.
 
     The per-line outputs are sized by a vectorised count of the newlines; the entries by
     the buffer's length / 4 (an entry ``i:v`` and its separator take at least 4 bytes): the

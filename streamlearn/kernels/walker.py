@@ -1,4 +1,4 @@
-"""Compiled walker of msgpack dict records (``connectors.walker`` is the Python side): one
+"""Compiled walker of msgpack dict records (``streamlearn.connectors.walker`` is the Python side): one
 message value — a record ``{"x": {name: value, ...}, "y": label}`` or an array of them — read
 byte by byte into CSR arrays over feature-name ids, with no Python object per feature.
 

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 from river import base as river_base
 
 from ..checks import check_positive
 from ..errors import InvalidParameterError
 from ..names import name_keys
-
-if TYPE_CHECKING:
-    import pandas
-
+from ..scores import frame_of
 
 class GeneratorState:
     """A GEN's checkpoint: its parameters and what it learned from the data it first saw
@@ -121,10 +116,15 @@ class RandomFourierFeatures(GeneratorState, river_base.MiniBatchTransformer):
         values = np.fromiter(x.values(), np.float64, len(x))
         return dict(enumerate(self._features(values[None, :], list(x))[0].tolist()))
 
-    def transform_many(self, X) -> "pandas.DataFrame":
-        import pandas as pd
+    def transform_many(self, X):
+        """The features of a DataFrame's rows, as a frame of its type (columns 0, 1, ...)."""
+        from river.utils.dataframe import to_numpy, to_native_frame
 
-        return pd.DataFrame(self._features(X.to_numpy(np.float64), list(X.columns)), index=X.index)
+        frame = frame_of(X)
+        if frame is None:
+            raise InvalidParameterError(f"transform_many takes a DataFrame, got {type(X).__name__}")
+        features = self._features(to_numpy(frame), list(frame.columns))
+        return to_native_frame({j: features[:, j] for j in range(features.shape[1])}, like=frame)
 
     def __repr__(self):
         return (f"RandomFourierFeatures(bandwidth={self.bandwidth!r}, seed={self.seed!r}, "

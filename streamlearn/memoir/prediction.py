@@ -60,13 +60,9 @@ class ExtremePredictions:
             labels = self._labels.take(self._predict_rows(rows, None)[0])
         else:
             labels = np.full(rows.n_rows, None, dtype=object)
-        from ..scores import is_pandas_frame
+        from ..scores import labels_like
 
-        if is_pandas_frame(X):
-            import pandas as pd
-
-            return pd.Series(labels, index=X.index)
-        return labels
+        return labels_like(labels, X)
 
     def prequential(self, X, y, learn: bool = False, return_proba: bool = False):
         """As :meth:`StreamClassifier.prequential`, without a ``(rows, K)`` score matrix: the

@@ -7,7 +7,7 @@ import numpy as np
 from river import base as river_base
 
 from ..base import STATE_FORMAT
-from ..scores import is_pandas_frame
+from ..scores import labels_like
 from ..batches import SparseRows
 from ..errors import InvalidInputError, InvalidParameterError
 from ..pending import PendingRows
@@ -99,11 +99,7 @@ class PrimalGradientRegressor(PendingRows, river_base.MiniBatchRegressor):
     def predict_many(self, X):
         rows = self._solver.feature_space.encode_many(X, grow=False)
         predictions = self._solver.column_scores(rows, 1)[:, 0]
-        if is_pandas_frame(X):
-            import pandas as pd
-
-            return pd.Series(predictions, index=X.index)
-        return predictions
+        return labels_like(predictions, X)
 
     def weight_matrix(self) -> np.ndarray:
         """``w`` as a ``(1, d)`` array over the feature space's columns."""

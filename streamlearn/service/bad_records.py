@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from connectors.records import Batch, DeadLetter
-from connectors.sinks import to_json_line
+from streamlearn.connectors.records import Batch, DeadLetter
+from streamlearn.connectors.sinks import to_json_line
 
 from . import failpoints
 from ..labels import LabelSpace

@@ -53,7 +53,7 @@ nothing to add (a member that starts late, or reads on alone at the end); adding
 Which records a change holds is tracked by :class:`Coverage`: a change is folded only if it
 follows on from what the shared model already holds, so a record's change never enters twice
 (nor is lost: its member learns it again). Changes travel through a mixing topic
-(:mod:`connectors.mixlog`); :class:`GroupMixer` is a daemon's side of it
+(:mod:`streamlearn.connectors.mixlog`); :class:`GroupMixer` is a daemon's side of it
 (``streamlearn train kafka://...?group=G --mix-topic T --mix-every N``).
 
 Changes are keyed by label and feature name, because members meet names in different orders
@@ -252,7 +252,7 @@ class Coverage:
 
 def fold_publications(state: MixState, coverage: Coverage, publications) -> list[bool]:
     """Fold, in order, every publication (``ranges``, ``change``: see
-    :mod:`connectors.mixlog`) that ``coverage`` accepts; which ones it accepted."""
+    :mod:`streamlearn.connectors.mixlog`) that ``coverage`` accepts; which ones it accepted."""
     accepted = []
     for publication in publications:
         taken = coverage.accept(publication["ranges"])
@@ -268,10 +268,10 @@ class GroupMixer:
     Every ``every`` examples it learned — sooner when a partition it has read from is about to
     move to another member, or when its input is idle — it publishes its change since its base
     (with the offsets of the input it was learned from and the group's size) to the mixing
-    ``log`` (:class:`connectors.mixlog.MixLog`), reads every publication it has not folded yet,
+    ``log`` (:class:`streamlearn.connectors.mixlog.MixLog`), reads every publication it has not folded yet,
     its own included, folds the ones :class:`Coverage` accepts into the shared model in log
     order, and makes its learner that shared model (its new base). Its source
-    (:class:`connectors.kafka.KafkaSource` with ``subscribe``) then goes on from the shared
+    (:class:`streamlearn.connectors.kafka.KafkaSource` with ``subscribe``) then goes on from the shared
     coverage: past a change refused because another member had brought those records in first,
     the member learns its partitions again from where the accepted changes end.
 

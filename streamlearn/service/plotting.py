@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import warnings
 
+from ..extras import require
+
 
 def read_metrics(path) -> list[dict]:
     """The metric lines of a log. Lines that are not metric lines are skipped, and so are
@@ -35,8 +37,7 @@ def plot_metrics(path, output) -> None:
     """Accuracy, macro-F1 and log-loss (prequential, and hold-out when present) against
     the number of examples learned; a dotted line marks each change the learner detected, a dash-dot
     line each switch between the averaged model and its fast tracker."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", "plot", "streamlearn plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

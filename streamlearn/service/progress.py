@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from connectors.sinks import to_json_line
+from streamlearn.connectors.sinks import to_json_line
 
 
 def progress_reporter(log, bar: bool, quiet: bool, counters: dict, prequential, every: float):

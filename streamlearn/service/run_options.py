@@ -21,7 +21,7 @@ class RunnerOptions:
         ``None``, a fraction in (0, 1) (hash split of the stream) or a callable returning a
         fresh labelled source evaluated in full at every checkpoint.
     metrics_sink, dead_letter_sink
-        Sinks (:mod:`connectors.sinks`) for metrics lines and dead letters.
+        Sinks (:mod:`streamlearn.connectors.sinks`) for metrics lines and dead letters.
     max_errors
         Stop (exit code 3) once more than this many records were bad; ``None``: never.
     check_start

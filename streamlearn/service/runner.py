@@ -47,10 +47,10 @@ import time
 
 import numpy as np
 
-from connectors.errors import SourceUnavailable
-from connectors.protocols import Endless, Hashing, Replayable, reading_of
-from connectors.records import Batch
-from connectors.sinks import NullSink, json_key
+from streamlearn.connectors.errors import SourceUnavailable
+from streamlearn.connectors.protocols import Endless, Hashing, Replayable, reading_of
+from streamlearn.connectors.records import Batch
+from streamlearn.connectors.sinks import NullSink, json_key
 
 from . import failpoints, stopping
 from ..base import StreamClassifier
@@ -74,7 +74,7 @@ class Runner:
     """Runs a learner on a source (see the module docstring): ``Runner(model, source, options)``
     with a :class:`RunnerOptions`, or its fields as keywords (they override ``options``'s).
 
-    ``model``, ``source``: a streamlearn learner and a source from :func:`connectors.open_source`.
+    ``model``, ``source``: a streamlearn learner and a source from :func:`streamlearn.connectors.open_source`.
     """
 
     #: seconds between the progress lines written when no bar is shown
@@ -358,7 +358,7 @@ class Runner:
     def run(self) -> int:
         """Run until the source ends or a signal arrives; the exit code (``EXIT_OK``;
         ``EXIT_BAD_RECORDS`` after too many bad records, ``EXIT_SOURCE_LOST`` when the source
-        went away for good (:class:`~connectors.errors.SourceUnavailable`), each after a final
+        went away for good (:class:`~streamlearn.connectors.errors.SourceUnavailable`), each after a final
         checkpoint, the error kept in ``stop_error``)."""
         self._started = time.perf_counter()
         self._rate_mark = (time.monotonic(), self.counters["learned"])

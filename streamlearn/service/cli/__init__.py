@@ -27,6 +27,7 @@ import sys
 import warnings
 from typing import NoReturn
 
+from ... import extras
 from .. import stopping
 from .common import EXIT_USAGE, ConfigError, UsageError, build_learner, use_kafka_security  # noqa: F401 - build_learner: the commands' public helper
 from .scoring import add_evaluate_options, add_predict_options
@@ -191,7 +192,7 @@ def main(argv=None, caught: dict | None = None) -> int:
         return args.func(args)
     except BrokenPipeError:
         return 0
-    except UsageError as error:
+    except (UsageError, extras.MissingExtraError) as error:  # what to write, or what to install: usage
         print(f"streamlearn: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except (ValueError, OSError) as error:  # ConfigError, SourceError, CheckpointError, a bad format or URI; a missing

@@ -65,7 +65,7 @@ def positive(kind):
 
 def record_format(text: str) -> str:
     """An argparse type: a record format's name (or alias), checked when parsed."""
-    from connectors.formats import normalize_format
+    from streamlearn.connectors.formats import normalize_format
 
     try:
         return normalize_format(text)
@@ -91,9 +91,9 @@ def build_learner(name: str, params: list[str]):
 
 
 def open_command_source(args, labelled: bool, passes: int = 1, until_end: bool = False):
-    import connectors
+    import streamlearn.connectors
 
-    source = connectors.open_source(bundled_paths(args.source), args.format, labelled, args.batch_records, passes,
+    source = streamlearn.connectors.open_source(bundled_paths(args.source), args.format, labelled, args.batch_records, passes,
                                     args.label_column, getattr(args, "idle_timeout", None), until_end,
                                     getattr(args, "broker_timeout", None), subscribe=bool(getattr(args, "mix_topic", None)),
                                     no_header=args.no_header)
@@ -141,17 +141,17 @@ def add_source_options(p, required: bool = True) -> None:
     p.add_argument("--kafka-security", metavar="FILE",
                    help="TLS and SASL for every Kafka connection of the command: a TOML file (security_protocol, ca_file, "
                         "cert_file, key_file, sasl_mechanism, username, password); default: the STREAMLEARN_KAFKA_* "
-                        "environment variables (connectors.kafka_security)")
+                        "environment variables (streamlearn.connectors.kafka_security)")
 
 
 def use_kafka_security(args) -> None:
     """Every Kafka connection of this command (sources, sinks, the mixing topic) with ``--kafka-security``'s
     settings; ``args=None``: the environment's again (a command run in-process has ended)."""
     if args is None:
-        if "connectors.kafka_security" in sys.modules:
-            sys.modules["connectors.kafka_security"].use(None)
+        if "streamlearn.connectors.kafka_security" in sys.modules:
+            sys.modules["streamlearn.connectors.kafka_security"].use(None)
     elif getattr(args, "kafka_security", None):
-        from connectors.kafka_security import KafkaSecurity, use
+        from streamlearn.connectors.kafka_security import KafkaSecurity, use
 
         use(KafkaSecurity.from_file(args.kafka_security))
 

@@ -36,16 +36,16 @@ def _coverage_outcome(coverage, model, judge_labels: bool = True) -> int:
 
 
 def cmd_predict(args) -> int:
-    import connectors
+    import streamlearn.connectors
 
-    from connectors.sinks import json_key
+    from streamlearn.connectors.sinks import json_key
 
     from ..evaluation import FeatureCoverage
 
     model, payload = load_checkpointed(args.checkpoint)
     _read_as_trained(args, payload)
     source = open_command_source(args, labelled=False)
-    sink = connectors.open_sink(args.output or "-")
+    sink = streamlearn.connectors.open_sink(args.output or "-")
     if sink.holds_lines:  # a second run's predictions after the first's would pass for one set
         if not args.overwrite:
             raise ConfigError(f"{args.output} holds lines already: --overwrite replaces them, or give another --output")

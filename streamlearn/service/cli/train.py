@@ -30,7 +30,7 @@ def _holdout(args):
     """``--holdout``: a fraction, or a path/URI evaluated in full at every checkpoint."""
     if args.holdout is None:
         return None
-    import connectors
+    import streamlearn.connectors
 
     try:
         return float(args.holdout)
@@ -39,9 +39,9 @@ def _holdout(args):
     uri = bundled_paths([args.holdout])[0]
     # read as the training source is: the same format, label column and header
     reading = dict(fmt=args.format, label_column=args.label_column, no_header=args.no_header)
-    connectors.open_source(uri, labelled=True, **reading)  # fail now if it cannot be opened
+    streamlearn.connectors.open_source(uri, labelled=True, **reading)  # fail now if it cannot be opened
     # a topic is read up to where it ends when the evaluation starts (the idle timeout is a safety net)
-    return lambda: connectors.open_source(uri, labelled=True, batch_records=args.batch_records, idle_timeout=2.0,
+    return lambda: streamlearn.connectors.open_source(uri, labelled=True, batch_records=args.batch_records, idle_timeout=2.0,
                                           until_end=True, **reading)
 
 
@@ -165,23 +165,23 @@ def cmd_train(args) -> int:
     _prepare_checkpoint_dir(args)
     _check_sink_directories(args)
     source = open_command_source(args, args.predictions is None, args.passes)  # with --predictions a record may lack its label
-    from connectors.protocols import Prefetching
+    from streamlearn.connectors.protocols import Prefetching
 
     if not args.resume and isinstance(source, Prefetching):  # resuming seeks first; a fresh run starts reading now
         source.with_hashes = isinstance(holdout, float)  # record hashes only for a hash hold-out
         source.start()  # parsing (NumPy and compiled code only) overlaps the import of the learner and river
     if model is None:
         model = _initial_model(args)
-    import connectors
+    import streamlearn.connectors
 
     from ..runner import Runner, RunnerOptions
 
     directory = args.checkpoint_dir
     metrics_path = args.metrics or (os.path.join(directory, "metrics.jsonl") if directory else None)
-    metrics = connectors.open_sink(metrics_path)
+    metrics = streamlearn.connectors.open_sink(metrics_path)
     dead_path = args.dead_letter or (os.path.join(directory, "dead_letters.jsonl") if directory else "dead_letters.jsonl")
-    dead = connectors.open_sink(dead_path)
-    predictions = connectors.open_sink(args.predictions) if args.predictions else None
+    dead = streamlearn.connectors.open_sink(dead_path)
+    predictions = streamlearn.connectors.open_sink(args.predictions) if args.predictions else None
     if args.overwrite:  # the replaced job's metrics, dead letters and predictions go with it
         for sink in (metrics, dead, predictions):
             if sink is not None:
@@ -227,8 +227,8 @@ def _mixer(args, model):
     """``--mix-topic``: this daemon's side of the group's mixing (the topic is made if missing)."""
     import socket
 
-    from connectors.kafka import parse_kafka_uri
-    from connectors.mixlog import MixLog
+    from streamlearn.connectors.kafka import parse_kafka_uri
+    from streamlearn.connectors.mixlog import MixLog
 
     from ..mixing import GroupMixer, check_mixable
 
@@ -281,7 +281,7 @@ def _looks_like(record: bytes | None) -> str | None:
     """The format one bad record's bytes look like, if any."""
     if not record:
         return None
-    from connectors.formats import UnknownFormat, sniff_format
+    from streamlearn.connectors.formats import UnknownFormat, sniff_format
 
     try:
         return sniff_format(record + b"\n")

@@ -29,11 +29,16 @@ maintained server's work. The application (:mod:`.app`) is plain ASGI: ``app(che
 mounts in a user's own FastAPI or Starlette app. Optional bearer-token authentication.
 """
 
-from .app import app, create_app
-from .holders import LiveHolder, LiveModel, LoadedModel, ModelHolder
-from .prometheus import make_metrics
-from .records import BadRequest, integer_names, predict
-from .server import ServiceConfigError, check_exposure, read_token, serve
+from ...extras import require_all  # noqa: E402
+
+# the serve extra, whole, before anything is loaded or learned: `train --serve` fails at its start, not after training
+require_all(("uvicorn", "httptools", "orjson", "prometheus_client"), "serve", "streamlearn's service")
+
+from .app import app, create_app  # noqa: E402 - after the check above
+from .holders import LiveHolder, LiveModel, LoadedModel, ModelHolder  # noqa: E402
+from .prometheus import make_metrics  # noqa: E402
+from .records import BadRequest, integer_names, predict  # noqa: E402
+from .server import ServiceConfigError, check_exposure, read_token, serve  # noqa: E402
 
 __all__ = ["BadRequest", "LiveHolder", "LiveModel", "LoadedModel", "ModelHolder", "ServiceConfigError", "app",
            "check_exposure", "create_app", "integer_names", "make_metrics", "predict", "read_token", "serve"]

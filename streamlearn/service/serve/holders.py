@@ -15,7 +15,7 @@ import pathlib
 import sys
 import threading
 
-from connectors.sinks import json_key
+from streamlearn.connectors.sinks import json_key
 
 from ..checkpoint import CheckpointError, CheckpointStore, restore_learner
 

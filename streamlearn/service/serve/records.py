@@ -9,8 +9,8 @@ import urllib.parse
 
 import numpy as np
 
-from connectors.records import RecordError, check_record
-from connectors.sinks import json_key
+from streamlearn.connectors.records import RecordError, check_record
+from streamlearn.connectors.sinks import json_key
 
 
 class BadRequest(ValueError):

@@ -186,7 +186,7 @@ class BrokerFront:
     (``"127.0.0.1:PORT"``, a broker advertising this front's address)."""
 
     def __init__(self, target: str, port: int | None = None, certfile=None, keyfile=None, users: dict | None = None):
-        from .localbroker import free_port
+        from localbroker import free_port
 
         self.target_host, _, target_port = target.rpartition(":")
         self.target_port = int(target_port)

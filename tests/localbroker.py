@@ -21,7 +21,7 @@ import socket
 import subprocess
 import time
 
-from .kafka_clients import create_topic  # noqa: F401 - the tests make their topics from here
+from streamlearn.connectors.kafka_clients import create_topic  # noqa: F401 - the tests make their topics from here
 
 
 class BrokerUnavailable(RuntimeError):
@@ -62,7 +62,7 @@ class LocalBroker:
         self.storage, self.timeout, self.env = storage, timeout, env or {}
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
-        # where clients are told to connect (a front's port, see connectors.broker_front); SASL required of them
+        # where clients are told to connect (a front's port, see tests/broker_front.py); SASL required of them
         self.advertised = f"127.0.0.1:{advertised_port or self.port}"
         self.authentication = authentication
         self.process = None
