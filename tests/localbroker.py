@@ -138,7 +138,7 @@ def produce(bootstrap: str, topic: str, values, partitions: int = 1, security=No
     """Send message values (bytes) in order, the i-th to partition ``i % partitions``, and flush."""
     from kafka import KafkaProducer
 
-    from .kafka_security import current
+    from streamlearn.connectors.kafka_security import current
 
     # batches of many messages: a broker on S3 storage takes each request as a write
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_request_size=16 << 20,
