@@ -48,29 +48,22 @@ def test_every_class_score_is_the_weights_product_and_ranks_as_predictions_do(st
     assert scores.argmax(axis=1).tolist() == model.class_indices(model.predict_many(rows[500:])).tolist()
 
 
-@pytest.mark.parametrize("narrow", [False, True])
 @pytest.mark.parametrize("average", [True, False])
-def test_the_blas_scores_of_exact_prediction_are_the_row_kernels_within_rounding(average, narrow):
-    """Issue 73.14: an exact dense prediction scores by BLAS (``X V^T``); it is the row-by-row kernel
-    ``memoir_dense.class_scores`` within 1e-12 relative, and the prequential scan's labels: the same
-    predictions at a fraction of the time."""
-    from streamlearn.kernels import compiled
-
+def test_the_blas_scores_of_exact_prediction_are_the_row_kernels_within_rounding(average):
+    """Issue 73.14: an exact dense prediction scores by BLAS (``X V^T``). The sparse store learns the
+    same iterates bit for bit and scores row by row (its kernel): the scores agree within 1e-12
+    relative, and the labels with the sparse store's and with the dense store's own prequential scan."""
     X, y = dense_stream(900, 40, 24, seed=11)
-    model = ExtremeSVM(store="dense", average=average, oracle="exact")
-    model.learn_many(X[:600], y[:600])
-    if narrow:
-        model._store.narrow()
-    rows = model._model_rows(model._features.encode_many(X[600:], grow=False), learn=False)
-    n_classes = len(model.classes)
-    kernel = np.zeros((rows.n_rows, n_classes))
-    compiled("memoir_dense").class_scores(*rows.own_arrays(), model._store.V, model._store.U, model._store.scalars,
-                                          n_classes, model._averaged, kernel)
-    blas = model.decision_function_many(X[600:])
-    assert np.abs(blas - kernel).max() <= 1e-12 * np.abs(kernel).max()
-    assert model.class_indices(model.predict_many(X[600:])).tolist() == kernel.argmax(axis=1).tolist()
-    labelled, _ = model._predict_rows(rows, model.class_indices(y[600:]))  # the kernel's scan, as prequential
-    assert labelled.tolist() == kernel.argmax(axis=1).tolist()
+    models = {store: ExtremeSVM(store=store, average=average, oracle="exact") for store in ("dense", "sparse")}
+    for model in models.values():
+        model.learn_many(X[:600], y[:600])
+    dense, sparse = models["dense"], models["sparse"]
+    assert dense.dense and not sparse.dense
+    kernel = sparse.decision_function_many(X[600:])
+    assert np.abs(dense.decision_function_many(X[600:]) - kernel).max() <= 1e-12 * np.abs(kernel).max()
+    labels = dense.predict_many(X[600:])
+    assert labels.tolist() == sparse.predict_many(X[600:]).tolist()
+    assert dense.class_indices(labels).tolist() == dense.prequential(X[600:], y[600:])[0].tolist()
 
 
 @pytest.mark.parametrize("params", PARAMS)

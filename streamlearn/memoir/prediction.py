@@ -10,6 +10,7 @@ from ..batches import SparseRows
 from ..features import own_arrays
 from ..kernels import compiled
 from ..kernels.memoir_store import AW, A, G
+from .dense import dense_rows
 from ..mips import make_oracle
 
 _memoir = compiled("memoir")
@@ -34,7 +35,9 @@ class ExtremePredictions:
         if self.dense:  # the columns no learned row named weigh 0: the kernel skips them
             self._store.reserve(0, n_classes)
             if y is None and self._predicts_exactly:
-                predicted[:] = self._dense_scores(rows, n_classes).argmax(axis=1) if n_classes else -1
+                predicted[:] = -1
+                for start, scores in self._dense_score_blocks(rows, n_classes):
+                    predicted[start:start + len(scores)] = scores.argmax(axis=1)
                 return predicted, p_true
             candidates = self._means_candidates(rows) if not self._predicts_exactly else _EMPTY_CANDIDATES
             _dense.predict_rows(indptr, indices, data, self._store.V, self._store.U, self._store.scalars, n_classes,
@@ -90,35 +93,38 @@ class ExtremePredictions:
         own_arrays(self._store)
         if self.dense:
             self._store.reserve(0, n_classes)
-            return self._dense_scores(rows, n_classes)
+            scores = np.zeros((rows.n_rows, n_classes))
+            for start, block in self._dense_score_blocks(rows, n_classes):
+                scores[start:start + len(block)] = block
+            return scores
         scores = np.zeros((rows.n_rows, n_classes))
         _memoir.class_scores(*rows.own_arrays(), self._store.arrays(), self._store.scalars, n_classes, self._averaged,
                              scores)
         return scores
 
-    def _dense_scores(self, rows: SparseRows, n_classes: int) -> np.ndarray:
-        """Every class's score ``(rows, K)`` of the predicting iterate of a dense store, by BLAS:
+    def _dense_score_blocks(self, rows: SparseRows, n_classes: int):
+        """Every class's score of the predicting iterate of a dense store, by BLAS, as
+        ``(first row, (block rows, K) scores)`` blocks of about ``2**20`` scores (one buffer, reused):
         ``g V x``, or averaged ``(U x + A V x) / AW`` (002's averaged step, as
         :func:`streamlearn.kernels.memoir_dense.class_scores` computes them row by row). Sums in
-        BLAS's order: within ~1e-15 of the learning kernels' scores, so a prediction differs
-        from the prequential one only on a tie to the last bits. Rows go through in blocks of
-        about ``2**20`` scores, V and U in float64 (a narrowed store's float32 is widened once)."""
+        BLAS's order: within ~1e-15 of the learning kernels' scores, so a prediction differs from
+        the prequential one only on a tie to the last bits. V and U in float64 (a narrowed store's
+        float32 is widened once per call)."""
         store = self._store
-        scores = np.zeros((rows.n_rows, n_classes))
         if not n_classes or not rows.n_rows:
-            return scores
+            return
         width = store.V.shape[1]
         both = self._averaged and store.scalars[AW] > 0
         V = np.asarray(store.V[:n_classes], np.float64).T
         U = np.asarray(store.U[:n_classes], np.float64).T if both else None
-        from scipy.sparse import csr_matrix  # not at import: a stream of dicts never loads scipy.sparse
-
         indptr, indices, data = rows.own_arrays()
-        keep = indices < width  # columns beyond the store's weigh 0
-        matrix = csr_matrix((np.where(keep, data, 0.0), np.where(keep, indices, 0), indptr), shape=(rows.n_rows, width))
-        block = max(1, 2**20 // max(width, n_classes))  # rows whose scores fit in cache: in-place, no temporaries
+        block = max(1, 2**20 // max(width, n_classes))  # scores that stay in cache, computed in place
+        buffer = np.empty((min(block, rows.n_rows), n_classes))
         for start in range(0, rows.n_rows, block):
-            X, out = matrix[start:start + block].toarray(), scores[start:start + block]
+            stop = min(start + block, rows.n_rows)
+            lo, hi = indptr[start], indptr[stop]
+            X = dense_rows(indptr[start:stop + 1] - lo, indices[lo:hi], data[lo:hi], width, np.float64)
+            out = buffer[:stop - start]
             np.matmul(X, V, out=out)
             if both:
                 out *= store.scalars[A]
@@ -126,7 +132,7 @@ class ExtremePredictions:
                 out /= store.scalars[AW]
             else:
                 out *= store.scalars[G]
-        return scores
+            yield start, out
 
     @property
     def _predicts_exactly(self) -> bool:
