@@ -48,24 +48,6 @@ def test_every_class_score_is_the_weights_product_and_ranks_as_predictions_do(st
     assert scores.argmax(axis=1).tolist() == model.class_indices(model.predict_many(rows[500:])).tolist()
 
 
-@pytest.mark.parametrize("average", [True, False])
-def test_the_blas_scores_of_exact_prediction_are_the_row_kernels_within_rounding(average):
-    """Issue 73.14: an exact dense prediction scores by BLAS (``X V^T``). The sparse store learns the
-    same iterates bit for bit and scores row by row (its kernel): the scores agree within 1e-12
-    relative, and the labels with the sparse store's and with the dense store's own prequential scan."""
-    X, y = dense_stream(900, 40, 24, seed=11)
-    models = {store: ExtremeSVM(store=store, average=average, oracle="exact") for store in ("dense", "sparse")}
-    for model in models.values():
-        model.learn_many(X[:600], y[:600])
-    dense, sparse = models["dense"], models["sparse"]
-    assert dense.dense and not sparse.dense
-    kernel = sparse.decision_function_many(X[600:])
-    assert np.abs(dense.decision_function_many(X[600:]) - kernel).max() <= 1e-12 * np.abs(kernel).max()
-    labels = dense.predict_many(X[600:])
-    assert labels.tolist() == sparse.predict_many(X[600:]).tolist()
-    assert dense.class_indices(labels).tolist() == dense.prequential(X[600:], y[600:])[0].tolist()
-
-
 @pytest.mark.parametrize("params", PARAMS)
 def test_the_dense_store_gives_the_sparse_stores_iterates_bit_for_bit(params):
     X, y = dense_stream(900, 12, 16, seed=1)

@@ -157,7 +157,7 @@ class DenseLearning:
 
     def _candidates_of(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> np.ndarray:
         """The trained index's candidates of CSR rows (``indptr`` from 0), as float32 rows of its columns."""
-        return self._means.candidates(dense_rows(indptr, indices, data, self._means.dim), self.n_candidates)
+        return self._means.candidates(_dense_rows(indptr, indices, data, self._means.dim), self.n_candidates)
 
 
 _NO_CANDIDATES = np.zeros((0, 0), np.int64)
@@ -167,9 +167,8 @@ _NO_WATCH_PARAMS = np.zeros(0)
 _NO_WATCH_PARAMS.setflags(write=False)
 
 
-def dense_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, width: int, dtype=np.float32) -> np.ndarray:
-    """CSR rows (``indptr`` from 0) as a dense ``(rows, width)`` array, columns past ``width`` dropped: the
-    index's queries (float32), the rows of an exact prediction by BLAS (float64)."""
-    out = np.zeros((len(indptr) - 1, width), dtype)
+def _dense_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, width: int) -> np.ndarray:
+    """CSR rows as a dense float32 ``(rows, width)`` array, the index's queries (columns past ``width`` dropped)."""
+    out = np.zeros((len(indptr) - 1, width), np.float32)
     _dense.scatter_rows(indptr, indices, data, out)
     return out

@@ -9,8 +9,6 @@ import numpy as np
 from ..batches import SparseRows
 from ..features import own_arrays
 from ..kernels import compiled
-from ..kernels.memoir_store import AW, A, G
-from .dense import dense_rows
 from ..mips import make_oracle
 
 _memoir = compiled("memoir")
@@ -34,11 +32,6 @@ class ExtremePredictions:
         p_true = np.zeros(len(labels))
         if self.dense:  # the columns no learned row named weigh 0: the kernel skips them
             self._store.reserve(0, n_classes)
-            if y is None and self._predicts_exactly:
-                predicted[:] = -1
-                for start, scores in self._dense_score_blocks(rows, n_classes):
-                    predicted[start:start + len(scores)] = scores.argmax(axis=1)
-                return predicted, p_true
             candidates = self._means_candidates(rows) if not self._predicts_exactly else _EMPTY_CANDIDATES
             _dense.predict_rows(indptr, indices, data, self._store.V, self._store.U, self._store.scalars, n_classes,
                                 self._averaged, labels, predicted, p_true, self._scores, self._avg_scores, candidates)
@@ -91,48 +84,15 @@ class ExtremePredictions:
         :meth:`_predict_rows` uses."""
         n_classes = len(self._labels)
         own_arrays(self._store)
+        scores = np.zeros((rows.n_rows, n_classes))
         if self.dense:
             self._store.reserve(0, n_classes)
-            scores = np.zeros((rows.n_rows, n_classes))
-            for start, block in self._dense_score_blocks(rows, n_classes):
-                scores[start:start + len(block)] = block
-            return scores
-        scores = np.zeros((rows.n_rows, n_classes))
-        _memoir.class_scores(*rows.own_arrays(), self._store.arrays(), self._store.scalars, n_classes, self._averaged,
-                             scores)
+            _dense.class_scores(*rows.own_arrays(), self._store.V, self._store.U, self._store.scalars, n_classes,
+                                self._averaged, scores)
+        else:
+            _memoir.class_scores(*rows.own_arrays(), self._store.arrays(), self._store.scalars, n_classes, self._averaged,
+                                 scores)
         return scores
-
-    def _dense_score_blocks(self, rows: SparseRows, n_classes: int):
-        """Every class's score of the predicting iterate of a dense store, by BLAS, as
-        ``(first row, (block rows, K) scores)`` blocks of about ``2**20`` scores (one buffer, reused):
-        ``g V x``, or averaged ``(U x + A V x) / AW`` (002's averaged step, as
-        :func:`streamlearn.kernels.memoir_dense.class_scores` computes them row by row). Sums in
-        BLAS's order: within ~1e-15 of the learning kernels' scores, so a prediction differs from
-        the prequential one only on a tie to the last bits. V and U in float64 (a narrowed store's
-        float32 is widened once per call)."""
-        store = self._store
-        if not n_classes or not rows.n_rows:
-            return
-        width = store.V.shape[1]
-        both = self._averaged and store.scalars[AW] > 0
-        V = np.asarray(store.V[:n_classes], np.float64).T
-        U = np.asarray(store.U[:n_classes], np.float64).T if both else None
-        indptr, indices, data = rows.own_arrays()
-        block = max(1, 2**20 // max(width, n_classes))  # scores that stay in cache, computed in place
-        buffer = np.empty((min(block, rows.n_rows), n_classes))
-        for start in range(0, rows.n_rows, block):
-            stop = min(start + block, rows.n_rows)
-            lo, hi = indptr[start], indptr[stop]
-            X = dense_rows(indptr[start:stop + 1] - lo, indices[lo:hi], data[lo:hi], width, np.float64)
-            out = buffer[:stop - start]
-            np.matmul(X, V, out=out)
-            if both:
-                out *= store.scalars[A]
-                out += X @ U
-                out /= store.scalars[AW]
-            else:
-                out *= store.scalars[G]
-            yield start, out
 
     @property
     def _predicts_exactly(self) -> bool:
