@@ -12,6 +12,8 @@ import numpy as np
 from streamlearn.connectors.records import RecordError, check_record
 from streamlearn.connectors.sinks import json_key
 
+from .slices import loads_in_slices
+
 
 class BadRequest(ValueError):
     """A request the service answers with a 4xx status and this message."""
@@ -26,7 +28,7 @@ def parse_records(body: bytes) -> tuple[list, bool]:
     import orjson  # ~3x the standard library's speed: a 1,000-record body is megabytes of text
 
     try:
-        obj = orjson.loads(body)  # NaN and Infinity are not JSON: refused
+        obj = loads_in_slices(body)  # NaN and Infinity are not JSON: refused
     except orjson.JSONDecodeError as error:
         raise BadRequest(400, f"the body is not JSON: {error}") from None
     many = isinstance(obj, list)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import sys
 import threading
 
 from .app import create_app
@@ -23,6 +24,10 @@ KEEP_ALIVE_TIMEOUT = FIRST_BYTE_TIMEOUT = 5.0
 REQUEST_TIMEOUT = 30.0
 #: connections served at once; beyond, uvicorn answers 503 (a stalled client costs a socket, not a thread)
 MAX_CONNECTIONS = 1000
+#: seconds a thread holds the GIL before one waiting asks for it (Python's default: 0.005): the event
+#: loop needs it a few times per request, and a large request scored on a worker thread would make
+#: each of those wait the whole interval
+SWITCH_INTERVAL = 0.001
 #: the most bytes and header lines a request's head may have (431 beyond, before any routing or token check)
 MAX_HEADER_BYTES, MAX_HEADERS = 64 * 1024, 100
 HEADERS_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain\r\ncontent-length: 42\r\n"
@@ -221,6 +226,7 @@ def serve(directory, host: str = "127.0.0.1", port: int = 8080, max_age: float |
     sock = bind(host, port)
     threading.Thread(target=lambda: (stop.wait(), setattr(server, "should_exit", True)), daemon=True).start()
     settle_garbage()  # the application's imports too
+    sys.setswitchinterval(SWITCH_INTERVAL)
     if ready is not None:
         ready(Listening(sock, certfile is not None))
     try:
