@@ -31,12 +31,16 @@ Message = collections.namedtuple("Message", "topic partition offset value")
 
 
 def is_valid(obj) -> bool:
-    """A labelled record: ``{"x": a non-empty mapping of string or int (not bool) names to numbers
-    (not bools: JSON's true is no number) that are finite as floats, "y": a string (not blank), an
-    int, a bool or a finite float}``."""
-    if not isinstance(obj, dict) or "x" not in obj or not isinstance(obj["x"], dict) or not obj["x"]:
+    """A labelled record: ``{"x": a mapping of string or int (not bool) names to numbers (not bools:
+    JSON's true is no number) that are finite as floats, or null (an absent feature, the README's
+    rule for missing values), at least one a number, "y": a string (not blank), an int, a bool or
+    a finite float}``."""
+    if not isinstance(obj, dict) or "x" not in obj or not isinstance(obj["x"], dict):
         return False
-    for name, value in obj["x"].items():
+    present = {name: value for name, value in obj["x"].items() if value is not None}
+    if not present:
+        return False
+    for name, value in present.items():
         if isinstance(name, bool) or not isinstance(name, (str, int)) or not isinstance(value, (int, float)):
             return False
         if isinstance(value, bool):
