@@ -9,18 +9,23 @@ parameter: ``p = softmax(β s)`` with the ``β > 0`` that minimises the log-loss
 
     L(β) = Σ_i [ log Σ_k exp(β s_ik) − β s_iy_i ]        (convex in β)
 
-over the last :data:`WINDOW` examples learned, each scored by the model **as it stood before
-learning it** (the prequential scores the step computes anyway): a held-out sample that costs no
-extra pass and follows the model as it sharpens and as the stream changes. One β leaves every
-row's argmax alone, so predictions and accuracy do not change.
+over the most recent half of the examples learned, at most :data:`WINDOW` of them, each scored
+by the model **as it stood before learning it** (the prequential scores the step computes anyway):
+a held-out sample that costs no extra pass and follows the model as it sharpens and as the stream
+changes (the older half of a short stream was scored by a model much worse than the one that
+predicts now). To L is added :data:`PRIOR_EXAMPLES` example's worth of uniform targets spread over
+the rows, so that a window without a mistake gives an error probability of the order of the rule
+of succession, 1/(n + 2), not certainty. One β leaves every row's argmax alone, so predictions and
+accuracy do not change.
 
-β is refitted each time :data:`REFIT_EVERY` more examples have entered the window, from the
-window as it stands then. The window and β depend only on the stream, never on how it was cut
-into calls, so ``learn_many`` equals the ``learn_one`` loop; both are the learner's state and
-checkpoints resume them exactly (the window costs a checkpoint 1,024 scores per class, 8 KB
-each). An example whose class was new at its turn has no score for
-it and does not enter the window. In a ``--mix-topic`` group each member fits its own temperature
-on the examples it learns (the temperature is not a weight: :mod:`streamlearn.service.mixing` leaves it).
+β is 0 (uniform probabilities) until an example has entered the window; it is refitted when
+:data:`MIN_EXAMPLES` have and each time their count doubles up to :data:`REFIT_EVERY` (a data set
+of a hundred rows gets its temperature too), then each time :data:`REFIT_EVERY` more have. The
+window and β depend only on the stream, never on how it was cut into calls, so ``learn_many``
+equals the ``learn_one`` loop; both are the learner's state and checkpoints resume them exactly
+(the window costs a checkpoint 1,024 scores per class, 8 KB each). An example whose class was new
+at its turn has no score for it and does not enter the window. In a ``--mix-topic`` group each
+member fits its own temperature on the examples it learns (the temperature is not a weight: :mod:`streamlearn.service.mixing` leaves it).
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -36,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .scores import hide_unknown_classes, softmax_rows
+from .scores import hide_unknown_classes, tempered_softmax
 from .kernels import compiled
 
 _calibration = compiled("calibration")
@@ -45,8 +50,8 @@ _calibration = compiled("calibration")
 WINDOW = 1024
 #: refit after this many more examples entered the window (a fit costs a few passes over the window)
 REFIT_EVERY = 512
-#: no fit before this many examples (β stays 1: the raw softmax)
-MIN_EXAMPLES = 32
+#: the first fit, after this many examples (β is 0 before: uniform probabilities); then 2, 4, ... 512
+MIN_EXAMPLES = 1
 #: β is kept below SPAN_NATS / (the window's mean spread of scores in a row): on a window the
 #: model never missed, the log-loss falls forever as β grows, and a probability of e^-30 is
 #: already certainty
@@ -54,17 +59,22 @@ SPAN_NATS = 30.0
 #: β is kept above this / (the same spread): the probabilities of a model no better than a
 #: guess are then uniform to three decimals, and stay a function of the scores
 FLAT_NATS = 1e-3
+#: the fit's prior: this many examples' worth of uniform targets (the rule of succession), so that
+#: a window the model never missed (a short stream, the end of an easy one) does not make it certain
+PRIOR_EXAMPLES = 1.0
 MAX_ITERATIONS = 60
 
 
 def fit_temperature(scores: np.ndarray, targets: np.ndarray, start: float = 1.0) -> float:
-    """The β minimising the log-loss of ``softmax(β scores)`` on ``targets`` (see the module
-    docstring), by Newton's method on the convex L(β), each step kept within a factor 4 of the
-    last, from ``start``. ``scores`` may hold ``-inf`` for classes that did not exist.
+    """The β minimising the log-loss of ``softmax(β scores)`` on ``targets`` plus
+    :data:`PRIOR_EXAMPLES` example's worth of uniform targets spread over the rows (see the
+    module docstring), by Newton's method on the convex L(β), each step kept within a factor 4 of
+    the last, from ``start``. ``scores`` may hold ``-inf`` for classes that did not exist.
 
     >>> s = np.array([[2.0, 0.0], [0.0, 2.0], [2.0, 0.0], [0.0, 2.0]])
-    >>> round(fit_temperature(s, np.array([0, 1, 1, 1])), 4)   # 3 of 4 right: p = 0.75
-    0.5493
+    >>> beta = fit_temperature(s, np.array([0, 1, 1, 1]))   # 3 of 4 right, and one uniform: p = 3.5 / 5
+    >>> round(float(1 / (1 + np.exp(-2 * beta))), 4)
+    0.7
     """
     exists = np.isfinite(scores)
     shifted = scores - scores.max(axis=1, keepdims=True)  # <= 0; -inf where a class did not exist (exp: p = 0)
@@ -73,11 +83,13 @@ def fit_temperature(scores: np.ndarray, targets: np.ndarray, start: float = 1.0)
     if not spread > 0.0:
         return start  # every row's scores are tied: β changes nothing
     low, high = FLAT_NATS / spread, SPAN_NATS / spread
-    total_true = float(np.sum(centred[np.arange(len(targets)), targets]))
+    prior = PRIOR_EXAMPLES / len(targets)
+    uniform = float(np.sum(centred.sum(axis=1) / exists.sum(axis=1)))  # Σ_i of row i's mean score
+    total_true = float(np.sum(centred[np.arange(len(targets)), targets])) + prior * uniform
     beta = min(max(start, low), high)
     shifted, centred = np.ascontiguousarray(shifted), np.ascontiguousarray(centred)
     for _ in range(MAX_ITERATIONS):
-        total_mean, curvature = _calibration.newton_terms(shifted, centred, float(beta))
+        total_mean, curvature = (float(term) * (1.0 + prior) for term in _calibration.newton_terms(shifted, centred, float(beta)))
         gradient = total_mean - total_true
         step = beta - gradient / curvature if curvature > 0.0 else (4.0 * beta if gradient < 0.0 else 0.0)
         after = min(max(step, beta / 4.0, low), 4.0 * beta, high)
@@ -85,6 +97,17 @@ def fit_temperature(scores: np.ndarray, targets: np.ndarray, start: float = 1.0)
             return after
         beta = after
     return beta
+
+
+def next_refit(entered: int) -> int:
+    """The count of examples entered at which β is next refitted, after ``entered``.
+
+    >>> [next_refit(n) for n in (0, 1, 3, 32, 100, 511, 512, 1000)]
+    [1, 2, 4, 64, 128, 512, 1024, 1024]
+    """
+    if entered >= REFIT_EVERY // 2:
+        return (entered // REFIT_EVERY + 1) * REFIT_EVERY
+    return max(MIN_EXAMPLES, 1 << entered.bit_length())
 
 
 class TemperatureCalibration:
@@ -96,7 +119,8 @@ class TemperatureCalibration:
     Attributes
     ----------
     beta
-        The current temperature's inverse: probabilities are ``softmax(beta * scores)``.
+        The current temperature's inverse: probabilities are ``softmax(beta * scores)``; 0 (uniform)
+        until an example has entered the window.
     entered
         Examples that have entered the window so far.
     """
@@ -105,7 +129,7 @@ class TemperatureCalibration:
     _observed = 0  # rows observed since start_log
 
     def __init__(self):
-        self.beta = 1.0
+        self.beta = 0.0  # no example scored yet: nothing says how far the scores can be trusted
         self.entered = 0
         self.scores = np.zeros((WINDOW, 0))
         self.targets = np.zeros(WINDOW, np.int64)
@@ -125,7 +149,7 @@ class TemperatureCalibration:
         return np.array([beta for _, beta in log])[np.searchsorted(starts, observed, side="right") - 1]
 
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
-        return softmax_rows(self.beta * scores)
+        return tempered_softmax(scores, self.beta)
 
     def observe(self, scores: np.ndarray, targets: np.ndarray, n_before: int) -> None:
         """Enter consecutive examples' prequential scores (rows in stream order; ``n_before``
@@ -154,7 +178,7 @@ class TemperatureCalibration:
         seen, n_rows, targets = seen[kept], len(targets), targets[kept]
         first = 0
         while first < len(targets):
-            last = min(len(targets), first + REFIT_EVERY - self.entered % REFIT_EVERY)
+            last = min(len(targets), first + next_refit(self.entered) - self.entered)
             slots = (self.entered + np.arange(last - first)) % WINDOW
             self.scores[slots, : seen.shape[1]] = seen[first:last]
             self.scores[slots, seen.shape[1] :] = -np.inf
@@ -165,12 +189,14 @@ class TemperatureCalibration:
             self._observed = observed + n_rows
 
     def count_entered(self, n: int, observed: int = 0) -> None:
-        """Count ``n`` examples in; refit β if they end a multiple of REFIT_EVERY (``observed``:
-        the rows observed since :meth:`start_log` once these are, where a new β takes over)."""
+        """Count ``n`` examples in (never past :func:`next_refit`); refit β if they reach it
+        (``observed``: the rows observed since :meth:`start_log` once these are, where a new β takes over)."""
+        due = next_refit(self.entered)
         self.entered += n
-        if self.entered % REFIT_EVERY == 0 and self.entered >= MIN_EXAMPLES:
+        if self.entered == due:
             filled = min(self.entered, WINDOW)
-            self.beta = fit_temperature(self.scores[:filled], self.targets[:filled], self.beta)
+            recent = (self.entered - 1 - np.arange(max(1, min(filled, self.entered // 2)))) % WINDOW
+            self.beta = fit_temperature(self.scores[recent], self.targets[recent], self.beta)
             if self._log is not None:
                 self._log.append((observed, self.beta))
 

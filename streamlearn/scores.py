@@ -16,6 +16,21 @@ def softmax_rows(scores: np.ndarray) -> np.ndarray:
     return shifted
 
 
+def tempered_softmax(scores: np.ndarray, beta) -> np.ndarray:
+    """:func:`softmax_rows` of ``beta * scores`` (``beta`` a number or one per row), where a class
+    that did not exist (-inf) keeps probability 0 at ``beta = 0`` too (0 * -inf is NaN).
+
+    >>> tempered_softmax(np.array([[1.0, -np.inf, 3.0]]), 0.0).tolist()
+    [[0.5, 0.0, 0.5]]
+    """
+    if np.all(np.asarray(beta) > 0.0):
+        return softmax_rows(beta * scores)
+    with np.errstate(invalid="ignore"):
+        tempered = beta * scores
+    np.copyto(tempered, -np.inf, where=np.isneginf(scores))
+    return softmax_rows(tempered)
+
+
 def frame_of(X):
     """X as a narwhals DataFrame when it is an eager DataFrame narwhals knows, else ``None``
     (arrays, SciPy matrices and lists without importing narwhals)."""

@@ -18,7 +18,7 @@ from streamlearn import (
     OneVsRestLogisticRegression,
     OneVsRestPegasos,
 )
-from streamlearn.calibration import REFIT_EVERY, SPAN_NATS, WINDOW, TemperatureCalibration, fit_temperature
+from streamlearn.calibration import PRIOR_EXAMPLES, REFIT_EVERY, SPAN_NATS, WINDOW, TemperatureCalibration, fit_temperature
 from streamlearn.datasets import letter
 
 ALL = [MulticlassSVM, MulticlassLogisticRegression, MulticlassPerceptron, OneVsRestPegasos, OneVsRestLogisticRegression]
@@ -26,6 +26,14 @@ ALL = [MulticlassSVM, MulticlassLogisticRegression, MulticlassPerceptron, OneVsR
 
 def _log_loss(scores, targets, beta):
     return float(np.sum(logsumexp(beta * scores, axis=1) - beta * scores[np.arange(len(targets)), targets]))
+
+
+def _objective(scores, targets, beta):
+    """The window's log-loss plus PRIOR_EXAMPLES examples' worth of uniform targets over the classes
+    each row has (finite scores), spread over the rows."""
+    exists = scores > -1e299
+    uniform = logsumexp(beta * scores, axis=1) - beta * np.where(exists, scores, 0.0).sum(axis=1) / exists.sum(axis=1)
+    return _log_loss(scores, targets, beta) + PRIOR_EXAMPLES / len(targets) * float(np.sum(uniform))
 
 
 @pytest.mark.parametrize("scale", [0.01, 1.0, 300.0])
@@ -36,18 +44,24 @@ def test_the_temperature_minimises_the_log_loss(scale):
     targets = np.where(rng.random(500) < 0.6, scores.argmax(axis=1), rng.integers(0, 5, 500))
     beta = fit_temperature(scores, targets)
     finite = np.where(np.isfinite(scores), scores, -1e300)
-    best = minimize_scalar(lambda b: _log_loss(finite, targets, b), bounds=(1e-9, 100.0 / scale), method="bounded",
+    best = minimize_scalar(lambda b: _objective(finite, targets, b), bounds=(1e-9, 100.0 / scale), method="bounded",
                            options={"xatol": 1e-12})
-    assert _log_loss(finite, targets, beta) <= best.fun + 1e-7 * abs(best.fun)
+    assert _objective(finite, targets, beta) <= best.fun + 1e-7 * abs(best.fun)
     assert beta == pytest.approx(best.x, rel=1e-3)
 
 
-def test_a_window_the_model_never_missed_gives_a_capped_beta_not_certainty():
-    scores = np.array([[3.0, 0.0, -1.0], [0.0, 2.0, 1.0]] * 50)
-    targets = np.array([0, 1] * 50)
+@pytest.mark.parametrize("n", [2, 20, 100, 1000])
+def test_a_window_the_model_never_missed_gives_about_the_rule_of_succession_not_certainty(n):
+    """With no mistake to go by, the prior's one uniform example decides: the mean probability of
+    an error is of the order of Laplace's rule of succession, 1 / (n + 2), not e^-30 (the cap that
+    bounds any fit) as without the prior."""
+    scores = np.array([[3.0, 0.0, -1.0], [0.0, 2.0, 1.0]] * (n // 2))
+    targets = np.array([0, 1] * (n // 2))
     beta = fit_temperature(scores, targets)
     spread = np.mean(scores.max(axis=1) - scores.min(axis=1))
-    assert beta == pytest.approx(SPAN_NATS / spread)
+    p_true = np.exp(beta * scores[np.arange(n), targets] - logsumexp(beta * scores, axis=1)).mean()
+    assert beta < SPAN_NATS / spread and p_true < 1.0
+    assert 0.5 / (n + 2) < 1.0 - p_true < 4.0 / (n + 2)
 
 
 def test_a_model_no_better_than_a_guess_gets_near_uniform_probabilities():
@@ -159,3 +173,63 @@ def test_the_newton_terms_kernel_is_the_numpy_softmax_moments(beta):
     variance = (p * centred**2).sum(axis=1) - mean**2
     got = compiled("calibration").newton_terms(shifted, centred, beta)
     assert got == pytest.approx((mean.sum(), variance.sum()), rel=1e-10)
+
+
+def test_two_examples_learned_give_no_certainty():
+    """Issue 73.9: after two learn_one calls (two classes, neither scored before it was learned)
+    the raw softmax of Pegasos' first margins said 0.0 / 1.0; with nothing scored yet the
+    probabilities are uniform, and the first example scored brings them the prior's modesty."""
+    model = MulticlassSVM()
+    model.learn_one({"a": 1.0, "b": 0.2}, "x")
+    model.learn_one({"a": 0.1, "b": 1.0}, "y")
+    assert model.predict_proba_one({"a": 1.0, "b": 0.2}) == {"x": 0.5, "y": 0.5} and model.temperature == np.inf
+    model.learn_one({"a": 0.9, "b": 0.3}, "x")
+    assert 0.0 < min(model.predict_proba_one({"a": 0.1, "b": 1.0}).values()) and np.isfinite(model.temperature)
+
+
+def _small_set(name):
+    datasets = pytest.importorskip("sklearn.datasets")
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = getattr(datasets, f"load_{name}")(return_X_y=True)
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+    scaler = StandardScaler().fit(X_train)
+    order = np.random.default_rng(0).permutation(len(y_train))
+    return scaler.transform(X_train)[order], y_train[order], scaler.transform(X_test), y_test
+
+
+def _test_log_loss(model, X, y) -> float:
+    proba = model.predict_proba_many(X)
+    columns = [list(proba.columns).index(label) for label in y]
+    return float(-np.mean(np.log(np.clip(proba.to_numpy()[np.arange(len(y)), columns], 1e-15, 1.0))))
+
+
+@pytest.mark.parametrize("name", ["iris", "digits"])
+def test_one_pass_over_a_small_set_is_calibrated(name):
+    """Issue 73.9: iris' 105 rows never reached the first refit at 512 (log-loss 1.43 > ln 3, the
+    raw softmax); digits was fitted on its stream's older half too (0.84). Now 0.29 and 0.30
+    (LogisticRegression solved on the whole set: 0.16 and 0.10).
+    Not yet: a set on which the fast tracker takes over (wine, breast cancer) keeps a β fitted on
+    the averaged model's scores, ~100 times larger than the tracker's (see the issue's note)."""
+    X, y, X_test, y_test = _small_set(name)
+    model = MulticlassSVM()
+    model.learn_many(X, y)
+    assert _test_log_loss(model, X_test, y_test) < 0.4
+
+
+@pytest.mark.parametrize("name", ["iris", "breast_cancer"])
+def test_fit_on_a_small_set_is_calibrated_within_half_again_logistic_regression(name):
+    """Issue 73.9's bound through scikit-learn's wrapper (five passes): iris 0.39 -> 0.06 against
+    LogisticRegression's 0.16, breast cancer 0.109 -> 0.108 against 0.085. Not yet within it:
+    wine (0.098 against 0.042) and digits (0.30 against 0.10)."""
+    pytest.importorskip("sklearn")
+    from sklearn.linear_model import LogisticRegression
+
+    from streamlearn.sklearn import MulticlassSVMClassifier
+
+    X, y, X_test, y_test = _small_set(name)
+    ours = MulticlassSVMClassifier(random_state=0).fit(X, y)
+    reference = LogisticRegression(max_iter=2000).fit(X, y)
+    theirs = float(-np.mean(np.log(reference.predict_proba(X_test)[np.arange(len(y_test)), np.searchsorted(reference.classes_, y_test)])))
+    assert _test_log_loss(ours.learner_, X_test, y_test) < 1.5 * theirs

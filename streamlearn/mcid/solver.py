@@ -4,12 +4,14 @@ the change watch and its restarts, the temperature, and the state checkpoints an
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..adaptation import (CHECK_EVERY, TRACKER_LAM_FACTOR, ChangeWatch, TrackerChoice, average_weight_of, fading_of,
                           learn_in_watched_spans, mistake_count, restart_step, watch_params)
 from ..base import StreamClassifier
-from ..scores import hide_unknown_classes, softmax_rows
+from ..scores import hide_unknown_classes, tempered_softmax
 from ..checks import average_power_of, check_positive
 from ..binning import DEFAULT_BINS, FeatureBins
 from ..calibration import TemperatureCalibration
@@ -258,8 +260,11 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
     @property
     def temperature(self) -> float:
         """The temperature ``1/β`` of the probabilities, ``softmax(scores / temperature)``
-        (1 with ``calibrate=False``; see :mod:`streamlearn.calibration`)."""
-        return 1.0 if self._calibration is None else 1.0 / self._calibration.beta
+        (1 with ``calibrate=False``; infinite, uniform probabilities, until an example has been
+        scored; see :mod:`streamlearn.calibration`)."""
+        if self._calibration is None:
+            return 1.0
+        return 1.0 / self._calibration.beta if self._calibration.beta > 0.0 else math.inf
 
     def _probabilities(self, scores: np.ndarray) -> np.ndarray:
         if self._calibration is None:
@@ -290,7 +295,7 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         betas = self.__dict__.pop("_turn_betas", None)
         if betas is None or len(betas) != len(scores):
             return super()._turn_probabilities(scores, prior)
-        return softmax_rows(betas[:, None] * scores)
+        return tempered_softmax(scores, betas[:, None])
 
     def _learn_groups(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None = None) -> None:
         watch, calibration = self._watch, self._calibration
@@ -472,8 +477,10 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         if self._tracker is not None and "tracker" in model:  # absent: saved before the tracker existed (it starts afresh)
             self._tracker = ScaledWeights.restore(model["tracker"]["arrays"], False)
             self._tracker_choice = TrackerChoice.restore(model["tracker"]["choice"])
-        if self._calibration is not None and "calibration" in model:  # absent: saved before calibration existed
+        if self._calibration is not None and "calibration" in model:
             self._calibration = TemperatureCalibration.restore(model["calibration"])
+        elif self._calibration is not None:  # saved before calibration existed: its raw softmax until a fit
+            self._calibration.beta = 1.0
 
 
 def default_renormalization_threshold(store: ScaledWeights | None) -> float:

@@ -39,7 +39,7 @@ def cmd_inspect(args) -> int:
         "prequential": ClassificationMetrics.restore(payload["runner"]["prequential"]).summary(),
     }
     calibration = state["model"].get("calibration") if isinstance(state.get("model"), dict) else None
-    if calibration is not None:  # an MCID learner's probabilities (streamlearn.calibration)
+    if calibration is not None and calibration["beta"] > 0:  # an MCID learner's probabilities (streamlearn.calibration)
         info["temperature"] = 1.0 / float(calibration["beta"])
     if "mixing" in payload:  # a member of a mixing group: what the group's shared model holds
         mixing = payload["mixing"]
