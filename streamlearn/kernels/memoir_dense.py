@@ -382,14 +382,21 @@ def predict_rows(indptr, indices, data, V, U, scalars, n_classes, averaged, y, p
                 p_true[row] = 0.0 if total == 0.0 else np.exp(s_y - best_score) / total
             continue
         _predicted_scores(V, U, scalars, indptr, indices, data, row, n_classes, averaged, scores, avg_scores)
-        best = _argmax(scores, n_classes, -1)
-        predicted[row] = best
-        if len(y):
-            total = 0.0
-            for k in range(n_classes):
-                total += np.exp(scores[k] - scores[best])
-            k = y[row]
-            p_true[row] = 0.0 if k < 0 or k >= n_classes else np.exp(scores[k] - scores[best]) / total
+        predict_from_scores(scores, n_classes, y, row, predicted, p_true)
+
+
+@njit(cache=True, nogil=True)
+def predict_from_scores(scores, n_classes, y, row, predicted, p_true):
+    """Row ``row``'s prediction from every class's ``scores`` (``n_classes > 0``): the first
+    largest, and given ``y`` the softmax probability of ``y[row]`` (0 for a class not known)."""
+    best = _argmax(scores, n_classes, -1)
+    predicted[row] = best
+    if len(y):
+        total = 0.0
+        for k in range(n_classes):
+            total += np.exp(scores[k] - scores[best])
+        k = y[row]
+        p_true[row] = 0.0 if k < 0 or k >= n_classes else np.exp(scores[k] - scores[best]) / total
 
 
 @njit(cache=True, nogil=True)

@@ -13,6 +13,7 @@ from ..mips import make_oracle
 
 _memoir = compiled("memoir")
 _dense = compiled("memoir_dense")
+_blocks = compiled("memoir_blocks")
 _EMPTY_CANDIDATES = np.zeros((0, 0), np.int64)
 
 
@@ -32,7 +33,11 @@ class ExtremePredictions:
         p_true = np.zeros(len(labels))
         if self.dense:  # the columns no learned row named weigh 0: the kernel skips them
             self._store.reserve(0, n_classes)
-            candidates = self._means_candidates(rows) if not self._predicts_exactly else _EMPTY_CANDIDATES
+            if self._predicts_exactly:
+                _blocks.predict_rows(indptr, indices, data, self._store.V, self._store.U, self._store.scalars, n_classes,
+                                     self._averaged, labels, predicted, p_true)
+                return predicted, p_true
+            candidates = self._means_candidates(rows)
             _dense.predict_rows(indptr, indices, data, self._store.V, self._store.U, self._store.scalars, n_classes,
                                 self._averaged, labels, predicted, p_true, self._scores, self._avg_scores, candidates)
             return predicted, p_true
@@ -87,7 +92,7 @@ class ExtremePredictions:
         scores = np.zeros((rows.n_rows, n_classes))
         if self.dense:
             self._store.reserve(0, n_classes)
-            _dense.class_scores(*rows.own_arrays(), self._store.V, self._store.U, self._store.scalars, n_classes,
+            _blocks.class_scores(*rows.own_arrays(), self._store.V, self._store.U, self._store.scalars, n_classes,
                                 self._averaged, scores)
         else:
             _memoir.class_scores(*rows.own_arrays(), self._store.arrays(), self._store.scalars, n_classes, self._averaged,
