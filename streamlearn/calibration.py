@@ -13,7 +13,10 @@ over the most recent half of the examples learned, at most :data:`WINDOW` of the
 by the model **as it stood before learning it** (the prequential scores the step computes anyway):
 a held-out sample that costs no extra pass and follows the model as it sharpens and as the stream
 changes (the older half of a short stream was scored by a model much worse than the one that
-predicts now). To L is added :data:`PRIOR_EXAMPLES` example's worth of uniform targets spread over
+predicts now), and of those the rows whose spread of scores is within :data:`SCALE_FACTOR` of the
+newest rows' (when the fast tracker takes over from the averaged model, or back, the scores change
+scale ~100x: one β cannot serve both; a fit between a switch and the next refit still can be off,
+an open problem). To L is added :data:`PRIOR_EXAMPLES` example's worth of uniform targets spread over
 the rows, so that a window without a mistake gives an error probability of the order of the rule
 of succession, 1/(n + 2), not certainty. One β leaves every row's argmax alone, so predictions and
 accuracy do not change.
@@ -63,6 +66,9 @@ FLAT_NATS = 1e-3
 #: a window the model never missed (a short stream, the end of an easy one) does not make it certain
 PRIOR_EXAMPLES = 1.0
 MAX_ITERATIONS = 60
+#: a fit keeps the rows whose spread of scores is within this factor of the newest rows' median
+SCALE_FACTOR = 10.0
+NEWEST_ROWS = 16
 
 
 def fit_temperature(scores: np.ndarray, targets: np.ndarray, start: float = 1.0) -> float:
@@ -196,9 +202,22 @@ class TemperatureCalibration:
         if self.entered == due:
             filled = min(self.entered, WINDOW)
             recent = (self.entered - 1 - np.arange(max(1, min(filled, self.entered // 2)))) % WINDOW
-            self.beta = fit_temperature(self.scores[recent], self.targets[recent], self.beta)
+            self.beta = fit_temperature(*self.same_scale(recent), self.beta)
             if self._log is not None:
                 self._log.append((observed, self.beta))
+
+    def same_scale(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The scores and targets of ``slots`` (newest first) whose rows' spread of scores is within
+        :data:`SCALE_FACTOR` of the newest rows': the scores of another predictor (the fast tracker
+        and the averaged model differ ~100x) would fit a temperature for the wrong scale."""
+        scores = self.scores[slots]
+        finite = np.where(np.isfinite(scores), scores, np.nan)
+        spread = np.nanmax(finite, axis=1) - np.nanmin(finite, axis=1)
+        typical = np.median(spread[:NEWEST_ROWS])
+        if not typical > 0.0:
+            return scores, self.targets[slots]
+        kept = (spread <= SCALE_FACTOR * typical) & (spread * SCALE_FACTOR >= typical)
+        return scores[kept], self.targets[slots][kept]
 
     def export(self) -> dict:
         filled = min(self.entered, WINDOW)

@@ -233,3 +233,21 @@ def test_fit_on_a_small_set_is_calibrated_within_half_again_logistic_regression(
     reference = LogisticRegression(max_iter=2000).fit(X, y)
     theirs = float(-np.mean(np.log(reference.predict_proba(X_test)[np.arange(len(y_test)), np.searchsorted(reference.classes_, y_test)])))
     assert _test_log_loss(ours.learner_, X_test, y_test) < 1.5 * theirs
+
+
+def test_a_fit_keeps_the_scores_of_the_scale_that_predicts_now():
+    """A learnable 5-class stream of 500 rows on which the fast tracker takes over (three switches):
+    fitted on every recent row, the averaged model's scores (~100x the tracker's) made the
+    temperature near-uniform (test log-loss 1.56 at 92 % accuracy; the raw softmax gave 0.50);
+    fitted on the rows of the newest rows' scale, 0.34."""
+    from helpers import libsvm_lines
+
+    def parsed(lines):
+        rows = [line.split() for line in lines]
+        return [{int(k): float(v) for k, v in (t.split(":") for t in r[1:])} for r in rows], [int(r[0]) for r in rows]
+
+    lines = libsvm_lines(2000, seed=4)
+    (X, y), (X_test, y_test) = parsed(lines[:500]), parsed(lines[500:])
+    model = MulticlassSVM()
+    model.learn_many(X, y)
+    assert model.n_switches > 0 and _test_log_loss(model, X_test, np.array(y_test)) < 0.45

@@ -11,6 +11,7 @@ import pytest
 
 import streamlearn
 from streamlearn import InvalidParameterError, MulticlassLogisticRegression, MulticlassSVM
+from streamlearn.adaptation import CHECK_EVERY
 from streamlearn.mcid import AUTO_LAMBDAS
 
 
@@ -32,26 +33,26 @@ def test_every_candidate_is_the_learner_with_its_lambda_and_the_leader_has_the_b
     auto = cls(lam="auto", batch_size=batch_size, adapt=False)
     alone = [cls(lam=lam, batch_size=batch_size, adapt=False) for lam in AUTO_LAMBDAS]
     merit = np.zeros(len(AUTO_LAMBDAS))
+    leader = 0  # the leader changes only once a step that is a multiple of CHECK_EVERY is learned
     leaders = []
     # chunks of a multiple of every batch size: no row is left pending between calls, so the merits
     # recomputed here count every row at its step, as the learner does
     for start in range(0, len(y), 48):
         Xb, yb = X[start : start + 48], y[start : start + 48]
-        leader = auto.selected_lam
-        # rows of complete groups are scored at their step by the leader before them; rows left
-        # pending by the model as it is after the step, the new leader's
         n_learned = (auto.n_pending + len(yb)) // batch_size * batch_size - auto.n_pending
         got = auto.score_and_learn(Xb, yb)
-        scores = {}
-        for i, model in enumerate(alone):
-            scores[AUTO_LAMBDAS[i]] = model.score_and_learn(Xb, yb)
-            counted = slice(0, n_learned) if model.n_pending else slice(None)
-            step = (start + np.arange(len(yb))) // batch_size + 1
-            hits = scores[AUTO_LAMBDAS[i]].argmax(axis=1) == model.class_indices(yb)
-            merit[i] += (step[counted].astype(float) ** 2) @ hits[counted]
-        assert auto.selected_lam == AUTO_LAMBDAS[int(np.argmax(merit))]
-        np.testing.assert_array_equal(got[:n_learned], scores[leader][:n_learned])
-        np.testing.assert_array_equal(got[n_learned:], scores[auto.selected_lam][n_learned:])
+        scores = [model.score_and_learn(Xb, yb) for model in alone]
+        hits = [s.argmax(axis=1) == model.class_indices(yb) for s, model in zip(scores, alone)]
+        step = (start + np.arange(len(yb))) // batch_size + 1
+        for r in range(n_learned):  # each learned row: scored by the leader in force at its step
+            np.testing.assert_array_equal(got[r], scores[leader][r])
+            for i in range(len(AUTO_LAMBDAS)):
+                merit[i] += float(step[r]) ** 2 * hits[i][r]
+            if (r + 1) % batch_size == 0 and step[r] % CHECK_EVERY == 0:
+                leader = int(np.argmax(merit))
+        # rows left pending are scored by the model as it is after the step, its leader's
+        np.testing.assert_array_equal(got[n_learned:], scores[leader][n_learned:])
+        assert auto.selected_lam == AUTO_LAMBDAS[leader]
         leaders.append(auto.selected_lam)
     for i, model in enumerate(alone):
         np.testing.assert_array_equal(auto.candidate_stores[i].dense(), model.weight_store.dense())

@@ -486,7 +486,9 @@ def test_prequential_probabilities_do_not_depend_on_where_batches_are_cut():
         first = np.concatenate([proba[:, 0] if proba.shape[1] else np.zeros(len(proba)) for _, _, proba in parts])
         return np.concatenate([p for _, p, _ in parts]), np.where(scored, first, -1.0)  # p(true label), p(first class)
 
-    for params in ({}, {"batch_size": 3}):
+    # lam="auto": the candidates' leader, whose scores a row gets, changed after every call (a learn_one
+    # loop and learn_many gave other predictions and temperature windows); now at multiples of 32 steps
+    for params in ({}, {"batch_size": 3}, {"lam": "auto", "batch_size": 4, "project": True}):
         whole = prequential(1000, **params)
         for cut in (777, 1):
             other = prequential(cut, **params)

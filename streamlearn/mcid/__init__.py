@@ -65,7 +65,8 @@ Options, both off by default:
 
 from .learners import (MulticlassLogisticRegression, MulticlassPerceptron, MulticlassSVM, OneVsRestLogisticRegression,
                        OneVsRestPegasos)
-from .solver import AUTO_LAMBDAS, DEFAULT_AVERAGE_POWER, MCIDLearner, lambda_candidates
+from .candidates import AUTO_LAMBDAS, lambda_candidates
+from .solver import DEFAULT_AVERAGE_POWER, MCIDLearner
 
 __all__ = ["AUTO_LAMBDAS", "DEFAULT_AVERAGE_POWER", "MCIDLearner", "MulticlassLogisticRegression", "MulticlassPerceptron",
            "MulticlassSVM", "OneVsRestLogisticRegression", "OneVsRestPegasos", "lambda_candidates"]

@@ -12,13 +12,14 @@ from ..adaptation import (CHECK_EVERY, TRACKER_LAM_FACTOR, ChangeWatch, TrackerC
                           learn_in_watched_spans, mistake_count, restart_step, watch_params)
 from ..base import StreamClassifier
 from ..scores import hide_unknown_classes, tempered_softmax
-from ..checks import average_power_of, check_positive
+from ..checks import average_power_of
 from ..binning import DEFAULT_BINS, FeatureBins
 from ..calibration import TemperatureCalibration
 from ..errors import InvalidParameterError
 from ..batches import SparseRows
 from ..kernels import codes, compiled
 from ..weights import ScaledWeights
+from .candidates import lambda_candidates
 from .small_records import SmallRecordRoad
 
 _mcid = compiled("mcid")
@@ -26,9 +27,6 @@ _mcid = compiled("mcid")
 #: by the smallest mean validation regret over five data sets, one pass (bench/results/defaults.md)
 DEFAULT_AVERAGE_POWER = 2.0
 _scaled = compiled("scaled")
-#: the candidates of ``lam="auto"``: the decades of the defaults protocol's λ grid, 1e-4 first so that
-#: ties (before any evidence) keep it
-AUTO_LAMBDAS = (1e-4, 1e-3, 1e-5, 1e-6)
 #: the kernels with the weight store's arrays left unchecked (made by ScaledWeights: see KernelModule.trusting)
 _learn_groups = _mcid.trusting("learn_groups", frozenset(range(5, 10)))
 _learn_groups_adapting = _mcid.trusting("learn_groups_adapting", frozenset(range(5, 10)) | frozenset(range(21, 26)))
@@ -390,20 +388,32 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
             self._t, self._n_learned_classes, self._average_weight = self._step(
                 self._weights, self._lambdas[0], rows, y, _NO_SCORES if scores is None else scores)
             return
-        # lam="auto": every candidate learns the rows from the same state; each is scored on them
-        # as it stood at their step, and the leader before the rows gives the caller its scores
+        # lam="auto": the leader changes only at steps that are multiples of CHECK_EVERY, so that the
+        # scores a row gets (predictions, the temperature's window) do not depend on how calls cut the stream
+        group, n_groups, first = self.batch_size, rows.n_rows // self.batch_size, 0
+        while first < n_groups:
+            last = min(n_groups, first + CHECK_EVERY - self._t % CHECK_EVERY)
+            lo, hi = first * group, last * group
+            piece = rows if (first, last) == (0, n_groups) else SparseRows(rows.indptr[lo : hi + 1], rows.indices, rows.data)
+            self._learn_candidates(piece, y[lo:hi], None if scores is None else scores[lo:hi])
+            if self._t % CHECK_EVERY == 0:
+                self._leader = int(np.argmax(self._merit))
+            first = last
+
+    def _learn_candidates(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None) -> None:
+        """lam="auto": every candidate learns the rows from the same state; each is scored on them
+        as it stood at their step (its merit: the hits weighted by the step squared, added one row
+        at a time), and the leader gives the caller its scores."""
         step_of_row = self._t + 1 + np.arange(rows.n_rows) // self.batch_size
         row_weight = step_of_row.astype(np.float64) ** 2
-        leader = self._leader
         for i, (store, lam) in enumerate(zip(self._candidates, self._lambdas)):
             seen = np.full((rows.n_rows, len(self._labels)), -np.inf)
             after = self._step(store, lam, rows, y, seen)
             hide_unknown_classes(seen, self._n_learned_classes, y)  # a first sighting is no hit
-            self._merit[i] += row_weight @ (seen.argmax(axis=1) == y)
-            if i == leader and scores is not None:
+            self._merit[i] = np.cumsum(np.concatenate(([self._merit[i]], row_weight * (seen.argmax(axis=1) == y))))[-1]
+            if i == self._leader and scores is not None:
                 scores[:] = seen
         self._t, self._n_learned_classes, self._average_weight = after
-        self._leader = int(np.argmax(self._merit))
 
     def _step(self, store: ScaledWeights, lam: float, rows: SparseRows, y: np.ndarray, scores: np.ndarray) -> tuple:
         """Alg. 1 on complete groups of rows for one λ, from the learner's step counters."""
@@ -487,12 +497,3 @@ def default_renormalization_threshold(store: ScaledWeights | None) -> float:
     """:attr:`MCIDLearner.renormalize_below` when it is ``None``, for ``store`` (a missing store: any)."""
     return 1e-4 if store is not None and store.averaged else 1e-30
 
-
-def lambda_candidates(lam) -> tuple:
-    """The λ values a learner runs: ``(lam,)``, or :data:`AUTO_LAMBDAS` for ``"auto"``."""
-    if isinstance(lam, str) and lam == "auto":
-        return AUTO_LAMBDAS
-    if isinstance(lam, str):
-        raise InvalidParameterError(f"lam must be a positive finite number or 'auto', got {lam!r}")
-    check_positive("lam", lam)
-    return (float(lam),)
