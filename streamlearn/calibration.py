@@ -15,8 +15,9 @@ a held-out sample that costs no extra pass and follows the model as it sharpens 
 changes (the older half of a short stream was scored by a model much worse than the one that
 predicts now), and of those the rows whose spread of scores is within :data:`SCALE_FACTOR` of the
 newest rows' (when the fast tracker takes over from the averaged model, or back, the scores change
-scale ~100x: one β cannot serve both; a fit between a switch and the next refit still can be off,
-an open problem). To L is added :data:`PRIOR_EXAMPLES` example's worth of uniform targets spread over
+scale ~100x: one β cannot serve both; so β is also refitted when, at a multiple of
+:data:`SCALE_CHECK_EVERY` examples entered, the newest rows' scale has moved past that factor
+from the last fit's). To L is added :data:`PRIOR_EXAMPLES` example's worth of uniform targets spread over
 the rows, so that a window without a mistake gives an error probability of the order of the rule
 of succession, 1/(n + 2), not certainty. One β leaves every row's argmax alone, so predictions and
 accuracy do not change.
@@ -69,6 +70,9 @@ MAX_ITERATIONS = 60
 #: a fit keeps the rows whose spread of scores is within this factor of the newest rows' median
 SCALE_FACTOR = 10.0
 NEWEST_ROWS = 16
+#: every this many examples entered, β is refitted if the newest rows' scale moved past SCALE_FACTOR
+#: from the last fit's (a switch between the averaged model and the fast tracker)
+SCALE_CHECK_EVERY = 8
 
 
 def fit_temperature(scores: np.ndarray, targets: np.ndarray, start: float = 1.0) -> float:
@@ -90,7 +94,9 @@ def fit_temperature(scores: np.ndarray, targets: np.ndarray, start: float = 1.0)
         return start  # every row's scores are tied: β changes nothing
     low, high = FLAT_NATS / spread, SPAN_NATS / spread
     prior = PRIOR_EXAMPLES / len(targets)
-    uniform = float(np.sum(centred.sum(axis=1) / exists.sum(axis=1)))  # Σ_i of row i's mean score
+    # Σ_i of row i's mean score; each row summed in order (a pairwise sum would change with the
+    # columns of classes not yet there, which differ between a batch and a learn_one loop)
+    uniform = float(np.sum(np.cumsum(centred, axis=1)[:, -1] / exists.sum(axis=1)))
     total_true = float(np.sum(centred[np.arange(len(targets)), targets])) + prior * uniform
     beta = min(max(start, low), high)
     shifted, centred = np.ascontiguousarray(shifted), np.ascontiguousarray(centred)
@@ -116,6 +122,17 @@ def next_refit(entered: int) -> int:
     return max(MIN_EXAMPLES, 1 << entered.bit_length())
 
 
+def next_check(entered: int) -> int:
+    """The count of examples entered at which β is next refitted or its scale checked: the first
+    of :func:`next_refit` and the next multiple of :data:`SCALE_CHECK_EVERY`."""
+    return min(next_refit(entered), (entered // SCALE_CHECK_EVERY + 1) * SCALE_CHECK_EVERY)
+
+
+def within_factor(value, typical: float):
+    """Whether ``value`` is within :data:`SCALE_FACTOR` of ``typical`` either way."""
+    return (value <= SCALE_FACTOR * typical) & (value * SCALE_FACTOR >= typical)
+
+
 class TemperatureCalibration:
     """The window of prequential scores and the β fitted on it (see the module docstring).
 
@@ -136,6 +153,7 @@ class TemperatureCalibration:
 
     def __init__(self):
         self.beta = 0.0  # no example scored yet: nothing says how far the scores can be trusted
+        self.fit_spread = 0.0  # the newest rows' median spread of scores when β was last fitted
         self.entered = 0
         self.scores = np.zeros((WINDOW, 0))
         self.targets = np.zeros(WINDOW, np.int64)
@@ -184,7 +202,7 @@ class TemperatureCalibration:
         seen, n_rows, targets = seen[kept], len(targets), targets[kept]
         first = 0
         while first < len(targets):
-            last = min(len(targets), first + next_refit(self.entered) - self.entered)
+            last = min(len(targets), first + next_check(self.entered) - self.entered)
             slots = (self.entered + np.arange(last - first)) % WINDOW
             self.scores[slots, : seen.shape[1]] = seen[first:last]
             self.scores[slots, seen.shape[1] :] = -np.inf
@@ -195,33 +213,42 @@ class TemperatureCalibration:
             self._observed = observed + n_rows
 
     def count_entered(self, n: int, observed: int = 0) -> None:
-        """Count ``n`` examples in (never past :func:`next_refit`); refit β if they reach it
-        (``observed``: the rows observed since :meth:`start_log` once these are, where a new β takes over)."""
-        due = next_refit(self.entered)
+        """Count ``n`` examples in (never past :func:`next_check`); refit β if they reach
+        :func:`next_refit`, or a multiple of :data:`SCALE_CHECK_EVERY` where the newest rows' scale
+        moved past :data:`SCALE_FACTOR` from the last fit's (``observed``: the rows observed since
+        :meth:`start_log` once these are, where a new β takes over)."""
+        due, check = next_refit(self.entered), next_check(self.entered)
         self.entered += n
-        if self.entered == due:
+        if self.entered == due or (self.entered == check and not within_factor(self.newest_spread(), self.fit_spread)):
             filled = min(self.entered, WINDOW)
             recent = (self.entered - 1 - np.arange(max(1, min(filled, self.entered // 2)))) % WINDOW
-            self.beta = fit_temperature(*self.same_scale(recent), self.beta)
+            self.fit_spread = self.newest_spread()
+            self.beta = fit_temperature(*self.same_scale(recent, self.fit_spread), self.beta)
             if self._log is not None:
                 self._log.append((observed, self.beta))
 
-    def same_scale(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The scores and targets of ``slots`` (newest first) whose rows' spread of scores is within
-        :data:`SCALE_FACTOR` of the newest rows': the scores of another predictor (the fast tracker
-        and the averaged model differ ~100x) would fit a temperature for the wrong scale."""
+    def spreads(self, slots: np.ndarray) -> np.ndarray:
+        """Each row's spread of scores (its largest minus its smallest over the classes it had)."""
         scores = self.scores[slots]
-        finite = np.where(np.isfinite(scores), scores, np.nan)
-        spread = np.nanmax(finite, axis=1) - np.nanmin(finite, axis=1)
-        typical = np.median(spread[:NEWEST_ROWS])
+        largest = scores.max(axis=1)
+        return largest - np.where(scores == -np.inf, largest[:, None], scores).min(axis=1)  # -inf: a class not yet there
+
+    def newest_spread(self) -> float:
+        """The median spread of the :data:`NEWEST_ROWS` rows entered last (0: none)."""
+        return float(_calibration.newest_spread(self.scores, self.entered, NEWEST_ROWS))
+
+    def same_scale(self, slots: np.ndarray, typical: float) -> tuple[np.ndarray, np.ndarray]:
+        """The scores and targets of ``slots`` whose rows' spread is within :data:`SCALE_FACTOR` of
+        ``typical``: the scores of another predictor (the fast tracker and the averaged model differ
+        ~100x) would fit a temperature for the wrong scale."""
         if not typical > 0.0:
-            return scores, self.targets[slots]
-        kept = (spread <= SCALE_FACTOR * typical) & (spread * SCALE_FACTOR >= typical)
-        return scores[kept], self.targets[slots][kept]
+            return self.scores[slots], self.targets[slots]
+        kept = slots[within_factor(self.spreads(slots), typical)]
+        return self.scores[kept], self.targets[kept]
 
     def export(self) -> dict:
         filled = min(self.entered, WINDOW)
-        return {"beta": self.beta, "entered": self.entered,
+        return {"beta": self.beta, "entered": self.entered, "fit_spread": self.fit_spread,
                 "scores": self.scores[:filled].copy(), "targets": self.targets[:filled].copy()}
 
     @classmethod
@@ -232,4 +259,6 @@ class TemperatureCalibration:
         calibration.scores = np.full((WINDOW, scores.shape[1]), -np.inf)
         calibration.scores[: len(scores)] = scores
         calibration.targets[: len(scores)] = np.asarray(state["targets"], np.int64)
+        # (saved before the scale was kept: the newest rows' is what a fit then would have taken)
+        calibration.fit_spread = float(state.get("fit_spread", calibration.newest_spread()))
         return calibration

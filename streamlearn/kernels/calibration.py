@@ -30,3 +30,26 @@ def newton_terms(shifted, centred, beta):
         total_mean += mean
         total_variance += second / z - mean * mean
     return total_mean, total_variance
+
+
+@njit(cache=True, nogil=True)
+def newest_spread(scores, entered, n):
+    """The median, over the ``n`` rows of the window ``scores`` (a ring) entered last, of each
+    row's largest score minus its smallest over the classes it had (``-inf``: a class not yet
+    there); 0 for no row. What :meth:`streamlearn.calibration.TemperatureCalibration.newest_spread`
+    checks every few examples, so a compiled call."""
+    window, n_classes = scores.shape
+    n = min(n, entered, window)
+    if n == 0:
+        return 0.0
+    spreads = np.empty(n)
+    for i in range(n):
+        row = (entered - 1 - i) % window
+        largest, smallest = -np.inf, np.inf
+        for k in range(n_classes):
+            s = scores[row, k]
+            if s != -np.inf:
+                largest = max(largest, s)
+                smallest = min(smallest, s)
+        spreads[i] = largest - smallest if largest > -np.inf else 0.0
+    return np.median(spreads)

@@ -33,6 +33,8 @@ EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
     "calibration": {
         # shifted, centred (rows of prequential scores), beta
         "newton_terms": [("f8[:, ::1]r", "f8[:, ::1]r", "f8")],
+        # the window's scores, examples entered, rows looked at
+        "newest_spread": [("f8[:, ::1]r", "i8", "i8")],
     },
     "text": {
         # buf, pow10, with_hashes, labels_optional
