@@ -86,8 +86,6 @@ def fit_temperature(scores: np.ndarray, targets: np.ndarray, start: float = 1.0)
     >>> round(float(1 / (1 + np.exp(-2 * beta))), 4)
     0.7
     """
-    if len(targets) == 0:
-        return start  # no row of the scale in force: nothing to fit on
     exists = np.isfinite(scores)
     shifted = scores - scores.max(axis=1, keepdims=True)  # <= 0; -inf where a class did not exist (exp: p = 0)
     centred = np.where(exists, shifted, 0.0)  # the same, 0 there: finite in the products below
@@ -122,6 +120,12 @@ def next_refit(entered: int) -> int:
     if entered >= REFIT_EVERY // 2:
         return (entered // REFIT_EVERY + 1) * REFIT_EVERY
     return max(MIN_EXAMPLES, 1 << entered.bit_length())
+
+
+def next_check(entered: int) -> int:
+    """The count of examples entered at which β is next refitted or its scale checked: the first
+    of :func:`next_refit` and the next multiple of :data:`SCALE_CHECK_EVERY`."""
+    return min(next_refit(entered), (entered // SCALE_CHECK_EVERY + 1) * SCALE_CHECK_EVERY)
 
 
 def within_factor(value, typical: float):
@@ -197,31 +201,25 @@ class TemperatureCalibration:
         kept = np.flatnonzero(np.isfinite(seen[np.arange(len(targets)), targets]))
         seen, n_rows, targets = seen[kept], len(targets), targets[kept]
         first = 0
-        while first < len(targets):  # up to each refit, the scale checks among the rows found in one call
-            last = min(len(targets), first + next_refit(self.entered) - self.entered)
+        while first < len(targets):
+            last = min(len(targets), first + next_check(self.entered) - self.entered)
             slots = (self.entered + np.arange(last - first)) % WINDOW
             self.scores[slots, : seen.shape[1]] = seen[first:last]
             self.scores[slots, seen.shape[1] :] = -np.inf
             self.targets[slots] = targets[first:last]
-            moved = _calibration.first_scale_move(self.scores, self.entered, last - first, SCALE_CHECK_EVERY, NEWEST_ROWS,
-                                                  self.fit_spread, SCALE_FACTOR)
-            if moved > 0:
-                last = first + moved  # the rows after it are written again, after the refit
             self.count_entered(last - first, observed + int(kept[last - 1]) + 1)
             first = last
         if self._log is not None:
             self._observed = observed + n_rows
 
     def count_entered(self, n: int, observed: int = 0) -> None:
-        """Count ``n`` examples in (never past :func:`next_refit`, and past no multiple of
-        :data:`SCALE_CHECK_EVERY` but the last); refit β if they reach :func:`next_refit`, or a
-        multiple of :data:`SCALE_CHECK_EVERY` where the newest rows' scale moved past
-        :data:`SCALE_FACTOR` from the last fit's (``observed``: the rows observed since
+        """Count ``n`` examples in (never past :func:`next_check`); refit β if they reach
+        :func:`next_refit`, or a multiple of :data:`SCALE_CHECK_EVERY` where the newest rows' scale
+        moved past :data:`SCALE_FACTOR` from the last fit's (``observed``: the rows observed since
         :meth:`start_log` once these are, where a new β takes over)."""
-        due = next_refit(self.entered)
+        due, check = next_refit(self.entered), next_check(self.entered)
         self.entered += n
-        at_check = self.entered % SCALE_CHECK_EVERY == 0
-        if self.entered == due or (at_check and not within_factor(self.newest_spread(), self.fit_spread)):
+        if self.entered == due or (self.entered == check and not within_factor(self.newest_spread(), self.fit_spread)):
             filled = min(self.entered, WINDOW)
             recent = (self.entered - 1 - np.arange(max(1, min(filled, self.entered // 2)))) % WINDOW
             self.fit_spread = self.newest_spread()

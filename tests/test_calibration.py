@@ -18,8 +18,7 @@ from streamlearn import (
     OneVsRestLogisticRegression,
     OneVsRestPegasos,
 )
-from streamlearn.calibration import (NEWEST_ROWS, PRIOR_EXAMPLES, REFIT_EVERY, SCALE_CHECK_EVERY, SCALE_FACTOR, SPAN_NATS, WINDOW,
-                                     TemperatureCalibration, fit_temperature, within_factor)
+from streamlearn.calibration import PRIOR_EXAMPLES, REFIT_EVERY, SPAN_NATS, WINDOW, TemperatureCalibration, fit_temperature
 from streamlearn.datasets import letter
 
 ALL = [MulticlassSVM, MulticlassLogisticRegression, MulticlassPerceptron, OneVsRestPegasos, OneVsRestLogisticRegression]
@@ -261,13 +260,10 @@ def test_the_newest_spread_kernel_is_the_numpy_median_of_the_newest_rows_spreads
     scores = rng.normal(size=(WINDOW, 6)) * rng.choice([0.1, 10.0], size=(WINDOW, 1))
     scores[rng.random(WINDOW) < 0.3, 4:] = -np.inf  # classes a row did not have
     for entered, n in ((0, 16), (5, 16), (700, 16), (WINDOW + 300, 16), (3000, 1)):
-        assert kernel.newest_spread(scores, entered, n) == pytest.approx(_numpy_newest_spread(scores, entered, n), rel=1e-15)
-
-
-def _numpy_newest_spread(scores, entered, n):
-    rows = (entered - 1 - np.arange(min(n, entered, WINDOW))) % WINDOW
-    finite = np.where(np.isinf(scores[rows]), np.nan, scores[rows])
-    return float(np.median(np.nanmax(finite, axis=1) - np.nanmin(finite, axis=1))) if len(rows) else 0.0
+        rows = (entered - 1 - np.arange(min(n, entered, WINDOW))) % WINDOW
+        finite = np.where(np.isinf(scores[rows]), np.nan, scores[rows])
+        expected = float(np.median(np.nanmax(finite, axis=1) - np.nanmin(finite, axis=1))) if len(rows) else 0.0
+        assert kernel.newest_spread(scores, entered, n) == pytest.approx(expected, rel=1e-15)
 
 
 def test_the_temperature_is_refitted_when_the_predictor_changes_scale():
@@ -292,21 +288,3 @@ def test_the_temperature_does_not_depend_on_columns_of_classes_not_yet_there():
         targets = rng.integers(0, classes, size=rows)
         padded = np.hstack([scores, np.full((rows, int(rng.integers(1, 4))), -np.inf)])
         assert fit_temperature(padded, targets) == fit_temperature(scores, targets)
-
-
-def test_the_first_scale_move_kernel_is_the_first_check_the_newest_spread_fails():
-    from streamlearn.kernels import calibration as kernel
-
-    rng = np.random.default_rng(11)
-    scores = rng.normal(size=(WINDOW, 5)) * np.repeat(rng.choice([0.1, 1.0, 30.0], size=40), 26)[:WINDOW, None]
-    scores[rng.random(WINDOW) < 0.2, 3:] = -np.inf
-    for entered, n_rows, typical in ((0, 500, 1.0), (13, 300, 0.0), (700, 320, 30.0), (WINDOW + 5, 400, 3.0), (40, 3, 1.0)):
-        expected = next((c for c in range(1, n_rows + 1) if (entered + c) % SCALE_CHECK_EVERY == 0 and not
-                         within_factor(_numpy_newest_spread(scores, entered + c, NEWEST_ROWS), typical)), -1)
-        got = kernel.first_scale_move(scores, entered, n_rows, SCALE_CHECK_EVERY, NEWEST_ROWS, typical, SCALE_FACTOR)
-        assert got == expected
-    assert kernel.first_scale_move(scores, 0, 500, SCALE_CHECK_EVERY, NEWEST_ROWS, 1.0, SCALE_FACTOR) > 0  # the case is met
-
-
-def test_a_fit_on_no_row_keeps_the_temperature():
-    assert fit_temperature(np.zeros((0, 3)), np.zeros(0, np.int64), 0.7) == 0.7

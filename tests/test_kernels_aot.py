@@ -94,7 +94,6 @@ def sample_calls():
     shifted = scores - scores.max(axis=1, keepdims=True)
     yield "calibration", "newton_terms", 0, (shifted, np.where(np.isfinite(shifted), shifted, 0.0), 0.7)
     yield "calibration", "newest_spread", 0, (scores, 12, 5)
-    yield "calibration", "first_scale_move", 0, (scores, 3, 6, 2, 4, 1.0, 10.0)
     V, scale, sqnorm, U, A = _weights(rng)
     yield "scaled", "scores_batch", 0, (indptr, indices, data, V, scale, U, A, 3.5, 6, True, np.zeros((40, 6)))
     y = rng.integers(0, 6, 40).astype(np.int64)

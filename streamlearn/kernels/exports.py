@@ -35,8 +35,6 @@ EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
         "newton_terms": [("f8[:, ::1]r", "f8[:, ::1]r", "f8")],
         # the window's scores, examples entered, rows looked at
         "newest_spread": [("f8[:, ::1]r", "i8", "i8")],
-        # the window's scores, examples entered, rows written since, check every, rows looked at, fit's spread, factor
-        "first_scale_move": [("f8[:, ::1]r", "i8", "i8", "i8", "i8", "f8", "f8")],
     },
     "text": {
         # buf, pow10, with_hashes, labels_optional
