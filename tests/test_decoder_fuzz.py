@@ -39,13 +39,11 @@ def is_valid(obj) -> bool:
         return False
     if any(isinstance(name, bool) or not isinstance(name, (str, int)) for name in obj["x"]):
         return False
-    present = {name: value for name, value in obj["x"].items() if value is not None}
+    present = [value for value in obj["x"].values() if value is not None]
     if not present:
         return False
-    for name, value in present.items():
-        if not isinstance(value, (int, float)):
-            return False
-        if isinstance(value, bool):
+    for value in present:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
             return False
         try:
             if not math.isfinite(float(value)):
