@@ -86,6 +86,8 @@ def fit_temperature(scores: np.ndarray, targets: np.ndarray, start: float = 1.0)
     >>> round(float(1 / (1 + np.exp(-2 * beta))), 4)
     0.7
     """
+    if len(targets) == 0:
+        return start  # no row of the scale in force
     exists = np.isfinite(scores)
     shifted = scores - scores.max(axis=1, keepdims=True)  # <= 0; -inf where a class did not exist (exp: p = 0)
     centred = np.where(exists, shifted, 0.0)  # the same, 0 there: finite in the products below
@@ -131,6 +133,26 @@ def next_check(entered: int) -> int:
 def within_factor(value, typical: float):
     """Whether ``value`` is within :data:`SCALE_FACTOR` of ``typical`` either way."""
     return (value <= SCALE_FACTOR * typical) & (value * SCALE_FACTOR >= typical)
+
+
+def row_spreads(scores: np.ndarray) -> np.ndarray:
+    """Each row's largest score minus its smallest over the classes it had (``-inf``: a class not
+    yet there); every row has at least one."""
+    largest = scores.max(axis=1)
+    return largest - np.where(scores == -np.inf, largest[:, None], scores).min(axis=1)
+
+
+def newest_medians(spreads: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """For each of ``ends``, the median of the :data:`NEWEST_ROWS` ``spreads`` before it (all of
+    them when fewer): the newest rows' scale once that many rows have entered."""
+    medians = np.empty(len(ends))
+    full = ends >= NEWEST_ROWS
+    if full.any():
+        windows = np.lib.stride_tricks.sliding_window_view(spreads, NEWEST_ROWS)
+        medians[full] = np.median(windows[ends[full] - NEWEST_ROWS], axis=1)
+    for i in np.flatnonzero(~full):
+        medians[i] = np.median(spreads[: ends[i]])
+    return medians
 
 
 class TemperatureCalibration:
@@ -200,17 +222,39 @@ class TemperatureCalibration:
         hide_unknown_classes(seen, n_before, targets)
         kept = np.flatnonzero(np.isfinite(seen[np.arange(len(targets)), targets]))
         seen, n_rows, targets = seen[kept], len(targets), targets[kept]
+        spreads = row_spreads(seen)
         first = 0
         while first < len(targets):
-            last = min(len(targets), first + next_check(self.entered) - self.entered)
+            last, refit = self.next_fit(spreads[first:])
+            last += first
             slots = (self.entered + np.arange(last - first)) % WINDOW
             self.scores[slots, : seen.shape[1]] = seen[first:last]
             self.scores[slots, seen.shape[1] :] = -np.inf
             self.targets[slots] = targets[first:last]
-            self.count_entered(last - first, observed + int(kept[last - 1]) + 1)
+            self.entered += last - first
+            if refit:
+                self.refit(observed + int(kept[last - 1]) + 1)
             first = last
         if self._log is not None:
             self._observed = observed + n_rows
+
+    def next_fit(self, spreads: np.ndarray) -> tuple[int, bool]:
+        """How many of the rows to come (their ``spreads``, :func:`row_spreads`) enter before the
+        next refit, and whether one is due there: at :func:`next_refit`, or at the first multiple
+        of :data:`SCALE_CHECK_EVERY` whose newest rows' median spread moved past
+        :data:`SCALE_FACTOR` from the last fit's (what :meth:`count_entered` checks row by row).
+        Nothing is written, so a fit sees the window as one row at a time would have left it."""
+        due = next_refit(self.entered) - self.entered
+        limit = min(len(spreads), due)
+        steps = np.arange(SCALE_CHECK_EVERY - self.entered % SCALE_CHECK_EVERY, limit + 1, SCALE_CHECK_EVERY)
+        if len(steps):
+            held = min(NEWEST_ROWS - 1, self.entered)
+            history = self.spreads((self.entered - held + np.arange(held)) % WINDOW)
+            medians = newest_medians(np.concatenate([history, spreads[:limit]]), steps + held)
+            moved = np.flatnonzero(~within_factor(medians, self.fit_spread))
+            if len(moved):
+                return int(steps[moved[0]]), True
+        return limit, limit == due
 
     def count_entered(self, n: int, observed: int = 0) -> None:
         """Count ``n`` examples in (never past :func:`next_check`); refit β if they reach
@@ -220,18 +264,20 @@ class TemperatureCalibration:
         due, check = next_refit(self.entered), next_check(self.entered)
         self.entered += n
         if self.entered == due or (self.entered == check and not within_factor(self.newest_spread(), self.fit_spread)):
-            filled = min(self.entered, WINDOW)
-            recent = (self.entered - 1 - np.arange(max(1, min(filled, self.entered // 2)))) % WINDOW
-            self.fit_spread = self.newest_spread()
-            self.beta = fit_temperature(*self.same_scale(recent, self.fit_spread), self.beta)
-            if self._log is not None:
-                self._log.append((observed, self.beta))
+            self.refit(observed)
+
+    def refit(self, observed: int) -> None:
+        """Fit β on the newest half of the window, at most :data:`WINDOW` rows, of the newest rows' scale."""
+        filled = min(self.entered, WINDOW)
+        recent = (self.entered - 1 - np.arange(max(1, min(filled, self.entered // 2)))) % WINDOW
+        self.fit_spread = self.newest_spread()
+        self.beta = fit_temperature(*self.same_scale(recent, self.fit_spread), self.beta)
+        if self._log is not None:
+            self._log.append((observed, self.beta))
 
     def spreads(self, slots: np.ndarray) -> np.ndarray:
-        """Each row's spread of scores (its largest minus its smallest over the classes it had)."""
-        scores = self.scores[slots]
-        largest = scores.max(axis=1)
-        return largest - np.where(scores == -np.inf, largest[:, None], scores).min(axis=1)  # -inf: a class not yet there
+        """The :func:`row_spreads` of the window's ``slots``."""
+        return row_spreads(self.scores[slots])
 
     def newest_spread(self) -> float:
         """The median spread of the :data:`NEWEST_ROWS` rows entered last (0: none)."""

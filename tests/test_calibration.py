@@ -18,7 +18,7 @@ from streamlearn import (
     OneVsRestLogisticRegression,
     OneVsRestPegasos,
 )
-from streamlearn.calibration import PRIOR_EXAMPLES, REFIT_EVERY, SPAN_NATS, WINDOW, TemperatureCalibration, fit_temperature
+from streamlearn.calibration import NEWEST_ROWS, PRIOR_EXAMPLES, REFIT_EVERY, SPAN_NATS, WINDOW, TemperatureCalibration, fit_temperature
 from streamlearn.datasets import letter
 
 ALL = [MulticlassSVM, MulticlassLogisticRegression, MulticlassPerceptron, OneVsRestPegasos, OneVsRestLogisticRegression]
@@ -288,3 +288,42 @@ def test_the_temperature_does_not_depend_on_columns_of_classes_not_yet_there():
         targets = rng.integers(0, classes, size=rows)
         padded = np.hstack([scores, np.full((rows, int(rng.integers(1, 4))), -np.inf)])
         assert fit_temperature(padded, targets) == fit_temperature(scores, targets)
+
+
+def test_observing_a_batch_gives_each_row_the_temperature_of_one_row_at_a_time():
+    """Scores that change scale ~100x in runs (the tracker taking over and handing back), a class
+    met late, a window that wraps: cut into batches at random, every row's β and the final window
+    equal one row at a time. A batch once wrote its rows past a scale check into the ring before
+    the fit there, which then fitted on rows of the future (a Kafka run killed and resumed ended
+    with another β than an uninterrupted one)."""
+    rng = np.random.default_rng(3)
+    n = 5 * WINDOW
+    scale = np.repeat(rng.choice([0.05, 1.0, 100.0], size=n // 100 + 1), 100)[:n, None]
+    scores = rng.normal(size=(n, 5)) * scale
+    targets = np.where(rng.random(n) < 0.8, scores.argmax(axis=1), rng.integers(0, 5, n))
+    classes = np.where(np.arange(n) < 700, 4, 5)  # class 4 exists from row 700
+    targets = np.where(targets >= classes, 0, targets)
+    one, batched, betas = TemperatureCalibration(), TemperatureCalibration(), []
+    for i in range(n):
+        one.observe(scores[i : i + 1, : classes[i]], targets[i : i + 1], int(classes[i]))
+        betas.append(one.beta)
+    cuts = np.unique(np.concatenate([[0, 700, n], rng.integers(1, n, 40)]))
+    for start, stop in zip(cuts[:-1], cuts[1:]):
+        batched.start_log()
+        batched.observe(scores[start:stop, : classes[start]], targets[start:stop], int(classes[start]))
+        np.testing.assert_array_equal(batched.betas_at(np.arange(1, stop - start + 1)), betas[start:stop])
+        batched.stop_log()
+    assert len(set(betas)) > 20  # the scale moves were met
+    for key, value in one.export().items():
+        np.testing.assert_array_equal(batched.export()[key], value)
+
+
+def test_the_newest_medians_are_the_newest_spread_kernel_bit_for_bit():
+    from streamlearn.calibration import newest_medians, row_spreads
+    from streamlearn.kernels import calibration as kernel
+
+    rng = np.random.default_rng(5)
+    scores = rng.normal(size=(WINDOW, 4)) * rng.choice([0.1, 10.0], size=(WINDOW, 1))
+    ends = np.arange(1, WINDOW + 1)
+    expected = [kernel.newest_spread(scores, int(end), NEWEST_ROWS) for end in ends]
+    np.testing.assert_array_equal(newest_medians(row_spreads(scores), ends), expected)
