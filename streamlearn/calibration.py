@@ -144,7 +144,9 @@ def row_spreads(scores: np.ndarray) -> np.ndarray:
 
 def newest_medians(spreads: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """For each of ``ends``, the median of the :data:`NEWEST_ROWS` ``spreads`` before it (all of
-    them when fewer): the newest rows' scale once that many rows have entered."""
+    them when fewer): the newest rows' scale once that many rows have entered. The batch twin of
+    the one-row roads' compiled :func:`~streamlearn.kernels.calibration.newest_spread` (one call per
+    check there, one array here), equal to it bit for bit (``tests/test_calibration.py``)."""
     medians = np.empty(len(ends))
     full = ends >= NEWEST_ROWS
     if full.any():
