@@ -75,87 +75,25 @@ NEWEST_ROWS = 16
 SCALE_CHECK_EVERY = 8
 
 
+#: the constants as the compiled steps take them (:mod:`streamlearn.kernels.calibration`)
+SETTINGS = np.array([REFIT_EVERY, MIN_EXAMPLES, FLAT_NATS, SPAN_NATS, PRIOR_EXAMPLES, MAX_ITERATIONS, SCALE_FACTOR,
+                     NEWEST_ROWS, SCALE_CHECK_EVERY], np.float64)
+
+
 def fit_temperature(scores: np.ndarray, targets: np.ndarray, start: float = 1.0) -> float:
     """The β minimising the log-loss of ``softmax(β scores)`` on ``targets`` plus
     :data:`PRIOR_EXAMPLES` example's worth of uniform targets spread over the rows (see the
     module docstring), by Newton's method on the convex L(β), each step kept within a factor 4 of
-    the last, from ``start``. ``scores`` may hold ``-inf`` for classes that did not exist.
+    the last, from ``start`` (the compiled :func:`~streamlearn.kernels.calibration.fit_beta` the
+    window's refits run). ``scores`` may hold ``-inf`` for classes that did not exist.
 
     >>> s = np.array([[2.0, 0.0], [0.0, 2.0], [2.0, 0.0], [0.0, 2.0]])
     >>> beta = fit_temperature(s, np.array([0, 1, 1, 1]))   # 3 of 4 right, and one uniform: p = 3.5 / 5
     >>> round(float(1 / (1 + np.exp(-2 * beta))), 4)
     0.7
     """
-    if len(targets) == 0:
-        return start  # no row of the scale in force
-    exists = np.isfinite(scores)
-    shifted = scores - scores.max(axis=1, keepdims=True)  # <= 0; -inf where a class did not exist (exp: p = 0)
-    centred = np.where(exists, shifted, 0.0)  # the same, 0 there: finite in the products below
-    spread = float(np.mean(-centred.min(axis=1)))
-    if not spread > 0.0:
-        return start  # every row's scores are tied: β changes nothing
-    low, high = FLAT_NATS / spread, SPAN_NATS / spread
-    prior = PRIOR_EXAMPLES / len(targets)
-    # Σ_i of row i's mean score; each row summed in order (a pairwise sum would change with the
-    # columns of classes not yet there, which differ between a batch and a learn_one loop)
-    uniform = float(np.sum(np.cumsum(centred, axis=1)[:, -1] / exists.sum(axis=1)))
-    total_true = float(np.sum(centred[np.arange(len(targets)), targets])) + prior * uniform
-    beta = min(max(start, low), high)
-    shifted, centred = np.ascontiguousarray(shifted), np.ascontiguousarray(centred)
-    for _ in range(MAX_ITERATIONS):
-        total_mean, curvature = (float(term) * (1.0 + prior) for term in _calibration.newton_terms(shifted, centred, float(beta)))
-        gradient = total_mean - total_true
-        step = beta - gradient / curvature if curvature > 0.0 else (4.0 * beta if gradient < 0.0 else 0.0)
-        after = min(max(step, beta / 4.0, low), 4.0 * beta, high)
-        if abs(after - beta) <= 1e-7 * beta:
-            return after
-        beta = after
-    return beta
-
-
-def next_refit(entered: int) -> int:
-    """The count of examples entered at which β is next refitted, after ``entered``.
-
-    >>> [next_refit(n) for n in (0, 1, 3, 32, 100, 511, 512, 1000)]
-    [1, 2, 4, 64, 128, 512, 1024, 1024]
-    """
-    if entered >= REFIT_EVERY // 2:
-        return (entered // REFIT_EVERY + 1) * REFIT_EVERY
-    return max(MIN_EXAMPLES, 1 << entered.bit_length())
-
-
-def next_check(entered: int) -> int:
-    """The count of examples entered at which β is next refitted or its scale checked: the first
-    of :func:`next_refit` and the next multiple of :data:`SCALE_CHECK_EVERY`."""
-    return min(next_refit(entered), (entered // SCALE_CHECK_EVERY + 1) * SCALE_CHECK_EVERY)
-
-
-def within_factor(value, typical: float):
-    """Whether ``value`` is within :data:`SCALE_FACTOR` of ``typical`` either way."""
-    return (value <= SCALE_FACTOR * typical) & (value * SCALE_FACTOR >= typical)
-
-
-def row_spreads(scores: np.ndarray) -> np.ndarray:
-    """Each row's largest score minus its smallest over the classes it had (``-inf``: a class not
-    yet there); every row has at least one."""
-    largest = scores.max(axis=1)
-    return largest - np.where(scores == -np.inf, largest[:, None], scores).min(axis=1)
-
-
-def newest_medians(spreads: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """For each of ``ends``, the median of the :data:`NEWEST_ROWS` ``spreads`` before it (all of
-    them when fewer): the newest rows' scale once that many rows have entered. The batch twin of
-    the one-row roads' compiled :func:`~streamlearn.kernels.calibration.newest_spread` (one call per
-    check there, one array here), equal to it bit for bit (``tests/test_calibration.py``)."""
-    medians = np.empty(len(ends))
-    full = ends >= NEWEST_ROWS
-    if full.any():
-        windows = np.lib.stride_tricks.sliding_window_view(spreads, NEWEST_ROWS)
-        middle = np.sort(windows[ends[full] - NEWEST_ROWS], axis=1)[:, NEWEST_ROWS // 2 - 1 : NEWEST_ROWS // 2 + 1]
-        medians[full] = (middle[:, 0] + middle[:, 1]) / 2  # np.median's mean of the two middle values, without its overhead
-    for i in np.flatnonzero(~full):
-        medians[i] = np.median(spreads[: ends[i]])
-    return medians
+    scores, targets = np.ascontiguousarray(scores, np.float64), np.ascontiguousarray(targets, np.int64)
+    return float(_calibration.fit_beta(scores, targets, np.arange(len(targets)), float(start), SETTINGS))
 
 
 class TemperatureCalibration:
@@ -202,7 +140,8 @@ class TemperatureCalibration:
 
     def observe(self, scores: np.ndarray, targets: np.ndarray, n_before: int) -> None:
         """Enter consecutive examples' prequential scores (rows in stream order; ``n_before``
-        classes existed before the first, see :func:`~streamlearn.base.hide_unknown_classes`)."""
+        classes existed before the first, see :func:`~streamlearn.base.hide_unknown_classes`),
+        one row at a time in one compiled call, each refit where one row at a time makes it."""
         if scores.shape[1] > self.scores.shape[1]:  # classes new since: -inf in the older rows
             wider = np.full((WINDOW, scores.shape[1]), -np.inf)
             wider[:, : self.scores.shape[1]] = self.scores
@@ -217,83 +156,34 @@ class TemperatureCalibration:
                 if n_before < len(row):
                     row[n_before:] = -np.inf
                 self.targets[slot] = target
-                self.count_entered(1, observed + 1)
+                self.count_entered(observed + 1)
             if self._log is not None:
                 self._observed = observed + 1
             return
         seen = scores.copy()
         hide_unknown_classes(seen, n_before, targets)
         kept = np.flatnonzero(np.isfinite(seen[np.arange(len(targets)), targets]))
-        seen, n_rows, targets = seen[kept], len(targets), targets[kept]
-        spreads = row_spreads(seen)
-        first = 0
-        while first < len(targets):
-            last, refit = self.next_fit(spreads[first:])
-            last += first
-            slots = (self.entered + np.arange(last - first)) % WINDOW
-            self.scores[slots, : seen.shape[1]] = seen[first:last]
-            self.scores[slots, seen.shape[1] :] = -np.inf
-            self.targets[slots] = targets[first:last]
-            self.entered += last - first
-            if refit:
-                self.refit(observed + int(kept[last - 1]) + 1)
-            first = last
+        log_positions, log_betas = np.empty(len(kept), np.int64), np.empty(len(kept))
+        self.entered, self.fit_spread, self.beta, n_logged = _calibration.enter_rows(
+            self.scores, self.targets, self.entered, self.fit_spread, self.beta, np.ascontiguousarray(seen[kept]),
+            np.ascontiguousarray(targets[kept], np.int64), observed + kept + 1, SETTINGS, log_positions, log_betas)
         if self._log is not None:
-            self._observed = observed + n_rows
+            self._log.extend(zip(log_positions[:n_logged].tolist(), log_betas[:n_logged].tolist()))
+            self._observed = observed + len(targets)
 
-    def next_fit(self, spreads: np.ndarray) -> tuple[int, bool]:
-        """How many of the rows to come (their ``spreads``, :func:`row_spreads`) enter before the
-        next refit, and whether one is due there: at :func:`next_refit`, or at the first multiple
-        of :data:`SCALE_CHECK_EVERY` whose newest rows' median spread moved past
-        :data:`SCALE_FACTOR` from the last fit's (what :meth:`count_entered` checks row by row).
-        Nothing is written, so a fit sees the window as one row at a time would have left it."""
-        due = next_refit(self.entered) - self.entered
-        limit = min(len(spreads), due)
-        steps = np.arange(SCALE_CHECK_EVERY - self.entered % SCALE_CHECK_EVERY, limit + 1, SCALE_CHECK_EVERY)
-        if len(steps):
-            held = min(NEWEST_ROWS - 1, self.entered)
-            history = self.spreads((self.entered - held + np.arange(held)) % WINDOW)
-            medians = newest_medians(np.concatenate([history, spreads[:limit]]), steps + held)
-            moved = np.flatnonzero(~within_factor(medians, self.fit_spread))
-            if len(moved):
-                return int(steps[moved[0]]), True
-        return limit, limit == due
-
-    def count_entered(self, n: int, observed: int = 0) -> None:
-        """Count ``n`` examples in (never past :func:`next_check`); refit β if they reach
-        :func:`next_refit`, or a multiple of :data:`SCALE_CHECK_EVERY` where the newest rows' scale
-        moved past :data:`SCALE_FACTOR` from the last fit's (``observed``: the rows observed since
-        :meth:`start_log` once these are, where a new β takes over)."""
-        due, check = next_refit(self.entered), next_check(self.entered)
-        self.entered += n
-        if self.entered == due or (self.entered == check and not within_factor(self.newest_spread(), self.fit_spread)):
-            self.refit(observed)
-
-    def refit(self, observed: int) -> None:
-        """Fit β on the newest half of the window, at most :data:`WINDOW` rows, of the newest rows' scale."""
-        filled = min(self.entered, WINDOW)
-        recent = (self.entered - 1 - np.arange(max(1, min(filled, self.entered // 2)))) % WINDOW
-        self.fit_spread = self.newest_spread()
-        self.beta = fit_temperature(*self.same_scale(recent, self.fit_spread), self.beta)
-        if self._log is not None:
+    def count_entered(self, observed: int = 0) -> None:
+        """Count in the example just written at slot ``entered``; refit β where it makes one due
+        (:func:`~streamlearn.kernels.calibration.count_entered`; ``observed``: the rows observed
+        since :meth:`start_log` once it is, where a new β takes over)."""
+        self.beta, self.fit_spread, refitted = _calibration.count_entered(self.scores, self.targets, self.entered,
+                                                                          self.fit_spread, self.beta, SETTINGS)
+        self.entered += 1
+        if refitted and self._log is not None:
             self._log.append((observed, self.beta))
-
-    def spreads(self, slots: np.ndarray) -> np.ndarray:
-        """The :func:`row_spreads` of the window's ``slots``."""
-        return row_spreads(self.scores[slots])
 
     def newest_spread(self) -> float:
         """The median spread of the :data:`NEWEST_ROWS` rows entered last (0: none)."""
         return float(_calibration.newest_spread(self.scores, self.entered, NEWEST_ROWS))
-
-    def same_scale(self, slots: np.ndarray, typical: float) -> tuple[np.ndarray, np.ndarray]:
-        """The scores and targets of ``slots`` whose rows' spread is within :data:`SCALE_FACTOR` of
-        ``typical``: the scores of another predictor (the fast tracker and the averaged model differ
-        ~100x) would fit a temperature for the wrong scale."""
-        if not typical > 0.0:
-            return self.scores[slots], self.targets[slots]
-        kept = slots[within_factor(self.spreads(slots), typical)]
-        return self.scores[kept], self.targets[kept]
 
     def export(self) -> dict:
         filled = min(self.entered, WINDOW)

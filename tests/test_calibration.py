@@ -171,7 +171,7 @@ def test_the_newton_terms_kernel_is_the_numpy_softmax_moments(beta):
     p /= p.sum(axis=1, keepdims=True)
     mean = (p * centred).sum(axis=1)
     variance = (p * centred**2).sum(axis=1) - mean**2
-    got = compiled("calibration").newton_terms(shifted, centred, beta)
+    got = compiled("calibration").newton_terms(scores, np.arange(300), scores.max(axis=1), beta)
     assert got == pytest.approx((mean.sum(), variance.sum()), rel=1e-10)
 
 
@@ -318,12 +318,53 @@ def test_observing_a_batch_gives_each_row_the_temperature_of_one_row_at_a_time()
         np.testing.assert_array_equal(batched.export()[key], value)
 
 
-def test_the_newest_medians_are_the_newest_spread_kernel_bit_for_bit():
-    from streamlearn.calibration import newest_medians, row_spreads
-    from streamlearn.kernels import calibration as kernel
+def _numpy_fit(scores, targets, start=1.0):
+    """The fit of the calibration module's docstring in plain NumPy: Newton's method on L(β) with
+    the prior's uniform targets, steps within a factor 4, β within [FLAT_NATS, SPAN_NATS] / spread."""
+    from streamlearn.calibration import FLAT_NATS, MAX_ITERATIONS
 
-    rng = np.random.default_rng(5)
-    scores = rng.normal(size=(WINDOW, 4)) * rng.choice([0.1, 10.0], size=(WINDOW, 1))
-    ends = np.arange(1, WINDOW + 1)
-    expected = [kernel.newest_spread(scores, int(end), NEWEST_ROWS) for end in ends]
-    np.testing.assert_array_equal(newest_medians(row_spreads(scores), ends), expected)
+    exists = np.isfinite(scores)
+    shifted = scores - scores.max(axis=1, keepdims=True)
+    centred = np.where(exists, shifted, 0.0)
+    spread = float(np.mean(-centred.min(axis=1)))
+    low, high, prior = FLAT_NATS / spread, SPAN_NATS / spread, PRIOR_EXAMPLES / len(targets)
+    total_true = centred[np.arange(len(targets)), targets].sum() + prior * (centred.sum(axis=1) / exists.sum(axis=1)).sum()
+    beta = min(max(start, low), high)
+    for _ in range(MAX_ITERATIONS):
+        p = np.where(exists, np.exp(beta * shifted), 0.0)
+        p /= p.sum(axis=1, keepdims=True)
+        mean = (p * centred).sum(axis=1)
+        gradient = (1 + prior) * mean.sum() - total_true
+        curvature = (1 + prior) * ((p * centred**2).sum(axis=1) - mean**2).sum()
+        step = beta - gradient / curvature if curvature > 0 else (4 * beta if gradient < 0 else 0.0)
+        after = min(max(step, beta / 4, low), 4 * beta, high)
+        if abs(after - beta) <= 1e-7 * beta:
+            return after
+        beta = after
+    return beta
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_compiled_fit_is_the_numpy_fit(seed):
+    """kernels/calibration.fit_beta against the module docstring's fit in NumPy (sums in another
+    order: equal to rounding)."""
+    rng = np.random.default_rng(seed)
+    rows, classes = int(rng.integers(1, 700)), int(rng.integers(2, 12))
+    scores = rng.normal(size=(rows, classes)) * rng.choice([0.01, 1.0, 100.0])
+    scores[: rows // 3, classes - 1] = -np.inf  # a class met late
+    targets = np.where(rng.random(rows) < 0.7, scores.argmax(axis=1), 0)
+    start = float(rng.choice([0.0, 1.0, 50.0]))
+    assert fit_temperature(scores, targets, start) == pytest.approx(_numpy_fit(scores, targets, start), rel=1e-9)
+
+
+def test_a_fit_on_no_rows_or_tied_scores_keeps_its_start():
+    assert fit_temperature(np.zeros((0, 3)), np.zeros(0, np.int64), 2.5) == 2.5
+    assert fit_temperature(np.ones((4, 3)), np.zeros(4, np.int64), 0.5) == 0.5
+
+
+def test_refits_come_at_the_first_example_then_each_doubling_then_every_refit_every():
+    from streamlearn.calibration import SETTINGS
+    from streamlearn.kernels.calibration import next_refit
+
+    due = [next_refit.py_func(n, SETTINGS) for n in (0, 1, 3, 32, 100, 511, 512, 1000)]
+    assert due == [1, 2, 4, 64, 128, 512, 1024, 1024]

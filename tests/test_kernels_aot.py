@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 import streamlearn.kernels as kernels
 from streamlearn.adaptation import ChangeWatch, TrackerChoice, fading_of, watch_params
+from streamlearn.calibration import SETTINGS
 from streamlearn.kernels import codes
 from streamlearn.kernels.exports import EXPORTS, symbol
 
@@ -91,9 +92,13 @@ def sample_calls():
                                     np.zeros(9, np.int64))
     scores = rng.normal(size=(9, 4)) * 5
     scores[2, 1] = -np.inf
-    shifted = scores - scores.max(axis=1, keepdims=True)
-    yield "calibration", "newton_terms", 0, (shifted, np.where(np.isfinite(shifted), shifted, 0.0), 0.7)
+    targets = rng.integers(0, 4, 9).astype(np.int64)
+    targets[2] = 0
+    yield "calibration", "fit_beta", 0, (scores, targets, np.arange(9), 0.7, SETTINGS)
     yield "calibration", "newest_spread", 0, (scores, 12, 5)
+    yield "calibration", "count_entered", 0, (scores, targets, 15, 3.0, 0.5, SETTINGS)
+    yield "calibration", "enter_rows", 0, (scores.copy(), targets.copy(), 7, 3.0, 0.5, scores[:5, :3].copy(), targets[:5] % 3,
+                                           np.arange(1, 6), SETTINGS, np.zeros(5, np.int64), np.zeros(5))
     V, scale, sqnorm, U, A = _weights(rng)
     yield "scaled", "scores_batch", 0, (indptr, indices, data, V, scale, U, A, 3.5, 6, True, np.zeros((40, 6)))
     y = rng.integers(0, 6, 40).astype(np.int64)

@@ -31,10 +31,16 @@ _CSR_READ = [("i4[::1]r", "i4[::1]r", "f8[::1]r"), ("i8[::1]r", "i8[::1]r", "f8[
 
 EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
     "calibration": {
-        # shifted, centred (rows of prequential scores), beta
-        "newton_terms": [("f8[:, ::1]r", "f8[:, ::1]r", "f8")],
+        # scores, targets, rows fitted on, start, settings
+        "fit_beta": [("f8[:, ::1]r", "i8[::1]r", "i8[::1]r", "f8", "f8[::1]r")],
         # the window's scores, examples entered, rows looked at
         "newest_spread": [("f8[:, ::1]r", "i8", "i8")],
+        # the window's scores and targets, entered, fit_spread, beta, settings
+        "count_entered": [("f8[:, ::1]r", "i8[::1]r", "i8", "f8", "f8", "f8[::1]r")],
+        # the window's scores and targets, entered, fit_spread, beta, rows, their targets, positions, settings,
+        # log_positions, log_betas
+        "enter_rows": [("f8[:, ::1]", "i8[::1]", "i8", "f8", "f8", "f8[:, ::1]r", "i8[::1]r", "i8[::1]r", "f8[::1]r",
+                        "i8[::1]", "f8[::1]")],
     },
     "text": {
         # buf, pow10, with_hashes, labels_optional

@@ -120,4 +120,4 @@ class SmallRecordRoad:
                 self._restart()
             self._check_tracker()
         if entered:
-            self._calibration.count_entered(1)
+            self._calibration.count_entered()
