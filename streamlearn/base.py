@@ -237,8 +237,7 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
     def learn_many(self, X, y) -> None:
         """Learn a batch: a DataFrame, a 2-D NumPy array, a SciPy sparse matrix or a list
         of feature dicts, and its labels (a Series, a list or an array of the same length)."""
-        rows = self._model_rows(self._encode_labelled(X, y), learn=True)
-        self._learn_rows(rows, self._labels.indices(y, grow=True))
+        self._learn_rows(self._learned_model_rows(X, y), self._labels.indices(y, grow=True))
 
     #: (features, x, cols, vals) of the last one-example prediction whose row learn_one may take (see _scores_one)
     _encoded_last = None
@@ -258,15 +257,15 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
         is scaled by statistics that include it when it is learned, not when it is predicted:
         the scores differ by that). The other families score the **whole batch by the model
         before it** (columns: the classes before the batch)."""
-        rows = self._encode_labelled(X, y)
         if self._scores_while_learning:
-            rows = self._model_rows(rows, learn=True)
+            rows = self._learned_model_rows(X, y)
             n_before = len(self._labels)
             targets = self._labels.indices(y, grow=True)
             scores = np.full((rows.n_rows, len(self._labels)), -np.inf)
             self._learn_rows(rows, targets, scores)
             hide_unknown_classes(scores, n_before, targets)
             return scores
+        rows = self._encode_labelled(X, y)
         if self._labels.labels:
             self._reserve_columns()
             scores = self._raw_scores(self._model_rows(rows, learn=False))
@@ -303,14 +302,27 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
             p_true = np.where(known, proba[np.arange(n), np.where(known, columns, 0)], 0.0)
         return (predicted, p_true, proba) if return_proba else (predicted, p_true)
 
+    def _learned_model_rows(self, X, y) -> SparseRows:
+        """A labelled batch validated, encoded (growing the vocabulary) and as the model learns it:
+        a dense one in one compiled pass when it can (:meth:`_expanded_dense_rows`)."""
+        self._check_labelled(X, y)
+        rows = self._expanded_dense_rows(X, grow=True, learn=True)
+        return rows if rows is not None else self._model_rows(self._encode_checked(X), learn=True)
+
     def _encode_labelled(self, X, y) -> SparseRows:
         """Validate a labelled batch and encode it (growing the vocabulary)."""
+        self._check_labelled(X, y)
+        return self._encode_checked(X)
+
+    def _check_labelled(self, X, y) -> None:
         n_labels = self._labels.validate_batch(y)
         n_rows = X.shape[0] if hasattr(X, "shape") else len(X)
         if n_labels != n_rows:
             raise InvalidInputError("length-mismatch", f"X has {n_rows} rows but y has {n_labels} labels")
         if self.max_classes is not None:
             self._check_class_room(self._labels.n_new(y))
+
+    def _encode_checked(self, X) -> SparseRows:
         share = self._explicit_zero_share()
         return self._within_column_room(lambda: self._features.encode_many(X, grow=True, zero_share=share))
 
@@ -403,6 +415,9 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
 
     def decision_function_many(self, X) -> np.ndarray:
         """Raw class scores, shape ``(n_rows, K)``; columns follow :attr:`classes`."""
+        rows = self._expanded_dense_rows(X, grow=False, learn=False) if self._labels.labels else None
+        if rows is not None:
+            return self._raw_scores(rows)
         rows = self._features.encode_many(X, grow=False, zero_share=self._explicit_zero_share())
         if not self._labels.labels:
             return np.zeros((rows.n_rows, 0))

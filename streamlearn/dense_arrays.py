@@ -17,11 +17,14 @@ _rows = compiled("rows")
 class DenseArrayEncoding:
     """The dense-array roads of :meth:`FeatureSpace.encode_many <streamlearn.features.FeatureSpace.encode_many>`."""
 
-    def _encode_dense(self, dense: np.ndarray, grow: bool, zero_share: float | None = None) -> SparseRows | None:
+    def _encode_dense(self, dense: np.ndarray, grow: bool, zero_share: float | None = None,
+                      expansion=None) -> SparseRows | None:  # fmt: skip
         """A dense float64 batch's rows in two compiled passes (:func:`~streamlearn.kernels.rows.dense_census`,
         then :func:`~streamlearn.kernels.rows.dense_rows`: the CSR road's rows, without building
         the CSR), or in one (:meth:`_dense_as_it_is`) when ``zero_share`` allows its zeros;
-        ``None`` when its width is one :meth:`_positions_too_sparse` refuses to cache."""
+        ``None`` when its width is one :meth:`_positions_too_sparse` refuses to cache. With an
+        ``expansion`` (:class:`~streamlearn.model_rows.RowExpansion`), the rows as the model sees them
+        (:func:`~streamlearn.kernels.rows.dense_model_rows`)."""
         n_rows, width = dense.shape
         count, bad = _rows.dense_census(dense)
         if bad >= 0:  # before anything changes
@@ -33,14 +36,18 @@ class DenseArrayEncoding:
             if rows is not None:
                 return rows
         column_of = self._position_columns(width)
-        out_idx, out_val = self._scratch(count)
+        out_idx, out_val = self._scratch(count if expansion is None else 2 * count + n_rows)
         added = NO_ENTRIES
         if grow:
             room = min(count, width)
             self._reserve_order_keys(len(self._names) + room)
             added = np.empty(room, np.int64)
-        indptr, n, n_added = _rows.dense_rows(dense, column_of, self._order_key, out_idx, out_val, grow, len(self._names),
-                                              added)
+        if expansion is None:
+            indptr, n, n_added = _rows.dense_rows(dense, column_of, self._order_key, out_idx, out_val, grow,
+                                                  len(self._names), added)
+        else:
+            indptr, n, n_added = _rows.dense_model_rows(dense, column_of, self._order_key, grow, len(self._names), added,
+                                                        *expansion, out_idx, out_val)
         if n_added:
             self._record_positions(added[:n_added])
         return SparseRows(indptr, out_idx[:n], out_val[:n])

@@ -323,6 +323,16 @@ class FeatureSpace(DenseArrayEncoding):
             cols[unknown] = self.columns([names[i] for i in unknown.tolist()], grow, rows)
         return cols
 
+    def encode_expanded(self, X, grow: bool, expansion) -> SparseRows | None:
+        """A dense NumPy batch as :meth:`encode_many` encodes it, each row then expanded as
+        ``expansion`` says (:class:`~streamlearn.model_rows.RowExpansion`: model columns, feature
+        bins, the intercept's entry) in the same compiled pass; ``None`` for any other batch, with
+        hashing, or at a width too sparse to cache (:meth:`encode_many` then, and the expansion after)."""
+        if not isinstance(X, np.ndarray) or self.n_bits is not None:
+            return None
+        own_arrays(self)
+        return self._encode_dense(dense_array(X), grow, expansion=expansion)
+
     def encode_many(self, X, grow: bool, zero_share: float | None = None) -> SparseRows:
         """Validate a batch (pandas/narwhals DataFrame, 2-D NumPy array, SciPy sparse
         matrix or a list of feature dicts) and return it as CSR rows over weight columns. Column names are the

@@ -54,7 +54,10 @@ class OnlineStandardizer:
     def reserve(self, rows: SparseRows) -> None:
         """Room in the statistics for every column of ``rows``."""
         lo, hi = rows.indptr[0], rows.indptr[-1]
-        needed = int(rows.indices[lo:hi].max()) + 1 if hi > lo else 0
+        self.reserve_columns(int(rows.indices[lo:hi].max()) + 1 if hi > lo else 0)
+
+    def reserve_columns(self, needed: int) -> None:
+        """Room in the statistics for columns ``0 .. needed - 1``."""
         if needed > len(self.sums):
             size = max(needed, 2 * len(self.sums))
             self.sums = np.concatenate([self.sums, np.zeros(size - len(self.sums))])

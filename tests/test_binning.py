@@ -163,3 +163,29 @@ def test_a_score_is_the_weights_times_the_row_with_its_bins_at_the_intercepts_va
         want = want + probe[name] * W[:, keys.index(name)] + value * W[:, keys.index(bin_name(name, interval))]
     got = model.decision_function_many([probe])[0] if batch else [model.decision_function_one(probe)[k] for k in model.classes]
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("bins", [10, None])
+def test_a_dense_batch_expanded_while_encoded_is_the_two_pass_road_bit_for_bit(bins):
+    """Once the intercept's value settles, a dense batch becomes the model's rows in one compiled
+    pass (kernels/rows.dense_model_rows); the same rows as CSR take the encoding, then the bins' and
+    the intercept's pass. Rows short enough for bins and rows too long, a column met late, batches
+    cut at random: the same model and scores bit for bit, and the learn_one loop's."""
+    from streamlearn.intercept import SETTLE_ROWS
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(8)
+    n, width = SETTLE_ROWS + 1500, MAX_BINNED_NONZEROS + 10
+    X = rng.normal(2.0, 3.0, size=(n, width)) * (rng.random((n, width)) < np.where(rng.random((n, 1)) < 0.5, 0.3, 0.95))
+    X[: SETTLE_ROWS + 300, width - 1] = 0.0  # a column first met after the value settled
+    y = (X[:, 0] > 1.0).astype(int) + (np.abs(X[:, 3]) < 2.0)
+    dense, sparse, one = (streamlearn.MulticlassSVM(bins=bins) for _ in range(3))
+    cuts = np.unique(np.concatenate([[0, n], rng.integers(1, n, 12)]))
+    for start, stop in zip(cuts[:-1], cuts[1:]):
+        dense.learn_many(X[start:stop], y[start:stop])
+        sparse.learn_many(sp.csr_matrix(X[start:stop]), y[start:stop])
+    assert_same_state(dense.export_state(), sparse.export_state())
+    assert dense.decision_function_many(X[:300]).tobytes() == sparse.decision_function_many(sp.csr_matrix(X[:300])).tobytes()
+    for row, target in zip(X, y.tolist()):
+        one.learn_one({j: v for j, v in enumerate(row.tolist()) if v != 0.0}, target)
+    assert_same_state(one.export_state(), dense.export_state())

@@ -90,6 +90,9 @@ def sample_calls():
     yield "rows", "dense_census", 0, (dense,)
     yield "rows", "dense_rows", 0, (dense, column_of, np.zeros(12, np.int64), np.zeros(63, np.int64), np.zeros(63), True, 2,
                                     np.zeros(9, np.int64))
+    yield "rows", "dense_model_rows", 0, (dense, column_of.copy(), np.zeros(12, np.int64), True, 2, np.zeros(9, np.int64),
+                                          np.zeros(12), np.zeros(12), 0, True, 4, 3.0, 5, 3, 0.5, 40, np.zeros(140, np.int64),
+                                          np.zeros(140))
     scores = rng.normal(size=(9, 4)) * 5
     scores[2, 1] = -np.inf
     targets = rng.integers(0, 4, 9).astype(np.int64)

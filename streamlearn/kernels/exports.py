@@ -74,6 +74,9 @@ EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
         "dense_census": [("f8[:, ::1]r",)],
         # a dense batch, C-contiguous; column_of, keys, out_idx, out_val, grow, next_column, added
         "dense_rows": [("f8[:, ::1]r", "i8[::1]", "i8[::1]", "i8[::1]", "f8[::1]", "b1", "i8", "i8[::1]")],
+        # X, column_of, keys, grow, next_column, added, then RowExpansion's fields, out_idx, out_val
+        "dense_model_rows": [("f8[:, ::1]r", "i8[::1]", "i8[::1]", "b1", "i8", "i8[::1]", "f8[::1]", "f8[::1]", "i8", "b1",
+                              "i8", "f8", "i8", "i8", "f8", "i8", "i8[::1]", "f8[::1]")],
         # indptr, indices, data, width
         "check_csr": [(*csr, "i8") for csr in _CSR_READ],
     },

@@ -7,6 +7,7 @@ import numpy as np
 from numba import njit
 
 from .codes import LARGEST_VALUE
+from .scaling import bin_row, enter_entries
 
 
 @njit(cache=True, nogil=True)
@@ -41,26 +42,57 @@ def dense_rows(X, column_of, keys, out_idx, out_val, grow, next_column, added):
     (:func:`dense_census`); ``column_of`` must cover every position (``X.shape[1]``), and with
     ``grow`` ``keys`` from ``next_column`` and ``added`` must have room for every new one.
     Returns ``(indptr, n, n_added)``: the rows are ``out_idx[:n]`` / ``out_val[:n]``."""
-    n_rows, width = X.shape
-    out_ptr = np.empty(n_rows + 1, np.int64)
+    out_ptr = np.empty(X.shape[0] + 1, np.int64)
     out_ptr[0] = 0
     n = 0
     n_added = 0
-    for i in range(n_rows):
-        for j in range(width):
-            v = X[i, j]
-            if v != 0.0:
-                c = column_of[j]
-                if c < 0 and grow:
-                    c = next_column + n_added
-                    column_of[j] = c
-                    keys[c] = j
-                    added[n_added] = j
-                    n_added += 1
-                if c >= 0:
-                    out_idx[n] = c
-                    out_val[n] = v
-                    n += 1
+    for i in range(X.shape[0]):
+        n, n_added = dense_row(X, i, column_of, keys, out_idx, out_val, n, grow, next_column, added, n_added)
+        out_ptr[i + 1] = n
+    return out_ptr, n, n_added
+
+
+@njit(cache=True, nogil=True)
+def dense_row(X, i, column_of, keys, out_idx, out_val, n, grow, next_column, added, n_added):
+    """Row ``i`` of :func:`dense_rows` written from ``out_idx[n]``; returns the new ``(n, n_added)``."""
+    for j in range(X.shape[1]):
+        v = X[i, j]
+        if v != 0.0:
+            c = column_of[j]
+            if c < 0 and grow:
+                c = next_column + n_added
+                column_of[j] = c
+                keys[c] = j
+                added[n_added] = j
+                n_added += 1
+            if c >= 0:
+                out_idx[n] = c
+                out_val[n] = v
+                n += 1
+    return n, n_added
+
+
+@njit(cache=True, nogil=True)
+def dense_model_rows(X, column_of, keys, grow, next_column, added, sums, squares, n_seen, learn, n_bins, half_range,
+                     max_nonzeros, binned_columns, value, last_column, out_idx, out_val):
+    """:func:`dense_rows`, each row then expanded as the model sees it in the same pass:
+    :func:`~streamlearn.kernels.scaling.bin_row` (model columns, the feature bins' entries, the
+    intercept's) and, with ``learn``, the bins' statistics (``sums``/``squares`` over ``n_seen``
+    rows, room for every column a row can reach) after it; what ``dense_rows`` then
+    ``bin_rows`` give, without the rows in between. ``out_idx`` / ``out_val`` need room for twice
+    the nonzero entries and one per row. Returns ``(indptr, n, n_added)``."""
+    out_ptr = np.empty(X.shape[0] + 1, np.int64)
+    out_ptr[0] = 0
+    row_idx, row_val = np.empty(X.shape[1], np.int64), np.empty(X.shape[1])
+    n = 0
+    n_added = 0
+    for i in range(X.shape[0]):
+        m, n_added = dense_row(X, i, column_of, keys, row_idx, row_val, 0, grow, next_column, added, n_added)
+        n = bin_row(row_idx, row_val, 0, m, sums, squares, n_seen, n_bins, half_range, max_nonzeros, binned_columns,
+                    value, last_column, out_idx, out_val, n)
+        if learn:
+            enter_entries(row_idx, row_val, 0, m, sums, squares)
+            n_seen += 1
         out_ptr[i + 1] = n
     return out_ptr, n, n_added
 
