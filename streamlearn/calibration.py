@@ -174,7 +174,12 @@ class TemperatureCalibration:
     def count_entered(self, observed: int = 0) -> None:
         """Count in the example just written at slot ``entered``; refit β where it makes one due
         (:func:`~streamlearn.kernels.calibration.count_entered`; ``observed``: the rows observed
-        since :meth:`start_log` once it is, where a new β takes over)."""
+        since :meth:`start_log` once it is, where a new β takes over). Only a count below or at a
+        multiple of :data:`SCALE_CHECK_EVERY` can make one due (every refit point is one:
+        ``tests/test_calibration.py``), so only those call the kernel (one call costs ~2 µs)."""
+        if (self.entered + 1) % SCALE_CHECK_EVERY and self.entered + 1 > SCALE_CHECK_EVERY:
+            self.entered += 1
+            return
         self.beta, self.fit_spread, refitted = _calibration.count_entered(self.scores, self.targets, self.entered,
                                                                           self.fit_spread, self.beta, SETTINGS)
         self.entered += 1

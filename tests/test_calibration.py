@@ -368,3 +368,13 @@ def test_refits_come_at_the_first_example_then_each_doubling_then_every_refit_ev
 
     due = [next_refit.py_func(n, SETTINGS) for n in (0, 1, 3, 32, 100, 511, 512, 1000)]
     assert due == [1, 2, 4, 64, 128, 512, 1024, 1024]
+
+
+def test_every_refit_point_is_one_the_one_row_road_calls_the_kernel_at():
+    """TemperatureCalibration.count_entered calls the kernel only at counts up to or at multiples of
+    SCALE_CHECK_EVERY: every count at which a refit falls due must be one of them."""
+    from streamlearn.calibration import SCALE_CHECK_EVERY, SETTINGS
+    from streamlearn.kernels.calibration import next_refit
+
+    due = {next_refit.py_func(n, SETTINGS) for n in range(20 * REFIT_EVERY)}
+    assert all(d <= SCALE_CHECK_EVERY or d % SCALE_CHECK_EVERY == 0 for d in due) and len(due) > 20
