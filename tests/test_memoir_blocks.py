@@ -17,10 +17,16 @@ SCALARS = np.zeros(8)
 SCALARS[G], SCALARS[A], SCALARS[AW] = 0.7, 1.3, 2.1
 
 
-def _rows(n: int, d: int, seed: int, shuffle_one: bool = False):
+def _rows(n: int, d: int, seed: int, shuffle_one: bool = False, intercept: bool = False):
     X = sp.random(n, d, density=0.6, random_state=seed, format="csr")
     X.sort_indices()
     indptr, indices, data = X.indptr.astype(np.int64), X.indices.astype(np.int64), 10.0 * X.data
+    if intercept:  # column 0 appended after each row's features (the learner's intercept entry); row 3 only it
+        rows = [(indices[indptr[i] : indptr[i + 1]] + 1, data[indptr[i] : indptr[i + 1]]) for i in range(n)]
+        rows[3] = (rows[3][0][:0], rows[3][1][:0])
+        indices = np.concatenate([np.append(c, 0) for c, _ in rows]).astype(np.int64)
+        data = np.concatenate([np.append(v, 0.37) for _, v in rows])
+        indptr = np.arange(0, n + 1, dtype=np.int64) + np.concatenate([[0], np.cumsum([len(c) for c, _ in rows])])
     if shuffle_one:  # a row whose entries are not in column order: the row kernel scores its block
         lo, hi = indptr[n // 2], indptr[n // 2 + 1]
         indices[lo:hi], data[lo:hi] = indices[lo:hi][::-1].copy(), data[lo:hi][::-1].copy()
@@ -48,9 +54,13 @@ def _reference(indptr, indices, data, V, U, averaged):
 @pytest.mark.parametrize("averaged", [False, True])
 @pytest.mark.parametrize("widths", [(40, 40), (40, 37), (33, 45)])
 @pytest.mark.parametrize("shuffle_one", [False, True])
-def test_block_scores_are_the_reference_and_the_row_kernels_bit_for_bit(dtype, averaged, widths, shuffle_one):
+@pytest.mark.parametrize("intercept", [False, True])
+def test_block_scores_are_the_reference_and_the_row_kernels_bit_for_bit(dtype, averaged, widths, shuffle_one, intercept):
     n_rows = 3 * memoir_blocks.BLOCK + 5  # full blocks and a partial one
-    indptr, indices, data = _rows(n_rows, 44, seed=1, shuffle_one=shuffle_one)
+    indptr, indices, data = _rows(n_rows, 44 - intercept, seed=1, shuffle_one=shuffle_one, intercept=intercept)
+    tails = [memoir_blocks.tail_column(indptr, indices, first, min(first + memoir_blocks.BLOCK, n_rows))
+             for first in range(0, n_rows, memoir_blocks.BLOCK)]
+    assert tails.count(0 if intercept else -1) == len(tails) - shuffle_one  # the blocked scan, but where a row is shuffled
     V, U = _weights(150, *widths, dtype, seed=2)
     expected = np.zeros((n_rows, 150))
     memoir_dense.class_scores(indptr, indices, data, V, U, SCALARS, 150, averaged, expected)

@@ -6,9 +6,10 @@ the predicted class ``argmax_k (W x)_k``, Eq. (1)), :data:`BLOCK` rows at a time
 into a dense ``(columns, BLOCK)`` array and each class row of ``V`` is read once per block: the
 inner loop runs across the block's rows, which the compiler vectorises without reordering any
 sum. Each row's score is still summed per class in column order, ``0.0 * v`` adding nothing, so
-for rows whose entries are in increasing column order (what the learner's encoding gives) the
-scores are those of :func:`.memoir_dense.class_scores`, bit for bit; a block with another row is
-scored by that kernel, row by row. No BLAS: its sums follow the arrays' alignment, which a
+for rows whose entries are in increasing column order (what the learner's encoding gives), or are
+but for a last entry in one column before the others (the intercept's, appended to every row),
+added last, the scores are those of :func:`.memoir_dense.class_scores`, bit for bit; a block with
+another row is scored by that kernel, row by row. No BLAS: its sums follow the arrays' alignment, which a
 restored model does not keep.
 """
 
@@ -25,22 +26,47 @@ BLOCK = 16
 
 
 @njit(cache=True, nogil=True)
-def _increasing(indptr, indices, first, last):
+def tail_column(indptr, indices, first, last):
+    """How rows ``first .. last - 1`` are ordered: ``-1``, each row's entries in increasing column
+    order; ``c >= 0``, the same but for each row's last entry, column ``c`` below the others (the
+    intercept's entry, appended after a row's features: its column is the model's first); ``-2``,
+    neither (the row kernel scores the block)."""
+    increasing, tail, tail_ok = True, -1, True
     for row in range(first, last):
-        for p in range(indptr[row] + 1, indptr[row + 1]):
+        lo, hi = indptr[row], indptr[row + 1]
+        for p in range(lo + 1, hi):
             if indices[p] <= indices[p - 1]:
-                return False
-    return True
+                increasing = False
+        if hi > lo and tail_ok:
+            if tail < 0:
+                tail = indices[hi - 1]
+            if indices[hi - 1] != tail or (hi - lo > 1 and indices[lo] <= tail):
+                tail_ok = False
+        if not increasing and not tail_ok:
+            return -2
+    if increasing:
+        return -1
+    for row in range(first, last):  # every row but its last entry increasing
+        for p in range(indptr[row] + 1, indptr[row + 1] - 1):
+            if indices[p] <= indices[p - 1]:
+                return -2
+    return tail
 
 
 @njit(cache=True, nogil=True)
-def _block_scores(V, U, scalars, indptr, indices, data, first, last, n_classes, both, rows, sv, su, out):
-    """``out[r, k]``: the predicting iterate's score of row ``first + r`` (``r < last - first``)."""
+def _block_scores(V, U, scalars, indptr, indices, data, first, last, n_classes, both, tail, rows, sv, su, out):
+    """``out[r, k]``: the predicting iterate's score of row ``first + r`` (``r < last - first``);
+    ``tail >= 0``: each row's last entry is column ``tail``, added after the others, in entry order."""
     wv, wu = V.shape[1], U.shape[1]
     width = max(wv, wu) if both else wv
     used = 0  # rows[:used] is this block's, zeroed as it grows
+    tail_x = np.zeros(BLOCK)
     for row in range(first, last):
-        for p in range(indptr[row], indptr[row + 1]):
+        stop = indptr[row + 1]
+        if tail >= 0 and stop > indptr[row]:
+            stop -= 1
+            tail_x[row - first] = data[stop]
+        for p in range(indptr[row], stop):
             j = indices[p]
             if j < width:
                 if j >= used:
@@ -51,6 +77,13 @@ def _block_scores(V, U, scalars, indptr, indices, data, first, last, n_classes, 
         _class_sums(V, k, rows, min(used, wv), sv)
         if both:
             _class_sums(U, k, rows, min(used, wu), su)
+        if tail >= 0:
+            for r in range(last - first):
+                if indptr[first + r + 1] > indptr[first + r]:
+                    if tail < wv:
+                        sv[r] += V[k, tail] * tail_x[r]
+                    if both and tail < wu:
+                        su[r] += U[k, tail] * tail_x[r]
         for r in range(last - first):
             out[r, k] = (su[r] + scalars[A] * sv[r]) / scalars[AW] if both else scalars[G] * sv[r]
 
@@ -88,9 +121,10 @@ def _class_sums(M, k, rows, n, sums):
 def _scored_block(indptr, indices, data, V, U, scalars, n_classes, averaged, first, last, rows, sv, su, out):
     """``out[:last - first]``: rows ``first`` to ``last``'s scores (by the row kernel when a row's
     entries are not in increasing column order)."""
-    if _increasing(indptr, indices, first, last):
+    tail = tail_column(indptr, indices, first, last)
+    if tail >= -1:
         both = averaged and scalars[AW] > 0
-        _block_scores(V, U, scalars, indptr, indices, data, first, last, n_classes, both, rows, sv, su, out)
+        _block_scores(V, U, scalars, indptr, indices, data, first, last, n_classes, both, tail, rows, sv, su, out)
     else:
         dense_class_scores(indptr[first : last + 1] - indptr[first], indices[indptr[first] : indptr[last]],
                            data[indptr[first] : indptr[last]], V, U, scalars, n_classes, averaged, out)
