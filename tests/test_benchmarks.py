@@ -47,6 +47,7 @@ SMOKE_RUNS = {
     "linear_bound_bench": (["--quick", "--out"], ["linear-bound.json", "linear-bound.md", "linear-bound.png"]),
     "oracle_cost_bench": (["--quick", "--out"], ["oracle-cost.json", "oracle-cost.md", "oracle-cost.png"]),
     "list_cost_bench": (["--quick", "--out"], ["list-cost.json", "list-cost.md", "list-cost.png"]),
+    "means_probe_bench": (["--quick", "--out"], ["means-probe.json", "means-probe.md", "means-probe.png"]),
 }
 
 
