@@ -120,7 +120,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         ``train_at`` and ``n_probe`` (:mod:`streamlearn.memoir.means`). Raise ``n_probe`` (default 2)
         for embeddings whose classes form no clusters: on such a stream of 10⁴ classes it is 19 points
         below the exact scan at 2 and level with it at 16, at half the examples/s
-        (``bench/results/means-probe.md``; on clustered embeddings 2 is within 1.3 points of 16).
+        (``bench/results/means-probe.md``; on clustered embeddings 2 is within 1.4 points of 16).
     adapt
         Follow a stream that changes (default, the defaults protocol's choice:
         ``bench/results/options-families.md``): the Page-Hinkley watch of :mod:`streamlearn.adaptation`
