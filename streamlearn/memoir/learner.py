@@ -116,11 +116,8 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         step ``1/(λt)``, MulticlassSVM's. :attr:`step` is the step in use.
     oracle_params
         Keywords of the oracle's constructor: the graph's ``M``, ``ef_construction`` and ``ef``
-        (:class:`~streamlearn.mips.GraphOracle`), LSH's ``n_bits``, the means' (and ``"auto"``'s)
-        ``train_at`` and ``n_probe`` (:mod:`streamlearn.memoir.means`). Raise ``n_probe`` (default 2)
-        for embeddings whose classes form no clusters: on such a stream of 10⁴ classes it is 19 points
-        below the exact scan at 2 and level with it at 16, at half the examples/s
-        (``bench/results/means-probe.md``; on clustered embeddings 2 is within 1.4 points of 16).
+        (:class:`~streamlearn.mips.GraphOracle`), LSH's ``n_bits``, the means' (and ``"auto"``'s) ``train_at`` and
+        ``n_probe`` (:mod:`streamlearn.memoir.means`; raise ``n_probe``, 2, for embeddings without clusters: ``means-probe.md``)
     adapt
         Follow a stream that changes (default, the defaults protocol's choice:
         ``bench/results/options-families.md``): the Page-Hinkley watch of :mod:`streamlearn.adaptation`
