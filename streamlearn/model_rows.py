@@ -19,7 +19,7 @@ NO_STATISTICS = np.zeros(0)
 
 
 class RowExpansion(NamedTuple):
-    """What :func:`~streamlearn.kernels.scaling.bin_row` adds to a row, in its argument order:
+    """What :func:`~streamlearn.kernels.scaling.expand_row` adds to a row, in its argument order:
     the bins' statistics (``sums``, ``squares`` over ``n_seen`` rows; ``learn``: each row enters
     them), the bins (``n_bins``, ``half_range``, ``max_nonzeros``, ``binned_columns``: no bins at
     ``max_nonzeros = -1``), the value of the bins' and the intercept's entries, the intercept's

@@ -7,7 +7,7 @@ import numpy as np
 from numba import njit
 
 from .codes import LARGEST_VALUE
-from .scaling import bin_row, enter_entries
+from .scaling import expand_row
 
 
 @njit(cache=True, nogil=True)
@@ -76,23 +76,21 @@ def dense_row(X, i, column_of, keys, out_idx, out_val, n, grow, next_column, add
 def dense_model_rows(X, column_of, keys, grow, next_column, added, sums, squares, n_seen, learn, n_bins, half_range,
                      max_nonzeros, binned_columns, value, last_column, out_idx, out_val):
     """:func:`dense_rows`, each row then expanded as the model sees it in the same pass:
-    :func:`~streamlearn.kernels.scaling.bin_row` (model columns, the feature bins' entries, the
+    :func:`~streamlearn.kernels.scaling.expand_row` in place (model columns, the feature bins' entries, the
     intercept's) and, with ``learn``, the bins' statistics (``sums``/``squares`` over ``n_seen``
     rows, room for every column a row can reach) after it; what ``dense_rows`` then
     ``bin_rows`` give, without the rows in between. ``out_idx`` / ``out_val`` need room for twice
     the nonzero entries and one per row. Returns ``(indptr, n, n_added)``."""
     out_ptr = np.empty(X.shape[0] + 1, np.int64)
     out_ptr[0] = 0
-    row_idx, row_val = np.empty(X.shape[1], np.int64), np.empty(X.shape[1])
     n = 0
     n_added = 0
     for i in range(X.shape[0]):
-        m, n_added = dense_row(X, i, column_of, keys, row_idx, row_val, 0, grow, next_column, added, n_added)
-        n = bin_row(row_idx, row_val, 0, m, sums, squares, n_seen, n_bins, half_range, max_nonzeros, binned_columns,
-                    value, last_column, out_idx, out_val, n)
-        if learn:
-            enter_entries(row_idx, row_val, 0, m, sums, squares)
-            n_seen += 1
+        start = n
+        n, n_added = dense_row(X, i, column_of, keys, out_idx, out_val, n, grow, next_column, added, n_added)
+        n = expand_row(out_idx, out_val, start, n, sums, squares, n_seen, learn, n_bins, half_range, max_nonzeros,
+                       binned_columns, value, last_column)
+        n_seen += 1 if learn else 0
         out_ptr[i + 1] = n
     return out_ptr, n, n_added
 
