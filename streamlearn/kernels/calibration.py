@@ -12,16 +12,29 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def row_spread(scores, row):
-    """Row ``row``'s largest score minus its smallest over the classes it had (``-inf``: a class
-    not yet there); 0 for a row with none."""
+def row_extremes(scores, row):
+    """Row ``row``'s ``(largest, smallest)`` score over the classes it had (``-inf``: a class not
+    yet there); ``(-inf, inf)`` for a row with none."""
     largest, smallest = -np.inf, np.inf
     for k in range(scores.shape[1]):
         s = scores[row, k]
         if s != -np.inf:
             largest = max(largest, s)
             smallest = min(smallest, s)
+    return largest, smallest
+
+
+@njit(cache=True, nogil=True)
+def row_spread(scores, row):
+    """Row ``row``'s largest score minus its smallest (:func:`row_extremes`); 0 for a row with none."""
+    largest, smallest = row_extremes(scores, row)
     return largest - smallest if largest > -np.inf else 0.0
+
+
+@njit(cache=True, nogil=True)
+def within_factor(value, typical, factor):
+    """Whether ``value`` is within ``factor`` of ``typical`` either way."""
+    return value <= factor * typical and value * factor >= typical
 
 
 @njit(cache=True, nogil=True)
@@ -82,12 +95,8 @@ def fit_beta(scores, targets, rows, start, settings):
     total_true = 0.0
     for j in range(n):
         row = rows[j]
-        largest, smallest, total, count = -np.inf, np.inf, 0.0, 0
-        for k in range(scores.shape[1]):
-            s = scores[row, k]
-            if s != -np.inf:
-                largest = max(largest, s)
-                smallest = min(smallest, s)
+        largest, smallest = row_extremes(scores, row)
+        total, count = 0.0, 0
         for k in range(scores.shape[1]):
             if scores[row, k] != -np.inf:
                 total += scores[row, k] - largest
@@ -133,25 +142,21 @@ def next_refit(entered, settings):
 
 
 @njit(cache=True, nogil=True)
-def refit(scores, targets, entered, beta, settings):
-    """``(β, spread)``: β fitted from ``beta`` on the newest half of the window (at most all of it,
-    at least one row), of the rows whose spread is within ``SCALE_FACTOR`` of the newest rows'
-    median ``spread`` (the fast tracker's and the averaged model's scores differ ~100x)."""
+def refit(scores, targets, entered, beta, typical, settings):
+    """β fitted from ``beta`` on the newest half of the window (at most all of it, at least one
+    row), of the rows whose spread is within ``SCALE_FACTOR`` of ``typical``, the newest rows'
+    median spread (the fast tracker's and the averaged model's scores differ ~100x)."""
     window = scores.shape[0]
-    factor, newest = settings[6], int(settings[7])
     n_recent = max(1, min(min(entered, window), entered // 2))
-    typical = newest_spread(scores, entered, newest)
     rows = np.empty(n_recent, np.int64)
     n = 0
     for i in range(n_recent):
         slot = (entered - 1 - i) % window
-        if typical > 0.0:
-            spread = row_spread(scores, slot)
-            if not (spread <= factor * typical and spread * factor >= typical):
-                continue
+        if typical > 0.0 and not within_factor(row_spread(scores, slot), typical, settings[6]):
+            continue
         rows[n] = slot
         n += 1
-    return fit_beta(scores, targets, rows[:n], beta, settings), typical
+    return fit_beta(scores, targets, rows[:n], beta, settings)
 
 
 @njit(cache=True, nogil=True)
@@ -160,16 +165,15 @@ def count_entered(scores, targets, entered, fit_spread, beta, settings):
     refitted)`` -- refitted when the count reaches :func:`next_refit`, or a multiple of
     ``SCALE_CHECK_EVERY`` where the newest rows' median spread moved past ``SCALE_FACTOR`` from
     ``fit_spread`` (the last fit's)."""
-    factor, newest, check_every = settings[6], int(settings[7]), int(settings[8])
     due = next_refit(entered, settings)
     entered += 1
-    refitted = entered == due
-    if not refitted and entered % check_every == 0:
-        spread = newest_spread(scores, entered, newest)
-        refitted = not (spread <= factor * fit_spread and spread * factor >= fit_spread)
-    if refitted:
-        beta, fit_spread = refit(scores, targets, entered, beta, settings)
-    return beta, fit_spread, refitted
+    checked = entered == due or entered % int(settings[8]) == 0
+    if not checked:
+        return beta, fit_spread, False
+    spread = newest_spread(scores, entered, int(settings[7]))
+    if entered != due and within_factor(spread, fit_spread, settings[6]):
+        return beta, fit_spread, False
+    return refit(scores, targets, entered, beta, spread, settings), spread, True
 
 
 @njit(cache=True, nogil=True)
