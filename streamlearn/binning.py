@@ -52,6 +52,8 @@ each feature takes ``B + 1`` weight columns per class. The MCID learners' one-ex
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .batches import SparseRows
@@ -116,6 +118,33 @@ def added_stats(shared: dict | None, base: dict | None, now: dict) -> dict:
     return out
 
 
+class RowExpansion(NamedTuple):
+    """What :func:`~streamlearn.kernels.scaling.expand_row` adds to a row, in its argument order:
+    the bins' statistics (``sums``, ``squares`` over ``n_seen`` rows; ``learn``: each row enters
+    them), the bins (``n_bins``, ``half_range``, ``max_nonzeros``, ``binned_columns``: no bins at
+    ``max_nonzeros = -1``), the value of the bins' and the intercept's entries, the intercept's
+    model column (``-1``: none)."""
+
+    sums: np.ndarray
+    squares: np.ndarray
+    n_seen: int
+    learn: bool
+    n_bins: int
+    half_range: float
+    max_nonzeros: int
+    binned_columns: int
+    value: float
+    last_column: int
+
+    @classmethod
+    def intercept_only(cls, value: float, last_column: int) -> "RowExpansion":
+        """No bins: only the intercept's entry, ``last_column`` at ``value``."""
+        return cls(_NO_STATISTICS, _NO_STATISTICS, 0, False, 0, RANGE, -1, 0, value, last_column)
+
+
+_NO_STATISTICS = np.zeros(0)
+
+
 class FeatureBins:
     """Each nonzero value's interval indicator (see the module docstring): the running
     statistics, and the model's columns."""
@@ -156,6 +185,20 @@ class FeatureBins:
         if learn:
             stats.n_seen += n_rows
         return SparseRows(out_indptr, out_indices[:n_out], out_data[:n_out])
+
+    def encode_dense(self, features, X: np.ndarray, grow: bool, learn: bool, value: float,
+                     last_column: int):  # fmt: skip
+        """:meth:`expand` of a dense 2-D batch at one ``value``, inside its encoding by the feature
+        space ``features`` (:meth:`~streamlearn.features.FeatureSpace.encode_expanded`, one compiled
+        pass); ``None`` when that road does not take the batch (nothing has changed then)."""
+        stats = self.stats
+        stats.reserve_columns(features.n_columns + X.shape[1])  # every column a row can reach
+        expansion = RowExpansion(stats.sums, stats.squares, stats.n_seen, learn, self.bins, RANGE, MAX_BINNED_NONZEROS,
+                                 BINNED_COLUMNS, value, last_column)
+        rows = features.encode_expanded(X, grow, expansion)
+        if rows is not None and learn:
+            stats.n_seen += rows.n_rows
+        return rows
 
     def mixing_stats(self, feature_keys: list) -> dict:
         """The statistics for parameter mixing (:mod:`streamlearn.service.mixing`), keyed by the

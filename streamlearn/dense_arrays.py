@@ -23,7 +23,7 @@ class DenseArrayEncoding:
         then :func:`~streamlearn.kernels.rows.dense_rows`: the CSR road's rows, without building
         the CSR), or in one (:meth:`_dense_as_it_is`) when ``zero_share`` allows its zeros;
         ``None`` when its width is one :meth:`_positions_too_sparse` refuses to cache. With an
-        ``expansion`` (:class:`~streamlearn.model_rows.RowExpansion`), the rows as the model sees them
+        ``expansion`` (:class:`~streamlearn.binning.RowExpansion`), the rows as the model sees them
         (:func:`~streamlearn.kernels.rows.dense_model_rows`)."""
         n_rows, width = dense.shape
         count, bad = _rows.dense_census(dense)

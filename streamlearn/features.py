@@ -325,7 +325,7 @@ class FeatureSpace(DenseArrayEncoding):
 
     def encode_expanded(self, X, grow: bool, expansion) -> SparseRows | None:
         """A dense NumPy batch as :meth:`encode_many` encodes it, each row then expanded as
-        ``expansion`` says (:class:`~streamlearn.model_rows.RowExpansion`: model columns, feature
+        ``expansion`` says (:class:`~streamlearn.binning.RowExpansion`: model columns, feature
         bins, the intercept's entry) in the same compiled pass; ``None`` for any other batch, with
         hashing, or at a width too sparse to cache (:meth:`encode_many` then, and the expansion after)."""
         if not isinstance(X, np.ndarray) or self.n_bits is not None:

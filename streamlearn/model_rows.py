@@ -7,35 +7,11 @@ one-example loop see the same rows."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from .batches import SparseRows
-from .binning import BINNED_COLUMNS, MAX_BINNED_NONZEROS, RANGE
+from .binning import RowExpansion
 from .intercept import with_intercept_column
-
-NO_STATISTICS = np.zeros(0)
-
-
-class RowExpansion(NamedTuple):
-    """What :func:`~streamlearn.kernels.scaling.expand_row` adds to a row, in its argument order:
-    the bins' statistics (``sums``, ``squares`` over ``n_seen`` rows; ``learn``: each row enters
-    them), the bins (``n_bins``, ``half_range``, ``max_nonzeros``, ``binned_columns``: no bins at
-    ``max_nonzeros = -1``), the value of the bins' and the intercept's entries, the intercept's
-    model column (``-1``: none)."""
-
-    sums: np.ndarray
-    squares: np.ndarray
-    n_seen: int
-    learn: bool
-    n_bins: int
-    half_range: float
-    max_nonzeros: int
-    binned_columns: int
-    value: float
-    last_column: int
-
 
 class ModelRows:
     """The row preparation of :class:`~streamlearn.base.StreamClassifier` (it sets ``_scaler``,
@@ -100,15 +76,6 @@ class ModelRows:
         if (not isinstance(X, np.ndarray) or X.ndim != 2 or self._scaler is not None or self.max_columns is not None
                 or (self._intercept_column < 0 and bins is None) or not scale.settled):
             return None
-        if bins is None:
-            expansion = RowExpansion(NO_STATISTICS, NO_STATISTICS, 0, False, 0, RANGE, -1, 0, scale.value,
-                                     self._intercept_column)
-        else:
-            stats = bins.stats
-            stats.reserve_columns(self._features.n_columns + X.shape[1])  # every column a row can reach
-            expansion = RowExpansion(stats.sums, stats.squares, stats.n_seen, learn, bins.bins, RANGE,
-                                     MAX_BINNED_NONZEROS, BINNED_COLUMNS, scale.value, self._intercept_column)
-        rows = self._features.encode_expanded(X, grow, expansion)
-        if rows is not None and learn and bins is not None:
-            bins.stats.n_seen += rows.n_rows
-        return rows
+        if bins is not None:
+            return bins.encode_dense(self._features, X, grow, learn, scale.value, self._intercept_column)
+        return self._features.encode_expanded(X, grow, RowExpansion.intercept_only(scale.value, self._intercept_column))
