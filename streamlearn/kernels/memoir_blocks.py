@@ -34,23 +34,17 @@ def tail_column(indptr, indices, first, last):
     increasing, tail, tail_ok = True, -1, True
     for row in range(first, last):
         lo, hi = indptr[row], indptr[row + 1]
-        for p in range(lo + 1, hi):
-            if indices[p] <= indices[p - 1]:
-                increasing = False
-        if hi > lo and tail_ok:
-            if tail < 0:
-                tail = indices[hi - 1]
-            if indices[hi - 1] != tail or (hi - lo > 1 and indices[lo] <= tail):
-                tail_ok = False
-        if not increasing and not tail_ok:
-            return -2
-    if increasing:
-        return -1
-    for row in range(first, last):  # every row but its last entry increasing
-        for p in range(indptr[row] + 1, indptr[row + 1] - 1):
+        for p in range(lo + 1, hi - 1):  # all but the last entry: in order either way
             if indices[p] <= indices[p - 1]:
                 return -2
-    return tail
+        if hi - lo > 1 and indices[hi - 1] <= indices[hi - 2]:
+            increasing = False
+        if hi > lo:
+            tail = indices[hi - 1] if tail < 0 else tail
+            tail_ok = tail_ok and indices[hi - 1] == tail and (hi - lo == 1 or indices[lo] > tail)
+        if not increasing and not tail_ok:
+            return -2
+    return -1 if increasing else tail
 
 
 @njit(cache=True, nogil=True)
