@@ -39,6 +39,7 @@ from .binning import FeatureBins, check_bins
 from .scaling import OnlineStandardizer
 from .model_rows import ModelRows
 from .pending import PendingRows
+from .sample_weights import checked_weight, refuse_weights, weighted_batch
 from .scores import hide_unknown_classes, labels_like, proba_frame, softmax_rows
 
 STATE_FORMAT = 1
@@ -127,9 +128,7 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
         self._intercept_column = self._intercept()
         self._labels = LabelSpace()
         self._scaler = OnlineStandardizer() if self.standardize else None
-        self._pending_cols: list = []
-        self._pending_vals: list = []
-        self._pending_y: list = []
+        self._clear_pending()
         self._encoded_last = None  # see _scores_one
         self._init_model()
 
@@ -219,8 +218,15 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
         raise NotImplementedError
 
     # ----------------------------------------------------------------- learning
-    def learn_one(self, x: dict, y) -> None:
-        """Gather one example; take a step when ``batch_size`` examples are gathered."""
+    def learn_one(self, x: dict, y, w: float = 1.0) -> None:
+        """Gather one example of weight ``w`` (:mod:`streamlearn.sample_weights`; 0: nothing is
+        learned); take a step when ``batch_size`` examples are gathered."""
+        if w != 1.0:
+            w = checked_weight(w)
+            if not self.takes_weights:
+                refuse_weights(self)
+            if w == 0.0:
+                return
         label = self._labels.normalize(y)
         self._check_class_room(1 if self._labels.index(label, grow=False) < 0 else 0)
         encoded, self._encoded_last = self._encoded_last, None
@@ -232,12 +238,18 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
             most_new = len(x) if isinstance(x, dict) else 0  # anything else is refused by encode_one
             cols, vals = self._within_column_room(lambda: self._features.encode_one(x, grow=True), most_new)
             cols, vals = self._model_row(cols, vals, learn=True)
-        self._gather(cols, vals, self._labels.index(label, grow=True))
+        self._gather(cols, vals, self._labels.index(label, grow=True), w)
 
-    def learn_many(self, X, y) -> None:
+    def learn_many(self, X, y, w=None) -> None:
         """Learn a batch: a DataFrame, a 2-D NumPy array, a SciPy sparse matrix or a list
-        of feature dicts, and its labels (a Series, a list or an array of the same length)."""
-        self._learn_rows(self._learned_model_rows(X, y), self._labels.indices(y, grow=True))
+        of feature dicts, and its labels (a Series, a list or an array of the same length), and
+        the examples' weights (``None``: all 1; :mod:`streamlearn.sample_weights`)."""
+        X, y, weights = weighted_batch(self, X, y, w)
+        self._learn_rows(self._learned_model_rows(X, y), self._labels.indices(y, grow=True), None, weights)
+
+    #: whether the learner honours per-example weights (:mod:`streamlearn.sample_weights`); one that
+    #: does not refuses any weight but 1
+    takes_weights = False
 
     #: (features, x, cols, vals) of the last one-example prediction whose row learn_one may take (see _scores_one)
     _encoded_last = None

@@ -411,7 +411,7 @@ class FeatureSpace(DenseArrayEncoding):
         (allocating fresh megabyte-size arrays for every batch cost more page faults than
         the encoding itself). Rows from :meth:`encode_many` are views on them, valid until
         the next call: callers learn or score them at once and copy what they keep."""
-        if len(getattr(self, "_scratch_idx", ())) < n:  # (absent until the first call and after unpickling)
+        if not hasattr(self, "_scratch_idx") or len(self._scratch_idx) < n:  # (absent until the first call and after unpickling)
             self._scratch_idx, self._scratch_val = np.empty(2 * n, np.int64), np.empty(2 * n, np.float64)
         return self._scratch_idx, self._scratch_val
 

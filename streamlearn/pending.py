@@ -20,12 +20,19 @@ def _split_rows(rows: SparseRows, n: int) -> tuple[SparseRows, list, list]:
     return head, cols, vals
 
 
+def _weights_or_none(weights) -> np.ndarray | None:
+    """``weights`` as a float64 array, or ``None`` when every one is 1 (the unweighted road)."""
+    weights = np.asarray(weights, np.float64)
+    return None if (weights == 1.0).all() else weights
+
+
 class PendingRows:
     """Mini-batch semantics for a stream, shared by the classifiers and the regressors:
     ``learn_one`` gathers ``batch_size`` examples and then calls ``_learn_groups``;
     ``learn_many`` continues the group the previous calls started and leaves an incomplete
     tail pending, so it equals the ``learn_one`` loop exactly. Targets are class indices
-    (``_target_dtype`` int64) or real numbers (float64)."""
+    (``_target_dtype`` int64) or real numbers (float64). Each example has a weight (1 unless
+    given); the family's ``_learn_groups`` gets ``weights=`` only when one of a group's is not 1."""
 
     _target_dtype = np.dtype(np.int64)
 
@@ -35,20 +42,37 @@ class PendingRows:
         this one would (every learner but one with an index that is rebuilt on restore)."""
         return True
 
-    def _gather(self, cols: np.ndarray, vals: np.ndarray, target) -> None:
-        """Add one encoded example; learn the group once it is complete."""
+    def _clear_pending(self) -> None:
+        self._pending_cols, self._pending_vals, self._pending_y, self._pending_w = [], [], [], []
+
+    def _take_pending(self) -> tuple:
+        """The pending examples as rows, targets and weights (``None``: all 1); none pend after."""
+        rows = stack_rows(self._pending_cols, self._pending_vals)
+        targets = np.asarray(self._pending_y, self._target_dtype)
+        weights = _weights_or_none(self._pending_w)
+        self._clear_pending()
+        return rows, targets, weights
+
+    def _learn_weighted(self, rows: SparseRows, targets: np.ndarray, scores=None, weights=None) -> None:
+        if weights is None:
+            self._learn_groups(rows, targets) if scores is None else self._learn_groups(rows, targets, scores)
+        else:
+            self._learn_groups(rows, targets, scores, weights=weights)
+
+    def _gather(self, cols: np.ndarray, vals: np.ndarray, target, weight: float = 1.0) -> None:
+        """Add one encoded example (of weight ``weight``); learn the group once it is complete."""
         if self.batch_size == 1 and not self._pending_y:  # learn_one's usual road: no lists
-            self._learn_groups(SparseRows(np.array([0, len(cols)], np.int64), cols, vals),
-                               np.array([target], self._target_dtype))
+            rows = SparseRows(np.array([0, len(cols)], np.int64), cols, vals)
+            targets = np.array([target], self._target_dtype)
+            self._learn_weighted(rows, targets, None, None if weight == 1.0 else np.array([weight]))
             return
         self._pending_cols.append(cols)
         self._pending_vals.append(vals)
         self._pending_y.append(target)
+        self._pending_w.append(float(weight))
         if len(self._pending_y) == self.batch_size:
-            rows = stack_rows(self._pending_cols, self._pending_vals)
-            targets = np.asarray(self._pending_y, self._target_dtype)
-            self._pending_cols, self._pending_vals, self._pending_y = [], [], []
-            self._learn_groups(rows, targets)
+            rows, targets, weights = self._take_pending()
+            self._learn_weighted(rows, targets, None, weights)
 
     @property
     def n_pending(self) -> int:
@@ -73,27 +97,31 @@ class PendingRows:
         """
         if not self._pending_y:
             return
-        rows = stack_rows(self._pending_cols, self._pending_vals)
-        targets = np.asarray(self._pending_y, self._target_dtype)
-        self._pending_cols, self._pending_vals, self._pending_y = [], [], []
+        rows, targets, weights = self._take_pending()
         full = self.batch_size
         self.batch_size = len(targets)  # the families read their group size from here
         try:
-            self._learn_groups(rows, targets)
+            self._learn_weighted(rows, targets, None, weights)
         finally:
             self.batch_size = full
 
     def _export_pending(self) -> dict:
-        return {"cols": [c.copy() for c in self._pending_cols], "vals": [v.copy() for v in self._pending_vals],
-                "y": list(self._pending_y)}
+        pending = {"cols": [c.copy() for c in self._pending_cols], "vals": [v.copy() for v in self._pending_vals],
+                   "y": list(self._pending_y)}
+        if _weights_or_none(self._pending_w) is not None:  # (a state without weights reads as before)
+            pending["w"] = list(self._pending_w)
+        return pending
 
     def _restore_pending(self, pending: dict) -> None:
         self._pending_cols = [np.asarray(c, np.int64) for c in pending["cols"]]
         self._pending_vals = [np.asarray(v, np.float64) for v in pending["vals"]]
         self._pending_y = [self._target_dtype.type(v).item() for v in pending["y"]]
+        self._pending_w = [float(w) for w in pending.get("w", [1.0] * len(self._pending_y))]
 
-    def _learn_rows(self, rows: SparseRows, targets: np.ndarray, scores: np.ndarray | None = None) -> None:
-        """Learn encoded rows after the pending ones; keep the incomplete tail pending.
+    def _learn_rows(self, rows: SparseRows, targets: np.ndarray, scores: np.ndarray | None = None,
+                    weights: np.ndarray | None = None) -> None:
+        """Learn encoded rows (of ``weights``, ``None``: all 1) after the pending ones; keep the
+        incomplete tail pending.
 
         ``scores`` (``(n_rows, K)``): also write each row's class scores by the model as it
         stands when the row arrives, for the families that compute them while learning (see
@@ -109,15 +137,20 @@ class PendingRows:
                 np.concatenate([head.data, rows.data]),
             )
             targets = np.concatenate([np.asarray(self._pending_y, self._target_dtype), targets])
+        if weights is not None or _weights_or_none(self._pending_w) is not None:
+            weights = np.concatenate([np.asarray(self._pending_w, np.float64),
+                                      np.ones(len(targets) - n_old) if weights is None else weights])
         n_complete = (rows.n_rows // self.batch_size) * self.batch_size
         complete, self._pending_cols, self._pending_vals = _split_rows(rows, n_complete)
         self._pending_y = targets[n_complete:].tolist()
+        self._pending_w = [1.0] * len(self._pending_y) if weights is None else weights[n_complete:].tolist()
+        group_weights = None if weights is None else _weights_or_none(weights[:n_complete])
         if n_complete:
             if scores is None:
-                self._learn_groups(complete, targets[:n_complete])
+                self._learn_weighted(complete, targets[:n_complete], None, group_weights)
             else:
                 learned = np.full((n_complete, scores.shape[1]), -np.inf)
-                self._learn_groups(complete, targets[:n_complete], learned)
+                self._learn_weighted(complete, targets[:n_complete], learned, group_weights)
                 scores[: max(n_complete - n_old, 0)] = learned[n_old:]
         first_pending = max(n_complete, n_old)
         if scores is not None and rows.n_rows > first_pending:

@@ -14,6 +14,8 @@ Each takes its learner's parameters (``get_params`` / ``set_params`` / ``clone``
   (a call's rows are all learned, as scikit-learn's ``partial_fit`` promises); a class may appear in
   any call, unless ``classes`` was given to the first call: then, as scikit-learn's contract says,
   those are all the classes (their probability is 0 until learned) and any other label is refused;
+* ``sample_weight`` in ``fit`` and ``partial_fit`` for the learners that take weights (the MCID
+  family: ``WeightedClassifierEstimator``); the others' faces have no such parameter;
 * ``predict``, ``predict_proba``, ``decision_function`` (``(n,)`` for two classes: the second
   class's score minus the first's), ``score``; ``classes_`` sorted, ``n_features_in_``,
   ``feature_names_in_`` for DataFrames; dense arrays, CSR or other SciPy matrices, DataFrames.
@@ -49,6 +51,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 import streamlearn
+from streamlearn.sample_weights import checked_weights
 
 #: the wrapper's own parameters, beside its learner's
 WRAPPER_PARAMETERS = (("passes", 5), ("shuffle", True), ("random_state", None))
@@ -76,14 +79,17 @@ class _StreamEstimator(BaseEstimator):
     def _validated_pair(self, X, y, reset: bool):
         return validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=reset, y_numeric=self._numeric_targets)
 
-    def _learn(self, X, y, passes: int, shuffle: bool) -> None:
+    def _learn(self, X, y, passes: int, shuffle: bool, sample_weight=None) -> None:
         rng = check_random_state(self.random_state) if shuffle else None
+        weighted = {} if sample_weight is None else {"w": sample_weight}
         for _ in range(passes):
             if shuffle:
                 order = rng.permutation(X.shape[0])
-                self.learner_.learn_many(X[order], y[order])
+                if sample_weight is not None:
+                    weighted = {"w": sample_weight[order]}
+                self.learner_.learn_many(X[order], y[order], **weighted)
             else:  # the rows as given (indexing a sparse matrix copies it)
-                self.learner_.learn_many(X, y)
+                self.learner_.learn_many(X, y, **weighted)
         self.learner_.flush()
 
     def fit(self, X, y):
@@ -195,6 +201,45 @@ class StreamClassifierEstimator(ClassifierMixin, _StreamEstimator):
         return len(history) if history else int(getattr(self.learner_, "n_steps", 0))
 
 
+class WeightedClassifierEstimator(StreamClassifierEstimator):
+    """The face of a classifier that takes per-example weights (``takes_weights``: the MCID
+    learners): ``fit`` and ``partial_fit`` take ``sample_weight``, the learner's ``w``
+    (:mod:`streamlearn.sample_weights`: a row of weight 0 is not learned)."""
+
+    def fit(self, X, y, sample_weight=None):
+        """As :meth:`StreamClassifierEstimator.fit`, each row's step scaled by its weight."""
+        self._check_passes()
+        X, y = self._validated_pair(X, y, reset=True)
+        weights = self._checked_weights(sample_weight, X)
+        self.learner_ = self._new_learner()
+        self._start(y, None)
+        self._learn(X, y, int(self.passes), bool(self.shuffle), weights)
+        return self
+
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """As :meth:`StreamClassifierEstimator.partial_fit`, each row's step scaled by its weight."""
+        first = not hasattr(self, "learner_")
+        X, y = self._validated_pair(X, y, reset=first)
+        weights = self._checked_weights(sample_weight, X)
+        if first:
+            self.learner_ = self._new_learner()
+        self._start(y, classes, first)
+        self._learn(X, y, 1, False, weights)
+        return self
+
+    @staticmethod
+    def _checked_weights(sample_weight, X):
+        if sample_weight is None:
+            return None
+        weights = np.asarray(sample_weight, dtype=np.float64)
+        if weights.shape != (X.shape[0],):
+            raise ValueError(f"sample_weight.shape == {weights.shape}, expected {(X.shape[0],)}")
+        weights = checked_weights(weights, X.shape[0]).copy()  # (the caller's array is never written)
+        if X.shape[0] and not weights.any():
+            raise ValueError("Sample weights must contain at least one non-zero number: every row's weight is 0")
+        return weights
+
+
 class StreamRegressorEstimator(RegressorMixin, _StreamEstimator):
     """The scikit-learn face of a streamlearn regressor (see the module docstring)."""
 
@@ -230,7 +275,8 @@ def _face(learner_class: type, base: type, name: str, defaults: dict | None = No
 
 
 #: every classifier's face, by name (``MulticlassSVMClassifier``, ...)
-CLASSIFIERS = {f"{name}Classifier": _face(cls, StreamClassifierEstimator, f"{name}Classifier")
+CLASSIFIERS = {f"{name}Classifier": _face(cls, WeightedClassifierEstimator if cls.takes_weights else StreamClassifierEstimator,
+                                          f"{name}Classifier")
                for name, cls in streamlearn.LEARNERS.items()}
 #: the regressors' faces. PrimalGradientRegressor has no default bound, and its σ = 1e-4 diverges on
 #: standardised regression data (R² −1e6 on scikit-learn's own check set); here bound = 10, σ = 0.1: the best
@@ -239,4 +285,4 @@ REGRESSORS = {"PrimalGradientRegressorEstimator": _face(streamlearn.PrimalGradie
                                                         "PrimalGradientRegressorEstimator", {"bound": 10.0, "sigma": 0.1})}
 globals().update(CLASSIFIERS)
 globals().update(REGRESSORS)
-__all__ = ["CLASSIFIERS", "REGRESSORS", "StreamClassifierEstimator", "StreamRegressorEstimator", *CLASSIFIERS, *REGRESSORS]
+__all__ = ["CLASSIFIERS", "REGRESSORS", "StreamClassifierEstimator", "WeightedClassifierEstimator", "StreamRegressorEstimator", *CLASSIFIERS, *REGRESSORS]

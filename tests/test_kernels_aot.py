@@ -107,12 +107,13 @@ def sample_calls():
     y = rng.integers(0, 6, 40).astype(np.int64)
     for loss in (codes.SOFTMAX, codes.CRAMMER_SINGER, codes.OVR_LOGISTIC):
         V, scale, sqnorm, U, A = _weights(rng)
-        yield "mcid", "learn_groups", 0, (indptr, indices, data, y, 2, V, scale, sqnorm, U, A, 30, 4, 7, 0.01, loss, True,
+        weights = rng.uniform(0.0, 3.0, 40) if loss == codes.SOFTMAX else np.ones(0)  # weighted rows, and none
+        yield "mcid", "learn_groups", 0, (indptr, indices, data, y, weights, 2, V, scale, sqnorm, U, A, 30, 4, 7, 0.01, loss, True,
                                           False, True, 0.3, 2.0, 11.0, np.full((40, 6), -np.inf))
         tracker_V, tracker_scale, tracker_sqnorm, tracker_U, tracker_A = _weights(rng)
         watch = ChangeWatch()
         watch.steps = 30
-        yield "mcid", "learn_groups_adapting", 0, (indptr, indices, data, y, 2, V, scale, sqnorm, U, A, 30, 4, 7, 0.01, loss,
+        yield "mcid", "learn_groups_adapting", 0, (indptr, indices, data, y, weights, 2, V, scale, sqnorm, U, A, 30, 4, 7, 0.01, loss,
                                                    False, False, True, 0.3, 2.0, 11.0,
                                                    tracker_V, tracker_scale, tracker_sqnorm, tracker_U, tracker_A,
                                                    0.1, 1e-30, 6, watch.as_array(), watch_params(2, 2.0),

@@ -69,10 +69,12 @@ def reference_gradient(name, W, x, y):
     return grad
 
 
-def reference_mcid(name, X, y, lam, r, project=False, average_power=0.0):
+def reference_mcid(name, X, y, lam, r, project=False, average_power=0.0, weights=None):
     """Alg. 1 over consecutive groups of r rows; returns (last W, averaged W, steps). The
-    average weights step t by t**average_power (Shamir & Zhang's polynomial decay; 0: plain)."""
+    average weights step t by t**average_power (Shamir & Zhang's polynomial decay; 0: plain).
+    ``weights``: row i's sub-gradient enters the sum w_i times (the divisor stays r)."""
     n, d = X.shape
+    weights = np.ones(n) if weights is None else weights
     W = np.zeros((y.max() + 1, d))
     running_sum = np.zeros_like(W)
     total_weight = 0.0
@@ -80,7 +82,7 @@ def reference_mcid(name, X, y, lam, r, project=False, average_power=0.0):
     per_class_ball = name.startswith("OneVsRest")
     for first in range(0, n - n % r, r):
         n_classes = max(n_classes, y[first : first + r].max() + 1)
-        grads = sum(reference_gradient(name, W[:n_classes], X[i], y[i]) for i in range(first, first + r))
+        grads = sum(weights[i] * reference_gradient(name, W[:n_classes], X[i], y[i]) for i in range(first, first + r))
         t += 1
         W[:n_classes] = (1 - 1 / t) * W[:n_classes] - grads / (lam * t * r)
         if project:
@@ -143,6 +145,25 @@ def test_kernel_matches_numpy_reference(cls, lam, r, project, average, average_p
     X_seen = np.hstack([X, auto_intercept_values(X)[:, None]]) if fit_intercept else X
     W_ref, W_avg_ref, t = reference_mcid(cls.__name__, X_seen, y, lam, r, project, average_power)
     assert model.n_steps == t
+    scale = max(1.0, np.abs(W_ref).max())
+    np.testing.assert_allclose(learner_matrix(model, X.shape[1]), W_ref, rtol=0, atol=1e-9 * scale)
+    if average:
+        np.testing.assert_allclose(learner_matrix(model, X.shape[1], averaged=True), W_avg_ref, rtol=0, atol=1e-9 * scale)
+
+
+@pytest.mark.parametrize("cls", LEARNERS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize(("lam", "r", "project", "average"), [(0.05, 1, False, True), (0.01, 3, True, False), (0.2, 4, False, False)])
+def test_weighted_kernel_matches_numpy_reference(cls, lam, r, project, average):
+    """Issue 77: a row's weight multiplies its sub-gradient in Eq. 14's sum (integer weights: the
+    row counted that many times in its group's sum), the tracker and the watch on as by default."""
+    X, y = make_stream()
+    weights = np.random.default_rng(5).choice([0.25, 1.0, 2.0, 3.0, 7.5], len(y))
+    model = cls(lam=lam, batch_size=r, project=project, average=average, average_power=2.0 if average else None,
+                fit_intercept=False, bins=None, calibrate=False)
+    model.renormalize_below = 0.5
+    model.learn_many(sp.csr_matrix(X), y, weights)
+    W_ref, W_avg_ref, t = reference_mcid(cls.__name__, X, y, lam, r, project, 2.0 if average else 0.0, weights)
+    assert model.n_steps == t and model.n_changes == 0
     scale = max(1.0, np.abs(W_ref).max())
     np.testing.assert_allclose(learner_matrix(model, X.shape[1]), W_ref, rtol=0, atol=1e-9 * scale)
     if average:

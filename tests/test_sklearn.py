@@ -1,5 +1,5 @@
 """The scikit-learn face (streamlearn.sklearn): scikit-learn's own estimator checks for every
-classifier and the regressor (no expected failure), pipelines with StandardScaler and
+classifier and the regressor (expected failures: :func:`expected_failures`), pipelines with StandardScaler and
 TfidfVectorizer, a grid search, partial_fit with a class that comes late, and the learner's numbers
 bit for bit."""
 
@@ -21,7 +21,18 @@ import streamlearn.sklearn as sk
 pytestmark = pytest.mark.slow  # every estimator through every scikit-learn check, as river's suite
 
 
-@parametrize_with_checks([cls(random_state=0) for cls in (*sk.CLASSIFIERS.values(), *sk.REGRESSORS.values())])
+def expected_failures(estimator) -> dict:
+    """The checks scikit-learn itself expects to fail for ``SGDClassifier`` and that fail here for
+    the same reason, one line each."""
+    if not isinstance(estimator, sk.WeightedClassifierEstimator):
+        return {}
+    why = ("a weight scales a row's stochastic step, as SGDClassifier's does; k repeats are k steps "
+           "(and a pass's shuffled order differs), so the two models differ (tests/test_weights.py pins what holds)")
+    return {"check_sample_weight_equivalence_on_dense_data": why, "check_sample_weight_equivalence_on_sparse_data": why}
+
+
+@parametrize_with_checks([cls(random_state=0) for cls in (*sk.CLASSIFIERS.values(), *sk.REGRESSORS.values())],
+                         expected_failed_checks=expected_failures)
 def test_scikit_learns_own_checks_pass(estimator, check):
     check(estimator)
 

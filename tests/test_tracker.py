@@ -180,7 +180,7 @@ def _reference_adapting(rows, y, group, model, tracker, n_classes, t, lam, track
 
     def learn_between(first, last):
         lo, hi = first * group, last * group
-        span = (indptr[lo : hi + 1], indices, data, y[lo:hi], group)
+        span = (indptr[lo : hi + 1], indices, data, y[lo:hi], np.ones(0), group)
         model_scores, tracker_scores = np.full((hi - lo, K), -np.inf), np.full((hi - lo, K), -np.inf)
         n_before = state["n"]
         mcid.learn_groups(*span, *tracker, d_of(model), state["n"], state["t"], tracker_lam, loss, False, False, False,
@@ -243,7 +243,7 @@ def test_the_adapting_kernel_is_the_python_watch_tracker_and_choice_between_span
     watch_state.steps = 5
     watch_array, choice_array = watch_state.as_array(), choice_state.as_array()
     scores, spare = np.full((n, K), -np.inf), np.full((n, K), -np.inf)
-    got = mcid.learn_groups_adapting(*rows, y, group, *model, d, 0, 5, 1e-3, getattr(codes, loss), False, False, True,
+    got = mcid.learn_groups_adapting(*rows, y, np.ones(0), group, *model, d, 0, 5, 1e-3, getattr(codes, loss), False, False, True,
                                      1e-4, 2.0, average_weight_of_five(), *tracker, 0.1, 1e-30, K, watch_array,
                                      watch_params(group, 2.0), choice_array, fading_of(CHECK_EVERY * group), scores, spare)
     assert got == expected

@@ -96,17 +96,17 @@ EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
         ],
     },
     "mcid": {
-        # indptr, indices, data, y, group_size, V, scale, sqnorm, U, A, n_features, n_classes, t,
+        # indptr, indices, data, y, weights (empty: all 1), group_size, V, scale, sqnorm, U, A, n_features, n_classes, t,
         # lam, loss, project, per_class_ball, averaged, renormalize_below, average_power, average_weight, scores_out
         "learn_groups": [
-            ("i8[::1]r", "i8[::1]r", "f8[::1]r", "i8[::1]r", "i8", "f8[:, ::1]", "f8[::1]", "f8[::1]", "f8[:, ::1]",
-             "f8[::1]", "i8", "i8", "i8", "f8", "i8", "b1", "b1", "b1", "f8", "f8", "f8", "f8[:, ::1]"),
+            ("i8[::1]r", "i8[::1]r", "f8[::1]r", "i8[::1]r", "f8[::1]r", "i8", "f8[:, ::1]", "f8[::1]", "f8[::1]",
+             "f8[:, ::1]", "f8[::1]", "i8", "i8", "i8", "f8", "i8", "b1", "b1", "b1", "f8", "f8", "f8", "f8[:, ::1]"),
         ],
         # learn_groups' arguments but scores_out, then the tracker's V, scale, sqnorm, U, A, lam, renormalize_below,
         # store_classes, watch, watch_params, choice, choice_keep, scores_out, spare_scores
         "learn_groups_adapting": [
-            ("i8[::1]r", "i8[::1]r", "f8[::1]r", "i8[::1]r", "i8", "f8[:, ::1]", "f8[::1]", "f8[::1]", "f8[:, ::1]",
-             "f8[::1]", "i8", "i8", "i8", "f8", "i8", "b1", "b1", "b1", "f8", "f8", "f8",
+            ("i8[::1]r", "i8[::1]r", "f8[::1]r", "i8[::1]r", "f8[::1]r", "i8", "f8[:, ::1]", "f8[::1]", "f8[::1]",
+             "f8[:, ::1]", "f8[::1]", "i8", "i8", "i8", "f8", "i8", "b1", "b1", "b1", "f8", "f8", "f8",
              "f8[:, ::1]", "f8[::1]", "f8[::1]", "f8[:, ::1]", "f8[::1]", "f8", "f8",
              "i8", "f8[::1]", "f8[::1]r", "f8[::1]", "f8", "f8[:, ::1]", "f8[:, ::1]"),
         ],

@@ -71,13 +71,18 @@ def loss_coefficients(loss, scores, y, n_classes):
 
 @njit(cache=True, nogil=True)
 def learn_groups(
-    indptr, indices, data, y, group_size,
+    indptr, indices, data, y, weights, group_size,
     V, scale, sqnorm, U, A, n_features, n_classes, t,
     lam, loss, project, per_class_ball, averaged, renormalize_below,
     average_power, average_weight, scores_out,
 ):  # fmt: skip
     """Run Alg. 1 over consecutive groups of ``group_size`` rows; return the new
     ``(t, n_classes, average_weight)``.
+
+    ``weights`` (one per row, or empty for all 1): a row's sub-gradient enters Eq. 14's sum
+    times its weight, the divisor staying ``r``: the step of ``λ/2 ‖W‖² + (1/r) Σ w_i ℓ_i``
+    (river's ``w``, scikit-learn's ``sample_weight`` in ``SGDClassifier``). A weight of 1 is
+    the unweighted step bit for bit (``-step * 1.0`` is ``-step``).
 
     The average is weighted: step ``t`` enters the running sum with weight ``t**average_power``
     (1 for every step at power 0: the plain average) and ``average_weight`` totals them.
@@ -95,7 +100,7 @@ def learn_groups(
     Rows beyond the last complete group are ignored (the caller keeps them pending).
     ``V`` must have at least ``n_features`` rows and ``max(y) + 1`` columns."""
     work = workspace(group_size, V.shape[1])
-    return learn_group_span(indptr, indices, data, y, group_size, 0, (len(indptr) - 1) // group_size,
+    return learn_group_span(indptr, indices, data, y, weights, group_size, 0, (len(indptr) - 1) // group_size,
                             V, scale, sqnorm, U, A, n_features, n_classes, t, lam, loss, project, per_class_ball,
                             averaged, renormalize_below, average_power, average_weight, scores_out, work)
 
@@ -110,7 +115,7 @@ def workspace(group_size, capacity):
 # over 80 lines: the whole mini-batch loop is one compiled call, so the store's scalars stay in locals across groups
 @njit(cache=True, nogil=True)
 def learn_group_span(
-    indptr, indices, data, y, group_size, first_group, last_group,
+    indptr, indices, data, y, weights, group_size, first_group, last_group,
     V, scale, sqnorm, U, A, n_features, n_classes, t,
     lam, loss, project, per_class_ball, averaged, renormalize_below,
     average_power, average_weight, scores_out, work,
@@ -119,6 +124,7 @@ def learn_group_span(
     batch's), with the scratch arrays of :func:`workspace`."""
     coef, touched, amounts, averaged_dots = work
     record = scores_out.shape[0] > 0
+    weighted = weights.shape[0] > 0
     radius = 1.0 / np.sqrt(lam)
     for g in range(first_group, last_group):
         first = g * group_size
@@ -145,18 +151,19 @@ def learn_group_span(
                 scale[k] *= shrink
         step = 1.0 / (lam * t * group_size)
         for i in range(group_size):
+            row_step = step * weights[first + i] if weighted else step
             if loss == CRAMMER_SINGER or loss == PERCEPTRON:  # at most two classes: class by class
                 # (add_to_columns' per-class road is slower for two classes: it keeps a touched list)
                 for k in range(n_classes):
                     if coef[i, k] != 0.0:
                         add_to_column(V, sqnorm, U, A, averaged, project, indptr, indices, data,
-                                      first + i, k, -step * coef[i, k] / scale[k])
+                                      first + i, k, -row_step * coef[i, k] / scale[k])
                 continue
             n_touched = 0  # softmax, one-vs-rest: (nearly) every class, in one pass
             for k in range(n_classes):
                 if coef[i, k] != 0.0:
                     touched[n_touched] = k
-                    amounts[n_touched] = -step * coef[i, k] / scale[k]
+                    amounts[n_touched] = -row_step * coef[i, k] / scale[k]
                     n_touched += 1
             add_to_columns(V, sqnorm, U, A, averaged, project, indptr, indices, data,
                            first + i, touched, amounts, n_touched)
@@ -216,7 +223,7 @@ def restart_schedule(t, average_weight, watch_params, V_scale, U, A, averaged, n
 # over 80 lines: the model's and the tracker's steps, both mistake counts, the watch and the choice between the two in one call
 @njit(cache=True, nogil=True)
 def learn_groups_adapting(
-    indptr, indices, data, y, group_size,
+    indptr, indices, data, y, weights, group_size,
     V, scale, sqnorm, U, A, n_features, n_classes, t,
     lam, loss, project, per_class_ball, averaged, renormalize_below, average_power, average_weight,
     tracker_V, tracker_scale, tracker_sqnorm, tracker_U, tracker_A, tracker_lam, tracker_renormalize_below,
@@ -245,11 +252,11 @@ def learn_groups_adapting(
         model_out = spare_scores if tracking else scores_out
         tracker_out = scores_out if tracking else spare_scores
         n_before = n_classes
-        learn_group_span(indptr, indices, data, y, group_size, g, last, tracker_V, tracker_scale, tracker_sqnorm,
+        learn_group_span(indptr, indices, data, y, weights, group_size, g, last, tracker_V, tracker_scale, tracker_sqnorm,
                          tracker_U, tracker_A, n_features, n_classes, t, tracker_lam, loss, project, per_class_ball,
                          False, tracker_renormalize_below, average_power, average_weight, tracker_out, work)
         t, n_classes, average_weight = learn_group_span(
-            indptr, indices, data, y, group_size, g, last, V, scale, sqnorm, U, A, n_features, n_classes, t, lam, loss,
+            indptr, indices, data, y, weights, group_size, g, last, V, scale, sqnorm, U, A, n_features, n_classes, t, lam, loss,
             project, per_class_ball, averaged, renormalize_below, average_power, average_weight, model_out, work)
         first_row, last_row = g * group_size, last * group_size
         other = row_mistakes(spare_scores, y, first_row, last_row, n_before, mistakes)

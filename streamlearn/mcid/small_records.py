@@ -14,7 +14,7 @@ every :data:`~streamlearn.adaptation.CHECK_EVERY` steps, the temperature's refit
 general road's bit for bit, and probabilities too where NumPy's exponential is the C library's
 (NumPy's own vectorised one, on some CPUs, may differ in the last bit).
 
-It serves an example when the learner runs one λ (``batch_size=1``, no ``standardize``, no ``n_bits``;
+It serves an example of weight 1 when the learner runs one λ (``batch_size=1``, no ``standardize``, no ``n_bits``;
 with or without ``adapt``'s watch and tracker and ``calibrate``'s window), every name of the dict and
 its label are known, the values are finite ``float`` (NumPy's ``float64`` too) or ``int`` up to 2⁵³,
 there are fewer than 64 of them, for up to 64 classes; any other example takes the general road,
@@ -99,18 +99,18 @@ class SmallRecordRoad:
         proba = None if calibration is None else self._road_scoring(x, self._labels.labels, calibration.beta)
         return super().predict_proba_one(x) if proba is None else proba
 
-    def learn_one(self, x: dict, y) -> None:
-        tables = self._road_tables()
+    def learn_one(self, x: dict, y, w: float = 1.0) -> None:
+        tables = self._road_tables() if w == 1.0 else None  # (a weighted example: the general road)
         target = -1 if tables is None else self._labels.known_class(y)
         if target < 0:
-            return super().learn_one(x, y)
+            return super().learn_one(x, y, w)
         scale, watch = self._intercept_scale, self._watch
         out = compiled_road.learn(x, tables, self._intercept_column, scale.value, target, len(self._labels.labels),
                                   self._candidates[0], self._tracker, self._n_learned_classes, self._t,
                                   self._average_weight, self._tracker_choice, self._small_record_setting, self.project,
                                   self.renormalize_below, watch, self._calibration, self._bins)
         if out is None:
-            return super().learn_one(x, y)
+            return super().learn_one(x, y, w)
         self._t, self._n_learned_classes, self._average_weight, due, entered, mean_square = out
         self._encoded_last = None
         if not scale.settled and (self._intercept_column >= 0 or self._bins is not None):

@@ -13,13 +13,14 @@ from ..adaptation import (CHECK_EVERY, TRACKER_LAM_FACTOR, ChangeWatch, TrackerC
 from ..base import StreamClassifier
 from ..scores import hide_unknown_classes, tempered_softmax
 from ..checks import average_power_of
-from ..binning import DEFAULT_BINS, FeatureBins
+from ..binning import DEFAULT_BINS
 from ..calibration import TemperatureCalibration
 from ..errors import InvalidParameterError
 from ..batches import SparseRows
 from ..kernels import codes, compiled
 from ..weights import ScaledWeights
 from .candidates import lambda_candidates
+from .mixing_surface import MixingSurface
 from .small_records import SmallRecordRoad
 
 _mcid = compiled("mcid")
@@ -28,10 +29,11 @@ _mcid = compiled("mcid")
 DEFAULT_AVERAGE_POWER = 2.0
 _scaled = compiled("scaled")
 #: the kernels with the weight store's arrays left unchecked (made by ScaledWeights: see KernelModule.trusting)
-_learn_groups = _mcid.trusting("learn_groups", frozenset(range(5, 10)))
-_learn_groups_adapting = _mcid.trusting("learn_groups_adapting", frozenset(range(5, 10)) | frozenset(range(21, 26)))
+_learn_groups = _mcid.trusting("learn_groups", frozenset(range(6, 11)))
+_learn_groups_adapting = _mcid.trusting("learn_groups_adapting", frozenset(range(6, 11)) | frozenset(range(22, 27)))
 _scores_batch = _scaled.trusting("scores_batch", frozenset(range(3, 7)))
 _NO_SCORES = np.zeros((0, 0))  # learn_groups' scores_out when no scores are asked for
+_NO_WEIGHTS = np.ones(0)  # learn_groups' weights when every row weighs 1
 
 
 #: copying a value out of a dense batch (``rows.dense_rows``) costs about as much as this many of
@@ -39,9 +41,11 @@ _NO_SCORES = np.zeros((0, 0))  # learn_groups' scores_out when no scores are ask
 DENSE_COPY_IN_PRODUCTS = 4
 
 
-class MCIDLearner(SmallRecordRoad, StreamClassifier):
+class MCIDLearner(MixingSurface, SmallRecordRoad, StreamClassifier):
     """Shared implementation: lazily scaled weights + the compiled Alg. 1 step."""
 
+    #: a row's weight scales its sub-gradient in Eq. 14's sum (:func:`streamlearn.kernels.mcid.learn_groups`)
+    takes_weights = True
     _loss: int = codes.CRAMMER_SINGER
     _per_class_ball: bool = False
     #: λ when ``lam`` is not given: each learner's choice of the defaults protocol
@@ -192,62 +196,6 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
             return None
         return min(0.5, DENSE_COPY_IN_PRODUCTS / max(len(self._labels), 1))
 
-    # ------------------------------------------------------- parameter mixing's surface
-    def mixing_state(self) -> dict:
-        """The model as dense arrays, for parameter mixing (:mod:`streamlearn.service.mixing`): ``classes``,
-        ``features`` (:attr:`feature_keys`), ``W`` (K × d, the current iterate), ``S`` (K × d, the
-        averaged iterate's running sum ``Σ_s c_s W_s`` undivided; ``None`` without averaging),
-        ``average_weight`` (``Σ_s c_s``), ``t``, ``intercept`` (the statistics of the intercept's value,
-        :mod:`streamlearn.intercept`) and ``bins`` (the feature bins' statistics, ``None`` without bins:
-        :mod:`streamlearn.binning`). Every column the feature space holds has weights (an intercept's is
-        registered before anything is learned)."""
-        store = self._weights
-        store.reserve(self._n_model_columns, len(self._labels))
-        bins = None if self._bins is None else self._bins.mixing_stats(self._space_keys())
-        return {"classes": self.classes, "features": self.feature_keys, "W": store.dense(),
-                "S": store.dense_average(1.0) if store.averaged else None,
-                "average_weight": self._average_weight, "t": self._t, "intercept": self._intercept_scale.export(),
-                "bins": bins}
-
-    def load_mixing_state(self, classes: list, features: list, W: np.ndarray, S: np.ndarray | None,
-                          average_weight: float, t: int, intercept: dict | None = None, bins: dict | None = None) -> None:
-        """Make this model the one :meth:`mixing_state` describes: its classes and features join this
-        model's (this model's first, in their order: columns it holds stay put), its weights,
-        averaged iterate, step counter, intercept and bins statistics (if given) replace this model's. The fast
-        tracker keeps its weights and hands the predictions back to the (now shared) model."""
-        for label in classes:
-            self._labels.index(label, grow=True)
-        if self._features.n_bits is None:  # (a bin's key names a column the feature's own brings)
-            self._features.columns([key for key in features if not FeatureBins.is_bin_key(key)], grow=True)
-        K, d = len(self._labels), self._n_model_columns
-        row_of = {label: k for k, label in enumerate(self.classes)}
-        column_of = {name: j for j, name in enumerate(self.feature_keys)}
-        block = np.ix_([row_of[label] for label in classes], [column_of[name] for name in features])
-
-        def in_model_order(matrix: np.ndarray) -> np.ndarray:
-            placed = np.zeros((K, d))
-            placed[block] = matrix
-            return placed
-
-        W = in_model_order(W)
-        store = self._weights
-        store.reserve(d, K)
-        store.V[:d, :K] = W.T
-        store.scale[:K] = 1.0
-        store.sqnorm[:K] = (W * W).sum(axis=1)
-        if store.averaged:
-            store.U[:d, :K] = in_model_order(S).T  # S = U + A·V with A = 0
-            store.A[:K] = 0.0
-        self._average_weight = float(average_weight)
-        self._t = int(t)
-        if intercept is not None:
-            self._intercept_scale.load(intercept)
-        if bins is not None and self._bins is not None:
-            self._bins.load_mixing_stats(bins, self._space_keys())
-        self._n_learned_classes = K
-        if self._tracker_choice is not None:  # the shared model predicts until this member's tracker errs less again
-            self._tracker_choice.hand_back()
-
     @property
     def n_changes(self) -> int:
         """Rises of the prequential error detected so far (0 with ``adapt=False``): each restarts
@@ -295,21 +243,26 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
             return super()._turn_probabilities(scores, prior)
         return tempered_softmax(scores, betas[:, None])
 
-    def _learn_groups(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None = None) -> None:
+    def _learn_groups(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None = None,
+                      weights: np.ndarray | None = None) -> None:
+        """Alg. 1 on complete groups; ``weights`` (one per row) scale each row's sub-gradient in its
+        step (:func:`streamlearn.kernels.mcid.learn_groups`). The watch, the tracker's choice, the
+        calibration and ``lam="auto"``'s merits count each row once, whatever its weight."""
         watch, calibration = self._watch, self._calibration
+        weights = _NO_WEIGHTS if weights is None else weights
         if watch is None and calibration is None:
-            return self._learn_span(rows, y, scores)
+            return self._learn_span(rows, y, scores, weights)
         if scores is None:
             scores = np.empty((rows.n_rows, len(self._labels)))
             scores.fill(-np.inf)  # (np.full costs a Python-level call: this runs once per learn_one)
         n_before_rows = self._n_learned_classes
         if watch is None:
-            self._learn_span(rows, y, scores)
+            self._learn_span(rows, y, scores, weights)
         elif len(self._candidates) == 1:
-            self._learn_adapting(rows, y, scores)
+            self._learn_adapting(rows, y, scores, weights)
         else:  # lam="auto": the candidates' merits are kept in Python between spans
             learn_in_watched_spans(watch, rows, y, scores, self.batch_size, self._learn_span,
-                                   lambda: self._n_learned_classes, self._restart, self._check_tracker)
+                                   lambda: self._n_learned_classes, self._restart, self._check_tracker, weights)
         if calibration is not None:  # its window does not depend on the watch's spans: one pass over the rows
             calibration.observe(scores, y, n_before_rows)
 
@@ -330,27 +283,27 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
     def _check_tracker(self) -> None:
         self._tracker_choice.check(CHECK_EVERY * self.batch_size)
 
-    def _learn_span(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None) -> None:
+    def _learn_span(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None, weights: np.ndarray) -> None:
         """One span of steps: the tracker's (from the same step counters), then the model's;
         ``scores`` gets the predicting one's (one λ with a tracker learns in
         :meth:`_learn_adapting` instead)."""
         if self._tracker is None:
-            return self._learn_model_span(rows, y, scores)
+            return self._learn_model_span(rows, y, scores, weights)
         n_before = self._n_learned_classes
         tracker_scores = np.empty((rows.n_rows, len(self._labels)))
         tracker_scores.fill(-np.inf)
-        self._step(self._tracker, self._tracker_lam, rows, y, tracker_scores)
+        self._step(self._tracker, self._tracker_lam, rows, y, tracker_scores, weights)
         tracking = self._tracker_choice.tracking
         model_scores = scores
         if tracking or scores is None:
             model_scores = np.empty_like(tracker_scores)
             model_scores.fill(-np.inf)
-        self._learn_model_span(rows, y, model_scores)
+        self._learn_model_span(rows, y, model_scores, weights)
         self._tracker_choice.count(mistake_count(model_scores, y, n_before), mistake_count(tracker_scores, y, n_before))
         if tracking and scores is not None:
             scores[:] = tracker_scores
 
-    def _learn_adapting(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray) -> None:
+    def _learn_adapting(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray, weights: np.ndarray) -> None:
         """Learn complete groups of one λ with ``adapt``'s watch, tracker and choice, all in one
         compiled call (:func:`streamlearn.kernels.mcid.learn_groups_adapting`); ``scores`` gets the
         predicting one's (the attribute reads are hoisted: this runs once per ``learn_one``)."""
@@ -359,12 +312,12 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         spare.fill(-np.inf)
         store, tracker, watch, choice = self._weights, self._tracker, self._watch, self._tracker_choice
         n_columns = self._n_model_columns
-        for weights in (tracker, store):
-            if weights.n_features < n_columns or weights.n_classes < n_classes:  # else reserve changes nothing
-                weights.reserve(n_columns, n_classes, self._likely_model_columns)
+        for kept in (tracker, store):
+            if kept.n_features < n_columns or kept.n_classes < n_classes:  # else reserve changes nothing
+                kept.reserve(n_columns, n_classes, self._likely_model_columns)
         watch_state, choice_state = watch.as_array(), choice.as_array()
         self._t, self._n_learned_classes, self._average_weight = _learn_groups_adapting(
-            rows.indptr, rows.indices, rows.data, y, self.batch_size,
+            rows.indptr, rows.indices, rows.data, y, weights, self.batch_size,
             store.V, store.scale, store.sqnorm, store.U, store.A,
             store.n_features, self._n_learned_classes, self._t,
             self._lambdas[0], self._loss, bool(self.project), self._per_class_ball,
@@ -383,10 +336,10 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         learner's (``lam="auto"``: times :attr:`default_lam`)."""
         return self._tracker_lam
 
-    def _learn_model_span(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None) -> None:
+    def _learn_model_span(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None, weights: np.ndarray) -> None:
         if len(self._candidates) == 1:
             self._t, self._n_learned_classes, self._average_weight = self._step(
-                self._weights, self._lambdas[0], rows, y, _NO_SCORES if scores is None else scores)
+                self._weights, self._lambdas[0], rows, y, _NO_SCORES if scores is None else scores, weights)
             return
         # lam="auto": the leader changes only at steps that are multiples of CHECK_EVERY, so that the
         # scores a row gets (predictions, the temperature's window) do not depend on how calls cut the stream
@@ -395,12 +348,12 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
             last = min(n_groups, first + CHECK_EVERY - self._t % CHECK_EVERY)
             lo, hi = first * group, last * group
             piece = rows if (first, last) == (0, n_groups) else SparseRows(rows.indptr[lo : hi + 1], rows.indices, rows.data)
-            self._learn_candidates(piece, y[lo:hi], None if scores is None else scores[lo:hi])
+            self._learn_candidates(piece, y[lo:hi], None if scores is None else scores[lo:hi], weights[lo:hi])
             if self._t % CHECK_EVERY == 0:
                 self._leader = int(np.argmax(self._merit))
             first = last
 
-    def _learn_candidates(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None) -> None:
+    def _learn_candidates(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None, weights: np.ndarray) -> None:
         """lam="auto": every candidate learns the rows from the same state; each is scored on them
         as it stood at their step (its merit: the hits weighted by the step squared, added one row
         at a time), and the leader gives the caller its scores."""
@@ -408,18 +361,19 @@ class MCIDLearner(SmallRecordRoad, StreamClassifier):
         row_weight = step_of_row.astype(np.float64) ** 2
         for i, (store, lam) in enumerate(zip(self._candidates, self._lambdas)):
             seen = np.full((rows.n_rows, len(self._labels)), -np.inf)
-            after = self._step(store, lam, rows, y, seen)
+            after = self._step(store, lam, rows, y, seen, weights)
             hide_unknown_classes(seen, self._n_learned_classes, y)  # a first sighting is no hit
             self._merit[i] = np.cumsum(np.concatenate(([self._merit[i]], row_weight * (seen.argmax(axis=1) == y))))[-1]
             if i == self._leader and scores is not None:
                 scores[:] = seen
         self._t, self._n_learned_classes, self._average_weight = after
 
-    def _step(self, store: ScaledWeights, lam: float, rows: SparseRows, y: np.ndarray, scores: np.ndarray) -> tuple:
+    def _step(self, store: ScaledWeights, lam: float, rows: SparseRows, y: np.ndarray, scores: np.ndarray,
+              weights: np.ndarray) -> tuple:
         """Alg. 1 on complete groups of rows for one λ, from the learner's step counters."""
         store.reserve(self._n_model_columns, len(self._labels), self._likely_model_columns)
         return _learn_groups(
-            rows.indptr, rows.indices, rows.data, y, self.batch_size,
+            rows.indptr, rows.indices, rows.data, y, weights, self.batch_size,
             store.V, store.scale, store.sqnorm, store.U, store.A,
             store.n_features, self._n_learned_classes, self._t,
             float(lam), self._loss, bool(self.project), self._per_class_ball,

@@ -60,7 +60,7 @@ class PrimalGradientRegressor(PendingRows, river_base.MiniBatchRegressor):
         self.bound, self.p, self.sigma, self.batch_size, self.iterate, self.seed = bound, p, sigma, batch_size, iterate, seed
         self._solver = PrimalGradientSolver(loss="squared", p=p, sigma=sigma, batch_size=batch_size, bound=bound,
                                             iterate=iterate, seed=seed, fit_intercept=False, adapt=False).as_regression()
-        self._pending_cols, self._pending_vals, self._pending_y = [], [], []
+        self._clear_pending()
 
     @property
     def solver(self) -> PrimalGradientSolver:

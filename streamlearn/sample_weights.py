@@ -1,0 +1,94 @@
+"""Per-example weights (issue 77): river's ``learn_one(x, y, w=1.0)``, ``learn_many(X, y, w=None)``
+and scikit-learn's ``sample_weight``, checked here once for every learner.
+
+A weight is a finite number ``>= 0``. A row of weight 0 is dropped before it is encoded, so it
+leaves the model as it was, bit for bit: no feature, class, step or statistic of it. A learner
+that cannot honour weights (:attr:`~streamlearn.base.StreamClassifier.takes_weights` false)
+refuses any weight but 1 with an :class:`~streamlearn.errors.InvalidInputError`.
+
+>>> from streamlearn import MulticlassSVM
+>>> model = MulticlassSVM()
+>>> model.learn_one({"a": 1.0}, "x", w=0.0)
+>>> model.classes
+[]
+>>> model.learn_one({"a": 1.0}, "x", w=-1.0)
+Traceback (most recent call last):
+...
+streamlearn.errors.InvalidInputError: weight -1.0 is not a finite number >= 0
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .errors import InvalidInputError
+
+
+def _is_weight(w) -> bool:
+    return not isinstance(w, bool) and isinstance(w, numbers.Real) and bool(np.isfinite(w)) and w >= 0
+
+
+def checked_weight(w) -> float:
+    """One example's weight as a float, or the error that refuses it."""
+    if not _is_weight(w):
+        raise InvalidInputError("bad-weight", f"weight {w!r} is not a finite number >= 0")
+    return float(w)
+
+
+def checked_weights(w, n_rows: int) -> np.ndarray | None:
+    """A batch's weights as a float64 array of ``n_rows``, or ``None`` for no weights (all 1)."""
+    if w is None:
+        return None
+    values = np.asarray(w.to_numpy() if hasattr(w, "to_numpy") else w)
+    if values.dtype.kind not in "iuf":  # (text, booleans, objects: each must be a number of its own)
+        for row, value in enumerate(values.ravel().tolist()):
+            if not _is_weight(value):
+                raise InvalidInputError("bad-weight", f"weight {value!r} is not a finite number >= 0", row)
+    weights = values.astype(np.float64)
+    if weights.ndim == 0:
+        weights = np.full(n_rows, float(weights))
+    if weights.shape != (n_rows,):
+        raise InvalidInputError("length-mismatch", f"X has {n_rows} rows but there are {weights.size} weights")
+    bad = np.flatnonzero(~np.isfinite(weights) | (weights < 0))
+    if len(bad):
+        row = int(bad[0])
+        raise InvalidInputError("bad-weight", f"weight {weights[row]!r} is not a finite number >= 0", row)
+    return weights
+
+
+def refuse_weights(learner) -> None:
+    raise InvalidInputError("bad-weight", f"{type(learner).__name__} does not take per-example weights "
+                            "(the MCID learners do: MulticlassSVM, MulticlassLogisticRegression, ...)")
+
+
+def weighted_batch(learner, X, y, w) -> tuple:
+    """``(X, y, weights)`` of a batch to learn: its rows of weight 0 dropped, ``weights`` ``None``
+    when every one left is 1 (the unweighted road, bit for bit)."""
+    if w is None:
+        return X, y, None
+    n_rows = X.shape[0] if hasattr(X, "shape") else len(X)
+    weights = checked_weights(w, n_rows)
+    if (weights == 1.0).all():
+        return X, y, None
+    if not learner.takes_weights:
+        refuse_weights(learner)
+    keep = np.flatnonzero(weights > 0.0)
+    if len(keep) < n_rows:
+        if len(y) != n_rows:
+            raise InvalidInputError("length-mismatch", f"X has {n_rows} rows but y has {len(y)} labels")
+        X, y = rows_taken(X, y, keep)
+        weights = weights[keep]
+    return X, y, None if (weights == 1.0).all() else weights
+
+
+def rows_taken(X, y, keep: np.ndarray):
+    """``X`` and ``y`` cut to the rows ``keep`` (indices), in the caller's types."""
+    def take(values):
+        if hasattr(values, "iloc"):
+            return values.iloc[keep]
+        if isinstance(values, (list, tuple)):
+            return [values[i] for i in keep.tolist()]
+        return values[keep]
+    return take(X), take(y)
