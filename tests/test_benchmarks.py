@@ -48,6 +48,7 @@ SMOKE_RUNS = {
     "oracle_cost_bench": (["--quick", "--out"], ["oracle-cost.json", "oracle-cost.md", "oracle-cost.png"]),
     "list_cost_bench": (["--quick", "--out"], ["list-cost.json", "list-cost.md", "list-cost.png"]),
     "means_probe_bench": (["--quick", "--out"], ["means-probe.json", "means-probe.md", "means-probe.png"]),
+    "weights_bench": (["--quick", "--out"], ["weights.json", "weights.md", "weights.png"]),
 }
 
 
