@@ -60,7 +60,7 @@ def checked_weights(w, n_rows: int) -> np.ndarray | None:
 
 def refuse_weights(learner) -> None:
     raise InvalidInputError("bad-weight", f"{type(learner).__name__} does not take per-example weights "
-                            "(the MCID learners do: MulticlassSVM, MulticlassLogisticRegression, ...)")
+                            "(the MCID learners and ExtremeSVM do)")
 
 
 def weighted_batch(learner, X, y, w) -> tuple:
@@ -92,3 +92,18 @@ def rows_taken(X, y, keep: np.ndarray):
             return [values[i] for i in keep.tolist()]
         return values[keep]
     return take(X), take(y)
+
+
+def running_balance(counts: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
+    """Each row's ``(N/K) / count(y)`` from the running class ``counts`` (updated in place, this row
+    counted; ``K`` the classes seen): ``ExtremeSVM``'s ``balance``."""
+    weights = np.empty(len(y))
+    seen = int(counts.sum())
+    known = int(np.count_nonzero(counts[:n_classes]))
+    for i, k in enumerate(y.tolist()):
+        if counts[k] == 0:
+            known += 1
+        counts[k] += 1
+        seen += 1
+        weights[i] = (seen / known) / counts[k]
+    return weights

@@ -1,4 +1,4 @@
-"""Per-example weights (issue 77, streamlearn.sample_weights): the MCID learners honour them
+"""Per-example weights (issue 77, streamlearn.sample_weights): the MCID learners and ExtremeSVM honour them
 (learn_one's ``w``, learn_many's ``w``), every other learner refuses any weight but 1, bad weights
 are refused with the model unchanged, a weight of 0 changes no bit, learn_many equals the
 learn_one loop bit for bit with weights, pending weights survive a checkpoint, and integer
@@ -17,9 +17,13 @@ from streamlearn import InvalidInputError, MulticlassLogisticRegression, Multicl
 from streamlearn.base import StreamClassifier
 
 WEIGHTED = [cls for cls in streamlearn.LEARNERS.values() if cls.takes_weights]
+MCID = [cls for cls in WEIGHTED if cls is not streamlearn.ExtremeSVM]
 UNWEIGHTED = [cls for cls in streamlearn.LEARNERS.values() if not cls.takes_weights]
-SETTINGS = [{}, {"batch_size": 3}, {"lam": "auto", "batch_size": 2}, {"standardize": True}, {"n_bits": 10},
-            {"adapt": False, "calibrate": False, "bins": None}]
+MCID_SETTINGS = [{}, {"batch_size": 3}, {"lam": "auto", "batch_size": 2}, {"standardize": True}, {"n_bits": 10},
+                 {"adapt": False, "calibrate": False, "bins": None}]
+EXTREME_SETTINGS = [{}, {"store": "sparse", "batch_size": 3}, {"store": "dense", "balance": True}, {"oracle": "exact", "adapt": False},
+                    {"oracle": "graph", "store": "sparse", "n_candidates": 3, "index_every": 50}]
+CASES = [(cls, setting) for cls in MCID for setting in MCID_SETTINGS] + [(streamlearn.ExtremeSVM, s) for s in EXTREME_SETTINGS]
 
 
 def stream(n=400, d=6, k=4, seed=0):
@@ -40,7 +44,7 @@ def state_of(model) -> bytes:
 
 def test_the_mcid_learners_take_weights_and_the_others_refuse_them():
     assert {cls.__name__ for cls in WEIGHTED} == {"MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptron",
-                                                  "OneVsRestPegasos", "OneVsRestLogisticRegression"}
+                                                  "OneVsRestPegasos", "OneVsRestLogisticRegression", "ExtremeSVM"}
     assert UNWEIGHTED and not StreamClassifier.takes_weights
 
 
@@ -79,8 +83,7 @@ def test_a_bad_weight_is_refused_and_the_model_is_unchanged(bad):
     assert state_of(model) == before
 
 
-@pytest.mark.parametrize("cls", WEIGHTED, ids=lambda c: c.__name__)
-@pytest.mark.parametrize("setting", SETTINGS, ids=str)
+@pytest.mark.parametrize(("cls", "setting"), CASES, ids=str)
 def test_a_weight_of_zero_changes_no_bit(cls, setting):
     """Rows of weight 0 — some with features and a class nothing else brings — leave the model as
     the rows of positive weight alone make it (the state, vocabulary and classes included)."""
@@ -98,8 +101,7 @@ def test_a_weight_of_zero_changes_no_bit(cls, setting):
     assert state_of(weighted) == state_of(alone)
 
 
-@pytest.mark.parametrize("cls", WEIGHTED, ids=lambda c: c.__name__)
-@pytest.mark.parametrize("setting", SETTINGS, ids=str)
+@pytest.mark.parametrize(("cls", "setting"), CASES, ids=str)
 def test_learn_many_equals_the_learn_one_loop_with_weights_bit_for_bit(cls, setting):
     """One batch, batches cut at random, and the learn_one loop (weight-1 rows on the C road where
     it serves them, weighted ones on the general road) give the same model and probabilities."""
@@ -111,7 +113,12 @@ def test_learn_many_equals_the_learn_one_loop_with_weights_bit_for_bit(cls, sett
         cut.learn_many(rows[lo:hi], y[lo:hi], w[lo:hi])
     for x, label, weight in zip(rows, y, w):
         loop.learn_one(x, label, w=weight)
-    assert state_of(whole) == state_of(cut) == state_of(loop)
+    if cls is streamlearn.ExtremeSVM:  # (its sparse store's layout follows the calls; its model does not)
+        scores = [np.asarray(model.decision_function_many(rows)) for model in (whole, cut, loop)]
+        assert np.array_equal(scores[0], scores[1]) and np.array_equal(scores[0], scores[2])
+        assert whole.n_steps == cut.n_steps == loop.n_steps
+    else:
+        assert state_of(whole) == state_of(cut) == state_of(loop)
     assert whole.predict_proba_one(rows[3]) == loop.predict_proba_one(rows[3])
 
 
@@ -168,3 +175,19 @@ def test_pending_weights_survive_a_checkpoint_and_old_states_load():
     old = plain.export_state()
     assert "w" not in old["pending"]  # an unweighted state is written as before weights existed
     assert state_of(MulticlassSVM.from_state(old)) == state_of(plain)
+
+
+@pytest.mark.parametrize("store", ["sparse", "dense"])
+def test_extreme_svm_takes_a_weight_as_its_balance_weighs_a_row(store):
+    """ExtremeSVM's step already took a weight per row (``balance``, tested against its reference
+    in ``test_memoir.py``): the running balance given as ``w`` makes the balanced model, bit for bit."""
+    from streamlearn.sample_weights import running_balance
+
+    rows, y, _ = stream(seed=4)
+    balanced, given = streamlearn.ExtremeSVM(store=store, balance=True), streamlearn.ExtremeSVM(store=store)
+    balanced.learn_many(rows, y)
+    given.learn_many(rows, y, running_balance(np.zeros(y.max() + 1), y, 0))
+    plain = streamlearn.ExtremeSVM(store=store)
+    plain.learn_many(rows, y)
+    scores = [np.asarray(model.decision_function_many(rows)) for model in (balanced, given, plain)]
+    assert np.array_equal(scores[0], scores[1]) and not np.array_equal(scores[0], scores[2])

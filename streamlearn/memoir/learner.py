@@ -48,6 +48,7 @@ from ..adaptation import ChangeWatch, average_weight_of, learn_watched, restart_
 from ..base import StreamClassifier
 from ..checks import average_power_of, check_positive
 from ..errors import InvalidParameterError
+from ..sample_weights import running_balance
 from ..batches import SparseRows
 from ..kernels import compiled
 from ..kernels.memoir_store import AW, A, G
@@ -312,11 +313,16 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         """Rises of the prequential error detected so far (0 with ``adapt=False``; see ``adapt``)."""
         return 0 if self._watch is None else self._watch.changes
 
-    def _learn_groups(self, rows: SparseRows, y: np.ndarray) -> None:
-        if self._watch is None:
-            self._learn_span(rows, y, _NO_MISTAKES)
-        else:
-            self._learn_watched(rows, y)
+    #: a row's weight scales its step (002 Alg. 1: ``w_r -= η ω x``, ``w_y += η ω x``), as ``balance``'s does
+    takes_weights = True
+    _weight_feed = (None, 0)  # (weights of the rows _learn_groups learns, how many the steps took)
+
+    def _learn_groups(self, rows: SparseRows, y: np.ndarray, scores=None, weights=None) -> None:
+        self._weight_feed = (weights, 0)
+        try:
+            self._learn_span(rows, y, _NO_MISTAKES) if self._watch is None else self._learn_watched(rows, y)
+        finally:
+            self._weight_feed = (None, 0)
         if self.penalty == "l1":  # once per call, not per span: where it happens shows in the state's order
             self._store.compact()
 
@@ -420,21 +426,12 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         self._n_indexed = self._n_learned
 
     def _example_weights(self, y: np.ndarray, n_classes: int) -> np.ndarray:
-        """1 for every row, or with ``balance`` ``(N/K) / count(y)`` from the running counts
-        (this row counted)."""
-        if not self.balance:
-            return np.ones(len(y))
-        weights = np.empty(len(y))
-        counts = self._class_counts
-        seen = int(counts.sum())
-        known = int(np.count_nonzero(counts[:n_classes]))
-        for i, k in enumerate(y.tolist()):
-            if counts[k] == 0:
-                known += 1
-            counts[k] += 1
-            seen += 1
-            weights[i] = (seen / known) / counts[k]
-        return weights
+        """The next ``len(y)`` rows' weights (the caller's, fed in order by :meth:`_learn_groups`),
+        times ``(N/K) / count(y)`` from the running counts with ``balance``."""
+        given, used = self._weight_feed
+        self._weight_feed = (given, used + len(y))
+        weights = np.ones(len(y)) if given is None else given[used : used + len(y)].copy()
+        return weights * running_balance(self._class_counts, y, n_classes) if self.balance else weights
 
     def _row_sketches(self, indptr, indices, data) -> np.ndarray:
         out = np.empty((len(indptr) - 1, self.sketch_dim), np.float32)
