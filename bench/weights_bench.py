@@ -117,14 +117,15 @@ def report(results: dict) -> str:
              "weights: running inverse class frequency; learn time in CPU seconds.", "",
              "| stream | learner | accuracy | balanced accuracy | learn s | weighted / unweighted learn time |",
              "|---|---|---:|---:|---:|---:|"]
-    for stream in results["streams"]:
-        medians = stream["medians"]
-        for name, run in medians.items():
-            base = medians[name.split()[0]]["learn_s"]
-            ratio = f"{run['learn_s'] / base:.2f}×" if name.endswith("weighted") and base > 0 else ""
-            lines.append(f"| {stream['stream']} | {name} | {run['accuracy']:.4f} | {run['balanced_accuracy']:.4f} | "
-                         f"{run['learn_s']:.3f} | {ratio} |")
+    lines += [table_row(stream["stream"], name, stream["medians"]) for stream in results["streams"] for name in stream["medians"]]
     return "\n".join(lines) + "\n"
+
+
+def table_row(stream: str, name: str, medians: dict) -> str:
+    """One learner's line of the report; a weighted run's learning time also as a ratio to its unweighted twin's."""
+    run, base = medians[name], medians[name.split()[0]]["learn_s"]
+    ratio = f"{run['learn_s'] / base:.2f}×" if name.endswith("weighted") and base > 0 else ""
+    return f"| {stream} | {name} | {run['accuracy']:.4f} | {run['balanced_accuracy']:.4f} | {run['learn_s']:.3f} | {ratio} |"
 
 
 def plot(results: dict, path) -> None:
