@@ -236,24 +236,20 @@ def learn_in_watched_spans(watch: ChangeWatch, rows: SparseRows, y: np.ndarray, 
     ``weights`` (the rows', or empty for all 1), ``learn_span(rows, y, scores, weights)`` gets a span's."""
     if rows.n_rows == 1:  # learn_one's road: one step, so one span (learn_watched's, without its closures)
         n_before = classes_known()
-        learn_span(rows, y, scores) if weights is None else learn_span(rows, y, scores, weights)
+        learn_span(rows, y, scores, *(() if weights is None else (weights,)))
         watch.after_span(mistake_of_one(scores[0], int(y[0]), n_before), 1, restart, checked)
         return
     n_groups = rows.n_rows // group
 
     def learn_between(first: int, last: int):
+        lo, hi = first * group, last * group
         if first == 0 and last == n_groups:  # one span: no slices
-            span_rows, span_y, span_scores, span_weights = rows, y, scores, weights
+            span_rows, span_y, span_scores = rows, y, scores
         else:
-            lo, hi = first * group, last * group
             span_rows = SparseRows(rows.indptr[lo : hi + 1], rows.indices, rows.data)
             span_y, span_scores = y[lo:hi], scores[lo:hi]
-            span_weights = None if weights is None else weights[lo:hi]
         n_before = classes_known()
-        if weights is None:
-            learn_span(span_rows, span_y, span_scores)
-        else:
-            learn_span(span_rows, span_y, span_scores, span_weights)
+        learn_span(span_rows, span_y, span_scores, *(() if weights is None else (weights[lo:hi],)))
         if len(span_y) == 1:
             return mistake_of_one(span_scores[0], int(span_y[0]), n_before)
         return mistakes_of(span_scores, span_y, n_before)

@@ -46,11 +46,12 @@ def checked_weights(w, n_rows: int) -> np.ndarray | None:
         for row, value in enumerate(values.ravel().tolist()):
             if not _is_weight(value):
                 raise InvalidInputError("bad-weight", f"weight {value!r} is not a finite number >= 0", row)
-    weights = values.astype(np.float64)
+    weights = values.astype(np.float64)  # (a copy: the caller's array is never written)
     if weights.ndim == 0:
         weights = np.full(n_rows, float(weights))
     if weights.shape != (n_rows,):
-        raise InvalidInputError("length-mismatch", f"X has {n_rows} rows but there are {weights.size} weights")
+        count = f"{weights.size} weights" if weights.ndim == 1 else f"weights of shape {weights.shape}"
+        raise InvalidInputError("length-mismatch", f"X has {n_rows} rows but there are {count}")
     bad = np.flatnonzero(~np.isfinite(weights) | (weights < 0))
     if len(bad):
         row = int(bad[0])

@@ -94,24 +94,32 @@ class _StreamEstimator(BaseEstimator):
 
     def fit(self, X, y):
         """A fresh learner, solved by its own batch solver or ``passes`` passes over the rows (see the module docstring)."""
+        return self._fit(X, y, None)
+
+    def partial_fit(self, X, y, classes=None):
+        """One pass over the rows in their order, all of them learned (see the module docstring)."""
+        return self._partial_fit(X, y, classes, None)
+
+    def _fit(self, X, y, sample_weight):
         self._check_passes()
         X, y = self._validated_pair(X, y, reset=True)
+        weights = _checked_sample_weight(sample_weight, X)
         self.learner_ = self._new_learner()
         self._start(y, None)
         if hasattr(self.learner_, "fit"):
             self.learner_.fit(X, y)
         else:
-            self._learn(X, y, int(self.passes), bool(self.shuffle))
+            self._learn(X, y, int(self.passes), bool(self.shuffle), weights)
         return self
 
-    def partial_fit(self, X, y, classes=None):
-        """One pass over the rows in their order, all of them learned (see the module docstring)."""
+    def _partial_fit(self, X, y, classes, sample_weight):
         first = not hasattr(self, "learner_")
         X, y = self._validated_pair(X, y, reset=first)
+        weights = _checked_sample_weight(sample_weight, X)
         if first:
             self.learner_ = self._new_learner()
         self._start(y, classes, first)
-        self._learn(X, y, 1, False)
+        self._learn(X, y, 1, False, weights)
         return self
 
     def _start(self, y, classes, first: bool = True) -> None:
@@ -123,6 +131,16 @@ class _StreamEstimator(BaseEstimator):
         tags.target_tags.required = True
         tags.non_deterministic = False
         return tags
+
+
+def _checked_sample_weight(sample_weight, X):
+    """``sample_weight`` checked as the learner's ``w`` (a copy: the caller's array is never written)."""
+    if sample_weight is None:
+        return None
+    weights = checked_weights(sample_weight, X.shape[0])
+    if X.shape[0] and not weights.any():
+        raise ValueError("Sample weights must contain at least one non-zero number: every row's weight is 0")
+    return weights
 
 
 class StreamClassifierEstimator(ClassifierMixin, _StreamEstimator):
@@ -208,36 +226,11 @@ class WeightedClassifierEstimator(StreamClassifierEstimator):
 
     def fit(self, X, y, sample_weight=None):
         """As :meth:`StreamClassifierEstimator.fit`, each row's step scaled by its weight."""
-        self._check_passes()
-        X, y = self._validated_pair(X, y, reset=True)
-        weights = self._checked_weights(sample_weight, X)
-        self.learner_ = self._new_learner()
-        self._start(y, None)
-        self._learn(X, y, int(self.passes), bool(self.shuffle), weights)
-        return self
+        return self._fit(X, y, sample_weight)
 
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """As :meth:`StreamClassifierEstimator.partial_fit`, each row's step scaled by its weight."""
-        first = not hasattr(self, "learner_")
-        X, y = self._validated_pair(X, y, reset=first)
-        weights = self._checked_weights(sample_weight, X)
-        if first:
-            self.learner_ = self._new_learner()
-        self._start(y, classes, first)
-        self._learn(X, y, 1, False, weights)
-        return self
-
-    @staticmethod
-    def _checked_weights(sample_weight, X):
-        if sample_weight is None:
-            return None
-        weights = np.asarray(sample_weight, dtype=np.float64)
-        if weights.shape != (X.shape[0],):
-            raise ValueError(f"sample_weight.shape == {weights.shape}, expected {(X.shape[0],)}")
-        weights = checked_weights(weights, X.shape[0]).copy()  # (the caller's array is never written)
-        if X.shape[0] and not weights.any():
-            raise ValueError("Sample weights must contain at least one non-zero number: every row's weight is 0")
-        return weights
+        return self._partial_fit(X, y, classes, sample_weight)
 
 
 class StreamRegressorEstimator(RegressorMixin, _StreamEstimator):
