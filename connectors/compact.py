@@ -13,12 +13,14 @@ Format ``streamlearn-csr``, version 1: a msgpack map
 ``"data"``            bin: little-endian float64 values, one per entry
 ``"y"``               bin: ``n_rows`` little-endian int64 labels, *or* a list of labels (str, int,
                       bool, finite float; ``None`` for an unlabelled record); absent: all unlabelled
+``"w"``               optional bin: ``n_rows`` little-endian float64 weights (finite, ``>= 0``); absent:
+                      every row weighs 1
 ====================  ======================================================================
 
 Validation is as strict as for the other formats: a message whose structure is wrong (a
 missing or mistyped key, arrays of the wrong lengths, row pointers that decrease) is one dead
-letter, whole; a row with a NaN, infinite or too large value, a negative feature id, no entry or a bad label
-is a dead letter by itself (its bytes: the row as a msgpack dict record), and the other rows of
+letter, whole; a row with a NaN, infinite or too large value, a negative feature id, no entry, a bad label
+or a bad weight is a dead letter by itself (its bytes: the row as a msgpack dict record), and the other rows of
 the message are learned.
 
 >>> message = encode_batch(np.array([0, 2, 3]), np.array([0, 5, 1]), np.array([1.0, 0.5, 2.0]), np.array([7, 8]))
@@ -41,7 +43,7 @@ from .records import RecordError, check_label, labels_out, record_hash
 
 FORMAT_NAME = "streamlearn-csr"
 VERSION = 1
-_INDPTR, _INDICES, _DATA, _LABELS = np.dtype("<i8"), np.dtype("<i4"), np.dtype("<f8"), np.dtype("<i8")
+_INDPTR, _INDICES, _DATA, _LABELS, _WEIGHTS = np.dtype("<i8"), np.dtype("<i4"), np.dtype("<f8"), np.dtype("<i8"), np.dtype("<f8")
 _INT32_MAX = np.iinfo(np.int32).max
 
 
@@ -50,9 +52,10 @@ def is_compact(obj) -> bool:
     return isinstance(obj, dict) and obj.get("format") == FORMAT_NAME
 
 
-def encode_batch(indptr, indices, data, y=None) -> bytes:
-    """One compact message from CSR arrays and labels (an int array, a list of labels, or
-    ``None``); what producers send. Raises ``ValueError`` for arrays that do not fit the format."""
+def encode_batch(indptr, indices, data, y=None, w=None) -> bytes:
+    """One compact message from CSR arrays, labels (an int array, a list of labels, or
+    ``None``) and weights (``None``: all 1); what producers send. Raises ``ValueError`` for arrays
+    that do not fit the format."""
     indptr, indices, data = np.asarray(indptr), np.asarray(indices), np.asarray(data)
     if indptr.ndim != 1 or len(indptr) < 1 or indptr[0] != 0 or indptr[-1] != len(indices) or len(indices) != len(data):
         raise ValueError("indptr, indices and data do not describe a CSR matrix")
@@ -68,12 +71,16 @@ def encode_batch(indptr, indices, data, y=None) -> bytes:
             message["y"] = labels.astype(_LABELS).tobytes()
         else:
             message["y"] = [v.item() if isinstance(v, np.generic) else v for v in (y if isinstance(y, list) else labels.tolist())]
+    if w is not None:
+        if len(w) != len(indptr) - 1:
+            raise ValueError(f"{len(w)} weights for {len(indptr) - 1} rows")
+        message["w"] = np.asarray(w, _WEIGHTS).tobytes()
     return msgpack.packb(message, use_bin_type=True)
 
 
-def encode_messages(X, y=None, rows_per_message: int = 1000):
+def encode_messages(X, y=None, rows_per_message: int = 1000, w=None):
     """Compact messages of ``rows_per_message`` rows each from a SciPy CSR matrix (or a
-    :class:`~streamlearn.batches.CsrBatch`) and its labels.
+    :class:`~streamlearn.batches.CsrBatch`), its labels and its weights.
 
     >>> import scipy.sparse as sp
     >>> [len(m) > 0 for m in encode_messages(sp.csr_matrix(np.eye(3)), [0, 1, 2], rows_per_message=2)]
@@ -86,7 +93,8 @@ def encode_messages(X, y=None, rows_per_message: int = 1000):
         stop = min(start + rows_per_message, n)
         lo, hi = X.indptr[start], X.indptr[stop]
         labels = None if y is None else y[start:stop]
-        yield encode_batch(X.indptr[start : stop + 1] - lo, X.indices[lo:hi], X.data[lo:hi], labels)
+        yield encode_batch(X.indptr[start : stop + 1] - lo, X.indices[lo:hi], X.data[lo:hi], labels,
+                           None if w is None else w[start:stop])
 
 
 class DecodedRows(NamedTuple):
@@ -97,6 +105,7 @@ class DecodedRows(NamedTuple):
     rows: np.ndarray  # index in the message of each valid row
     hashes: np.ndarray  # uint64 record hashes of the valid rows (zeros without ``with_hashes``)
     dead: list  # (row index or None for the whole message, reason, message, raw bytes)
+    weights: np.ndarray | None = None  # float64 weights of the valid rows (None: all 1)
 
 
 def _array(obj: dict, key: str, dtype: np.dtype) -> np.ndarray:
@@ -141,9 +150,22 @@ def _labels(obj: dict, n_rows: int, labelled: bool) -> tuple[object, list]:
     return out, bad
 
 
-def row_record(indices: np.ndarray, data: np.ndarray, label) -> bytes:
+def _weights(obj: dict, n_rows: int) -> np.ndarray | None:
+    """The weights of a compact message (``None`` when it has none)."""
+    if obj.get("w") is None:
+        return None
+    weights = _array(obj, "w", _WEIGHTS)
+    if len(weights) != n_rows:
+        raise RecordError("malformed", f"compact batch: {len(weights)} weights for {n_rows} rows")
+    return weights.astype(np.float64)
+
+
+def row_record(indices: np.ndarray, data: np.ndarray, label, weight: float = 1.0) -> bytes:
     """One row as the dict record a dead letter (or a hold-out hash) holds."""
-    return msgpack.packb({"x": dict(zip(indices.tolist(), data.tolist())), "y": label}, use_bin_type=True)
+    record = {"x": dict(zip(indices.tolist(), data.tolist())), "y": label}
+    if weight != 1.0:
+        record["w"] = weight
+    return msgpack.packb(record, use_bin_type=True)
 
 
 def decode_batch(obj: dict, labelled: bool, with_hashes: bool = False) -> DecodedRows:
@@ -152,8 +174,12 @@ def decode_batch(obj: dict, labelled: bool, with_hashes: bool = False) -> Decode
     indptr, indices, data = _structure(obj)
     n_rows = len(indptr) - 1
     labels, bad_labels = _labels(obj, n_rows, labelled)
+    weights = _weights(obj, n_rows)
     lengths = np.diff(indptr)
     reasons: dict[int, tuple[str, str]] = {row: (reason, text) for row, reason, text in bad_labels}
+    if weights is not None:
+        for row in np.flatnonzero(~(weights >= 0) | ~np.isfinite(weights)).tolist():
+            reasons.setdefault(row, ("bad-weight", f"weight {weights[row]!r} is not a finite number >= 0"))
     within = np.abs(data) <= LARGEST_VALUE  # False for NaN too
     if not (lengths.all() and within.all() and (indices >= 0).all()):
         row_of = np.repeat(np.arange(n_rows), lengths)
@@ -164,7 +190,9 @@ def decode_batch(obj: dict, labelled: bool, with_hashes: bool = False) -> Decode
         for row in np.unique(row_of[~within]).tolist():
             reasons.setdefault(row, ("non-finite", f"a value is NaN, infinite or beyond ±{LARGEST_VALUE:g}"))
     label_of = labels.tolist() if isinstance(labels, np.ndarray) else labels
-    dead = [(row, reason, text, row_record(indices[indptr[row] : indptr[row + 1]], data[indptr[row] : indptr[row + 1]], label_of[row]))
+    weight_of = [1.0] * n_rows if weights is None else weights.tolist()
+    dead = [(row, reason, text, row_record(indices[indptr[row] : indptr[row + 1]], data[indptr[row] : indptr[row + 1]],
+                                           label_of[row], weight_of[row]))
             for row, (reason, text) in sorted(reasons.items())]
     if reasons:
         keep = np.ones(n_rows, bool)
@@ -175,6 +203,7 @@ def decode_batch(obj: dict, labelled: bool, with_hashes: bool = False) -> Decode
         indptr = np.zeros(len(rows) + 1, np.int64)
         np.cumsum(lengths[rows], out=indptr[1:])
         labels = labels[rows] if isinstance(labels, np.ndarray) else [labels[r] for r in rows.tolist()]
+        weights = None if weights is None else weights[rows]
     else:
         rows = np.arange(n_rows)
         indptr = indptr.astype(np.int64)
@@ -186,6 +215,8 @@ def decode_batch(obj: dict, labelled: bool, with_hashes: bool = False) -> Decode
     hashes = np.zeros(len(rows), np.uint64)
     if with_hashes:
         label_of = labels.tolist() if isinstance(labels, np.ndarray) else labels
+        weight_of = [1.0] * len(rows) if weights is None else weights.tolist()
         for r in range(len(rows)):
-            hashes[r] = record_hash(row_record(indices[indptr[r] : indptr[r + 1]], data[indptr[r] : indptr[r + 1]], label_of[r]))
-    return DecodedRows(CsrBatch(indptr, indices, data, needed, needed), labels, rows, hashes, dead)
+            hashes[r] = record_hash(row_record(indices[indptr[r] : indptr[r + 1]], data[indptr[r] : indptr[r + 1]], label_of[r],
+                                               weight_of[r]))
+    return DecodedRows(CsrBatch(indptr, indices, data, needed, needed), labels, rows, hashes, dead, weights)

@@ -17,6 +17,11 @@
 * ``msgpack``: a stream of msgpack maps ``{"x": {...}, "y": ...}`` (not line based), or of
   compact batches of records as CSR arrays (:mod:`streamlearn.connectors.compact`), or both.
 
+Weights (issue 77): a nested record's ``"w"``, a flat record's or a CSV line's field or column
+named by ``weight_column`` (``--weight-column``; never a feature), a compact batch's ``"w"`` array;
+absent or a missing cell, the weight is 1. LIBSVM lines carry no weight (its format has no field
+for one; a weighted stream is written in one of the others).
+
 Every decoder validates each record and turns a bad one into a dead letter with its
 position (source, 1-based line or record number, byte offset) instead of raising.
 
@@ -36,8 +41,8 @@ import numpy as np
 
 from .libsvm import parse_libsvm_bytes
 from .compact import decode_batch, is_compact
-from .records import (LABEL_FIELDS, Batch, BatchBuilder, DeadLetter, RecordError, canonical_label, check_features, check_label,
-                      check_record, label_name_in, labels_out, record_hash)
+from .records import (LABEL_FIELDS, MISSING_CELLS, Batch, BatchBuilder, DeadLetter, RecordError, canonical_label, check_features,
+                      check_label, check_record, check_weight, label_name_in, labels_out, record_hash, weights_out)
 
 FORMATS = ("libsvm", "csv", "jsonl", "msgpack")
 _SUFFIXES = {
@@ -146,8 +151,8 @@ class LineDecoder:
     line_based = True
     with_hashes = True
 
-    def __init__(self, labelled: bool = True):
-        self.labelled = labelled
+    def __init__(self, labelled: bool = True, weight_column=None):
+        self.labelled, self.weight_column = labelled, weight_column
 
     def new_file(self) -> None:
         """Called when a new file (or the stream) starts."""
@@ -195,23 +200,24 @@ class _DictLineDecoder(LineDecoder):
         raise NotImplementedError
 
     def decode(self, piece, first_line, offset, origin):
-        X, y, hashes, where, dead = [], [], [], [], []
+        X, y, weights, hashes, where, dead = [], [], [], [], [], []
         start = 0
         for number, line in enumerate(piece.splitlines(keepends=True), first_line + 1):
             text = line.rstrip(b"\r\n")
             if text.strip() and not self._skip(number, text):
                 try:
-                    x, label = self._record(text)
+                    x, label, weight = self._record(text)
                 except RecordError as error:
                     dead.append(DeadLetter(_line_position(origin, number, offset + start), error.reason, error.message, text))
                 else:
                     X.append(x)
                     y.append(label)
+                    weights.append(weight)
                     hashes.append(record_hash(text.strip()) if self.with_hashes else 0)
                     where.append((number, offset + start))
             start += len(line)
         hashes = np.asarray(hashes, np.uint64)
-        return Batch(X, labels_out(y), hashes, lambda i: _line_position(origin, *where[i]), dead)
+        return Batch(X, labels_out(y), hashes, lambda i: _line_position(origin, *where[i]), dead, w=weights_out(weights))
 
     def _skip(self, number: int, text: bytes) -> bool:
         return False
@@ -221,8 +227,8 @@ class JsonLinesDecoder(_DictLineDecoder):
     """JSON lines, nested or flat records (see :func:`~streamlearn.connectors.records.check_record`; a flat
     record's label is the field ``label_column``, else a conventionally named one)."""
 
-    def __init__(self, labelled: bool = True, label_column=None):
-        super().__init__(labelled)
+    def __init__(self, labelled: bool = True, label_column=None, weight_column=None):
+        super().__init__(labelled, weight_column)
         self.label_column = label_column
 
     def _record(self, line):
@@ -230,12 +236,7 @@ class JsonLinesDecoder(_DictLineDecoder):
             obj = json.loads(line)
         except (ValueError, UnicodeDecodeError, RecursionError) as error:  # RecursionError: nested too deeply
             raise RecordError("malformed", f"not JSON: {error}") from None
-        return check_record(obj, self.labelled, self.label_column)
-
-
-#: CSV cells that mean "no value" (any case, spaces around them ignored): a feature cell is then
-#: absent (as a JSON null is), a label cell makes the record unlabelled
-MISSING_CELLS = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
+        return check_record(obj, self.labelled, self.label_column, self.weight_column)
 
 
 class CsvDecoder(_DictLineDecoder):
@@ -248,15 +249,15 @@ class CsvDecoder(_DictLineDecoder):
     ``y``, any case: :func:`~streamlearn.connectors.records.label_name_in`) when none is given — a labelled stream without one is refused with a message
     (taking the first column had made every record of ``wine.csv`` a dead letter)."""
 
-    def __init__(self, labelled: bool = True, label_column=None, no_header: bool = False):
-        super().__init__(labelled)
+    def __init__(self, labelled: bool = True, label_column=None, no_header: bool = False, weight_column=None):
+        super().__init__(labelled, weight_column)
         self.label_column, self.no_header = label_column, bool(no_header)
         self.header: list | None = None
         self.delimiter = ","
-        self._label_at = None
+        self._label_at = self._weight_at = None
 
     def new_file(self):
-        self.header, self._label_at = None, None
+        self.header, self._label_at, self._weight_at = None, None, None
 
     def export(self):
         return {"header": self.header, "delimiter": self.delimiter}
@@ -291,6 +292,18 @@ class CsvDecoder(_DictLineDecoder):
         label_at = int(self.label_column) if str(self.label_column).isdigit() else None
         return bool(cells) and all(_is_number(cell) for j, cell in enumerate(cells) if j != label_at)
 
+    def _column_at(self, names: list, column, what: str):
+        """The index of ``column`` (a name or a 0-based index) in the header ``names``."""
+        if isinstance(column, str) and column.isdigit():
+            column = int(column)
+        if isinstance(column, int):
+            if not 0 <= column < len(names):
+                raise ValueError(f"{what} {column} is out of range for a CSV header of {len(names)} columns")
+            return column
+        if column in names:
+            return names.index(column)
+        raise ValueError(f"{what} {column!r} is not in the CSV header {names}")
+
     def _set_header(self, names: list) -> None:
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:  # the later column would silently overwrite the earlier one in every record
@@ -305,18 +318,11 @@ class CsvDecoder(_DictLineDecoder):
                 shown = repr(names) if len(repr(names)) <= 200 else repr(names)[:200] + "...]"
                 raise ValueError(f"the CSV header {shown} has no label column (one named {', '.join(LABEL_FIELDS)}): "
                                  "give --label-column NAME or INDEX (or --no-header if the first line is a record)")
-        if isinstance(column, str) and column.isdigit():
-            column = int(column)
-        if isinstance(column, int):
-            if not 0 <= column < len(names):
-                raise ValueError(f"label column {column} is out of range for a CSV header of {len(names)} columns")
-            self._label_at = column
-        elif column in names:
-            self._label_at = names.index(column)
-        elif self.labelled:
-            raise ValueError(f"label column {column!r} is not in the CSV header {names}")
-        else:
-            self._label_at = None
+        known = column is not None and (column in names or str(column).isdigit())
+        self._label_at = self._column_at(names, column, "label column") if known or self.labelled else None
+        self._weight_at = None if self.weight_column is None else self._column_at(names, self.weight_column, "weight column")
+        if self._weight_at is not None and self._weight_at == self._label_at:
+            raise ValueError(f"column {names[self._label_at]!r} cannot be both the label and the weight")
 
     def _skip(self, number, text):
         if self.header is None:
@@ -334,7 +340,7 @@ class CsvDecoder(_DictLineDecoder):
             raise RecordError("malformed", f"{len(cells)} cells but the header has {len(self.header)} columns")
         x = {}
         for j, (name, cell) in enumerate(zip(self.header, cells)):
-            if j == self._label_at or cell.strip().lower() in MISSING_CELLS:
+            if j == self._label_at or j == self._weight_at or cell.strip().lower() in MISSING_CELLS:
                 continue
             try:
                 x[name] = float(cell)
@@ -345,7 +351,18 @@ class CsvDecoder(_DictLineDecoder):
         label = None if label is None or label.lower() in MISSING_CELLS else canonical_label(label)
         if self.labelled or label is not None:
             label = check_label(label)
-        return x, label
+        return x, label, 1.0 if self._weight_at is None else _weight_cell(cells[self._weight_at])
+
+
+def _weight_cell(cell: str) -> float:
+    """The weight in a CSV cell (a missing one, :data:`MISSING_CELLS`: 1)."""
+    if cell.strip().lower() in MISSING_CELLS:
+        return 1.0
+    try:
+        value = float(cell)
+    except ValueError:
+        raise RecordError("bad-weight", f"weight {cell!r} is not a number") from None
+    return check_weight(value)
 
 
 class MsgpackDecoder:
@@ -356,8 +373,8 @@ class MsgpackDecoder:
     line_based = False
     with_hashes = True
 
-    def __init__(self, labelled: bool = True, label_column=None):
-        self.labelled, self.label_column = labelled, label_column
+    def __init__(self, labelled: bool = True, label_column=None, weight_column=None):
+        self.labelled, self.label_column, self.weight_column = labelled, label_column, weight_column
         self.broken = False
 
     def new_file(self):
@@ -400,14 +417,14 @@ class MsgpackDecoder:
                 if is_compact(obj):
                     rows = decode_batch(obj, self.labelled, self.with_hashes)
                 else:
-                    x, label = check_record(obj, self.labelled, self.label_column)
+                    x, label, weight = check_record(obj, self.labelled, self.label_column, self.weight_column)
             except RecordError as error:
                 dead.append(DeadLetter(place, error.reason, error.message, raw))
             else:
                 if is_compact(obj):
                     builder.add_compact(rows, place)
                 else:
-                    builder.add_record(x, label, raw, place)
+                    builder.add_record(x, label, raw, place, weight)
             consumed = end
         if final and consumed < len(buf):
             dead.append(DeadLetter({"source": origin, "record": first_record + n + 1, "offset": offset + consumed},
@@ -416,13 +433,14 @@ class MsgpackDecoder:
         return builder.build(), consumed, n
 
 
-def make_decoder(fmt: str, labelled: bool = True, label_column=None, no_header: bool = False):
-    """A decoder for a format name (see :data:`FORMATS`); ``no_header``: CSV files have no header line."""
+def make_decoder(fmt: str, labelled: bool = True, label_column=None, no_header: bool = False, weight_column=None):
+    """A decoder for a format name (see :data:`FORMATS`); ``no_header``: CSV files have no header line;
+    ``weight_column``: a CSV column's or a flat record's field holding each record's weight."""
     fmt = normalize_format(fmt)
     if fmt == "libsvm":
         return LibsvmDecoder(labelled)
     if fmt == "jsonl":
-        return JsonLinesDecoder(labelled, label_column)
+        return JsonLinesDecoder(labelled, label_column, weight_column)
     if fmt == "csv":
-        return CsvDecoder(labelled, label_column, no_header)
-    return MsgpackDecoder(labelled, label_column)
+        return CsvDecoder(labelled, label_column, no_header, weight_column)
+    return MsgpackDecoder(labelled, label_column, weight_column)

@@ -69,11 +69,11 @@ class MessageDecoder(BatchBuilder):
         for index, record in enumerate(records):
             spot = {**where, "index": index}
             try:
-                x, label = check_record(record, self.labelled)
+                x, label, weight = check_record(record, self.labelled)
             except RecordError as error:
                 self.dead.append(DeadLetter(spot, error.reason, error.message, _record_bytes(message.value, records, record)))
                 continue
-            self.add_record(x, label, _record_bytes(message.value, records, record) if self.with_hashes else b"", spot)
+            self.add_record(x, label, _record_bytes(message.value, records, record) if self.with_hashes else b"", spot, weight)
 
 
 def _key_field(key: bytes) -> dict:

@@ -137,7 +137,7 @@ class RecordDecoder(Protocol):
 
 
 def reading_of(source) -> dict:
-    """How a source reads its records (format, label column, header): what a checkpoint keeps so that
-    ``streamlearn predict`` and ``evaluate`` read other data of the same kind the same way."""
+    """How a source reads its records (format, label and weight columns, header): what a checkpoint keeps
+    so that ``streamlearn predict`` and ``evaluate`` read other data of the same kind the same way."""
     return {"format": getattr(source, "format", None), "label_column": getattr(source, "label_column", None),
-            "no_header": bool(getattr(source, "no_header", False))}
+            "no_header": bool(getattr(source, "no_header", False)), "weight_column": getattr(source, "weight_column", None)}

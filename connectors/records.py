@@ -9,7 +9,9 @@ of that stretch as :class:`DeadLetter` objects, and the resume position just pas
 from JSON, msgpack or Kafka) is validated.
 
 >>> check_record({"x": {"a": 1.5}, "y": "cat"}, labelled=True)
-({'a': 1.5}, 'cat')
+({'a': 1.5}, 'cat', 1.0)
+>>> check_record({"x": {"a": 1.5}, "y": "cat", "w": 3}, labelled=True)
+({'a': 1.5}, 'cat', 3.0)
 >>> check_record({"x": {"a": float("nan")}, "y": "cat"}, labelled=True)
 Traceback (most recent call last):
 ...
@@ -25,8 +27,10 @@ from typing import Callable
 
 import numpy as np
 
+from streamlearn.errors import InvalidInputError
 from streamlearn.kernels import compiled
 from streamlearn.kernels.codes import LARGEST_VALUE, MAX_LABEL_LENGTH
+from streamlearn.sample_weights import checked_weight
 
 _text = compiled("text")
 
@@ -74,6 +78,7 @@ class Batch:
     locate: Callable[[int], dict]  # position of record i, for reports
     dead: list = field(default_factory=list)
     position: dict | None = None
+    w: np.ndarray | None = None  # float64 weights, one per record (None: every weight 1)
 
     def __len__(self) -> int:
         return len(self.y)
@@ -84,7 +89,7 @@ class Batch:
         X = self.X[rows] if hasattr(self.X, "tocsr") else [self.X[i] for i in rows.tolist()]
         locate = self.locate
         y = self.y[rows] if isinstance(self.y, np.ndarray) else [self.y[i] for i in rows.tolist()]
-        return Batch(X, y, self.hashes[rows], lambda i: locate(int(rows[i])))
+        return Batch(X, y, self.hashes[rows], lambda i: locate(int(rows[i])), w=weights_out(self.w[rows]) if self.w is not None else None)
 
     def unlabelled(self) -> np.ndarray:
         """Mask of the records without a label (``None``)."""
@@ -102,6 +107,12 @@ def labels_out(y: list):
         except OverflowError:
             return y
     return y
+
+
+def weights_out(weights) -> np.ndarray | None:
+    """Records' weights as a float64 array, ``None`` when every one is 1 (the unweighted road)."""
+    weights = np.asarray(weights, np.float64)
+    return None if (weights == 1.0).all() else weights
 
 
 def empty_batch(position: dict | None = None) -> Batch:
@@ -194,6 +205,30 @@ def check_features(x) -> dict:
     return x
 
 
+#: CSV cells that mean "no value" (any case, spaces around them ignored): a feature cell is then
+#: absent (as a JSON null is), a label cell makes the record unlabelled
+MISSING_CELLS = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
+
+#: a nested record's weight field, ``{"x": {...}, "y": label, "w": 2.5}`` (a flat record's or a CSV
+#: line's is the one ``--weight-column`` names); absent, the weight is 1 (as in Vowpal Wabbit's format)
+WEIGHT_FIELD = "w"
+
+
+def check_weight(w) -> float:
+    """A record's weight as a float (``None``, a missing value: 1); a weight that is not a finite
+    number ``>= 0`` (a string too, as a feature's value) raises :class:`RecordError` (``bad-weight``).
+
+    >>> check_weight(None), check_weight(2), check_weight(0.5)
+    (1.0, 2.0, 0.5)
+    """
+    if w is None:
+        return 1.0
+    try:
+        return checked_weight(w)
+    except InvalidInputError as error:
+        raise RecordError("bad-weight", str(error)) from None
+
+
 #: the names a label field or column is looked for by when none is named (any case): ``y`` only
 #: where none of the others is (``x,y,z,label``: ``y`` is a coordinate, the label is ``label``)
 LABEL_FIELDS = ("label", "class", "target", "y")
@@ -216,31 +251,37 @@ def label_name_in(names) -> object:
     return unambiguous[0] if unambiguous else found.get("y")
 
 
-def check_record(obj, labelled: bool, label_field=None) -> tuple[dict, object]:
-    """Validate a decoded record; return ``(x, y)``. A record is nested, ``{"x": {...}, "y": label}``,
-    or flat, ``{"species": "setosa", "petal_length": 1.4, ...}``: its label is the field
-    ``label_field``, else the one :func:`label_name_in` finds, and every other field is a feature.
+def check_record(obj, labelled: bool, label_field=None, weight_field=None) -> tuple[dict, object, float]:
+    """Validate a decoded record; return ``(x, y, w)``. A record is nested, ``{"x": {...}, "y": label}``
+    with an optional weight ``"w"``, or flat, ``{"species": "setosa", "petal_length": 1.4, ...}``:
+    its label is the field ``label_field``, else the one :func:`label_name_in` finds, its weight
+    the field ``weight_field`` (none given: every flat record weighs 1), and every other field is
+    a feature. A record without a weight weighs 1.
 
     ``y`` may be absent (``None`` is returned) when the source is not ``labelled``.
 
     >>> check_record({"species": "setosa", "pl": 1.4, "pw": 0.2}, True, "species")
-    ({'pl': 1.4, 'pw': 0.2}, 'setosa')
-    >>> check_record({"pl": 1.4, "Label": 2.0}, True)
-    ({'pl': 1.4}, 2)
+    ({'pl': 1.4, 'pw': 0.2}, 'setosa', 1.0)
+    >>> check_record({"pl": 1.4, "Label": 2.0, "cost": 5}, True, weight_field="cost")
+    ({'pl': 1.4}, 2, 5.0)
     """
     if not isinstance(obj, dict):
         raise RecordError("malformed", 'a record is a mapping: {"x": {feature: value, ...}, "y": label} or flat '
                                        '{feature: value, ..., "label": label}')
     if isinstance(obj.get("x"), dict) and (label_field is None or label_field not in obj):
-        x, y = check_features(obj["x"]), obj.get("y")
+        x, y, w = check_features(obj["x"]), obj.get("y"), check_weight(obj.get(WEIGHT_FIELD))
     elif isinstance(obj.get("x"), (list, tuple)):  # not a flat record's coordinate: a nested record gone wrong
         raise RecordError("malformed", f'a record\'s "x" must be an object of features, {{"x": {{"f1": 0.5, ...}}}}, '
                                        f"not a {type(obj['x']).__name__}")
     else:
+        w = 1.0
+        if weight_field is not None:
+            w = check_weight(obj.get(weight_field))
+            obj = {name: value for name, value in obj.items() if name != weight_field}
         x, y = _flat_record(obj, labelled, label_field)
     if labelled or not _is_missing(y):
         y = check_label(y)
-    return x, y
+    return x, y, w
 
 
 def _flat_record(obj: dict, labelled: bool, label_field) -> tuple[dict, object]:
@@ -274,20 +315,21 @@ class BatchBuilder:
     def __init__(self, with_hashes: bool = True):
         self.with_hashes = with_hashes
         self.dead: list = []
-        self._segments: list = []  # ("dicts", X, y, hashes, places) or ("rows", DecodedRows, locate)
+        self._segments: list = []  # ("dicts", X, y, hashes, places, weights) or ("rows", DecodedRows, locate)
         self._count = 0  # valid records
 
     def __len__(self) -> int:
         """Records so far, valid or not."""
         return self._count + len(self.dead)
 
-    def add_record(self, x: dict, y, raw: bytes, place: dict) -> None:
-        """One valid dict record (``raw``: its bytes, for its hash)."""
+    def add_record(self, x: dict, y, raw: bytes, place: dict, w: float = 1.0) -> None:
+        """One valid dict record of weight ``w`` (``raw``: its bytes, for its hash)."""
         if not self._segments or self._segments[-1][0] != "dicts":
-            self._segments.append(("dicts", [], [], [], []))
-        _, X, labels, hashes, places = self._segments[-1]
+            self._segments.append(("dicts", [], [], [], [], []))
+        _, X, labels, hashes, places, weights = self._segments[-1]
         X.append(x)
         labels.append(y)
+        weights.append(w)
         if self.with_hashes:
             hashes.append(record_hash(raw))
         places.append(place)
@@ -308,6 +350,7 @@ class BatchBuilder:
 
     def build(self) -> Batch:
         segments = self._segments
+        weights = weights_out(np.concatenate([[]] + [s[5] if s[0] == "dicts" else _row_weights(s[1]) for s in segments]))
         if segments and all(s[0] == "rows" for s in segments) and len({id(getattr(s[1].X, "names", None)) for s in segments}) == 1:
             X, y, hashes = _stack_rows([s[1] for s in segments])
         else:
@@ -333,7 +376,12 @@ class BatchBuilder:
                 return segment[4][i - starts[k]]
             return segment[2](int(segment[1].rows[i - starts[k]]))
 
-        return Batch(X, y, hashes, locate, self.dead)
+        return Batch(X, y, hashes, locate, self.dead, w=weights)
+
+
+def _row_weights(rows) -> np.ndarray:
+    """The weights of a compact batch's valid rows (1 when it carries none)."""
+    return np.ones(len(rows.rows)) if rows.weights is None else rows.weights
 
 
 def _stack_rows(parts: list):

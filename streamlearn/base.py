@@ -39,7 +39,7 @@ from .binning import FeatureBins, check_bins
 from .scaling import OnlineStandardizer
 from .model_rows import ModelRows
 from .pending import PendingRows
-from .sample_weights import checked_weight, refuse_weights, weighted_batch
+from .sample_weights import checked_weight, positive_weights, refuse_weights, weighted_batch
 from .scores import hide_unknown_classes, labels_like, proba_frame, softmax_rows
 
 STATE_FORMAT = 1
@@ -257,9 +257,10 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
     #: whether ``_learn_groups`` can write the scores each row has when it is learned
     _scores_while_learning = False
 
-    def score_and_learn(self, X, y) -> np.ndarray:
-        """Score a batch, then learn it: the runner's test-then-train step (the batch is
-        validated and encoded once). Columns follow :attr:`classes`.
+    def score_and_learn(self, X, y, w=None) -> np.ndarray:
+        """Score a batch, then learn it, each row with its weight in ``w`` (``None``: all 1; every
+        one > 0 — a row of weight 0 is only scored: the caller leaves it out): the runner's
+        test-then-train step (the batch is validated and encoded once). Columns follow :attr:`classes`.
 
         Families that compute the scores while they learn (:attr:`_scores_while_learning`:
         the MCID learners, whose step computes them anyway) score **each example by the model
@@ -269,12 +270,13 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
         is scaled by statistics that include it when it is learned, not when it is predicted:
         the scores differ by that). The other families score the **whole batch by the model
         before it** (columns: the classes before the batch)."""
+        weights = positive_weights(self, w, X.shape[0] if hasattr(X, "shape") else len(X))
         if self._scores_while_learning:
             rows = self._learned_model_rows(X, y)
             n_before = len(self._labels)
             targets = self._labels.indices(y, grow=True)
             scores = np.full((rows.n_rows, len(self._labels)), -np.inf)
-            self._learn_rows(rows, targets, scores)
+            self._learn_rows(rows, targets, scores, weights)
             hide_unknown_classes(scores, n_before, targets)
             return scores
         rows = self._encode_labelled(X, y)
@@ -283,19 +285,20 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
             scores = self._raw_scores(self._model_rows(rows, learn=False))
         else:
             scores = np.zeros((rows.n_rows, 0))
-        self._learn_rows(self._model_rows(rows, learn=True), self._labels.indices(y, grow=True))
+        self._learn_rows(self._model_rows(rows, learn=True), self._labels.indices(y, grow=True), None, weights)
         return scores
 
-    def prequential(self, X, y, learn: bool = False, return_proba: bool = False) -> tuple:
+    def prequential(self, X, y, learn: bool = False, return_proba: bool = False, w=None) -> tuple:
         """For each row of a labelled batch, as the model sees it before learning the row (see
         :meth:`score_and_learn`): the index in :attr:`classes` of the predicted class (-1 when
         no class was known yet) and the probability given to the true label (0 for a label the
         model had not seen); with ``learn=True`` the batch is then learned. What the stream
         runner's test-then-train metrics take. ``y=None`` (without ``learn``): unlabelled rows,
         every true-label probability 0. ``return_proba``: also each row's probabilities over
-        the first ``proba.shape[1]`` classes (0 for a class unknown at the row's turn)."""
+        the first ``proba.shape[1]`` classes (0 for a class unknown at the row's turn). ``w``: the
+        rows' weights when they are learned (see :meth:`score_and_learn`)."""
         prior = self._prior()  # the model before the batch scores it
-        scores = self.score_and_learn(X, y) if learn else self.decision_function_many(X)
+        scores = self.score_and_learn(X, y, w) if learn else self.decision_function_many(X)
         n, n_classes = scores.shape
         if not n_classes:
             empty = (np.full(n, -1, np.int64), np.zeros(n))

@@ -84,6 +84,21 @@ def weighted_batch(learner, X, y, w) -> tuple:
     return X, y, None if (weights == 1.0).all() else weights
 
 
+def positive_weights(learner, w, n_rows: int) -> np.ndarray | None:
+    """A batch's weights, every one > 0, for a step that learns every row (``None``: all 1); a
+    learner that does not take weights refuses any but 1, and a weight of 0 is a ``ValueError``
+    (such a row is left out, by :func:`weighted_batch` or by the caller)."""
+    weights = checked_weights(w, n_rows)
+    if weights is None or (weights == 1.0).all():
+        return None
+    if not learner.takes_weights:
+        refuse_weights(learner)
+    if not weights.all():
+        raise ValueError(f"row {int(np.flatnonzero(weights == 0)[0])} has weight 0: a row to score but not learn is left "
+                         "out of the batch to learn")
+    return weights
+
+
 def rows_taken(X, y, keep: np.ndarray):
     """``X`` and ``y`` cut to the rows ``keep`` (indices), in the caller's types."""
     def take(values):

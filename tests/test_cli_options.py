@@ -233,6 +233,23 @@ def run_no_header(f):
     assert json.loads(cli("evaluate", headerless, "--checkpoint", model, "--no-header", "--label-column", "2").stdout)["n"] == 60
 
 
+@covers("train:--weight-column", "predict:--weight-column", "evaluate:--weight-column")
+def run_weight_column(f):
+    weighted = f["dir"] / "weighted.csv"  # the t.csv rows with a cost column
+    weighted.write_text("a,b,cost,kind\n" + "".join(f"{i % 3},{(i * 7) % 5},{i % 3},{'xy'[i % 2]}\n" for i in range(60)))
+    summary = run_summary(cli("train", weighted, "--label-column", "kind", "--weight-column", "cost", "--checkpoint-dir",
+                              f["dir"] / "w", "--quiet"))
+    assert (summary["learned"], summary["weightless"]) == (40, 20)  # cost 0: not learned
+    # a model of t.csv reads the cost column as a weight, not as a feature it never learned
+    cli("train", f["csv"], "--label-column", "kind", "--checkpoint-dir", f["dir"] / "t", "--quiet")
+    read = [json.loads(cli("evaluate", weighted, "--checkpoint", f["dir"] / "t", *option).stdout)["unknown_features"]
+            for option in ([], ["--weight-column", "cost"])]
+    assert read[0] > 0.2 and read[1] == 0.0
+    plain = cli("predict", weighted, "--checkpoint", f["dir"] / "t")
+    told = cli("predict", weighted, "--checkpoint", f["dir"] / "t", "--weight-column", "cost")
+    assert b"never seen" in plain.stderr and b"never seen" not in told.stderr and told.stdout.count(b"\n") == 60
+
+
 @covers("learners:names")
 def run_learners(f):
     text = cli("learners", "PrimalGradientSolver", "MulticlassPGS").stdout.decode()

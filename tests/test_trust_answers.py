@@ -286,7 +286,7 @@ def test_missing_csv_cells_are_absent_features_and_a_missing_label_is_predicted(
     assert summary(out)["dead_reasons"] == {"missing-label": 2}
     from streamlearn.connectors.records import check_record
 
-    assert check_record({"x": {"a": None, "b": 2.0}, "y": 1}, True) == ({"b": 2.0}, 1)
+    assert check_record({"x": {"a": None, "b": 2.0}, "y": 1}, True) == ({"b": 2.0}, 1, 1.0)
 
 
 # 11. a 0-based / 1-based mismatch of LIBSVM indices is noticed

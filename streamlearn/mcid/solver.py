@@ -220,17 +220,17 @@ class MCIDLearner(MixingSurface, SmallRecordRoad, StreamClassifier):
     def _uncalibrated_probabilities(self, scores: np.ndarray) -> np.ndarray:
         return super()._probabilities(scores)
 
-    def score_and_learn(self, X, y) -> np.ndarray:
+    def score_and_learn(self, X, y, w=None) -> np.ndarray:
         """As :meth:`StreamClassifier.score_and_learn`; with ``calibrate``, also the temperature in
         force at each row's turn (a refit inside the batch changes it for the rows after), so that
         the probabilities :meth:`prequential` gives do not depend on where batches are cut."""
         calibration = self._calibration
         if calibration is None:
-            return super().score_and_learn(X, y)
+            return super().score_and_learn(X, y, w)
         n_old, group = self.n_pending, self.batch_size
         calibration.start_log()
         try:
-            scores = super().score_and_learn(X, y)
+            scores = super().score_and_learn(X, y, w)
             # at row j's arrival the complete groups before it are observed (pending rows count in the first)
             self._turn_betas = calibration.betas_at(group * ((n_old + np.arange(len(scores))) // group))
         finally:

@@ -10,6 +10,7 @@ from ..batches import SparseRows
 from ..features import own_arrays
 from ..kernels import compiled
 from ..mips import make_oracle
+from ..sample_weights import positive_weights
 
 _memoir = compiled("memoir")
 _dense = compiled("memoir_dense")
@@ -69,18 +70,19 @@ class ExtremePredictions:
 
         return labels_like(labels, X)
 
-    def prequential(self, X, y, learn: bool = False, return_proba: bool = False):
+    def prequential(self, X, y, learn: bool = False, return_proba: bool = False, w=None):
         """As :meth:`StreamClassifier.prequential`, without a ``(rows, K)`` score matrix: the
         batch is scored by the model before it (the exact oracle's softmax over every class; an
         approximate oracle's over its candidates and the true class), then learned. Every
         class's probability (``return_proba``) or unlabelled rows (``y=None``) need the
         ``(rows, K)`` scores: those go the generic way, an exact softmax over every class."""
         if return_proba or y is None:
-            return super().prequential(X, y, learn, return_proba)
+            return super().prequential(X, y, learn, return_proba, w)
+        weights = positive_weights(self, w, X.shape[0] if hasattr(X, "shape") else len(X))
         rows = self._encode_labelled(X, y)
         predicted, p_true = self._predict_rows(self._model_rows(rows, learn=False), self.class_indices(y))
         if learn:
-            self._learn_rows(self._model_rows(rows, learn=True), self._labels.indices(y, grow=True))
+            self._learn_rows(self._model_rows(rows, learn=True), self._labels.indices(y, grow=True), None, weights)
         return predicted, p_true
 
     def _raw_scores(self, rows: SparseRows) -> np.ndarray:

@@ -10,6 +10,8 @@ from streamlearn.connectors.records import Batch, DeadLetter
 from streamlearn.connectors.sinks import to_json_line
 
 from . import failpoints
+from .evaluation import Scored, score_batch
+from ..errors import InvalidInputError
 from ..labels import LabelSpace
 
 #: a fresh stream is judged on its first this many records (see ``check_start``)
@@ -89,6 +91,27 @@ class BadRecords:
         total = self.counters["seen"] + self.counters["dead_letters"] - refused
         if bad and 2 * bad > total:
             raise TooManyErrors(f"{bad:,} of the first {total:,} records are bad", self.reasons)
+
+    def learn_one_by_one(self, model, batch: Batch, return_proba: bool = False) -> tuple[np.ndarray, Scored]:
+        """Score and learn a batch the learner refused record by record (in order, so the
+        model is the one the accepted records alone give); the refused ones become dead
+        letters. Returns the mask of the accepted records and how they were scored (with
+        ``return_proba`` their probability rows as a list)."""
+        accepted = np.zeros(len(batch), bool)
+        predicted, p_true, probas = [], [], []
+        for i in range(len(batch)):
+            one = batch.take(np.arange(len(batch)) == i)
+            try:
+                scored = score_batch(model, one.X, one.y, learn=True, return_proba=return_proba, w=one.w)
+            except InvalidInputError as error:
+                self.refuse(batch, i, error.reason, str(error))
+                continue
+            accepted[i] = True
+            predicted.append(scored.predicted[0])
+            p_true.append(scored.p_true[0])
+            if return_proba:
+                probas.extend(scored.proba)
+        return accepted, Scored(predicted, np.asarray(p_true), probas if return_proba else None)
 
 
 def features_of(X) -> dict:

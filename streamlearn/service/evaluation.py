@@ -22,14 +22,15 @@ class Scored:
     proba: np.ndarray | list | None = None
 
 
-def score_batch(model: StreamClassifier, X, y, learn: bool = False, return_proba: bool = False) -> Scored:
+def score_batch(model: StreamClassifier, X, y, learn: bool = False, return_proba: bool = False, w=None) -> Scored:
     """Predicted labels and the probability given to each true label (0 for a class the
     model has not seen) for a batch, by the model before it learns them; with ``learn=True``
     the model then learns the batch (encoded once; :meth:`~streamlearn.base.StreamClassifier.prequential`
     says which model scores each example). No prediction (``None``) for an example scored
     before the model knew any class. ``y=None``: unlabelled records (only predicted).
-    ``return_proba``: also the probability matrix (columns: the first classes of ``model.classes``)."""
-    indices, p_true, *proba = model.prequential(X, y, learn, return_proba)
+    ``return_proba``: also the probability matrix (columns: the first classes of ``model.classes``).
+    ``w``: the weights the rows are learned with (every one > 0; ``None``: all 1)."""
+    indices, p_true, *proba = model.prequential(X, y, learn, return_proba, w)
     classes = model.classes
     predicted = None
     if (indices >= 0).all() and isinstance(y, np.ndarray) and y.dtype.kind in "iub" and all(type(c) is int for c in classes):

@@ -106,8 +106,8 @@ class Runner:
         self.log = options.log or sys.stderr
         progress = options.progress
         self.bar = self.log.isatty() if progress is None and hasattr(self.log, "isatty") else bool(progress)
-        self.counters = {"seen": 0, "learned": 0, "held_out": 0, "unlabelled": 0, "dead_letters": 0, "batches": 0,
-                         "checkpoints": 0, "changes": 0, "switches": 0}
+        self.counters = {"seen": 0, "learned": 0, "held_out": 0, "unlabelled": 0, "weightless": 0, "dead_letters": 0,
+                         "batches": 0, "checkpoints": 0, "changes": 0, "switches": 0}
         self.bad = BadRecords(self.dead_letters, self.counters, options.max_errors, options.check_start)
         self.prequential, self.holdout_metrics, self.scales = ClassificationMetrics(), ClassificationMetrics(), ScaleSurvey()
         self.position = None
@@ -281,11 +281,18 @@ class Runner:
             if len(train) and self.options.max_classes is not None:
                 within = self.bad.within_class_limit(self.model, train, self.options.max_classes)
                 train, rows = train.take(within), rows[within]
+            if train.w is not None and not train.w.all():  # weight 0: predicted (when asked), not learned
+                weightless = train.w == 0
+                idle = train.take(weightless)
+                if lines is not None:
+                    self._note(lines, idle, rows[weightless], score_batch(self.model, idle.X, None, return_proba=with_proba))
+                self.counters["weightless"] += len(idle)
+                train, rows = train.take(~weightless), rows[~weightless]
             if len(train):
                 try:
-                    scored = score_batch(self.model, train.X, train.y, learn=True, return_proba=with_proba)
+                    scored = score_batch(self.model, train.X, train.y, learn=True, return_proba=with_proba, w=train.w)
                 except InvalidInputError:  # refused, model unchanged: find the records it refuses
-                    accepted, scored = self._learn_one_by_one(train, with_proba)
+                    accepted, scored = self.bad.learn_one_by_one(self.model, train, with_proba)
                     train, rows = train.take(accepted), rows[accepted]
                 if (scales := self.scales.add(self.model, train.X)) is not None:  # once, after the first records
                     print(f"streamlearn: warning: {scales}", file=self.log, flush=True)
@@ -311,27 +318,6 @@ class Runner:
         if batch.position is not None:
             self.position = batch.position
         self.bad.check()  # the batch is fully handled (valid records learned): a checkpoint after a stop is consistent
-
-    def _learn_one_by_one(self, batch: Batch, return_proba: bool = False) -> tuple[np.ndarray, Scored]:
-        """Score and learn a batch the learner refused record by record (in order, so the
-        model is the one the accepted records alone give); the refused ones become dead
-        letters. Returns the mask of the accepted records and how they were scored (with
-        ``return_proba`` their probability rows as a list)."""
-        accepted = np.zeros(len(batch), bool)
-        predicted, p_true, probas = [], [], []
-        for i in range(len(batch)):
-            one = batch.take(np.arange(len(batch)) == i)
-            try:
-                scored = score_batch(self.model, one.X, one.y, learn=True, return_proba=return_proba)
-            except InvalidInputError as error:
-                self.bad.refuse(batch, i, error.reason, str(error))
-                continue
-            accepted[i] = True
-            predicted.append(scored.predicted[0])
-            p_true.append(scored.p_true[0])
-            if return_proba:
-                probas.extend(scored.proba)
-        return accepted, Scored(predicted, np.asarray(p_true), probas if return_proba else None)
 
     def _note(self, lines: dict | None, records: Batch, rows: np.ndarray, scored: Scored) -> None:
         """The prediction lines of ``records`` (batch indices ``rows``), when predictions are written."""

@@ -12,10 +12,11 @@ from .common import (EXIT_ERROR, ConfigError, EXIT_NOTHING_LEARNED, add_source_o
 
 def _read_as_trained(args, payload: dict) -> None:
     """``predict`` / ``evaluate`` read data as the checkpoint's job read its own (label column,
-    header; the format for stdin) unless the command line says otherwise."""
+    weight column, header; the format for stdin) unless the command line says otherwise."""
     reading = payload.get("runner", {}).get("reading") or {}
-    if args.label_column is None and reading.get("label_column") is not None:
-        args.label_column = reading["label_column"]
+    for column in ("label_column", "weight_column"):
+        if getattr(args, column) is None and reading.get(column) is not None:
+            setattr(args, column, reading[column])
     args.no_header = args.no_header or bool(reading.get("no_header"))
     if args.format is None and args.source == ["-"] and reading.get("format") in ("libsvm", "csv", "jsonl", "msgpack"):
         args.format = reading["format"]

@@ -38,7 +38,7 @@ def _holdout(args):
         pass
     uri = bundled_paths([args.holdout])[0]
     # read as the training source is: the same format, label column and header
-    reading = dict(fmt=args.format, label_column=args.label_column, no_header=args.no_header)
+    reading = dict(fmt=args.format, label_column=args.label_column, no_header=args.no_header, weight_column=args.weight_column)
     streamlearn.connectors.open_source(uri, labelled=True, **reading)  # fail now if it cannot be opened
     # a topic is read up to where it ends when the evaluation starts (the idle timeout is a safety net)
     return lambda: streamlearn.connectors.open_source(uri, labelled=True, batch_records=args.batch_records, idle_timeout=2.0,
@@ -322,6 +322,8 @@ def _train_outcome(args, runner, code: int, dead_path: str, summary: dict) -> in
     group_learned = runner.mixer is not None and runner.mixer.shared.examples > 0  # a member that joined after the work
     if counters["learned"] == 0 and not counters["unlabelled"] and not runner.stopped_by_signal and not group_learned:
         why = "the source held no records" if not counters["dead_letters"] else _likely_cause(args, runner, runner.dead_reasons)
+        if counters["weightless"]:
+            why = f"every record's weight was 0 ({counters['weightless']:,} records; a weight of 0 is not learned)"
         print(f"streamlearn: nothing was learned: {why}", file=sys.stderr)
         return EXIT_NOTHING_LEARNED
     return 0

@@ -38,7 +38,7 @@ def parse_records(body: bytes) -> tuple[list, bool]:
     X = []
     for i, record in enumerate(records):
         try:
-            x, _ = check_record(record, labelled=False)
+            x, _, _ = check_record(record, labelled=False)  # (a weight is for learning: a prediction ignores it)
         except RecordError as error:
             raise BadRequest(422, f"record {i}: {error.reason}: {error.message}") from None
         except RecursionError:  # a value nested a thousand deep: its message cannot even be written
