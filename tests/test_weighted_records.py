@@ -7,6 +7,8 @@ weight 0 learned nothing and says so (exit 4); a bad weight is a dead letter."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections import namedtuple
 
 import msgpack
@@ -18,7 +20,7 @@ from streamlearn.connectors.compact import encode_batch
 from streamlearn.connectors.kafka_messages import decode_messages
 from streamlearn.service import cli as cli_module
 from streamlearn.service.checkpoint import CheckpointStore, restore_learner
-from helpers import assert_same_state, cli
+from helpers import PYTHON, assert_same_state, cli
 
 WEIGHTS = (0.5, 1.0, 2.0, 3.0, 0.0)
 
@@ -210,3 +212,21 @@ def test_predict_reads_the_weight_column_the_training_job_read(tmp_path, capsys)
     assert code == 0, err
     assert "feature mass" not in err  # the cost column is not read as a feature the model never learned
     assert json.loads(out)["n"] == 60
+
+
+@pytest.mark.parametrize("kind", ["jsonl nested", "csv"])
+def test_kill_9_and_resume_of_a_weighted_run_is_the_uninterrupted_run(kind, tmp_path):
+    name, encode, options = FORMATS[kind]
+    (tmp_path / name).write_bytes(encode(weighted_rows(400)))
+    # batch_size=3: weighted examples are pending at checkpoints
+    job = ["train", tmp_path / name, *options, "--param", "batch_size=3", "--batch-records", "30", "--checkpoint-every",
+           "40", "--quiet"]
+    cli(*job, "--checkpoint-dir", tmp_path / "clean", "--predictions", tmp_path / "clean.jsonl")
+    crashed = ["--checkpoint-dir", tmp_path / "crashed", "--predictions", tmp_path / "crashed.jsonl"]
+    died = subprocess.run([PYTHON, "-m", "streamlearn.service.cli", *map(str, job + crashed)], capture_output=True,
+                          env={**os.environ, "STREAMLEARN_CRASH_AT": "checkpoint-write:4"}, timeout=120)
+    assert died.returncode == -9, died.stderr.decode()
+    cli(*job, *crashed, "--resume")
+    a, b = (CheckpointStore(tmp_path / d).load_latest() for d in ("clean", "crashed"))
+    assert_same_state(a["learner"], b["learner"])
+    assert (tmp_path / "clean.jsonl").read_bytes() == (tmp_path / "crashed.jsonl").read_bytes()
