@@ -233,7 +233,8 @@ def run_no_header(f):
     assert json.loads(cli("evaluate", headerless, "--checkpoint", model, "--no-header", "--label-column", "2").stdout)["n"] == 60
 
 
-@covers("train:--weight-column", "predict:--weight-column", "evaluate:--weight-column")
+@covers("train:--weight-column", "predict:--weight-column", "evaluate:--weight-column", "train:--weighted-metrics",
+        "evaluate:--weighted-metrics")
 def run_weight_column(f):
     weighted = f["dir"] / "weighted.csv"  # the t.csv rows with a cost column
     weighted.write_text("a,b,cost,kind\n" + "".join(f"{i % 3},{(i * 7) % 5},{i % 3},{'xy'[i % 2]}\n" for i in range(60)))
@@ -248,6 +249,12 @@ def run_weight_column(f):
     plain = cli("predict", weighted, "--checkpoint", f["dir"] / "t")
     told = cli("predict", weighted, "--checkpoint", f["dir"] / "t", "--weight-column", "cost")
     assert b"never seen" in plain.stderr and b"never seen" not in told.stderr and told.stdout.count(b"\n") == 60
+    # --weighted-metrics: the cost-0 records weigh nothing in the figures, and the weight is reported
+    counted = run_summary(cli("train", weighted, "--label-column", "kind", "--weight-column", "cost", "--checkpoint-dir",
+                              f["dir"] / "wm", "--quiet", "--weighted-metrics"))
+    assert counted["prequential"]["weight"] == sum(i % 3 for i in range(60)) - 1  # (less the first: no prediction)
+    figures = json.loads(cli("evaluate", weighted, "--checkpoint", f["dir"] / "wm", "--weighted-metrics").stdout)
+    assert figures["weight"] == sum(i % 3 for i in range(60)) and figures["n"] == 60
 
 
 @covers("learners:names")

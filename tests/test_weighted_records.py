@@ -230,3 +230,54 @@ def test_kill_9_and_resume_of_a_weighted_run_is_the_uninterrupted_run(kind, tmp_
     a, b = (CheckpointStore(tmp_path / d).load_latest() for d in ("clean", "crashed"))
     assert_same_state(a["learner"], b["learner"])
     assert (tmp_path / "clean.jsonl").read_bytes() == (tmp_path / "crashed.jsonl").read_bytes()
+
+
+def test_weighted_metrics_of_integer_weights_are_the_metrics_of_the_records_repeated():
+    from streamlearn.service.metrics import ClassificationMetrics
+
+    rng = np.random.default_rng(5)
+    y, predicted = rng.choice(list("abc"), 300).tolist(), rng.choice(list("abcd"), 300).tolist()
+    predicted[:7] = [None] * 7  # unscored
+    p, w = rng.uniform(0.01, 1, 300), rng.integers(0, 4, 300)
+    weighted, repeated = ClassificationMetrics(weighted=True), ClassificationMetrics()
+    weighted.update(y, predicted, p, w)
+    repeated.update(*(np.repeat(np.asarray(v, object), w).tolist() for v in (y, predicted)), np.repeat(p, w))
+    a, b = weighted.summary(), repeated.summary()
+    for key in ("accuracy", "macro_f1", "log_loss"):
+        assert a[key] == pytest.approx(b[key], rel=1e-12), key
+    assert a["weight"] == w[7:].sum() and a["n"] == 293 and b["n"] == w[7:].sum()
+    ones = ClassificationMetrics(weighted=True)
+    ones.update(y, predicted, p, np.ones(300))
+    unweighted = ClassificationMetrics()
+    unweighted.update(y, predicted, p)
+    assert {k: v for k, v in ones.summary().items() if k != "weight"} == unweighted.summary()
+    again = ClassificationMetrics.restore(weighted.export())
+    assert again.weighted and again.summary() == a
+
+
+def test_train_and_evaluate_weighted_metrics_count_each_record_by_its_weight(tmp_path, capsys):
+    rows = [(x, y, float(k % 4)) for k, (x, y, _) in enumerate(weighted_rows(200))]
+    (tmp_path / "d.jsonl").write_bytes(nested_jsonl(rows))
+    code, err = run(capsys, "train", tmp_path / "d.jsonl", "--checkpoint-dir", tmp_path / "ck", "--quiet", "--proba",
+                    "--weighted-metrics", "--predictions", tmp_path / "p.jsonl", "--batch-records", "25")
+    assert code == 0, err
+    lines = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    scored = [(line, w) for line, (_, _, w) in zip(lines, rows) if w > 0 and line["prediction"] is not None]
+    hits = np.array([line["prediction"] == line["label"] for line, _ in scored])
+    weights = np.array([w for _, w in scored])
+    prequential = CheckpointStore(tmp_path / "ck").load_latest()["runner"]["prequential"]
+    from streamlearn.service.metrics import ClassificationMetrics
+
+    summary = ClassificationMetrics.restore(prequential).summary()
+    assert summary["accuracy"] == pytest.approx((weights * hits).sum() / weights.sum(), rel=1e-12)
+    assert summary["weight"] == weights.sum()
+    # evaluate: integer weights count as the records repeated
+    (tmp_path / "r.jsonl").write_bytes(nested_jsonl([(x, y, 1.0) for x, y, w in rows for _ in range(int(w))]))
+    results = []
+    for path, options in ((tmp_path / "d.jsonl", ["--weighted-metrics"]), (tmp_path / "r.jsonl", [])):
+        assert cli_module.main(["evaluate", str(path), "--checkpoint", str(tmp_path / "ck"), *options]) == 0
+        results.append(json.loads(capsys.readouterr().out))
+    for key in ("accuracy", "macro_f1", "log_loss"):
+        assert results[0][key] == pytest.approx(results[1][key], rel=1e-12)
+    code, err = run(capsys, "train", tmp_path / "d.jsonl", "--checkpoint-dir", tmp_path / "ck", "--resume")
+    assert code == 1 and "resume it with --weighted-metrics" in err

@@ -206,20 +206,21 @@ class ScaleSurvey:
                 "drown the others; --standardize (standardize=True) scales them online")
 
 
-def evaluate_source(model: StreamClassifier, source, coverage: FeatureCoverage | None = None) -> dict:
+def evaluate_source(model: StreamClassifier, source, coverage: FeatureCoverage | None = None, weighted: bool = False) -> dict:
     """Score every labelled record of a source (nothing is learned), then close the source
     (a hold-out topic opens a consumer at every checkpoint: left open, they piled up). The
     metrics' summary, with ``bad_records``: the records of the source that are not valid,
     ``unknown_features``: the share of the feature mass the model has no weight for, and
-    ``unknown_labels``: the share of labels that are no class of the model."""
-    metrics, bad = ClassificationMetrics(), 0
+    ``unknown_labels``: the share of labels that are no class of the model. ``weighted``: each
+    record counts by its weight (:class:`~streamlearn.service.metrics.ClassificationMetrics`)."""
+    metrics, bad = ClassificationMetrics(weighted), 0
     coverage = coverage if coverage is not None else FeatureCoverage()
     try:
         for batch in source:
             bad += len(batch.dead)
             if len(batch):
                 scored = score_batch(model, batch.X, batch.y)
-                metrics.update(batch.y, scored.predicted, scored.p_true)
+                metrics.update(batch.y, scored.predicted, scored.p_true, batch.w)
                 coverage.add(model, batch.X, batch.y)
     finally:
         source.close()
@@ -227,17 +228,17 @@ def evaluate_source(model: StreamClassifier, source, coverage: FeatureCoverage |
             "unknown_labels": round(coverage.unknown_label_share, 6)}
 
 
-def evaluate_held_out(model: StreamClassifier, source, threshold: np.uint64) -> dict:
+def evaluate_held_out(model: StreamClassifier, source, threshold: np.uint64, weighted: bool = False) -> dict:
     """The metrics' summary of the records of ``source`` whose hash is below ``threshold`` (a
     hash hold-out read again), nothing learned; the source is closed after."""
-    metrics = ClassificationMetrics()
+    metrics = ClassificationMetrics(weighted)
     try:
         for batch in source:
             held = batch.hashes < threshold if len(batch) else None
             if held is not None and held.any():
                 kept = batch.take(held)
                 scored = score_batch(model, kept.X, kept.y)
-                metrics.update(kept.y, scored.predicted, scored.p_true)
+                metrics.update(kept.y, scored.predicted, scored.p_true, kept.w)
     finally:
         source.close()
     return metrics.summary()

@@ -42,6 +42,9 @@ class RunnerOptions:
         predictions sink the source's records may lack a label (open it ``labelled=False``): an
         unlabelled record is predicted and not learned. The sink's size is in every
         checkpoint, so a resumed file sink holds each line once.
+    weighted_metrics
+        Count each record by its weight in the prequential and hold-out metrics
+        (:class:`~streamlearn.service.metrics.ClassificationMetrics`; off: each record once).
     mixer
         A :class:`~streamlearn.service.mixing.GroupMixer`: this daemon is one member of a group that
         mixes one model (the source subscribed to the group). Checkpoints are then taken right
@@ -66,6 +69,7 @@ class RunnerOptions:
     max_classes: int | None = None
     predictions_sink: object = None
     proba: bool = False
+    weighted_metrics: bool = False
     mixer: object = None
     model_lock: object = None
     log: object = None

@@ -109,7 +109,9 @@ class Runner:
         self.counters = {"seen": 0, "learned": 0, "held_out": 0, "unlabelled": 0, "weightless": 0, "dead_letters": 0,
                          "batches": 0, "checkpoints": 0, "changes": 0, "switches": 0}
         self.bad = BadRecords(self.dead_letters, self.counters, options.max_errors, options.check_start)
-        self.prequential, self.holdout_metrics, self.scales = ClassificationMetrics(), ClassificationMetrics(), ScaleSurvey()
+        weighted = options.weighted_metrics
+        self.prequential, self.holdout_metrics = ClassificationMetrics(weighted), ClassificationMetrics(weighted)
+        self.scales = ScaleSurvey()
         self.position = None
         self.checkpoint_seconds = 0.0
         self._checkpoint_log: list = []  # (perf_counter at start, seconds) of each checkpoint
@@ -154,6 +156,9 @@ class Runner:
         self.bad.reasons = dict(state.get("dead_reasons", {}))
         self.prequential = ClassificationMetrics.restore(state["prequential"])
         self.holdout_metrics = ClassificationMetrics.restore(state["holdout"])
+        if self.prequential.weighted != self.options.weighted_metrics:
+            raise ValueError(f"{payload['path']} holds {'weighted' if self.prequential.weighted else 'unweighted'} metrics: "
+                             f"resume it {'with' if self.prequential.weighted else 'without'} --weighted-metrics")
         sinks = [(sink, state["sinks"].get(name)) for sink, name in ((self.dead_letters, "dead_letters"),
                  (self.metrics_sink, "metrics"), (self.predictions, "predictions")) if sink is not None]
         for sink, recorded in sinks:  # all checked before any is cut
@@ -234,7 +239,7 @@ class Runner:
         self._rate_mark = (now, learned)
         holdout = None
         if callable(self.options.holdout):
-            holdout = self._last_holdout = evaluate_source(self.model, self.options.holdout())
+            holdout = self._last_holdout = evaluate_source(self.model, self.options.holdout(), weighted=self.options.weighted_metrics)
         elif self.options.holdout is not None:
             holdout = self.holdout_metrics.summary()
         return {
@@ -274,7 +279,7 @@ class Runner:
                 if held.any():
                     kept = train.take(held)
                     scored = score_batch(self.model, kept.X, kept.y, return_proba=with_proba)
-                    self.holdout_metrics.update(kept.y, scored.predicted, scored.p_true)
+                    self.holdout_metrics.update(kept.y, scored.predicted, scored.p_true, kept.w)
                     self.counters["held_out"] += len(kept)
                     self._note(lines, kept, rows[held], scored)
                     train, rows = train.take(~held), rows[~held]
@@ -296,7 +301,7 @@ class Runner:
                     train, rows = train.take(accepted), rows[accepted]
                 if (scales := self.scales.add(self.model, train.X)) is not None:  # once, after the first records
                     print(f"streamlearn: warning: {scales}", file=self.log, flush=True)
-                self.prequential.update(train.y, scored.predicted, scored.p_true)
+                self.prequential.update(train.y, scored.predicted, scored.p_true, train.w)
                 self.counters["learned"] += len(train)
                 self.counters["changes"] = self.model.n_changes
                 self.counters["switches"] = self.model.n_switches
@@ -459,10 +464,12 @@ class Runner:
         if self.options.holdout is None or self.stopped_by_signal or self.stop_error is not None:
             return None
         if callable(self.options.holdout):
-            return self._last_holdout if self._last_holdout is not None else evaluate_source(self.model, self.options.holdout())
+            if self._last_holdout is not None:
+                return self._last_holdout
+            return evaluate_source(self.model, self.options.holdout(), weighted=self.options.weighted_metrics)
         if not isinstance(self.source, Replayable):
             return None
-        return evaluate_held_out(self.model, self.source.replay(), self._hash_threshold())
+        return evaluate_held_out(self.model, self.source.replay(), self._hash_threshold(), self.options.weighted_metrics)
 
     def summary(self) -> dict:
         """Counters, metrics, the share of time spent checkpointing (and mixing, with a mixer), and ``data_seconds``:

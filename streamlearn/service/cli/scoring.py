@@ -90,7 +90,7 @@ def cmd_evaluate(args) -> int:
     model, payload = load_checkpointed(args.checkpoint)
     _read_as_trained(args, payload)
     coverage = FeatureCoverage()
-    result = evaluate_source(model, open_command_source(args, labelled=True, until_end=True), coverage)  # a topic: to its end now
+    result = evaluate_source(model, open_command_source(args, labelled=True, until_end=True), coverage, args.weighted_metrics)  # a topic: to its end now
     print(json.dumps(result))
     if not result["n"]:
         print("streamlearn: nothing was evaluated" + (f": all {result['bad_records']:,} records were bad (check --format, "
@@ -115,4 +115,6 @@ def add_evaluate_options(p) -> None:
     p.add_argument("--checkpoint", required=True, help="checkpoint directory")
     p.add_argument("--idle-timeout", type=float, default=5.0,
                    help="Kafka: the topic is read up to where it ends at the start; stop earlier after S seconds without a message")
+    p.add_argument("--weighted-metrics", action="store_true",
+                   help="count each record by its weight (default: each record once)")
     p.set_defaults(func=cmd_evaluate)

@@ -194,7 +194,8 @@ def cmd_train(args) -> int:
     options = RunnerOptions(checkpoint_dir=directory, checkpoint_every=every, checkpoint_interval=interval, keep=args.keep,
                             holdout=holdout, metrics_sink=metrics, dead_letter_sink=dead, max_errors=args.max_errors,
                             check_start=args.max_errors is None, max_classes=args.max_classes,
-                            predictions_sink=predictions, proba=args.proba, mixer=mixer, model_lock=lock,
+                            predictions_sink=predictions, proba=args.proba, weighted_metrics=args.weighted_metrics,
+                            mixer=mixer, model_lock=lock,
                             progress=False if args.quiet else None)
     runner = Runner(model, source, options)
     resumed = args.resume and runner.resume()
@@ -404,6 +405,8 @@ def add_train_options(p) -> None:
                         "lines), - for stdout, or kafka://HOST:PORT/TOPIC; a record without a label is then predicted and "
                         "not learned (without --predictions it is a bad record)")
     p.add_argument("--proba", action="store_true", help="with --predictions: each class's probability too")
+    p.add_argument("--weighted-metrics", action="store_true", help="count each record by its weight in the prequential and "
+                   "hold-out metrics (default: each record once — weights are how the stream is learned)")
     p.add_argument("--serve", metavar="[HOST]:PORT", type=listen_address,
                    help="answer predictions over HTTP from the model being learned, as streamlearn serve does from "
                         "checkpoints (HOST defaults to 127.0.0.1; PORT 0: any free port)")
