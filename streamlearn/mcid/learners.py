@@ -67,6 +67,11 @@ class MulticlassSVM(MCIDLearner):
         intercept's value (:mod:`streamlearn.binning`): a step function per feature, for classes
         that no linear function of the values separates. Another integer: that many intervals.
         Costs ``bins + 1`` weight columns per feature and class. ``None``: the features as given.
+    class_weight
+        ``None`` (default): every class weighs 1. ``{label: weight}``: each example's weight is
+        multiplied by its class's (a class not named: 1). ``"balanced"``: by ``1 / (K f_k)``, the
+        class's running frequency since it appeared (:mod:`streamlearn.class_weights`), for an
+        imbalanced stream; ``class_weights()`` gives each class's weight now.
 
     Attributes
     ----------

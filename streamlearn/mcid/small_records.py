@@ -100,7 +100,7 @@ class SmallRecordRoad:
         return super().predict_proba_one(x) if proba is None else proba
 
     def learn_one(self, x: dict, y, w: float = 1.0) -> None:
-        tables = self._road_tables() if w == 1.0 else None  # (a weighted example: the general road)
+        tables = self._road_tables() if w == 1.0 and self.class_weight is None else None  # (weighted: the general road)
         target = -1 if tables is None else self._labels.known_class(y)
         if target < 0:
             return super().learn_one(x, y, w)

@@ -13,6 +13,7 @@ from ..adaptation import (CHECK_EVERY, TRACKER_LAM_FACTOR, ChangeWatch, TrackerC
 from ..base import StreamClassifier
 from ..scores import hide_unknown_classes, tempered_softmax
 from ..checks import average_power_of
+from ..class_weights import ClassWeights, RunningBalance, checked_class_weight
 from ..binning import DEFAULT_BINS
 from ..calibration import TemperatureCalibration
 from ..errors import InvalidParameterError
@@ -41,7 +42,7 @@ _NO_WEIGHTS = np.ones(0)  # learn_groups' weights when every row weighs 1
 DENSE_COPY_IN_PRODUCTS = 4
 
 
-class MCIDLearner(MixingSurface, SmallRecordRoad, StreamClassifier):
+class MCIDLearner(MixingSurface, SmallRecordRoad, ClassWeights, StreamClassifier):
     """Shared implementation: lazily scaled weights + the compiled Alg. 1 step."""
 
     #: a row's weight scales its sub-gradient in Eq. 14's sum (:func:`streamlearn.kernels.mcid.learn_groups`)
@@ -73,6 +74,7 @@ class MCIDLearner(MixingSurface, SmallRecordRoad, StreamClassifier):
         intercept_scaling: float | str = "auto",
         calibrate: bool = True,
         bins: int | None = DEFAULT_BINS,
+        class_weight: dict | str | None = None,
     ):
         for name, value in (("adapt", adapt), ("calibrate", calibrate)):
             if not isinstance(value, bool):
@@ -92,6 +94,7 @@ class MCIDLearner(MixingSurface, SmallRecordRoad, StreamClassifier):
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
         self.calibrate = calibrate
+        self.class_weight = checked_class_weight(class_weight)
         self._reset()
 
     @classmethod
@@ -100,6 +103,7 @@ class MCIDLearner(MixingSurface, SmallRecordRoad, StreamClassifier):
         yield {"lam": "auto", "batch_size": 4, "project": True}
         yield {"lam": 1e-2, "average": True, "average_power": 2.0, "standardize": True, "bins": 8}
         yield {"adapt": False, "fit_intercept": False, "calibrate": False}
+        yield {"class_weight": "balanced", "batch_size": 2}
 
     def _init_model(self) -> None:
         self._small_record_setting = None
@@ -109,6 +113,7 @@ class MCIDLearner(MixingSurface, SmallRecordRoad, StreamClassifier):
         self._t = 0
         self._average_weight = 0.0  # sum over the steps so far of t**average_power
         self._n_learned_classes = 0  # classes that existed at the last step
+        self._balance = None  # class_weight="balanced"'s running frequencies, from the first example
         self._watch = ChangeWatch() if self.adapt else None
         # the fast tracker beside the averaged model (adapt=True): no average, a larger λ, the same steps
         self._tracker = ScaledWeights(False) if self.adapt else None
@@ -423,6 +428,8 @@ class MCIDLearner(MixingSurface, SmallRecordRoad, StreamClassifier):
             model["tracker"] = {"arrays": self._tracker.export(), "choice": self._tracker_choice.export()}
         if self._calibration is not None:
             model["calibration"] = self._calibration.export()
+        if self._balance is not None:
+            model["class_balance"] = self._balance.export()
         return model
 
     def _restore_model(self, model: dict) -> None:
@@ -445,6 +452,8 @@ class MCIDLearner(MixingSurface, SmallRecordRoad, StreamClassifier):
             self._calibration = TemperatureCalibration.restore(model["calibration"])
         elif self._calibration is not None:  # saved before calibration existed: its raw softmax until a fit
             self._calibration.beta = 1.0
+        if "class_balance" in model:
+            self._balance = RunningBalance.restore(model["class_balance"])
 
 
 def default_renormalization_threshold(store: ScaledWeights | None) -> float:

@@ -41,6 +41,10 @@ def cmd_inspect(args) -> int:
     calibration = state["model"].get("calibration") if isinstance(state.get("model"), dict) else None
     if calibration is not None and calibration["beta"] > 0:  # an MCID learner's probabilities (streamlearn.calibration)
         info["temperature"] = 1.0 / float(calibration["beta"])
+    if (state["params"] or {}).get("class_weight") is not None:  # each class's weight now (class_weights)
+        from ..checkpoint import restore_learner
+
+        info["class_weights"] = [[label, round(w, 6)] for label, w in restore_learner(payload).class_weights().items()][:20]
     if "mixing" in payload:  # a member of a mixing group: what the group's shared model holds
         mixing = payload["mixing"]
         info["mixing"] = {"examples": mixing["examples"], "by_member": mixing["by_member"], "covered": mixing["covered"],
@@ -71,7 +75,8 @@ def _inspect_text(info: dict) -> str:
         f"counters     {counters}",
         f"prequential  {prequential}",
     ] + ([f"temperature  {info['temperature']:.4g}: probabilities are softmax(scores / {info['temperature']:.4g})"]
-         if "temperature" in info else []) + ([f"mixing       the group's model holds {info['mixing']['examples']:,} examples "
+         if "temperature" in info else []) + ([f"class weight {', '.join(f'{label} {w:.4g}' for label, w in info['class_weights'])}"
+         f"{' ...' if info['classes'] > 20 else ''}"] if "class_weights" in info else []) + ([f"mixing       the group's model holds {info['mixing']['examples']:,} examples "
           f"({', '.join(f'{m} {n:,}' for m, n in info['mixing']['by_member'].items())}); "
           f"mixing topic folded to offset {info['mixing']['log_offset']}"] if "mixing" in info else []))
 
