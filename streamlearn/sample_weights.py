@@ -6,6 +6,14 @@ leaves the model as it was, bit for bit: no feature, class, step or statistic of
 that cannot honour weights (:attr:`~streamlearn.base.StreamClassifier.takes_weights` false)
 refuses any weight but 1 with an :class:`~streamlearn.errors.InvalidInputError`.
 
+A weight moves the model, not the judges of the model: the change watch (Page-Hinkley on the
+prequential mistakes), the tracker's choice, ``lam="auto"``'s merits and the temperature fit count
+each row once. The watch's thresholds are set for 0/1 mistakes one row at a time; under
+``class_weight="balanced"`` a rare class's row may weigh thousands, and one of its mistakes would
+read as a change of the stream. The temperature is fitted so that the probabilities are honest about
+the records the model meets, each once — the metrics' default too (``--weighted-metrics`` is the
+choice for importance weights that undo a resampling).
+
 >>> from streamlearn import MulticlassSVM
 >>> model = MulticlassSVM()
 >>> model.learn_one({"a": 1.0}, "x", w=0.0)

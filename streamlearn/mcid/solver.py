@@ -252,7 +252,8 @@ class MCIDLearner(MixingSurface, SmallRecordRoad, ClassWeights, StreamClassifier
                       weights: np.ndarray | None = None) -> None:
         """Alg. 1 on complete groups; ``weights`` (one per row) scale each row's sub-gradient in its
         step (:func:`streamlearn.kernels.mcid.learn_groups`). The watch, the tracker's choice, the
-        calibration and ``lam="auto"``'s merits count each row once, whatever its weight."""
+        calibration and ``lam="auto"``'s merits count each row once, whatever its weight (why:
+        :mod:`streamlearn.sample_weights`)."""
         watch, calibration = self._watch, self._calibration
         weights = _NO_WEIGHTS if weights is None else weights
         if watch is None and calibration is None:
