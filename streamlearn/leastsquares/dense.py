@@ -120,7 +120,7 @@ class DenseLeastSquares(StreamClassifier):
         return {"n": self._n, "XtX": self._XtX.copy(), "W": self._W.copy()}
 
     def _restore_model(self, model: dict) -> None:
-        self._n = int(model["n"])
+        self._n = model["n"] if isinstance(model["n"], float) else int(model["n"])  # (a weighted stream's: a sum)
         self._XtX = np.asarray(model["XtX"], np.float64).copy()
         self._W = np.asarray(model["W"], np.float64).copy()
 

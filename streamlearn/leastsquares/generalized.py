@@ -7,6 +7,7 @@ import numpy as np
 from ..scores import softmax_rows
 from ..batches import SparseRows
 from ..errors import InvalidParameterError
+from ..sample_weights import weighted_batch
 from .dense import DenseLeastSquares
 from .solvers import RidgeSolver, dense_rows, log_loss, one_hot, project_simplex
 
@@ -50,6 +51,10 @@ class GeneralizedLeastSquares(DenseLeastSquares):
         (over its window), so the value only sets the penalty on the bias, and a fixed one keeps a
         batch ``fit`` one problem; ``"auto"`` as :class:`~streamlearn.MulticlassSVM`'s (the data's scale).
 
+    Per-example weights (``learn_one``'s and ``learn_many``'s ``w``, :meth:`fit`'s ``w``) weigh a row's
+    terms in ``Σ x xᵀ``, ``Σ x yᵀ`` and the gradient: the weighted problem, an integer weight the row
+    repeated (exactly in ``fit`` and the identity link's stream).
+
     ``predict_proba_one``: the softmax link gives its calibrated probabilities; for the
     identity link the scores are projected onto the probability simplex.
 
@@ -82,6 +87,10 @@ class GeneralizedLeastSquares(DenseLeastSquares):
             raise InvalidParameterError(f"link must be 'softmax' or 'identity', got {link!r}")
         self._check_common()
         self._reset()
+
+    #: a row's weight multiplies its terms in ``Σ x xᵀ``, ``Σ x yᵀ`` and the step's gradient: the
+    #: weighted least-squares problem (integer weights are the rows repeated)
+    takes_weights = True
 
     @classmethod
     def _unit_test_params(cls):
@@ -119,7 +128,7 @@ class GeneralizedLeastSquares(DenseLeastSquares):
             XtY[: self._XtY.shape[0], : self._XtY.shape[1]] = self._XtY
             self._XtY = XtY
 
-    def _learn_groups(self, rows: SparseRows, y: np.ndarray) -> None:
+    def _learn_groups(self, rows: SparseRows, y: np.ndarray, scores=None, weights: np.ndarray | None = None) -> None:
         # each group's step sees the columns and classes met up to its last row, as the learn_one
         # loop's would (a batch registers all its features and labels before its first step)
         self._reserve_columns()
@@ -130,51 +139,59 @@ class GeneralizedLeastSquares(DenseLeastSquares):
             self._seen[0] = max(self._seen[0], int(columns.max()) + 1 if len(columns) else 0)
             self._seen[1] = max(self._seen[1], int(y[start:end].max()) + 1)
             d, K = self._seen
-            self._step(np.ascontiguousarray(X[start:end, :d]), y[start:end], d, K)
+            self._step(np.ascontiguousarray(X[start:end, :d]), y[start:end], d, K,
+                       None if weights is None else weights[start:end])
 
-    def _step(self, X: np.ndarray, y: np.ndarray, d: int, K: int) -> None:
-        """One stream step: fold the group into the statistics, then update W."""
+    def _step(self, X: np.ndarray, y: np.ndarray, d: int, K: int, w: np.ndarray | None = None) -> None:
+        """One stream step: fold the group (rows of weights ``w``; ``None``: 1) into the statistics, then update W."""
+        if w is not None and (w == 1.0).all():  # (a group of weight-1 rows: the unweighted step, whatever its road)
+            w = None
         Y = one_hot(y, K)
-        self._XtX[:d, :d] += X.T @ X
-        self._n += len(y)
+        weighted = X if w is None else X * w[:, None]
+        self._XtX[:d, :d] += weighted.T @ X
+        self._n += len(y) if w is None else float(w.sum())
         second_moment = self._XtX[:d, :d] / self._n
         if self.link == "identity":  # recursive least squares: the closed form on all data so far
-            self._XtY[:d, :K] += X.T @ Y
+            self._XtY[:d, :K] += weighted.T @ Y
             self._W[:d, :K] = self._solver(second_moment).solve(self._XtY[:d, :K] / self._n)
             return
         # a contiguous W: BLAS sums a strided view (a batch grows W ahead of its steps) in another order
         residual = softmax_rows(X @ np.ascontiguousarray(self._W[:d, :K])) - Y  # ŷ − y, L = 1
-        self._W[:d, :K] -= self._solver(second_moment).solve(X.T @ residual / len(y))
+        mass = len(y) if w is None else float(w.sum())
+        self._W[:d, :K] -= self._solver(second_moment).solve(weighted.T @ residual / mass)
 
-    def fit(self, X, y, max_iter: int = 200, tol: float = 1e-9, callback=None):
+    def fit(self, X, y, max_iter: int = 200, tol: float = 1e-9, callback=None, w=None):
         """Alg. 1 on a whole data set (a DataFrame, array, CSR matrix or list of dicts) to
         convergence: until the multinomial log-loss improves by less than ``tol`` (relative),
         or ``max_iter`` iterations. Replaces the statistics with those of ``X``. The log-loss
-        of each iteration is kept in ``self.history_``.
+        of each iteration is kept in ``self.history_``. ``w``: the rows' weights (the weighted
+        problem: an integer weight is the row repeated; a row of weight 0 is left out).
 
         ``callback(iteration, model)``, if given, is called after every iteration with the
         model holding that iterate (for progress, or to pick the iteration count on held-out
         data: an unregularised softmax fit overfits as it converges)."""
+        X, y, weights = weighted_batch(self, X, y, w)
         X, y_idx = self._dataset(X, y)
         d, K = X.shape[1], len(self._labels)
         Y = one_hot(y_idx, K)
-        self._n = len(y_idx)
+        weighted = X if weights is None else X * weights[:, None]
+        self._n = len(y_idx) if weights is None else float(weights.sum())
         self._seen = [d, K]
-        self._XtX[:d, :d] = X.T @ X
+        self._XtX[:d, :d] = weighted.T @ X
         with self._batch_fit():
             solve = self._solver(self._XtX[:d, :d] / self._n).solve  # one factorisation for every iteration
         if self.link == "identity":
-            self._XtY[:d, :K] = X.T @ Y
+            self._XtY[:d, :K] = weighted.T @ Y
             self._W[:d, :K] = solve(self._XtY[:d, :K] / self._n)
             self.history_ = []
             return self
         W = np.zeros((d, K))
         scores = X @ W  # one product per iteration: the scores of the log-loss are the next step's
-        self.history_ = [log_loss(scores, y_idx)]
+        self.history_ = [log_loss(scores, y_idx, weights)]
         for iteration in range(1, max_iter + 1):
-            W -= solve(X.T @ (softmax_rows(scores) - Y) / self._n)
+            W -= solve(weighted.T @ (softmax_rows(scores) - Y) / self._n)
             scores = X @ W
-            self.history_.append(log_loss(scores, y_idx))
+            self.history_.append(log_loss(scores, y_idx, weights))
             if callback is not None:
                 self._W[:d, :K] = W
                 callback(iteration, self)

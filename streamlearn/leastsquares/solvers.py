@@ -84,11 +84,12 @@ class RidgeSolver:
 PARAMETER_FREE_RIDGE = 1e-6
 
 
-def log_loss(scores: np.ndarray, y: np.ndarray) -> float:
-    """Mean multinomial log-loss of scores (log-sum-exp)."""
+def log_loss(scores: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """Mean multinomial log-loss of scores (log-sum-exp); with ``weights`` the weighted mean."""
     m = scores.max(axis=1, keepdims=True)
     lse = m[:, 0] + np.log(np.exp(scores - m).sum(axis=1))
-    return float(np.mean(lse - scores[np.arange(len(y)), y]))
+    losses = lse - scores[np.arange(len(y)), y]
+    return float(np.mean(losses) if weights is None else (weights @ losses) / weights.sum())
 
 
 def calibration_basis(Y: np.ndarray, powers=(1, 2, 3)) -> np.ndarray:
