@@ -69,7 +69,7 @@ def checked_weights(w, n_rows: int) -> np.ndarray | None:
 
 def refuse_weights(learner) -> None:
     raise InvalidInputError("bad-weight", f"{type(learner).__name__} does not take per-example weights "
-                            "(the MCID learners, ExtremeSVM and GeneralizedLeastSquares do)")
+                            "(the MCID and PGS learners, ExtremeSVM and GeneralizedLeastSquares do)")
 
 
 def weighted_batch(learner, X, y, w) -> tuple:

@@ -15,7 +15,7 @@ Each takes its learner's parameters (``get_params`` / ``set_params`` / ``clone``
   any call, unless ``classes`` was given to the first call: then, as scikit-learn's contract says,
   those are all the classes (their probability is 0 until learned) and any other label is refused;
 * ``sample_weight`` in ``fit`` and ``partial_fit`` for the learners that take weights (the MCID
-  family, ``ExtremeSVM`` and ``GeneralizedLeastSquares``: ``WeightedClassifierEstimator``); the others' faces have no such parameter;
+  and PGS families, ``ExtremeSVM``, ``GeneralizedLeastSquares``: ``WeightedClassifierEstimator``); the others' faces have no such parameter;
 * ``predict``, ``predict_proba``, ``decision_function`` (``(n,)`` for two classes: the second
   class's score minus the first's), ``score``; ``classes_`` sorted, ``n_features_in_``,
   ``feature_names_in_`` for DataFrames; dense arrays, CSR or other SciPy matrices, DataFrames.
@@ -221,7 +221,7 @@ class StreamClassifierEstimator(ClassifierMixin, _StreamEstimator):
 
 class WeightedClassifierEstimator(StreamClassifierEstimator):
     """The face of a classifier that takes per-example weights (``takes_weights``: the MCID
-    learners, ``ExtremeSVM``, ``GeneralizedLeastSquares``, whose batch solver takes them too): ``fit`` and ``partial_fit`` take ``sample_weight``, the learner's ``w``
+    and PGS learners, ``ExtremeSVM``, ``GeneralizedLeastSquares``, whose batch solver takes them too): ``fit`` and ``partial_fit`` take ``sample_weight``, the learner's ``w``
     (:mod:`streamlearn.sample_weights`: a row of weight 0 is not learned)."""
 
     def fit(self, X, y, sample_weight=None):

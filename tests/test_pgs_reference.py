@@ -73,10 +73,11 @@ def r_star(theta, p, block=False):
 
 
 # ------------------------------------------------------------ reference solver
-def reference_pgs(X, y, *, multiclass, loss, p, sigma, k, bound=None, block=False, average=False):
+def reference_pgs(X, y, *, multiclass, loss, p, sigma, k, bound=None, block=False, average=False, w=None):
     """Fig. 1 with the dense map of Fig. 2; ``y`` are class indices (binary: 0 = −1, 1 = +1).
     A group works on the classes seen up to its last row. Returns W (rows: classes), or
-    with ``average`` the mean of the iterates W_1..W_T."""
+    with ``average`` the mean of the iterates W_1..W_T. ``w``: each row's weight on its
+    sub-gradient in line 7's sum (the weighted loss; issue 77)."""
     n, d = X.shape
     K = int(y.max()) + 1 if multiclass else 1
     Lam = np.zeros((K, d))
@@ -112,7 +113,7 @@ def reference_pgs(X, y, *, multiclass, loss, p, sigma, k, bound=None, block=Fals
                     coef = np.array([-sign / (1 + np.exp(sign * m))])
                 else:
                     coef = np.array([m - sign])
-            G += np.outer(coef, X[i])
+            G += np.outer(coef, X[i]) * (1.0 if w is None else w[i])
         Lam[:active] -= G / k
         total[:active] += grad_r_star(Lam[:active] / ((t + 1) * sigma), p, bound, block)
     if average:
@@ -350,3 +351,31 @@ def test_regressor_refuses_no_bound_and_bad_targets():
         model.learn_one({"a": 1.0}, float("nan"))
     with pytest.raises(ValueError, match="not a finite number"):
         model.learn_many([{"a": 1.0}], ["x"])
+
+
+@pytest.mark.parametrize("p", [1.2, 1.5, 2.0])
+@pytest.mark.parametrize("loss", ["hinge", "softmax"])
+@pytest.mark.parametrize("regularizer", ["entrywise", "block"])
+def test_weighted_multiclass_solver_matches_the_weighted_dense_reference(p, loss, regularizer):
+    X, y = stream(seed=int(5 * p))
+    w = np.random.default_rng(1).choice([0.5, 1.0, 2.0, 3.0], len(y))
+    model = MulticlassPGS(loss=loss, p=p, sigma=0.05, batch_size=2, bound=0.7, regularizer=regularizer, fit_intercept=False)
+    rows = [{j: X[i, j] for j in np.flatnonzero(X[i])} for i in range(X.shape[0])]
+    model.learn_many(rows[:50], list(y[:50]), w[:50])
+    for i in range(50, len(rows)):
+        model.learn_one(rows[i], y[i], w=w[i])
+    expected = reference_pgs(X, y, multiclass=True, loss=loss, p=p, sigma=0.05, k=2, bound=0.7,
+                             block=regularizer == "block", w=w)
+    np.testing.assert_allclose(learner_weights(model, X.shape[1]), expected, rtol=1e-9, atol=1e-12)
+    unweighted = reference_pgs(X, y, multiclass=True, loss=loss, p=p, sigma=0.05, k=2, bound=0.7, block=regularizer == "block")
+    assert not np.allclose(expected, unweighted)
+
+
+@pytest.mark.parametrize("loss", ["hinge", "logistic"])
+def test_weighted_binary_solver_matches_the_weighted_dense_reference(loss):
+    X, y = stream(K=2, seed=3)
+    w = np.random.default_rng(2).choice([0.5, 1.0, 4.0], len(y))
+    model = PrimalGradientSolver(loss=loss, p=2.0, sigma=0.05, batch_size=3, fit_intercept=False)
+    model.learn_many([{j: X[i, j] for j in np.flatnonzero(X[i])} for i in range(X.shape[0])], [bool(v) for v in y], w)
+    expected = reference_pgs(X, y, multiclass=False, loss=loss, p=2.0, sigma=0.05, k=3, w=w)
+    np.testing.assert_allclose(learner_weights(model, X.shape[1]), expected, rtol=1e-9, atol=1e-12)

@@ -112,11 +112,11 @@ EXPORTS: dict[str, dict[str, list[tuple[str, ...]]]] = {
         ],
     },
     "pgs": {
-        # indptr, indices, data, y (class indices; reals for the regressor), group_size, Lam, Phi, separate_phi, N,
+        # indptr, indices, data, y (class indices; reals for the regressor), weights, group_size, Lam, Phi, separate_phi, N,
         # stats, n_active, t, sigma, p, q, bound, loss, regularizer, rng_state, snap_Phi, snap_N, snap_meta,
         # keep_random, averaged, Acc, Mark, Cj, keys, scores
         "learn_groups": [
-            ("i8[::1]r", "i8[::1]r", "f8[::1]r", y, "i8", "f8[:, ::1]", "f8[:, ::1]", "b1", "f8[::1]", "f8[::1]", "i8", "i8",
+            ("i8[::1]r", "i8[::1]r", "f8[::1]r", y, "f8[::1]r", "i8", "f8[:, ::1]", "f8[:, ::1]", "b1", "f8[::1]", "f8[::1]", "i8", "i8",
              "f8", "f8", "f8", "f8", "i8", "i8", "u8[::1]", "f8[:, ::1]", "f8[::1]", "f8[::1]", "b1", "b1", "f8[:, ::1]",
              "f8[:, ::1]", "f8[::1]", "i8[::1]r", "f8[:, ::1]")
             for y in ("i8[::1]r", "f8[::1]r")

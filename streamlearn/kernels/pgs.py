@@ -152,13 +152,15 @@ def _binary_coefficient(loss, margin, y):
 
 # over 80 lines: the whole mini-batch loop is one compiled call, so the dual state stays in locals across groups
 @njit(cache=True, nogil=True)
-def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N, stats, n_active, t,
+def learn_groups(indptr, indices, data, y, weights, group_size, Lam, Phi, separate_phi, N, stats, n_active, t,
                  sigma, p, q, bound, loss, regularizer,
                  rng_state, snap_Phi, snap_N, snap_meta, keep_random, averaged, Acc, Mark, Cj, keys, scores):  # fmt: skip
     """Fig. 1 lines 4–8 for each group of ``group_size`` consecutive rows; returns
     ``(t, n_active)``. A multi-class group works on the classes seen up to its last row
     (class indices number classes in order of first appearance), as a ``learn_one`` loop
-    would, whatever the batch the group came in.
+    would, whatever the batch the group came in. ``weights`` (one per row, or empty: all 1) scale
+    each row's sub-gradient in line 7's sum, ``Lam <- Lam - (1/k) Σ w_i dl_i/dW``: the step of
+    the weighted loss ``Σ w_i l_i`` (a weight of 1 is the unweighted step, bit for bit).
 
     ``stats[0]`` is ``S`` (entrywise), ``stats[1]`` the number of ``Lam`` entries changed
     since the sums were last recomputed exactly and ``stats[2]`` the number of non-zero
@@ -184,6 +186,7 @@ def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N
     G = np.empty((group_size, capacity))
     binary = loss == HINGE or loss == LOGISTIC or loss == SQUARED or loss == REGRESSION
     keep_scores = scores.shape[0] > 0
+    weighted = weights.shape[0] > 0
     if binary:
         n_active = 1
     for start in range(0, n_rows, group_size):
@@ -205,10 +208,11 @@ def learn_groups(indptr, indices, data, y, group_size, Lam, Phi, separate_phi, N
                 G[r, 0] = _binary_coefficient(loss, G[r, 0], target)
             else:
                 loss_coefficients(loss, G[r, :n_classes], int(y[row]), n_classes)
-        for r in range(group_size):  # Lam <- Lam - (1/k) Σ dl/dW (line 7)
+        for r in range(group_size):  # Lam <- Lam - (1/k) Σ w dl/dW (line 7)
             row = start + r
+            w = weights[row] if weighted else 1.0
             for j in range(n_classes):
-                coefficient = G[r, j] / group_size
+                coefficient = (G[r, j] / group_size) * w
                 if coefficient == 0.0:
                     continue
                 for p_ in range(indptr[row], indptr[row + 1]):

@@ -63,10 +63,14 @@ _pgs = compiled("pgs")
 
 _ITERATES = ("last", "average", "random")
 _NO_SCORES = np.zeros((0, 0))
+_NO_WEIGHTS = np.zeros(0)  # every row weighs 1
 
 
 class _PGSLearner(StreamClassifier):
     """Shared state and kernels: the dual matrix ``Lam``, its sums, the step count."""
+
+    #: a row's weight scales its sub-gradient in Fig. 1 line 7 (:func:`streamlearn.kernels.pgs.learn_groups`)
+    takes_weights = True
 
     _binary = False
 
@@ -148,23 +152,27 @@ class _PGSLearner(StreamClassifier):
         """Rises of the prequential error detected so far (0 with ``adapt=False``; see ``adapt``)."""
         return 0 if self._watch is None else self._watch.changes
 
-    def _learn_groups(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None = None) -> None:
+    def _learn_groups(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray | None = None,
+                      weights: np.ndarray | None = None) -> None:
+        """Fig. 1 on complete groups; ``weights`` (one per row) scale each row's sub-gradient
+        (:func:`streamlearn.kernels.pgs.learn_groups`); the watch counts each row once."""
+        weights = _NO_WEIGHTS if weights is None else np.ascontiguousarray(weights, np.float64)
         if self._watch is None:
-            return self._learn_span(rows, y, _NO_SCORES if scores is None else scores)
+            return self._learn_span(rows, y, _NO_SCORES if scores is None else scores, weights)
         if scores is None:
             scores = np.empty((rows.n_rows, max(len(self._labels), 2)))
             scores.fill(-np.inf)
         learn_in_watched_spans(self._watch, rows, y, scores, self.batch_size, self._learn_span,
-                               self._classes_known, self._restart)
+                               self._classes_known, self._restart, weights=weights if len(weights) else None)
 
     def _classes_known(self) -> int:
         return 2 if self._binary else self._n_learned_classes
 
-    def _learn_span(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray) -> None:
+    def _learn_span(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray, weights: np.ndarray = _NO_WEIGHTS) -> None:
         n_classes = self._n_columns()
         self._reserve(self._features.n_columns, n_classes)
         self._t, self._n_learned_classes = _pgs.learn_groups(
-            rows.indptr, rows.indices, rows.data, y, self.batch_size, self._Lam, self._Phi, self._separate_phi,
+            rows.indptr, rows.indices, rows.data, y, weights, self.batch_size, self._Lam, self._Phi, self._separate_phi,
             self._N, self._stats,
             self._n_learned_classes, self._t, float(self.sigma), float(self.p), self.q, float(self.bound or 0.0),
             self._loss_code, self._regularizer_code, self._rng, self._snap_Phi, self._snap_N, self._snap_meta,
