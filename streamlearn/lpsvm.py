@@ -45,6 +45,7 @@ from .checks import check_positive
 from .batches import SparseRows
 from .errors import InvalidParameterError
 from .kernels import compiled
+from .sample_weights import weighted_batch
 from .window import RefitWindow
 
 _lpsvm = compiled("lpsvm")
@@ -58,6 +59,7 @@ KKT_START = 1.0
 #: relative gap to which the first inner solve (fixed β) runs; later ones run to a tenth of the
 #: last outer gap, and at least to tol/2
 INNER_START = 0.1
+NO_WEIGHTS = np.zeros(0)  # every example weighs 1
 
 
 def lp_norm(values: np.ndarray, p: float) -> float:
@@ -78,11 +80,12 @@ def class_weights(norms: np.ndarray, p: float) -> np.ndarray:
 
 
 def primal_objective(rows: SparseRows, y: np.ndarray, V: np.ndarray, beta: np.ndarray, p: float, C: float,
-                     hinge: float | None = None) -> float:
-    """Problem (P) at ``w_j = β_j V[:, j]`` (``hinge``: the hinge total there, if already known)."""
+                     hinge: float | None = None, weights: np.ndarray = NO_WEIGHTS) -> float:
+    """Problem (P) at ``w_j = β_j V[:, j]`` (``hinge``: the hinge total there, if already known;
+    ``weights``: the examples', empty for all 1)."""
     norms = beta * np.sqrt((V * V).sum(axis=0))
     if hinge is None:
-        hinge = _lpsvm.hinge_total(rows.indptr, rows.indices, rows.data, y, V, beta)
+        hinge = _lpsvm.hinge_total(rows.indptr, rows.indices, rows.data, y, V, beta, weights)
     return 0.5 * lp_norm(norms, p) ** 2 + C * hinge
 
 
@@ -94,13 +97,14 @@ def dual_objective(alpha: np.ndarray, y: np.ndarray, V: np.ndarray, p: float) ->
 
 def solve(rows: SparseRows, y: np.ndarray, n_features: int, n_classes: int, p: float, C: float, tol: float,
           max_iter: int, max_epochs: int, rng: np.random.Generator, alpha: np.ndarray | None = None,
-          beta: np.ndarray | None = None, epoch_budget: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+          beta: np.ndarray | None = None, epoch_budget: int | None = None,
+          weights: np.ndarray = NO_WEIGHTS) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
     """Algorithm 1 on the rows (class indices ``y``): returns ``(V, alpha, beta, history)`` with
     ``w_j = beta_j V[:, j]``. ``alpha`` and ``beta`` warm-start it (feasible: ``alpha_i ≤ C e_{y_i}``,
     ``alpha_i · 1 = 0``); by default ``alpha = 0`` and ``beta = (1/c)^(1/p)``. ``epoch_budget``
     bounds the passes of coordinate ascent over all outer iterations (``None``: ``max_epochs`` each);
     a solve that spends it ends after the outer iteration it is in, its last history entry
-    marked ``"budget_spent"``."""
+    marked ``"budget_spent"``. ``weights``: each example's weight on its hinge (empty: all 1)."""
     n = len(y)
     alpha = np.zeros((n, n_classes)) if alpha is None else np.ascontiguousarray(alpha, np.float64)
     beta = np.full(n_classes, (1.0 / n_classes) ** (1.0 / p)) if beta is None else np.asarray(beta, np.float64).copy()
@@ -124,18 +128,18 @@ def solve(rows: SparseRows, y: np.ndarray, n_features: int, n_classes: int, p: f
             # its KKT violation is below kkt_tol; then the gap, on every example, decides, and a
             # check that fails tightens kkt_tol and reactivates everything
             violation = _lpsvm.dca_epoch(rows.indptr, rows.indices, rows.data, y, rng.permutation(np.flatnonzero(active)),
-                                         sqnorm, beta, C, V, alpha, classes, n_active_classes, active)
+                                         sqnorm, beta, C, V, alpha, classes, n_active_classes, active, weights)
             epochs += 1
             if violation > kkt_tol and epochs < limit:
                 continue
             regularizer = float(beta @ (V * V).sum(axis=0))  # Σ β_j ||v_j||² = Σ ||w_j||² / β_j
-            hinge = _lpsvm.hinge_total(rows.indptr, rows.indices, rows.data, y, V, beta)
+            hinge = _lpsvm.hinge_total(rows.indptr, rows.indices, rows.data, y, V, beta, weights)
             if regularizer + C * hinge - alpha[np.arange(n), y].sum() <= inner_tol * (0.5 * regularizer + C * hinge):
                 break
             active[:] = True
             n_active_classes[:] = n_classes
             kkt_tol *= 0.5
-        primal = primal_objective(rows, y, V, beta, p, C, hinge)  # the loop ends on a check at this V
+        primal = primal_objective(rows, y, V, beta, p, C, hinge, weights)  # the loop ends on a check at this V
         dual = dual_objective(alpha, y, V, p)
         gap = (primal - dual) / primal if primal > 0 else 0.0
         history.append({"iteration": iteration, "primal": primal, "dual": dual, "gap": gap, "epochs": epochs,
@@ -261,7 +265,7 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
         return self._beta.copy()
 
     def _solve(self, rows: SparseRows, y: np.ndarray, n_classes: int, alpha: np.ndarray | None,
-               beta: np.ndarray | None, epoch_budget: int | None = None) -> None:
+               beta: np.ndarray | None, epoch_budget: int | None = None, weights: np.ndarray | None = None) -> None:
         # solved with the columns in name-key order and each row's entries sorted by it: every
         # dot product sums in one order, so neither the vocabulary's order nor a dict's key
         # order changes a bit of the fit
@@ -273,7 +277,8 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
         rng = np.random.default_rng([0 if self.seed is None else self.seed, self.n_fits])
         V, self._alpha, self._beta, self.history_ = solve(
             SparseRows(rows.indptr, indices, data), y, d, n_classes, float(self.p), float(self.C),
-            float(self.tol), self.max_iter, self.max_epochs, rng, alpha, beta, epoch_budget)
+            float(self.tol), self.max_iter, self.max_epochs, rng, alpha, beta, epoch_budget,
+            NO_WEIGHTS if weights is None else weights)
         self._V = np.ascontiguousarray(V[rank])  # back to vocabulary order
         self.n_fits += 1
 
@@ -287,13 +292,15 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
             alpha[: len(kept), : kept.shape[1]] = kept
         beta = np.full(n_classes, (1.0 / n_classes) ** (1.0 / self.p))
         beta[: len(self._beta)] = self._beta
-        self._solve(rows, y, n_classes, alpha, beta, max(1, self.refit_steps // max(len(y), 1)))
+        self._solve(rows, y, n_classes, alpha, beta, max(1, self.refit_steps // max(len(y), 1)), self._window_weight_array())
         self._alpha_start = self._window_start
 
-    def fit(self, X, y):
-        """Solve a whole data set (cold start); the stream's window is left as it is. Returns self."""
+    def fit(self, X, y, w=None):
+        """Solve a whole data set (cold start; ``w``: the examples' weights on their hinge, 0 leaves
+        one out); the stream's window is left as it is. Returns self."""
+        X, y, weights = weighted_batch(self, X, y, w)
         rows = self._model_rows(self._encode_labelled(X, y), learn=True)
-        self._solve(rows, self._labels.indices(y, grow=True), len(self._labels), None, None)
+        self._solve(rows, self._labels.indices(y, grow=True), len(self._labels), None, None, None, weights)
         self._alpha_start = -1
         self._has_fit = True
         return self

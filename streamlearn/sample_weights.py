@@ -1,6 +1,12 @@
 """Per-example weights (issue 77): river's ``learn_one(x, y, w=1.0)``, ``learn_many(X, y, w=None)``
 and scikit-learn's ``sample_weight``, checked here once for every learner.
 
+What a weight means, per family: the MCID (000 Eq. 14) and PGS (003 Fig. 1 line 7) steps and
+MEMOIR's (002) scale the row's sub-gradient by it; the least-squares family (004) weighs the row in
+its moments ``Σ w x xᵀ``, ``Σ w x yᵀ`` (the weighted problem: an integer weight is the row repeated
+in a batch solve); the ℓp-SVM (001) weighs its hinge, ``C Σ w_i ξ_i`` (each dual box ``C w_i``). A
+window learner keeps each example's weight in its window until it leaves.
+
 A weight is a finite number ``>= 0``. A row of weight 0 is dropped before it is encoded, so it
 leaves the model as it was, bit for bit: no feature, class, step or statistic of it. A learner
 that cannot honour weights (:attr:`~streamlearn.base.StreamClassifier.takes_weights` false)
@@ -69,7 +75,7 @@ def checked_weights(w, n_rows: int) -> np.ndarray | None:
 
 def refuse_weights(learner) -> None:
     raise InvalidInputError("bad-weight", f"{type(learner).__name__} does not take per-example weights "
-                            "(the MCID and PGS learners, ExtremeSVM and GeneralizedLeastSquares do)")
+                            "(every streamlearn learner does)")
 
 
 def weighted_batch(learner, X, y, w) -> tuple:

@@ -8,7 +8,8 @@ equals the ``learn_one`` loop; between refits the predictions are those of the l
 The examples entered since the last fit are :attr:`n_pending`: ``flush()`` (the end of a finite
 stream; the runner calls it) refits on the window so that none is left out. Before its first
 fit a learner has no model (:attr:`has_model` is False) and predicts the frequencies of the
-classes it has seen (river's API asks for a distribution after the first ``learn_one``).
+classes it has seen (river's API asks for a distribution after the first ``learn_one``). Each
+example's weight stays with it in the window and weighs it in every refit it is part of.
 """
 
 from __future__ import annotations
@@ -34,8 +35,12 @@ class RefitWindow:
         check_positive("window", self.window, integer=True)
         check_positive("refit_every", self.refit_every, integer=True)
 
+    #: each window example's weight enters the refit's problem (a learner that takes weights)
+    takes_weights = True
+
     def _init_window(self) -> None:
         self._window_rows: deque = deque(maxlen=self.window)  # (columns, values, class) of the last `window` examples
+        self._window_weights: deque = deque(maxlen=self.window)  # their weights
         self._since_refit = 0
         self._window_start = 0  # stream position of the window's first example
         # classes seen up to the last example entered (labels are indexed in order of first
@@ -81,12 +86,13 @@ class RefitWindow:
         self._since_refit = 0
         self._has_fit = True
 
-    def _learn_groups(self, rows: SparseRows, y: np.ndarray) -> None:
+    def _learn_groups(self, rows: SparseRows, y: np.ndarray, scores=None, weights: np.ndarray | None = None) -> None:
         for i in range(rows.n_rows):
             lo, hi = rows.indptr[i], rows.indptr[i + 1]
             if len(self._window_rows) == self.window:  # the append below drops the oldest
                 self._window_start += 1
             self._window_rows.append((rows.indices[lo:hi].copy(), rows.data[lo:hi].copy(), int(y[i])))
+            self._window_weights.append(1.0 if weights is None else float(weights[i]))
             self._classes_so_far = max(self._classes_so_far, int(y[i]) + 1)
             self._since_refit += 1
             if self._since_refit >= self.refit_every:
@@ -94,6 +100,11 @@ class RefitWindow:
 
     def _refit_window(self) -> None:
         raise NotImplementedError
+
+    def _window_weight_array(self) -> np.ndarray | None:
+        """The window's examples' weights (``None``: every one is 1)."""
+        weights = np.fromiter(self._window_weights, np.float64, len(self._window_weights))
+        return None if (weights == 1.0).all() else weights
 
     def _window_batch(self) -> tuple[SparseRows, np.ndarray]:
         """The window's examples as sparse rows (vocabulary columns) and class indices."""
@@ -107,13 +118,18 @@ class RefitWindow:
         return SparseRows(indptr, indices, data), np.array([k for _, _, k in self._window_rows], np.int64)
 
     def _export_window(self) -> dict:
-        return {"window": [[c, v, k] for c, v, k in self._window_rows], "since_refit": self._since_refit,
-                "window_start": self._window_start, "classes_so_far": self._classes_so_far,
-                "has_fit": self._has_fit}
+        state = {"window": [[c, v, k] for c, v, k in self._window_rows], "since_refit": self._since_refit,
+                 "window_start": self._window_start, "classes_so_far": self._classes_so_far,
+                 "has_fit": self._has_fit}
+        if self._window_weight_array() is not None:  # (an unweighted window's state reads as before)
+            state["window_w"] = list(self._window_weights)
+        return state
 
     def _restore_window(self, model: dict) -> None:
         self._window_rows = deque(((np.asarray(c, np.int64), np.asarray(v, np.float64), int(k)) for c, v, k in model["window"]),
                                   maxlen=self.window)
+        self._window_weights = deque((float(w) for w in model.get("window_w", [1.0] * len(self._window_rows))),
+                                     maxlen=self.window)
         self._since_refit = int(model["since_refit"])
         # absent in states written before they existed
         self._window_start = int(model.get("window_start", 0))

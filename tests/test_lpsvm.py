@@ -81,8 +81,9 @@ def _problem(n=60, d=12, c=4, seed=0, density=0.5):
     return SparseRows(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data.astype(np.float64)), y.astype(np.int64), X
 
 
-def reference_epoch(X, y, order, beta, C, V, alpha):
-    """One pass of dual coordinate ascent on Problem 15 (Eq. 12 gradient, Eq. 13 step), dense."""
+def reference_epoch(X, y, order, beta, C, V, alpha, w=None):
+    """One pass of dual coordinate ascent on Problem 15 (Eq. 12 gradient, Eq. 13 step), dense;
+    ``w``: example weights, each scaling its box ``alpha_{i,y_i} <= C w_i`` (the weighted hinge)."""
     for i in order:
         x = X[i].toarray()[0]
         if x @ x == 0:
@@ -90,32 +91,44 @@ def reference_epoch(X, y, order, beta, C, V, alpha):
         g = -beta * (V.T @ x)
         g[y[i]] += 1.0
         u = -alpha[i].copy()
-        u[y[i]] += C
+        u[y[i]] += C * (1.0 if w is None else w[i])
         delta = reference_restricted_step(g, beta * (x @ x), u)
         alpha[i] += delta
         V += np.outer(x, delta)
 
 
-def test_dca_epochs_equal_the_dense_reference():
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_dca_epochs_equal_the_dense_reference(weighted):
     rows, y, X = _problem()
+    w = np.random.default_rng(7).choice([0.5, 1.0, 3.0], len(y)) if weighted else None
+    weights = np.zeros(0) if w is None else w
     c = 4
     rng = np.random.default_rng(1)
     beta = rng.uniform(0.3, 1.0, c)
     V, alpha = np.zeros((X.shape[1], c)), np.zeros((X.shape[0], c))
     V_ref, alpha_ref = V.copy(), alpha.copy()
     sqnorm = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    orders = []
     for _ in range(4):
         order = rng.permutation(X.shape[0])
+        orders.append(order)
         classes = np.tile(np.arange(c), (len(y), 1))  # nothing shrunk: the whole Eq. 13 every time
         _lpsvm.dca_epoch(rows.indptr, rows.indices, rows.data, y, order, sqnorm, beta, 0.7, V, alpha, classes,
-                         np.full(len(y), c), np.ones(len(y), bool))
-        reference_epoch(X, y, order, beta, 0.7, V_ref, alpha_ref)
+                         np.full(len(y), c), np.ones(len(y), bool), weights)
+        reference_epoch(X, y, order, beta, 0.7, V_ref, alpha_ref, w)
         np.testing.assert_allclose(alpha, alpha_ref, atol=1e-9)
         np.testing.assert_allclose(V, V_ref, atol=1e-9)
     W = V * beta
     scores = X @ W
     margins = scores[np.arange(len(y)), y] - np.where(np.eye(c, dtype=bool)[y], -np.inf, scores).max(axis=1)
-    assert _lpsvm.hinge_total(rows.indptr, rows.indices, rows.data, y, V, beta) == pytest.approx(np.maximum(0, 1 - margins).sum())
+    hinges = np.maximum(0, 1 - margins)
+    assert _lpsvm.hinge_total(rows.indptr, rows.indices, rows.data, y, V, beta, weights) == pytest.approx(
+        (hinges if w is None else w * hinges).sum())
+    if weighted:  # the boxes moved the solution
+        unweighted_V, unweighted_alpha = np.zeros_like(V), np.zeros_like(alpha)
+        for order in orders:
+            reference_epoch(X, y, order, beta, 0.7, unweighted_V, unweighted_alpha)
+        assert not np.allclose(V, unweighted_V)
     out = np.zeros((len(y), c))
     _lpsvm.scores(rows.indptr, rows.indices, rows.data, V, beta, out)
     np.testing.assert_allclose(out, scores, atol=1e-12)

@@ -15,7 +15,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from streamlearn import LpNormMulticlassSVM, MulticlassSVM
+from streamlearn import MulticlassSVM
 from streamlearn.connectors.compact import encode_batch
 from streamlearn.connectors.kafka_messages import decode_messages
 from streamlearn.service import cli as cli_module
@@ -163,24 +163,19 @@ def test_a_weight_zero_record_is_predicted_but_not_learned(tmp_path, capsys):
     assert prequential["learned"] == 40 and prequential["weightless"] == 10
 
 
-def test_a_learner_without_weights_refuses_weighted_records_as_dead_letters(tmp_path, capsys):
-    rows = weighted_rows(60)
+@pytest.mark.parametrize("learner", ["LpNormMulticlassSVM", "MulticlassPGS", "GeneralizedLeastSquares"])
+def test_every_family_learns_weighted_records_as_learn_many_with_weights(learner, tmp_path, capsys):
+    import streamlearn
+
+    rows = weighted_rows(90)
     (tmp_path / "d.jsonl").write_bytes(nested_jsonl(rows))
-    code, err = run(capsys, "train", tmp_path / "d.jsonl", "--learner", "LpNormMulticlassSVM", "--checkpoint-dir",
-                    tmp_path / "ck", "--quiet", "--max-errors", "1000")
+    code, err = run(capsys, "train", tmp_path / "d.jsonl", "--learner", learner, "--checkpoint-dir", tmp_path / "ck",
+                    "--quiet", "--batch-records", "40")
     assert code == 0, err
-    dead = [json.loads(line) for line in (tmp_path / "ck" / "dead_letters.jsonl").read_text().splitlines()]
-    refused = [i for i, (_, _, w) in enumerate(rows) if w not in (0.0, 1.0)]
-    assert [d["position"]["line"] - 1 for d in dead] == refused
-    assert {d["reason"] for d in dead} == {"refused-bad-weight"}
-    assert "LpNormMulticlassSVM does not take per-example weights" in dead[0]["message"]
-    model = LpNormMulticlassSVM()
-    kept = [(x, y) for x, y, w in rows if w == 1.0]
-    model.learn_many([x for x, _ in kept], [y for _, y in kept])
-    model.flush()
-    restored = trained(tmp_path / "ck")
-    X = [x for x, _, _ in rows]
-    assert list(restored.predict_many(X)) == list(model.predict_many(X))
+    model = streamlearn.LEARNERS[learner]()
+    model.learn_many([x for x, _, _ in rows], [y for _, y, _ in rows], [w for _, _, w in rows])
+    model.flush()  # (the runner flushes at the end of a file)
+    assert_same_state(trained(tmp_path / "ck").export_state()["model"], model.export_state()["model"])
 
 
 def test_a_kafka_records_w_is_its_weight_and_weight_column_is_refused_for_kafka():

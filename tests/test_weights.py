@@ -1,5 +1,5 @@
-"""Per-example weights (issue 77, streamlearn.sample_weights): the MCID and PGS learners, ExtremeSVM and GeneralizedLeastSquares honour them
-(learn_one's ``w``, learn_many's ``w``), every other learner refuses any weight but 1, bad weights
+"""Per-example weights (issue 77, streamlearn.sample_weights): every learner honours them
+(learn_one's ``w``, learn_many's ``w``; a learner that says it does not refuses any weight but 1), bad weights
 are refused with the model unchanged, a weight of 0 changes no bit, learn_many equals the
 learn_one loop bit for bit with weights, pending weights survive a checkpoint, and integer
 weights against repeated rows. The kernel against the NumPy reference of Eq. 14 with weights:
@@ -20,7 +20,16 @@ from helpers import assert_same_state
 
 WEIGHTED = [cls for cls in streamlearn.LEARNERS.values() if cls.takes_weights]
 MCID = [cls for cls in WEIGHTED if issubclass(cls, MCIDLearner)]
-UNWEIGHTED = [cls for cls in streamlearn.LEARNERS.values() if not cls.takes_weights]
+WINDOW = [streamlearn.LpNormMulticlassSVM, streamlearn.CalibratedLeastSquares, streamlearn.StagewiseRegression]
+
+
+class UnweightedSVM(MulticlassSVM):
+    """A learner that says it cannot honour weights (a user's subclass, say): refused."""
+
+    takes_weights = False
+
+
+UNWEIGHTED = [UnweightedSVM]
 MCID_SETTINGS = [{}, {"batch_size": 3}, {"lam": "auto", "batch_size": 2}, {"standardize": True}, {"n_bits": 10},
                  {"adapt": False, "calibrate": False, "bins": None}]
 EXTREME_SETTINGS = [{}, {"store": "sparse", "batch_size": 3}, {"store": "dense", "balance": True}, {"oracle": "exact", "adapt": False},
@@ -29,7 +38,12 @@ PGS_SETTINGS = [{}, {"batch_size": 3}, {"iterate": "average", "p": 1.5}, {"adapt
 LEAST_SQUARES_SETTINGS = [{}, {"batch_size": 3}, {"link": "identity", "batch_size": 1}, {"standardize": True, "batch_size": 5}]
 CASES = ([(cls, setting) for cls in MCID for setting in MCID_SETTINGS] + [(streamlearn.ExtremeSVM, s) for s in EXTREME_SETTINGS]
          + [(streamlearn.GeneralizedLeastSquares, s) for s in LEAST_SQUARES_SETTINGS]
-         + [(streamlearn.MulticlassPGS, s) for s in PGS_SETTINGS])
+         + [(streamlearn.MulticlassPGS, s) for s in PGS_SETTINGS]
+         + [(cls, s) for cls in WINDOW for s in ({"refit_every": 7}, {"refit_every": 50, "window": 30})])
+#: a defect found here, not of weights: StagewiseRegression's FeatureSampler ranks columns once per width, and a
+#: batch registers its late features before its rows enter the window, so the ranking (and the stages' column
+#: order) of learn_many and of the learn_one loop differ when features come late (unweighted rows too)
+STAGEWISE_LATE_FEATURES = (streamlearn.StagewiseRegression, {"refit_every": 50, "window": 30})
 
 
 def stream(n=400, d=6, k=4, seed=0):
@@ -48,11 +62,9 @@ def state_of(model) -> bytes:
     return pickle.dumps(model.export_state())
 
 
-def test_the_mcid_learners_take_weights_and_the_others_refuse_them():
-    assert {cls.__name__ for cls in WEIGHTED} == {"MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptron",
-                                                  "OneVsRestPegasos", "OneVsRestLogisticRegression", "ExtremeSVM",
-                                                  "GeneralizedLeastSquares", "PrimalGradientSolver", "MulticlassPGS"}
-    assert UNWEIGHTED and not StreamClassifier.takes_weights
+def test_every_learner_takes_weights_and_the_base_refuses_them():
+    assert WEIGHTED == list(streamlearn.LEARNERS.values())
+    assert not StreamClassifier.takes_weights  # a learner that does not say it honours them refuses them
 
 
 @pytest.mark.parametrize("cls", UNWEIGHTED, ids=lambda c: c.__name__)
@@ -108,7 +120,9 @@ def test_a_weight_of_zero_changes_no_bit(cls, setting):
     assert state_of(weighted) == state_of(alone)
 
 
-@pytest.mark.parametrize(("cls", "setting"), CASES, ids=str)
+@pytest.mark.parametrize(("cls", "setting"), [
+    pytest.param(*case, marks=pytest.mark.xfail(strict=True, reason="STAGEWISE_LATE_FEATURES")) if case == STAGEWISE_LATE_FEATURES
+    else case for case in CASES], ids=str)
 def test_learn_many_equals_the_learn_one_loop_with_weights_bit_for_bit(cls, setting):
     """One batch, batches cut at random, and the learn_one loop (weight-1 rows on the C road where
     it serves them, weighted ones on the general road) give the same model and probabilities."""
@@ -201,6 +215,23 @@ def test_extreme_svm_takes_a_weight_as_its_balance_weighs_a_row(store):
     plain.learn_many(rows, y)
     scores = [np.asarray(model.decision_function_many(rows)) for model in (balanced, given, plain)]
     assert np.array_equal(scores[0], scores[1]) and not np.array_equal(scores[0], scores[2])
+
+
+@pytest.mark.parametrize(("name", "params", "atol"), [
+    ("CalibratedLeastSquares", {}, 1e-9), ("StagewiseRegression", {}, 1e-12), ("LpNormMulticlassSVM", {"tol": 1e-8}, 1e-5)])
+def test_a_batch_solvers_integer_weights_are_the_rows_repeated(name, params, atol):
+    """The window learners' batch problems with weights: least squares with ``Σ w_i`` moments (004 Alg. 2, 3),
+    the ℓp-SVM's hinge ``C Σ w_i ξ_i`` (001; its solver stops at a duality gap: ``tol``)."""
+    rng = np.random.default_rng(5)
+    centres = rng.normal(size=(3, 5))
+    y = rng.integers(0, 3, 300)
+    X, w = centres[y] + rng.normal(size=(300, 5)), rng.integers(0, 4, 300).astype(float)
+    make = streamlearn.LEARNERS[name]
+    weighted = make(**params).fit(X, y, w=w)
+    repeats = make(**params).fit(np.repeat(X, w.astype(int), axis=0), np.repeat(y, w.astype(int)))
+    np.testing.assert_allclose(weighted.decision_function_many(X), repeats.decision_function_many(X), atol=atol)
+    plain = make(**params).fit(X, y).decision_function_many(X)
+    assert np.abs(weighted.decision_function_many(X) - plain).max() > 100 * atol
 
 
 @pytest.mark.parametrize("link", ["identity", "softmax"])

@@ -82,7 +82,7 @@ def class_dots(indptr, indices, data, i, V, out):
 
 
 @njit(cache=True, nogil=True)
-def dca_epoch(indptr, indices, data, y, order, sqnorm, beta, C, V, alpha, classes, n_classes, active):
+def dca_epoch(indptr, indices, data, y, order, sqnorm, beta, C, V, alpha, classes, n_classes, active, weights):
     """One pass of dual coordinate ascent over the examples in ``order`` for fixed ``beta``;
     updates ``alpha`` and ``V`` in place. Returns the largest violation of Eq. 13's KKT
     conditions met before a step, ``max_{j off its bound} g_j − min_j g_j`` over the active
@@ -95,7 +95,9 @@ def dca_epoch(indptr, indices, data, y, order, sqnorm, beta, C, V, alpha, classe
     step is the same, and its score is no longer computed for this example. An example left with
     one class is marked inactive. The caller resets ``n_classes`` and ``active`` before a
     pass that must see everything. Examples with ``x = 0`` are skipped (their subproblem is
-    linear and leaves the model unchanged)."""
+    linear and leaves the model unchanged). ``weights`` (one per example, or empty: all 1) scale
+    each example's box, ``alpha_{i,y_i} <= C w_i``: the dual of the weighted hinge ``C Σ w_i ξ_i``
+    (LIBLINEAR's instance weights; a weight of 1 is the unweighted step, bit for bit)."""
     c = V.shape[1]
     dots = np.empty(c)
     g = np.empty(c)
@@ -112,6 +114,7 @@ def dca_epoch(indptr, indices, data, y, order, sqnorm, beta, C, V, alpha, classe
             active[i] = False
             continue
         yi = y[i]
+        box = C * weights[i] if weights.shape[0] > 0 else C
         m = n_classes[i]
         row = classes[i]
         dots[:m] = 0.0
@@ -129,7 +132,7 @@ def dca_epoch(indptr, indices, data, y, order, sqnorm, beta, C, V, alpha, classe
             u[r] = -alpha[i, j]
             if j == yi:
                 g[r] += 1.0
-                u[r] += C
+                u[r] += box
             if u[r] > 0.0 and g[r] > top_free:
                 top_free = g[r]
             if g[r] < lowest:
@@ -171,10 +174,11 @@ def scores(indptr, indices, data, V, beta, out):
 
 
 @njit(cache=True, nogil=True)
-def hinge_total(indptr, indices, data, y, V, beta):
-    """``Σ_i max(0, 1 − (<w_y, x_i> − max_{j≠y} <w_j, x_i>))`` with ``w_j = β_j V[:, j]``: the
-    Crammer–Singer hinge of problem (P)."""
+def hinge_total(indptr, indices, data, y, V, beta, weights):
+    """``Σ_i w_i max(0, 1 − (<w_y, x_i> − max_{j≠y} <w_j, x_i>))`` with ``w_j = β_j V[:, j]``: the
+    Crammer–Singer hinge of problem (P), each example's weighed by ``weights`` (empty: all 1)."""
     c = V.shape[1]
+    weighted = weights.shape[0] > 0
     dots = np.empty(c)
     total = 0.0
     for i in range(y.shape[0]):
@@ -186,7 +190,7 @@ def hinge_total(indptr, indices, data, y, V, beta):
                 best_other = beta[j] * dots[j]
         loss = 1.0 - beta[yi] * dots[yi] + best_other
         if loss > 0.0:
-            total += loss
+            total += loss * weights[i] if weighted else loss
     return total
 
 

@@ -8,7 +8,7 @@ from ..checks import check_positive
 from ..batches import SparseRows
 from ..errors import InvalidParameterError
 from .dense import WindowRefit
-from .solvers import calibration_basis, dense_rows, one_hot, project_simplex, take_columns
+from .solvers import calibration_basis, dense_rows, moment, one_hot, project_simplex, take_columns
 
 
 class CalibratedLeastSquares(WindowRefit):
@@ -100,20 +100,20 @@ class CalibratedLeastSquares(WindowRefit):
             Y_hat[:, :kk] = calibrated
         return Y_hat
 
-    def _fit_dense(self, X: np.ndarray, y: np.ndarray, K: int, callback=None) -> None:
-        """Alg. 2 for ``stages`` iterations; ``history_`` holds the mean squared error
-        ``(1/n) Σ ||ŷ − y||²`` after each stage."""
+    def _fit_dense(self, X: np.ndarray, y: np.ndarray, K: int, callback=None, weights: np.ndarray | None = None) -> None:
+        """Alg. 2 for ``stages`` iterations (``weights``: each row's in Eq. 10's and Eq. 11's
+        problems); ``history_`` holds the mean squared error ``(1/n) Σ ||ŷ − y||²`` after each stage."""
         Y = one_hot(y, K)
         n = len(y)
         columns = self._canonical_columns(X.shape[1])
         X = take_columns(X, columns)
-        solver = self._ridge_solver(X.T @ X / n)
+        solver = self._ridge_solver(moment(X, X, weights))
         Y_hat = np.zeros((n, K))
         self._chain, self.history_ = [], []
         for _ in range(self.stages):
-            W = solver.solve(X.T @ (Y - Y_hat) / n)  # Eq. 10
+            W = solver.solve(moment(X, Y - Y_hat, weights))  # Eq. 10
             U = calibration_basis(Y_hat + X @ W, self.powers)
-            W_cal = self._ridge_solver(U.T @ U / n).solve(U.T @ Y / n)  # Eq. 11
+            W_cal = self._ridge_solver(moment(U, U, weights)).solve(moment(U, Y, weights))  # Eq. 11
             Y_hat = project_simplex(U @ W_cal)
             # C order, as a restored checkpoint has it: BLAS rounds F- and C-ordered operands differently
             self._chain.append((columns, np.ascontiguousarray(W), np.ascontiguousarray(W_cal)))

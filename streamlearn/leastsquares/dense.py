@@ -10,6 +10,7 @@ from ..base import StreamClassifier
 from ..checks import check_positive
 from ..batches import SparseRows
 from ..errors import InvalidInputError, InvalidParameterError
+from ..sample_weights import weighted_batch
 from ..window import RefitWindow
 from .solvers import PARAMETER_FREE_RIDGE, RidgeSolver, dense_rows
 
@@ -155,20 +156,24 @@ class WindowRefit(RefitWindow, DenseLeastSquares):
 
     def _refit_window(self) -> None:
         rows, y = self._window_batch()
-        self._fit_dense(dense_rows(rows, self._width()), y, len(self._labels))
+        self._fit_dense(dense_rows(rows, self._width()), y, len(self._labels), None, self._window_weight_array())
 
-    def _fit_dense(self, X: np.ndarray, y: np.ndarray, K: int, callback=None) -> None:
+    def _fit_dense(self, X: np.ndarray, y: np.ndarray, K: int, callback=None, weights: np.ndarray | None = None) -> None:
+        """The batch algorithm on dense rows; ``weights`` (``None``: all 1) weigh every least-squares
+        problem's rows (:func:`~streamlearn.leastsquares.solvers.moment`)."""
         raise NotImplementedError
 
-    def fit(self, X, y, callback=None):
-        """Run the batch algorithm on a whole data set; replaces the fitted model.
+    def fit(self, X, y, callback=None, w=None):
+        """Run the batch algorithm on a whole data set (``w``: the rows' weights; 0 leaves a row
+        out); replaces the fitted model.
 
         ``callback(stage, model)``, if given, is called after every stage (1, 2, …) with the
         model as it stands after that stage (to report progress, or to pick the number of
         stages on held-out data)."""
+        X, y, weights = weighted_batch(self, X, y, w)
         X, y_idx = self._dataset(X, y)
         with self._batch_fit():
-            self._fit_dense(X, y_idx, len(self._labels), callback)
+            self._fit_dense(X, y_idx, len(self._labels), callback, weights)
         self._has_fit = True
         return self
 

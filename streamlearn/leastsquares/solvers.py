@@ -84,6 +84,14 @@ class RidgeSolver:
 PARAMETER_FREE_RIDGE = 1e-6
 
 
+def moment(A: np.ndarray, B: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """``(1/n) Σ_i a_i b_iᵀ``, or with ``weights`` ``Σ_i w_i a_i b_iᵀ / Σ_i w_i``: the weighted
+    problem's moments, an integer weight the row repeated (issue 77)."""
+    if weights is None:
+        return A.T @ B / A.shape[0]
+    return (A * weights[:, None]).T @ B / weights.sum()
+
+
 def log_loss(scores: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None) -> float:
     """Mean multinomial log-loss of scores (log-sum-exp); with ``weights`` the weighted mean."""
     m = scores.max(axis=1, keepdims=True)

@@ -10,7 +10,7 @@ from ..batches import SparseRows
 from ..errors import InvalidParameterError
 from .dense import WindowRefit
 from .generators import FeatureSampler, RandomFourierFeatures, generator_from_text
-from .solvers import dense_rows, one_hot, project_simplex, take_columns
+from .solvers import dense_rows, moment, one_hot, project_simplex, take_columns
 
 
 class StagewiseRegression(WindowRefit):
@@ -112,7 +112,7 @@ class StagewiseRegression(WindowRefit):
             scores[:, : W.shape[1]] += self.generator(take_columns(X, columns), self.block_size, stage) @ W
         return scores
 
-    def _fit_dense(self, X: np.ndarray, y: np.ndarray, K: int, callback=None) -> None:
+    def _fit_dense(self, X: np.ndarray, y: np.ndarray, K: int, callback=None, weights: np.ndarray | None = None) -> None:
         Y = one_hot(y, K)
         n = len(y)
         columns = self._canonical_columns(X.shape[1])
@@ -121,13 +121,13 @@ class StagewiseRegression(WindowRefit):
         self._stages, self.history_ = [], []
         for stage in range(self.stages):
             Z = self.generator(X, self.block_size, stage)
-            solver = self._ridge_solver(Z.T @ Z / n)
+            solver = self._ridge_solver(moment(Z, Z, weights))
             if self.inner == "linear":
-                W = solver.solve(Z.T @ (Y - scores) / n)  # least squares on the residual
+                W = solver.solve(moment(Z, Y - scores, weights))  # least squares on the residual
             else:
                 W = np.zeros((Z.shape[1], K))
                 for _ in range(self.inner_iterations):  # Alg. 1 with the earlier stages as an offset
-                    W -= solver.solve(Z.T @ (softmax_rows(scores + Z @ W) - Y) / n)
+                    W -= solver.solve(moment(Z, softmax_rows(scores + Z @ W) - Y, weights))
             W = np.ascontiguousarray(W)  # as a restored checkpoint has it (BLAS rounds F and C order differently)
             scores += Z @ W
             self._stages.append((columns, W))
