@@ -46,6 +46,7 @@ class RefitWindow:
         # classes seen up to the last example entered (labels are indexed in order of first
         # appearance; a batch registers its labels before its examples enter one by one)
         self._classes_so_far = 0
+        self._columns_so_far = 0  # likewise the vocabulary columns the examples entered so far have met
         self._has_fit = False  # a refit or fit() has made a model
 
     @property
@@ -94,6 +95,8 @@ class RefitWindow:
             self._window_rows.append((rows.indices[lo:hi].copy(), rows.data[lo:hi].copy(), int(y[i])))
             self._window_weights.append(1.0 if weights is None else float(weights[i]))
             self._classes_so_far = max(self._classes_so_far, int(y[i]) + 1)
+            if hi > lo:
+                self._columns_so_far = max(self._columns_so_far, int(rows.indices[lo:hi].max()) + 1)
             self._since_refit += 1
             if self._since_refit >= self.refit_every:
                 self._refit()
@@ -120,7 +123,7 @@ class RefitWindow:
     def _export_window(self) -> dict:
         state = {"window": [[c, v, k] for c, v, k in self._window_rows], "since_refit": self._since_refit,
                  "window_start": self._window_start, "classes_so_far": self._classes_so_far,
-                 "has_fit": self._has_fit}
+                 "columns_so_far": self._columns_so_far, "has_fit": self._has_fit}
         if self._window_weight_array() is not None:  # (an unweighted window's state reads as before)
             state["window_w"] = list(self._window_weights)
         return state
@@ -134,4 +137,6 @@ class RefitWindow:
         # absent in states written before they existed
         self._window_start = int(model.get("window_start", 0))
         self._classes_so_far = int(model.get("classes_so_far", max([k + 1 for _, _, k in self._window_rows], default=0)))
+        self._columns_so_far = int(model.get("columns_so_far", max([int(c.max()) + 1 for c, _, _ in self._window_rows if len(c)],
+                                                                   default=0)))
         self._has_fit = bool(model.get("has_fit", True))  # states before it predicted with whatever they held

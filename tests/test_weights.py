@@ -40,10 +40,6 @@ CASES = ([(cls, setting) for cls in MCID for setting in MCID_SETTINGS] + [(strea
          + [(streamlearn.GeneralizedLeastSquares, s) for s in LEAST_SQUARES_SETTINGS]
          + [(streamlearn.MulticlassPGS, s) for s in PGS_SETTINGS]
          + [(cls, s) for cls in WINDOW for s in ({"refit_every": 7}, {"refit_every": 50, "window": 30})])
-#: a defect found here, not of weights: StagewiseRegression's FeatureSampler ranks columns once per width, and a
-#: batch registers its late features before its rows enter the window, so the ranking (and the stages' column
-#: order) of learn_many and of the learn_one loop differ when features come late (unweighted rows too)
-STAGEWISE_LATE_FEATURES = (streamlearn.StagewiseRegression, {"refit_every": 50, "window": 30})
 
 
 def stream(n=400, d=6, k=4, seed=0):
@@ -120,9 +116,7 @@ def test_a_weight_of_zero_changes_no_bit(cls, setting):
     assert state_of(weighted) == state_of(alone)
 
 
-@pytest.mark.parametrize(("cls", "setting"), [
-    pytest.param(*case, marks=pytest.mark.xfail(strict=True, reason="STAGEWISE_LATE_FEATURES")) if case == STAGEWISE_LATE_FEATURES
-    else case for case in CASES], ids=str)
+@pytest.mark.parametrize(("cls", "setting"), CASES, ids=str)
 def test_learn_many_equals_the_learn_one_loop_with_weights_bit_for_bit(cls, setting):
     """One batch, batches cut at random, and the learn_one loop (weight-1 rows on the C road where
     it serves them, weighted ones on the general road) give the same model and probabilities."""

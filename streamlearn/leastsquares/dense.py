@@ -155,8 +155,10 @@ class WindowRefit(RefitWindow, DenseLeastSquares):
         self._init_window()
 
     def _refit_window(self) -> None:
+        # over the columns the examples entered so far have met, as the learn_one loop's vocabulary holds
+        # them: a batch registers its late features first, and a generator's choice depends on the width
         rows, y = self._window_batch()
-        self._fit_dense(dense_rows(rows, self._width()), y, len(self._labels), None, self._window_weight_array())
+        self._fit_dense(dense_rows(rows, self._columns_so_far), y, len(self._labels), None, self._window_weight_array())
 
     def _fit_dense(self, X: np.ndarray, y: np.ndarray, K: int, callback=None, weights: np.ndarray | None = None) -> None:
         """The batch algorithm on dense rows; ``weights`` (``None``: all 1) weigh every least-squares
