@@ -38,6 +38,7 @@ from .labels import LabelSpace
 from .binning import FeatureBins, check_bins
 from .scaling import OnlineStandardizer
 from .model_rows import ModelRows
+from .class_weights import ClassWeights, RunningBalance, checked_class_weight
 from .pending import PendingRows
 from .sample_weights import checked_weight, positive_weights, refuse_weights, weighted_batch
 from .scores import hide_unknown_classes, labels_like, proba_frame, softmax_rows
@@ -45,13 +46,11 @@ from .scores import hide_unknown_classes, labels_like, proba_frame, softmax_rows
 STATE_FORMAT = 1
 
 
-class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
+class StreamClassifier(ModelRows, ClassWeights, PendingRows, base.MiniBatchClassifier):
     """Base class of streamlearn's multi-class learners (see the module docstring).
 
-    Parameters
-    ----------
-    None of its own: each learner's ``__init__`` takes its parameters (``batch_size``,
-    ``n_bits``, ``standardize`` are read here).
+    Parameters: none of its own; each learner's ``__init__`` takes them (``batch_size``, ``n_bits``,
+    ``standardize``, ``class_weight`` are read here).
 
     Attributes
     ----------
@@ -75,8 +74,7 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
     batch_size: int = 1
     #: most classes the learner can take (2 for a binary learner), ``None``: unbounded
     max_classes: int | None = None
-    #: most feature columns the learner can take (the dense least-squares family's
-    #: ``max_features``), ``None``: unbounded
+    #: most feature columns the learner can take (least squares' ``max_features``), ``None``: unbounded
     max_columns: int | None = None
     n_bits: int | None = None
 
@@ -121,6 +119,7 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
             raise InvalidParameterError(f"standardize must be True or False, got {self.standardize!r}")
         if not isinstance(self.fit_intercept, bool):
             raise InvalidParameterError(f"fit_intercept must be True or False, got {self.fit_intercept!r}")
+        self.class_weight, self._balance = checked_class_weight(self.class_weight), None
         self._intercept_scale = InterceptScale(self.intercept_scaling)
         self._features = FeatureSpace(self.n_bits)
         check_bins(self.bins)
@@ -467,6 +466,7 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
             "intercept": self._intercept_scale.export(),
             "model": self._export_model(),
             **({"bins": self._bins.export()} if self._bins is not None else {}),
+            **({"class_balance": self._balance.export()} if self._balance is not None else {}),
         }
 
     @classmethod
@@ -495,5 +495,6 @@ class StreamClassifier(ModelRows, PendingRows, base.MiniBatchClassifier):
             learner._scaler = OnlineStandardizer.restore(state["scaler"])
         if state.get("bins") is not None:
             learner._bins = FeatureBins.restore(state["bins"])
+        learner._balance = RunningBalance.restore(state["class_balance"]) if "class_balance" in state else None
         learner._restore_model(state["model"])
         return learner

@@ -1,5 +1,6 @@
-"""Class weights (issue 77): ``class_weight=None | "balanced" | {label: weight}`` for the learners that
-take per-example weights (the MCID family). An example's weight is its own (``w``) times its class's.
+"""Class weights (issue 77): ``class_weight=None | "balanced" | {label: weight}``, a parameter of every
+classifier but ``ExtremeSVM`` (whose ``balance`` is its own running balance). An example's weight is its
+own (``w``) times its class's.
 
 * ``{label: weight}``: fixed weights (every weight a finite number > 0; a class not named weighs 1,
   as in scikit-learn).
@@ -10,7 +11,9 @@ take per-example weights (the MCID family). An example's weight is its own (``w`
   others show it rare, instead of the ``N / K`` a count over the whole stream would give its first
   example (one huge step). Counts are taken at each example's arrival, so ``learn_many`` equals
   the ``learn_one`` loop bit for bit; they are in the learner's state (checkpoints) and in
-  ``inspect``; a member of a mixing group weighs by its own stream's frequencies.
+  ``inspect``; a member of a mixing group weighs by its own stream's frequencies. A batch solve
+  (``fit`` of the least-squares and ℓp-SVM learners) weighs by the data's own frequencies,
+  scikit-learn's ``n / (K · n_k)``.
 
 >>> from streamlearn import MulticlassSVM
 >>> model = MulticlassSVM(class_weight="balanced")
@@ -125,6 +128,18 @@ class ClassWeights:
             by_class = self._balance.weights(targets)
         else:
             by_class = self._class_weight_table()[np.asarray(targets, np.int64)]
+        return by_class if weights is None else by_class * weights
+
+    def _batch_class_weights(self, targets: np.ndarray, weights: np.ndarray | None) -> np.ndarray | None:
+        """A batch solve's weights times the class weights (``"balanced"``: the batch's own frequencies)."""
+        if self.class_weight is None:
+            return weights
+        targets = np.asarray(targets, np.int64)
+        if self.class_weight == "balanced":
+            counts = np.bincount(targets)
+            by_class = (len(targets) / (np.count_nonzero(counts) * np.maximum(counts, 1)))[targets]
+        else:
+            by_class = self._class_weight_table()[targets]
         return by_class if weights is None else by_class * weights
 
     def _gather(self, cols, vals, target, weight: float = 1.0) -> None:

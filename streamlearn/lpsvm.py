@@ -230,7 +230,8 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
                  window: int = 10_000, refit_every: int = 1000, refit_steps: int = 2_000_000, seed: int | None = None,
                  n_bits: int | None = None,
                  standardize: bool = False, fit_intercept: bool = True,
-                 intercept_scaling: float | str = 0.1):
+                 intercept_scaling: float | str = 0.1, class_weight: dict | str | None = None):
+        self.class_weight = class_weight
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 1.0 < p <= 2.0:
             raise InvalidParameterError(f"p must be a number with 1 < p <= 2, got {p!r}")
         check_positive("C", C)
@@ -300,7 +301,8 @@ class LpNormMulticlassSVM(RefitWindow, StreamClassifier):
         one out); the stream's window is left as it is. Returns self."""
         X, y, weights = weighted_batch(self, X, y, w)
         rows = self._model_rows(self._encode_labelled(X, y), learn=True)
-        self._solve(rows, self._labels.indices(y, grow=True), len(self._labels), None, None, None, weights)
+        targets = self._labels.indices(y, grow=True)
+        self._solve(rows, targets, len(self._labels), None, None, None, self._batch_class_weights(targets, weights))
         self._alpha_start = -1
         self._has_fit = True
         return self

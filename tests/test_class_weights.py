@@ -15,6 +15,7 @@ from helpers import assert_same_state
 
 MCID = ["MulticlassSVM", "MulticlassLogisticRegression", "MulticlassPerceptron", "OneVsRestPegasos",
         "OneVsRestLogisticRegression"]
+OTHERS = [name for name in streamlearn.LEARNERS if name not in MCID and name != "ExtremeSVM"]
 
 
 def balanced_reference(targets) -> list[float]:
@@ -53,7 +54,7 @@ def test_the_running_balance_is_its_definition_whatever_the_batches():
     assert len(balance_reference) == 700
 
 
-@pytest.mark.parametrize("name", MCID)
+@pytest.mark.parametrize("name", MCID + [name for name in OTHERS if streamlearn.LEARNERS[name]().max_classes != 2])
 def test_a_class_weight_dict_is_the_weight_of_each_example_of_its_class(name):
     X, y = imbalanced(400)
     table = {"c0": 0.5, "c2": 4.0}  # c1 not named: 1
@@ -66,11 +67,15 @@ def test_a_class_weight_dict_is_the_weight_of_each_example_of_its_class(name):
     assert weighted.class_weights() == {"c0": 0.5, "c1": 1.0, "c2": 4.0}
 
 
-@pytest.mark.parametrize("name", MCID)
-@pytest.mark.parametrize("settings", [{}, {"batch_size": 3}, {"standardize": True}, {"lam": "auto"}],
-                         ids=["defaults", "batch_size=3", "standardize", "lam=auto"])
+ROADS = ([(name, settings) for name in MCID for settings in ({}, {"batch_size": 3}, {"standardize": True}, {"lam": "auto"})]
+         + [(name, {"refit_every": 40} if "refit_every" in streamlearn.LEARNERS[name]()._get_params() else {}) for name in OTHERS])
+
+
+@pytest.mark.parametrize(("name", "settings"), ROADS, ids=str)
 def test_balanced_is_the_same_model_on_every_road(name, settings):
     X, y = imbalanced(300, late=120)
+    if streamlearn.LEARNERS[name]().max_classes == 2:  # the binary learner: the rarest class against the others
+        y = [label == "c2" for label in y]
     make = lambda: streamlearn.LEARNERS[name](class_weight="balanced", **settings)  # noqa: E731
     many = make()
     many.learn_many(X, y)
@@ -86,11 +91,9 @@ def test_balanced_is_the_same_model_on_every_road(name, settings):
     for other in (one, cut):
         assert_same_state(many.export_state(), other.export_state())
     by_hand = streamlearn.LEARNERS[name](**settings)
-    codes = {"c0": 0, "c1": 1, "c2": 2}
-    first_seen = list(dict.fromkeys(y))
-    by_hand.learn_many(X, y, balanced_reference([first_seen.index(label) for label in y]))
-    assert_same_state(many.export_state()["model"].get("arrays"), by_hand.export_state()["model"].get("arrays"))
-    assert set(codes) == set(many.classes)
+    classes = list(by_hand.classes_) if by_hand.max_classes == 2 else list(dict.fromkeys(y))  # class indices' order
+    by_hand.learn_many(X, y, balanced_reference([classes.index(label) for label in y]))
+    assert_same_state(many.export_state()["model"], by_hand.export_state()["model"])
 
 
 def test_balanced_finds_the_minority_class_more_often_on_an_imbalanced_stream():
@@ -112,19 +115,24 @@ def test_a_bad_class_weight_is_refused_at_construction(bad):
         streamlearn.MulticlassSVM(class_weight=bad)
 
 
-def test_with_standardized_rows_scikit_learns_class_weight_check_holds():
-    """scikit-learn's ``check_class_weight_classifiers`` fails on its unscaled blobs (an expected failure in
-    test_sklearn.py); on the same blobs standardized the heavy class is predicted as the check asks."""
+@pytest.mark.parametrize(("face", "params"), [("MulticlassSVMClassifier", {"standardize": True}),
+                                              ("MulticlassPGSClassifier", {"standardize": True}),
+                                              ("PrimalGradientSolverClassifier", {"standardize": True}),
+                                              ("StagewiseRegressionClassifier", {"ridge": 1e-6})])
+def test_scikit_learns_class_weight_check_holds_with_the_setting_its_blobs_need(face, params):
+    """scikit-learn's ``check_class_weight_classifiers`` fails on its unscaled blobs for these faces (expected
+    failures in test_sklearn.py); standardized (or, least squares, with a free bias) the heavy class is
+    predicted as the check asks."""
     from sklearn.datasets import make_blobs
     from sklearn.model_selection import train_test_split
 
-    from streamlearn.sklearn import MulticlassSVMClassifier
+    import streamlearn.sklearn as sk
 
-    for n_centers in (2, 3):
+    for n_centers in (2, 3) if face != "PrimalGradientSolverClassifier" else (2,):
         X, y = make_blobs(centers=n_centers, random_state=0, cluster_std=20)
         X_train, X_test, y_train, _ = train_test_split(X, y, test_size=0.5, random_state=0)
         weights = {0: 1000, 1: 0.0001, 2: 0.0001} if n_centers == 3 else {0: 1000, 1: 0.0001}
-        model = MulticlassSVMClassifier(class_weight=weights, standardize=True, random_state=0).fit(X_train, y_train)
+        model = getattr(sk, face)(class_weight=weights, random_state=0, **params).fit(X_train, y_train)
         assert np.mean(model.predict(X_test) == 0) > 0.87
 
 
@@ -141,3 +149,14 @@ def test_inspect_shows_the_class_weights_of_a_balanced_run(tmp_path):
     line = next(line for line in text.splitlines() if line.startswith("class weight"))
     weights = dict(pair.split() for pair in line.removeprefix("class weight").strip().split(", "))
     assert float(weights["c2"]) > float(weights["c1"]) > float(weights["c0"])
+
+
+@pytest.mark.parametrize("name", ["GeneralizedLeastSquares", "CalibratedLeastSquares", "LpNormMulticlassSVM"])
+def test_a_batch_fit_balances_by_the_datas_own_frequencies(name):
+    """``fit`` knows the whole data: ``"balanced"`` is scikit-learn's ``n / (K n_k)`` there."""
+    X, y = imbalanced(500, seed=2)
+    counts = {label: y.count(label) for label in set(y)}
+    by_hand = [len(y) / (len(counts) * counts[label]) for label in y]
+    balanced = streamlearn.LEARNERS[name](class_weight="balanced").fit(X, y)
+    weighted = streamlearn.LEARNERS[name]().fit(X, y, w=np.array(by_hand))
+    np.testing.assert_allclose(balanced.decision_function_many(X), weighted.decision_function_many(X), atol=1e-12)

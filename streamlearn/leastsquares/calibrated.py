@@ -57,9 +57,9 @@ class CalibratedLeastSquares(WindowRefit):
     def __init__(self, stages: int = 10, window: int = 10_000, refit_every: int = 1000, ridge: float | None = None,
                  trace_ridge: float | None = None, max_features: int = 4096, powers: tuple = (1, 2, 3),
                  seed: int | None = None, standardize: bool = False, fit_intercept: bool = True,
-                 intercept_scaling: float | str = 0.1):
+                 intercept_scaling: float | str = 0.1, class_weight: dict | str | None = None):
         self.stages, self.window, self.refit_every, self.standardize = stages, window, refit_every, standardize
-        self.fit_intercept, self.intercept_scaling = fit_intercept, intercept_scaling
+        self.fit_intercept, self.intercept_scaling, self.class_weight = fit_intercept, intercept_scaling, class_weight
         self.ridge, self.trace_ridge, self.max_features, self.powers, self.seed = ridge, trace_ridge, max_features, tuple(powers), seed
         check_positive("stages", stages, integer=True)
         self._check_window()

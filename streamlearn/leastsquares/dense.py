@@ -175,7 +175,7 @@ class WindowRefit(RefitWindow, DenseLeastSquares):
         X, y, weights = weighted_batch(self, X, y, w)
         X, y_idx = self._dataset(X, y)
         with self._batch_fit():
-            self._fit_dense(X, y_idx, len(self._labels), callback, weights)
+            self._fit_dense(X, y_idx, len(self._labels), callback, self._batch_class_weights(y_idx, weights))
         self._has_fit = True
         return self
 

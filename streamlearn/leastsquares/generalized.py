@@ -53,7 +53,8 @@ class GeneralizedLeastSquares(DenseLeastSquares):
 
     Per-example weights (``learn_one``'s and ``learn_many``'s ``w``, :meth:`fit`'s ``w``) weigh a row's
     terms in ``Σ x xᵀ``, ``Σ x yᵀ`` and the gradient: the weighted problem, an integer weight the row
-    repeated (exactly in ``fit`` and the identity link's stream).
+    repeated (exactly in ``fit`` and the identity link's stream). ``class_weight`` (a parameter of every
+    classifier): as :class:`~streamlearn.MulticlassSVM`'s, in the stream (``fit`` takes ``w``).
 
     ``predict_proba_one``: the softmax link gives its calibrated probabilities; for the
     identity link the scores are projected onto the probability simplex.
@@ -79,10 +80,10 @@ class GeneralizedLeastSquares(DenseLeastSquares):
 
     def __init__(self, link: str = "softmax", batch_size: int = 128, ridge: float | None = None,
                  trace_ridge: float | None = None, max_features: int = 4096, seed: int | None = None, standardize: bool = False,
-                 fit_intercept: bool = True, intercept_scaling: float | str = 0.1):
+                 fit_intercept: bool = True, intercept_scaling: float | str = 0.1, class_weight: dict | str | None = None):
         self.link, self.batch_size, self.ridge, self.max_features, self.seed = link, batch_size, ridge, max_features, seed
         self.trace_ridge, self.standardize, self.fit_intercept = trace_ridge, standardize, fit_intercept
-        self.intercept_scaling = intercept_scaling
+        self.intercept_scaling, self.class_weight = intercept_scaling, class_weight
         if link not in ("softmax", "identity"):
             raise InvalidParameterError(f"link must be 'softmax' or 'identity', got {link!r}")
         self._check_common()
@@ -172,6 +173,7 @@ class GeneralizedLeastSquares(DenseLeastSquares):
         data: an unregularised softmax fit overfits as it converges)."""
         X, y, weights = weighted_batch(self, X, y, w)
         X, y_idx = self._dataset(X, y)
+        weights = self._batch_class_weights(y_idx, weights)
         d, K = X.shape[1], len(self._labels)
         Y = one_hot(y_idx, K)
         weighted = X if weights is None else X * weights[:, None]

@@ -72,12 +72,12 @@ class StagewiseRegression(WindowRefit):
     def __init__(self, generator=None, block_size: int = 200, stages: int = 5, inner: str = "linear",
                  inner_iterations: int = 50, window: int = 10_000, refit_every: int = 1000, ridge: float | None = 0.1,
                  trace_ridge: float | None = None, max_features: int = 4096, seed: int | None = None, standardize: bool = False,
-                 fit_intercept: bool = True, intercept_scaling: float | str = 0.1):
+                 fit_intercept: bool = True, intercept_scaling: float | str = 0.1, class_weight: dict | str | None = None):
         if isinstance(generator, str):  # the command line's --param generator=...
             generator = generator_from_text(generator)
         self.generator = generator if generator is not None else FeatureSampler()
         self.standardize, self.trace_ridge, self.fit_intercept = standardize, trace_ridge, fit_intercept
-        self.intercept_scaling = intercept_scaling
+        self.intercept_scaling, self.class_weight = intercept_scaling, class_weight
         self.block_size, self.stages, self.inner, self.inner_iterations = block_size, stages, inner, inner_iterations
         self.window, self.refit_every, self.ridge, self.max_features, self.seed = window, refit_every, ridge, max_features, seed
         if not callable(self.generator):

@@ -13,7 +13,6 @@ from ..adaptation import (CHECK_EVERY, TRACKER_LAM_FACTOR, ChangeWatch, TrackerC
 from ..base import StreamClassifier
 from ..scores import hide_unknown_classes, tempered_softmax
 from ..checks import average_power_of
-from ..class_weights import ClassWeights, RunningBalance, checked_class_weight
 from ..binning import DEFAULT_BINS
 from ..calibration import TemperatureCalibration
 from ..errors import InvalidParameterError
@@ -42,7 +41,7 @@ _NO_WEIGHTS = np.ones(0)  # learn_groups' weights when every row weighs 1
 DENSE_COPY_IN_PRODUCTS = 4
 
 
-class MCIDLearner(MixingSurface, SmallRecordRoad, ClassWeights, StreamClassifier):
+class MCIDLearner(MixingSurface, SmallRecordRoad, StreamClassifier):
     """Shared implementation: lazily scaled weights + the compiled Alg. 1 step."""
 
     #: a row's weight scales its sub-gradient in Eq. 14's sum (:func:`streamlearn.kernels.mcid.learn_groups`)
@@ -94,7 +93,7 @@ class MCIDLearner(MixingSurface, SmallRecordRoad, ClassWeights, StreamClassifier
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
         self.calibrate = calibrate
-        self.class_weight = checked_class_weight(class_weight)
+        self.class_weight = class_weight
         self._reset()
 
     @classmethod
@@ -113,7 +112,6 @@ class MCIDLearner(MixingSurface, SmallRecordRoad, ClassWeights, StreamClassifier
         self._t = 0
         self._average_weight = 0.0  # sum over the steps so far of t**average_power
         self._n_learned_classes = 0  # classes that existed at the last step
-        self._balance = None  # class_weight="balanced"'s running frequencies, from the first example
         self._watch = ChangeWatch() if self.adapt else None
         # the fast tracker beside the averaged model (adapt=True): no average, a larger λ, the same steps
         self._tracker = ScaledWeights(False) if self.adapt else None
@@ -429,8 +427,6 @@ class MCIDLearner(MixingSurface, SmallRecordRoad, ClassWeights, StreamClassifier
             model["tracker"] = {"arrays": self._tracker.export(), "choice": self._tracker_choice.export()}
         if self._calibration is not None:
             model["calibration"] = self._calibration.export()
-        if self._balance is not None:
-            model["class_balance"] = self._balance.export()
         return model
 
     def _restore_model(self, model: dict) -> None:
@@ -453,8 +449,6 @@ class MCIDLearner(MixingSurface, SmallRecordRoad, ClassWeights, StreamClassifier
             self._calibration = TemperatureCalibration.restore(model["calibration"])
         elif self._calibration is not None:  # saved before calibration existed: its raw softmax until a fit
             self._calibration.beta = 1.0
-        if "class_balance" in model:
-            self._balance = RunningBalance.restore(model["class_balance"])
 
 
 def default_renormalization_threshold(store: ScaledWeights | None) -> float:

@@ -328,7 +328,7 @@ class PrimalGradientSolver(_PGSLearner):
     iterate
         ``"last"``, ``"average"`` or ``"random"`` (Fig. 1 line 9).
     seed
-        Seeds the random iterate.
+        Seeds the random iterate. ``class_weight``: as :class:`~streamlearn.MulticlassSVM`'s.
     standardize, fit_intercept, intercept_scaling
         As :class:`~streamlearn.GeneralizedLeastSquares`' (online scaling; an intercept, on by
         default: the defaults protocol chose it for :class:`MulticlassPGS`, and this binary solver,
@@ -376,9 +376,9 @@ class PrimalGradientSolver(_PGSLearner):
     def __init__(self, loss: str = "hinge", p: float = 2.0, sigma: float = 1e-4, batch_size: int = 1,
                  bound: float | None = None, iterate: str = "last", seed: int | None = None,
                  classes: tuple = (False, True), standardize: bool = False, fit_intercept: bool = True,
-                 adapt: bool = True, intercept_scaling: float | str = "auto"):
+                 adapt: bool = True, intercept_scaling: float | str = "auto", class_weight: dict | str | None = None):
         self.loss, self.p, self.sigma, self.batch_size, self.standardize = loss, p, sigma, batch_size, standardize
-        self.fit_intercept, self.adapt, self.intercept_scaling = fit_intercept, adapt, intercept_scaling
+        self.fit_intercept, self.adapt, self.intercept_scaling, self.class_weight = fit_intercept, adapt, intercept_scaling, class_weight
         self.bound, self.iterate, self.seed, self.classes_ = bound, iterate, seed, tuple(classes)
         if len(self.classes_) != 2 or self.classes_[0] == self.classes_[1]:
             raise InvalidParameterError(f"classes must be two distinct labels (negative, positive), got {classes!r}")
@@ -449,7 +449,7 @@ class MulticlassPGS(_PGSLearner):
     sigma
         As :class:`PrimalGradientSolver`; the default 1e-3 (with the last iterate) is the defaults
         protocol's choice across five data sets, one pass (``bench/results/defaults.md``).
-    p, batch_size, bound, iterate, seed, standardize, fit_intercept, adapt, intercept_scaling
+    p, batch_size, bound, iterate, seed, standardize, fit_intercept, adapt, intercept_scaling, class_weight
         As :class:`PrimalGradientSolver`.
 
     Attributes
@@ -474,9 +474,9 @@ class MulticlassPGS(_PGSLearner):
     def __init__(self, loss: str = "hinge", p: float = 2.0, sigma: float = 1e-3, batch_size: int = 1,
                  bound: float | None = None, regularizer: str = "entrywise", iterate: str = "last",
                  seed: int | None = None, standardize: bool = False, fit_intercept: bool = True,
-                 adapt: bool = True, intercept_scaling: float | str = "auto"):
+                 adapt: bool = True, intercept_scaling: float | str = "auto", class_weight: dict | str | None = None):
         self.loss, self.p, self.sigma, self.batch_size, self.standardize = loss, p, sigma, batch_size, standardize
-        self.fit_intercept, self.adapt, self.intercept_scaling = fit_intercept, adapt, intercept_scaling
+        self.fit_intercept, self.adapt, self.intercept_scaling, self.class_weight = fit_intercept, adapt, intercept_scaling, class_weight
         self.bound, self.regularizer, self.iterate, self.seed = bound, regularizer, iterate, seed
         if loss not in self._LOSSES:
             raise InvalidParameterError(f"loss must be one of {sorted(self._LOSSES)}, got {loss!r}")
