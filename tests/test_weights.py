@@ -249,3 +249,22 @@ def test_generalized_least_squares_integer_weights_are_the_rows_repeated(link):
         streamed_repeats.learn_many(repeated_X, repeated_y)
         streamed.flush(), streamed_repeats.flush()
         np.testing.assert_allclose(streamed.decision_function_many(X), streamed_repeats.decision_function_many(X), atol=1e-12)
+
+
+@pytest.mark.parametrize(("name", "settings"), [
+    ("MulticlassPGS", {"p": 2.0, "adapt": False, "fit_intercept": False, "batch_size": 2}),  # p = 2: ∇r* is linear
+    ("PrimalGradientSolver", {"p": 2.0, "adapt": False, "fit_intercept": False, "batch_size": 2}),
+    ("ExtremeSVM", {"adapt": False, "batch_size": 2})])
+def test_in_every_stochastic_family_weight_k_on_the_first_step_is_k_times_its_step(name, settings):
+    """The PGS (003 Fig. 1 line 7 from Lam = 0) and MEMOIR (002) steps: a first group of weight k moves the
+    model k times as far as weight 1's, as k repeats of it in that group would (the batch solvers'
+    weights are repeats in their problem: test_a_batch_solvers_integer_weights_are_the_rows_repeated)."""
+    X, probe = [{"a": 1.0, "b": -0.5}, {"a": 0.2, "b": 1.0}], [{"a": 0.3, "b": 0.7}]
+    model = streamlearn.LEARNERS[name](**settings)
+    y = list(model.classes_) if model.max_classes == 2 else ["p", "q"]
+    one, three = streamlearn.LEARNERS[name](**settings), streamlearn.LEARNERS[name](**settings)
+    one.learn_many(X, y, [1.0, 1.0])
+    three.learn_many(X, y, [3.0, 3.0])
+    scores = one.decision_function_many(probe)
+    assert np.abs(scores).max() > 0
+    np.testing.assert_allclose(three.decision_function_many(probe), 3.0 * scores, rtol=1e-12)
