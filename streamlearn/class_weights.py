@@ -1,6 +1,6 @@
 """Class weights (issue 77): ``class_weight=None | "balanced" | {label: weight}``, a parameter of every
-classifier but ``ExtremeSVM`` (whose ``balance`` is its own running balance). An example's weight is its
-own (``w``) times its class's.
+classifier (``ExtremeSVM``'s ``balance`` is an older running balance, N/K over the whole stream's counts,
+kept as it was). An example's weight is its own (``w``) times its class's.
 
 * ``{label: weight}``: fixed weights (every weight a finite number > 0; a class not named weighs 1,
   as in scikit-learn).

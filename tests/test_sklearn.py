@@ -39,6 +39,10 @@ def expected_failures(estimator) -> dict:
         return {"check_sample_weight_equivalence_on_dense_data": why, "check_sample_weight_equivalence_on_sparse_data": why}
     why = ("a weight scales a row's stochastic step, as SGDClassifier's does; k repeats are k steps "
            "(and a pass's shuffled order differs), so the two models differ (tests/test_weights.py pins what holds)")
+    if isinstance(estimator, sk.ExtremeSVMClassifier):
+        scale = ("the check's blobs are unscaled (σ = 20) and the default learner is not scale-robust (issue 73, item 8); "
+                 "standardized, the change watch's restarts over the check's five passes still lose the heavy class "
+                 "(84 %): with standardize=True, adapt=False it holds (tests/test_class_weights.py)")
     return {"check_sample_weight_equivalence_on_dense_data": why, "check_sample_weight_equivalence_on_sparse_data": why,
             "check_class_weight_classifiers": scale}
 

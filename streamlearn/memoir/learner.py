@@ -109,8 +109,8 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         by default (``None``) l2 does, with power 2 (the defaults protocol's winner), and l1 does not.
     fallback
         ``"lowest"`` or ``"random"``: the rule for classes no feature reaches (module docstring).
-    balance
-        Weigh each step by ``(N/K) / count(y)`` (running counts).
+    balance, class_weight
+        Weigh each step by ``(N/K) / count(y)`` (running counts); ``class_weight`` as :class:`~streamlearn.MulticlassSVM`'s.
     eta0, eta_decay
         The step ``eta0 / (1 + eta_decay t)`` of 002. ``None``: for l1 0.1 and 0.02 (002's Table 4),
         for l2 3 and 1e-4 (the defaults protocol's winner). ``eta0="pegasos"`` (l2): the Pegasos
@@ -169,7 +169,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
                  balance: bool = False, eta0: float | str | None = None,
                  eta_decay: float | None = None, oracle_params: dict | None = None, n_bits: int | None = None,
                  seed: int | None = None, standardize: bool = False, adapt: bool = True, store: str = "auto",
-                 fit_intercept: bool = True, intercept_scaling: float | str = "auto"):
+                 fit_intercept: bool = True, intercept_scaling: float | str = "auto", class_weight: dict | str | None = None):
         check_positive("lam", lam)
         if not isinstance(adapt, bool):
             raise InvalidParameterError(f"adapt must be True or False, got {adapt!r}")
@@ -213,7 +213,7 @@ class ExtremeSVM(DenseLearning, ExtremePredictions, StreamClassifier):
         self.batch_size, self.project, self.average, self.average_power = batch_size, project, average, average_power
         self.fallback, self.balance, self.eta0, self.eta_decay = fallback, balance, eta0, eta_decay
         self.n_bits, self.seed, self.standardize, self.adapt, self.store = n_bits, seed, standardize, adapt, store
-        self.fit_intercept, self.intercept_scaling = fit_intercept, intercept_scaling
+        self.fit_intercept, self.intercept_scaling, self.class_weight = fit_intercept, intercept_scaling, class_weight
         self._reset()
 
     @classmethod
