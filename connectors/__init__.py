@@ -24,12 +24,14 @@ from .sinks import JsonLinesSink, NullSink
 def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_records: int = 1000,
                 passes: int = 1, label_column=None, idle_timeout: float | None = None, until_end: bool = False,
                 broker_timeout: float | None = None, subscribe: bool = False, no_header: bool = False,
-                weight_column=None):
+                weight_column=None, id_column=None):
     """A source for one URI (``-``, ``kafka://...``) or for one or more paths/globs
     (``idle_timeout``, ``until_end``, ``broker_timeout`` and ``subscribe``: see :class:`~streamlearn.connectors.kafka.KafkaSource`;
     ``label_column``: a CSV column or a flat record's field; ``no_header``: CSV files without a header line;
     ``weight_column``: a CSV column or a flat record's field holding each record's weight — a nested
-    record's is its ``"w"``, the only one a Kafka record has).
+    record's is its ``"w"``, the only one a Kafka record has; ``id_column`` likewise for each record's id, a
+    nested record's ``"id"``, which goes into the record's position: a Kafka record has its ``"id"`` and its
+    message key there).
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "d.jsonl")
@@ -41,10 +43,14 @@ def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_recor
     uris = [uris] if isinstance(uris, str) else list(uris)
     fmt = normalize_format(fmt) if fmt else None
     if len(uris) == 1 and uris[0] == "-":
-        return StdinSource(fmt, labelled, batch_records, label_column, no_header=no_header, weight_column=weight_column)
+        return StdinSource(fmt, labelled, batch_records, label_column, no_header=no_header, weight_column=weight_column,
+                           id_column=id_column)
     if len(uris) == 1 and uris[0].startswith("kafka://"):
         from .kafka import KafkaSource, parse_kafka_uri
 
+        if id_column is not None:
+            raise SourceError('a Kafka record\'s id is its "id" or its message key; --id-column is for CSV and flat '
+                              "records from files or stdin")
         if weight_column is not None:
             raise SourceError('a Kafka record\'s weight is its "w" ({"x": {...}, "y": label, "w": 2}); --weight-column is '
                               "for CSV and flat records from files or stdin")
@@ -59,7 +65,7 @@ def open_source(uris, fmt: str | None = None, labelled: bool = True, batch_recor
         raise SourceError("only a Kafka source joins a consumer group (model mixing)")
     if any(u == "-" or u.startswith("kafka://") for u in uris):
         raise SourceError("stdin and Kafka sources cannot be combined with other sources")
-    return FileSource(uris, fmt, labelled, batch_records, passes, label_column, no_header, weight_column)
+    return FileSource(uris, fmt, labelled, batch_records, passes, label_column, no_header, weight_column, id_column)
 
 
 def open_sink(uri: str | None):

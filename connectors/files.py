@@ -65,7 +65,7 @@ class _ReadAhead:
     _started = None  # the iterator start() began
 
     _with_hashes = True
-    weight_column = None  # a CSV column's or a flat record's field holding each record's weight
+    weight_column = id_column = None  # a CSV column's or a flat record's field holding each record's weight, id
 
     @property
     def with_hashes(self) -> bool:
@@ -81,7 +81,7 @@ class _ReadAhead:
         """The decoder of a format (one per format: a decoder's state is per file anyway)."""
         if fmt not in self._decoders:
             decoder = self._decoders[fmt] = make_decoder(fmt, self.labelled, self.label_column, self.no_header,
-                                                               self.weight_column)
+                                                               self.weight_column, self.id_column)
             decoder.with_hashes = self._with_hashes
         return self._decoders[fmt]
 
@@ -120,10 +120,10 @@ class FileSource(_ReadAhead):
     blocks_on_input = True  # read in a background thread: waiting on its queue is interruptible too
 
     def __init__(self, paths, fmt: str | None = None, labelled: bool = True, batch_records: int = 1000,
-                 passes: int = 1, label_column=None, no_header: bool = False, weight_column=None):
+                 passes: int = 1, label_column=None, no_header: bool = False, weight_column=None, id_column=None):
         self.paths = expand_paths(paths)
         self.labelled, self.label_column, self.no_header = labelled, label_column, no_header
-        self.weight_column = weight_column
+        self.weight_column, self.id_column = weight_column, id_column
         self._decoders: dict = {}
         self.formats = [fmt or self._format_of(path) for path in self.paths]
         self.format = self.formats[0] if len(set(self.formats)) == 1 else "mixed"
@@ -152,7 +152,8 @@ class FileSource(_ReadAhead):
         if fmt == "csv" and head.strip():
             first = (head.removeprefix(UTF8_BOM).splitlines() or [b""])[0].decode("utf-8", "replace")  # CR-only lines too, as the decoder
             try:
-                make_decoder("csv", self.labelled, self.label_column, self.no_header, self.weight_column).set_header_line(first)
+                make_decoder("csv", self.labelled, self.label_column, self.no_header, self.weight_column,
+                             self.id_column).set_header_line(first)
             except ValueError as error:
                 raise SourceError(f"file {path!r}: {error}") from None
         return fmt
@@ -239,10 +240,10 @@ class StdinSource(_ReadAhead):
     blocks_on_input = True
 
     def __init__(self, fmt: str | None = None, labelled: bool = True, batch_records: int = 1000, label_column=None,
-                 stream=None, no_header: bool = False, weight_column=None):
+                 stream=None, no_header: bool = False, weight_column=None, id_column=None):
         self.format = fmt  # None: sniffed from the stream's first bytes (sniff_format)
         self.labelled, self.label_column, self.no_header = labelled, label_column, no_header
-        self.weight_column = weight_column
+        self.weight_column, self.id_column = weight_column, id_column
         self._decoders: dict = {}
         self.batch_records = int(batch_records)
         if self.batch_records < 1:  # 0 read the whole stream as one batch

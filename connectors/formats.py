@@ -42,7 +42,8 @@ import numpy as np
 from .libsvm import parse_libsvm_bytes
 from .compact import decode_batch, is_compact
 from .records import (LABEL_FIELDS, MISSING_CELLS, Batch, BatchBuilder, DeadLetter, RecordError, canonical_label, check_features,
-                      check_label, check_record, check_weight, label_name_in, labels_out, record_hash, weights_out)
+                      check_label, check_record, check_weight, id_of_record, label_name_in, labels_out, record_hash,
+                      weights_out, with_id)
 
 FORMATS = ("libsvm", "csv", "jsonl", "msgpack")
 _SUFFIXES = {
@@ -151,8 +152,8 @@ class LineDecoder:
     line_based = True
     with_hashes = True
 
-    def __init__(self, labelled: bool = True, weight_column=None):
-        self.labelled, self.weight_column = labelled, weight_column
+    def __init__(self, labelled: bool = True, weight_column=None, id_column=None):
+        self.labelled, self.weight_column, self.id_column = labelled, weight_column, id_column
 
     def new_file(self) -> None:
         """Called when a new file (or the stream) starts."""
@@ -206,18 +207,24 @@ class _DictLineDecoder(LineDecoder):
             text = line.rstrip(b"\r\n")
             if text.strip() and not self._skip(number, text):
                 try:
-                    x, label, weight = self._record(text)
-                except RecordError as error:
-                    dead.append(DeadLetter(_line_position(origin, number, offset + start), error.reason, error.message, text))
+                    x, label, weight, rid = self._record(text)
+                except RecordError as error:  # (with the record's id when it could be read)
+                    dead.append(DeadLetter(with_id(_line_position(origin, number, offset + start), getattr(error, "record_id", None)),
+                                           error.reason, error.message, text))
                 else:
                     X.append(x)
                     y.append(label)
                     weights.append(weight)
                     hashes.append(record_hash(text.strip()) if self.with_hashes else 0)
-                    where.append((number, offset + start))
+                    where.append((number, offset + start, rid))
             start += len(line)
         hashes = np.asarray(hashes, np.uint64)
-        return Batch(X, labels_out(y), hashes, lambda i: _line_position(origin, *where[i]), dead, w=weights_out(weights))
+
+        def locate(i):
+            number, at, rid = where[i]
+            return with_id(_line_position(origin, number, at), rid)
+
+        return Batch(X, labels_out(y), hashes, locate, dead, w=weights_out(weights))
 
     def _skip(self, number: int, text: bytes) -> bool:
         return False
@@ -227,8 +234,8 @@ class JsonLinesDecoder(_DictLineDecoder):
     """JSON lines, nested or flat records (see :func:`~streamlearn.connectors.records.check_record`; a flat
     record's label is the field ``label_column``, else a conventionally named one)."""
 
-    def __init__(self, labelled: bool = True, label_column=None, weight_column=None):
-        super().__init__(labelled, weight_column)
+    def __init__(self, labelled: bool = True, label_column=None, weight_column=None, id_column=None):
+        super().__init__(labelled, weight_column, id_column)
         self.label_column = label_column
 
     def _record(self, line):
@@ -236,7 +243,12 @@ class JsonLinesDecoder(_DictLineDecoder):
             obj = json.loads(line)
         except (ValueError, UnicodeDecodeError, RecursionError) as error:  # RecursionError: nested too deeply
             raise RecordError("malformed", f"not JSON: {error}") from None
-        return check_record(obj, self.labelled, self.label_column, self.weight_column)
+        rid = id_of_record(obj, self.id_column)
+        try:
+            return (*check_record(obj, self.labelled, self.label_column, self.weight_column, self.id_column), rid)
+        except RecordError as error:
+            error.record_id = rid
+            raise
 
 
 class CsvDecoder(_DictLineDecoder):
@@ -249,15 +261,15 @@ class CsvDecoder(_DictLineDecoder):
     ``y``, any case: :func:`~streamlearn.connectors.records.label_name_in`) when none is given — a labelled stream without one is refused with a message
     (taking the first column had made every record of ``wine.csv`` a dead letter)."""
 
-    def __init__(self, labelled: bool = True, label_column=None, no_header: bool = False, weight_column=None):
-        super().__init__(labelled, weight_column)
+    def __init__(self, labelled: bool = True, label_column=None, no_header: bool = False, weight_column=None, id_column=None):
+        super().__init__(labelled, weight_column, id_column)
         self.label_column, self.no_header = label_column, bool(no_header)
         self.header: list | None = None
         self.delimiter = ","
-        self._label_at = self._weight_at = None
+        self._label_at = self._weight_at = self._id_at = None
 
     def new_file(self):
-        self.header, self._label_at, self._weight_at = None, None, None
+        self.header, self._label_at, self._weight_at, self._id_at = None, None, None, None
 
     def export(self):
         return {"header": self.header, "delimiter": self.delimiter}
@@ -321,8 +333,13 @@ class CsvDecoder(_DictLineDecoder):
         known = column is not None and (column in names or str(column).isdigit())
         self._label_at = self._column_at(names, column, "label column") if known or self.labelled else None
         self._weight_at = None if self.weight_column is None else self._column_at(names, self.weight_column, "weight column")
-        if self._weight_at is not None and self._weight_at == self._label_at:
-            raise ValueError(f"column {names[self._label_at]!r} cannot be both the label and the weight")
+        self._id_at = None if self.id_column is None else self._column_at(names, self.id_column, "id column")
+        roles = [(what, at) for what, at in (("label", self._label_at), ("weight", self._weight_at), ("id", self._id_at))
+                 if at is not None]
+        for k, (what, at) in enumerate(roles):
+            for other, elsewhere in roles[k + 1:]:
+                if at == elsewhere:
+                    raise ValueError(f"column {names[at]!r} cannot be both the {what} and the {other}")
 
     def _skip(self, number, text):
         if self.header is None:
@@ -338,9 +355,18 @@ class CsvDecoder(_DictLineDecoder):
             raise RecordError("malformed", f"not a CSV line: {error}") from None
         if len(cells) != len(self.header):
             raise RecordError("malformed", f"{len(cells)} cells but the header has {len(self.header)} columns")
+        rid = None if self._id_at is None or cells[self._id_at].strip().lower() in MISSING_CELLS else cells[self._id_at].strip()
+        try:
+            return (*self._fields(cells), rid)
+        except RecordError as error:  # its dead letter says whose record it was
+            error.record_id = rid
+            raise
+
+    def _fields(self, cells: list) -> tuple:
+        """A CSV line's features, label and weight."""
         x = {}
         for j, (name, cell) in enumerate(zip(self.header, cells)):
-            if j == self._label_at or j == self._weight_at or cell.strip().lower() in MISSING_CELLS:
+            if j in (self._label_at, self._weight_at, self._id_at) or cell.strip().lower() in MISSING_CELLS:
                 continue
             try:
                 x[name] = float(cell)
@@ -373,8 +399,8 @@ class MsgpackDecoder:
     line_based = False
     with_hashes = True
 
-    def __init__(self, labelled: bool = True, label_column=None, weight_column=None):
-        self.labelled, self.label_column, self.weight_column = labelled, label_column, weight_column
+    def __init__(self, labelled: bool = True, label_column=None, weight_column=None, id_column=None):
+        self.labelled, self.label_column, self.weight_column, self.id_column = labelled, label_column, weight_column, id_column
         self.broken = False
 
     def new_file(self):
@@ -417,7 +443,8 @@ class MsgpackDecoder:
                 if is_compact(obj):
                     rows = decode_batch(obj, self.labelled, self.with_hashes)
                 else:
-                    x, label, weight = check_record(obj, self.labelled, self.label_column, self.weight_column)
+                    x, label, weight = check_record(obj, self.labelled, self.label_column, self.weight_column, self.id_column)
+                    place = with_id(place, id_of_record(obj, self.id_column))
             except RecordError as error:
                 dead.append(DeadLetter(place, error.reason, error.message, raw))
             else:
@@ -433,14 +460,15 @@ class MsgpackDecoder:
         return builder.build(), consumed, n
 
 
-def make_decoder(fmt: str, labelled: bool = True, label_column=None, no_header: bool = False, weight_column=None):
+def make_decoder(fmt: str, labelled: bool = True, label_column=None, no_header: bool = False, weight_column=None,
+                 id_column=None):
     """A decoder for a format name (see :data:`FORMATS`); ``no_header``: CSV files have no header line;
-    ``weight_column``: a CSV column's or a flat record's field holding each record's weight."""
+    ``weight_column``, ``id_column``: a CSV column's or a flat record's field holding each record's weight, id."""
     fmt = normalize_format(fmt)
     if fmt == "libsvm":
         return LibsvmDecoder(labelled)
     if fmt == "jsonl":
-        return JsonLinesDecoder(labelled, label_column, weight_column)
+        return JsonLinesDecoder(labelled, label_column, weight_column, id_column)
     if fmt == "csv":
-        return CsvDecoder(labelled, label_column, no_header, weight_column)
-    return MsgpackDecoder(labelled, label_column, weight_column)
+        return CsvDecoder(labelled, label_column, no_header, weight_column, id_column)
+    return MsgpackDecoder(labelled, label_column, weight_column, id_column)

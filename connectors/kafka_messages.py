@@ -11,7 +11,7 @@ import msgpack
 import numpy as np
 
 from .compact import DecodedRows, decode_batch, is_compact
-from .records import Batch, BatchBuilder, DeadLetter, RecordError, check_record
+from .records import Batch, BatchBuilder, DeadLetter, RecordError, check_record, id_of_record, with_id
 
 
 def decode_value(value: bytes, value_format: str = "auto"):
@@ -70,6 +70,7 @@ class MessageDecoder(BatchBuilder):
             spot = {**where, "index": index}
             try:
                 x, label, weight = check_record(record, self.labelled)
+                spot = with_id(spot, id_of_record(record))
             except RecordError as error:
                 self.dead.append(DeadLetter(spot, error.reason, error.message, _record_bytes(message.value, records, record)))
                 continue

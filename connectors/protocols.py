@@ -140,4 +140,5 @@ def reading_of(source) -> dict:
     """How a source reads its records (format, label and weight columns, header): what a checkpoint keeps
     so that ``streamlearn predict`` and ``evaluate`` read other data of the same kind the same way."""
     return {"format": getattr(source, "format", None), "label_column": getattr(source, "label_column", None),
-            "no_header": bool(getattr(source, "no_header", False)), "weight_column": getattr(source, "weight_column", None)}
+            "no_header": bool(getattr(source, "no_header", False)), "weight_column": getattr(source, "weight_column", None),
+            "id_column": getattr(source, "id_column", None)}

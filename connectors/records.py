@@ -251,12 +251,31 @@ def label_name_in(names) -> object:
     return unambiguous[0] if unambiguous else found.get("y")
 
 
-def check_record(obj, labelled: bool, label_field=None, weight_field=None) -> tuple[dict, object, float]:
+def record_id(value):
+    """A record's id as kept (a string, an integer, or ``None`` when it has none); any other value
+    raises :class:`RecordError` (``bad-id``).
+
+    >>> record_id("order-17"), record_id(17), record_id(None)
+    ('order-17', 17, None)
+    """
+    if value is None or (isinstance(value, (str, int)) and not isinstance(value, bool)):
+        return value
+    raise RecordError("bad-id", f"id {value!r} is not a string or an integer")
+
+
+#: a nested record's id field, ``{"x": {...}, "y": label, "id": "order-17"}`` (a flat record's or a CSV
+#: line's is the one ``--id-column`` names); it goes into the record's position, so that its prediction
+#: line and its dead letter carry it
+ID_FIELD = "id"
+
+
+def check_record(obj, labelled: bool, label_field=None, weight_field=None, id_field=None) -> tuple[dict, object, float]:
     """Validate a decoded record; return ``(x, y, w)``. A record is nested, ``{"x": {...}, "y": label}``
     with an optional weight ``"w"``, or flat, ``{"species": "setosa", "petal_length": 1.4, ...}``:
     its label is the field ``label_field``, else the one :func:`label_name_in` finds, its weight
     the field ``weight_field`` (none given: every flat record weighs 1), and every other field is
-    a feature. A record without a weight weighs 1.
+    a feature. A record without a weight weighs 1. ``id_field``: a flat record's id field, left out of
+    its features (:func:`id_of_record` reads it).
 
     ``y`` may be absent (``None`` is returned) when the source is not ``labelled``.
 
@@ -274,14 +293,27 @@ def check_record(obj, labelled: bool, label_field=None, weight_field=None) -> tu
         raise RecordError("malformed", f'a record\'s "x" must be an object of features, {{"x": {{"f1": 0.5, ...}}}}, '
                                        f"not a {type(obj['x']).__name__}")
     else:
-        w = 1.0
-        if weight_field is not None:
-            w = check_weight(obj.get(weight_field))
-            obj = {name: value for name, value in obj.items() if name != weight_field}
+        w = 1.0 if weight_field is None else check_weight(obj.get(weight_field))
+        if weight_field is not None or id_field is not None:
+            obj = {name: value for name, value in obj.items() if name not in (weight_field, id_field)}
         x, y = _flat_record(obj, labelled, label_field)
     if labelled or not _is_missing(y):
         y = check_label(y)
     return x, y, w
+
+
+def id_of_record(obj, id_field=None):
+    """The id of a decoded record: a nested record's ``"id"``, a flat one's ``id_field`` (``None``: none)."""
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get("x"), dict) and (id_field is None or id_field not in obj):
+        return record_id(obj.get(ID_FIELD))
+    return record_id(obj.get(id_field)) if id_field is not None else None
+
+
+def with_id(place: dict, rid) -> dict:
+    """A record's position with its id (when it has one)."""
+    return place if rid is None else {**place, "id": rid}
 
 
 def _flat_record(obj: dict, labelled: bool, label_field) -> tuple[dict, object]:

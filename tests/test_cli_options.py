@@ -257,6 +257,22 @@ def run_weight_column(f):
     assert figures["weight"] == sum(i % 3 for i in range(60)) and figures["n"] == 60
 
 
+@covers("train:--id-column", "predict:--id-column", "evaluate:--id-column")
+def run_id_column(f):
+    keyed = f["dir"] / "keyed.csv"  # the t.csv rows with an id column
+    keyed.write_text("a,b,ref,kind\n" + "".join(f"{i % 3},{(i * 7) % 5},{1000 + i},{'xy'[i % 2]}\n" for i in range(60)))
+    cli("train", keyed, "--label-column", "kind", "--id-column", "ref", "--checkpoint-dir", f["dir"] / "k", "--quiet",
+        "--predictions", f["dir"] / "k.jsonl")
+    ids = [json.loads(line)["position"]["id"] for line in (f["dir"] / "k.jsonl").read_text().splitlines()]
+    assert ids == [str(1000 + i) for i in range(60)]
+    cli("train", f["csv"], "--label-column", "kind", "--checkpoint-dir", f["dir"] / "t2", "--quiet")  # a model without ids
+    told = cli("predict", keyed, "--checkpoint", f["dir"] / "t2", "--id-column", "ref")
+    assert [json.loads(line)["position"]["id"] for line in told.stdout.decode().splitlines()] == ids
+    read = [json.loads(cli("evaluate", keyed, "--checkpoint", f["dir"] / "t2", *option).stdout)["unknown_features"]
+            for option in ([], ["--id-column", "ref"])]
+    assert read[0] > 0.5 and read[1] == 0.0  # the ids are not read as a feature the model never learned
+
+
 @covers("learners:names")
 def run_learners(f):
     text = cli("learners", "PrimalGradientSolver", "MulticlassPGS").stdout.decode()

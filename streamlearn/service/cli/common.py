@@ -96,14 +96,13 @@ def open_command_source(args, labelled: bool, passes: int = 1, until_end: bool =
     source = streamlearn.connectors.open_source(bundled_paths(args.source), args.format, labelled, args.batch_records, passes,
                                     args.label_column, getattr(args, "idle_timeout", None), until_end,
                                     getattr(args, "broker_timeout", None), subscribe=bool(getattr(args, "mix_topic", None)),
-                                    no_header=args.no_header, weight_column=args.weight_column)
+                                    no_header=args.no_header, weight_column=args.weight_column, id_column=args.id_column)
     formats = set(getattr(source, "formats", ()))
     for option, given in (("--label-column", args.label_column is not None), ("--no-header", args.no_header),
-                          ("--weight-column", args.weight_column is not None)):
+                          ("--weight-column", args.weight_column is not None), ("--id-column", args.id_column is not None)):
         if given and formats == {"libsvm"}:  # a LIBSVM line's label is its first token; it has no header nor weight
             source.close()
-            raise ConfigError(f"{option} is for CSV (and --label-column, --weight-column for flat JSON lines); the source "
-                              "is LIBSVM")
+            raise ConfigError(f"{option} is for CSV (and flat JSON lines); the source is LIBSVM")
     return source
 
 
@@ -140,6 +139,9 @@ def add_source_options(p, required: bool = True) -> None:
     p.add_argument("--weight-column", help="CSV: the column of each record's weight (a name or 0-based index); JSON lines "
                                            "and msgpack: a flat record's weight field (a nested record's is its \"w\"; "
                                            "absent or empty: 1; never a feature)")
+    p.add_argument("--id-column", help="CSV: the column of each record's id (a name or 0-based index); JSON lines and "
+                                       "msgpack: a flat record's id field (a nested record's is its \"id\"); written with "
+                                       "its prediction and its dead letter, never a feature")
     p.add_argument("--no-header", action="store_true", help="CSV: the files have no header line (columns are named "
                                                             "0, 1, ...; found without it when the first line is numbers)")
     p.add_argument("--batch-records", type=int, default=1000, help="records per batch (default: 1000): the unit of reading, learning and checkpoint positions")

@@ -14,7 +14,7 @@ def _read_as_trained(args, payload: dict) -> None:
     """``predict`` / ``evaluate`` read data as the checkpoint's job read its own (label column,
     weight column, header; the format for stdin) unless the command line says otherwise."""
     reading = payload.get("runner", {}).get("reading") or {}
-    for column in ("label_column", "weight_column"):
+    for column in ("label_column", "weight_column", "id_column"):
         if getattr(args, column) is None and reading.get(column) is not None:
             setattr(args, column, reading[column])
     args.no_header = args.no_header or bool(reading.get("no_header"))

@@ -38,7 +38,8 @@ def _holdout(args):
         pass
     uri = bundled_paths([args.holdout])[0]
     # read as the training source is: the same format, label column and header
-    reading = dict(fmt=args.format, label_column=args.label_column, no_header=args.no_header, weight_column=args.weight_column)
+    reading = dict(fmt=args.format, label_column=args.label_column, no_header=args.no_header, weight_column=args.weight_column,
+                   id_column=args.id_column)
     streamlearn.connectors.open_source(uri, labelled=True, **reading)  # fail now if it cannot be opened
     # a topic is read up to where it ends when the evaluation starts (the idle timeout is a safety net)
     return lambda: streamlearn.connectors.open_source(uri, labelled=True, batch_records=args.batch_records, idle_timeout=2.0,
