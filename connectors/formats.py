@@ -21,6 +21,8 @@ Weights (issue 77): a nested record's ``"w"``, a flat record's or a CSV line's f
 named by ``weight_column`` (``--weight-column``; never a feature), a compact batch's ``"w"`` array;
 absent or a missing cell, the weight is 1. LIBSVM lines carry no weight (its format has no field
 for one; a weighted stream is written in one of the others).
+Ids likewise: a nested record's ``"id"``, the field or column ``id_column`` names (never a feature);
+an id goes into its record's position (prediction lines, dead letters).
 
 Every decoder validates each record and turns a bad one into a dead letter with its
 position (source, 1-based line or record number, byte offset) instead of raising.
