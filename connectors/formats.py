@@ -41,11 +41,13 @@ import re
 
 import numpy as np
 
+from streamlearn.sample_weights import weights_or_none
+
 from .libsvm import parse_libsvm_bytes
 from .compact import decode_batch, is_compact
 from .records import (LABEL_FIELDS, MISSING_CELLS, Batch, BatchBuilder, DeadLetter, RecordError, canonical_label, check_features,
                       check_label, check_record, check_weight, id_of_record, label_name_in, labels_out, record_hash,
-                      weights_out, with_id)
+                      with_id)
 
 FORMATS = ("libsvm", "csv", "jsonl", "msgpack")
 _SUFFIXES = {
@@ -226,7 +228,7 @@ class _DictLineDecoder(LineDecoder):
             number, at, rid = where[i]
             return with_id(_line_position(origin, number, at), rid)
 
-        return Batch(X, labels_out(y), hashes, locate, dead, w=weights_out(weights))
+        return Batch(X, labels_out(y), hashes, locate, dead, w=weights_or_none(weights))
 
     def _skip(self, number: int, text: bytes) -> bool:
         return False

@@ -30,7 +30,7 @@ import numpy as np
 from streamlearn.errors import InvalidInputError
 from streamlearn.kernels import compiled
 from streamlearn.kernels.codes import LARGEST_VALUE, MAX_LABEL_LENGTH
-from streamlearn.sample_weights import checked_weight
+from streamlearn.sample_weights import checked_weight, weights_or_none
 
 _text = compiled("text")
 
@@ -89,7 +89,7 @@ class Batch:
         X = self.X[rows] if hasattr(self.X, "tocsr") else [self.X[i] for i in rows.tolist()]
         locate = self.locate
         y = self.y[rows] if isinstance(self.y, np.ndarray) else [self.y[i] for i in rows.tolist()]
-        return Batch(X, y, self.hashes[rows], lambda i: locate(int(rows[i])), w=weights_out(self.w[rows]) if self.w is not None else None)
+        return Batch(X, y, self.hashes[rows], lambda i: locate(int(rows[i])), w=weights_or_none(self.w[rows]) if self.w is not None else None)
 
     def unlabelled(self) -> np.ndarray:
         """Mask of the records without a label (``None``)."""
@@ -107,12 +107,6 @@ def labels_out(y: list):
         except OverflowError:
             return y
     return y
-
-
-def weights_out(weights) -> np.ndarray | None:
-    """Records' weights as a float64 array, ``None`` when every one is 1 (the unweighted road)."""
-    weights = np.asarray(weights, np.float64)
-    return None if (weights == 1.0).all() else weights
 
 
 def empty_batch(position: dict | None = None) -> Batch:
@@ -382,7 +376,9 @@ class BatchBuilder:
 
     def build(self) -> Batch:
         segments = self._segments
-        weights = weights_out(np.concatenate([[]] + [s[5] if s[0] == "dicts" else _row_weights(s[1]) for s in segments]))
+        weights = None
+        if any(s[0] == "dicts" or s[1].weights is not None for s in segments):  # (not on the compact road's usual batch)
+            weights = weights_or_none(np.concatenate([s[5] if s[0] == "dicts" else _row_weights(s[1]) for s in segments]))
         if segments and all(s[0] == "rows" for s in segments) and len({id(getattr(s[1].X, "names", None)) for s in segments}) == 1:
             X, y, hashes = _stack_rows([s[1] for s in segments])
         else:

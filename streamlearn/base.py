@@ -269,7 +269,7 @@ class StreamClassifier(ModelRows, ClassWeights, PendingRows, base.MiniBatchClass
         is scaled by statistics that include it when it is learned, not when it is predicted:
         the scores differ by that). The other families score the **whole batch by the model
         before it** (columns: the classes before the batch)."""
-        weights = positive_weights(self, w, X.shape[0] if hasattr(X, "shape") else len(X))
+        weights = positive_weights(self, X, w)
         if self._scores_while_learning:
             rows = self._learned_model_rows(X, y)
             n_before = len(self._labels)

@@ -45,7 +45,7 @@ from .checks import check_positive
 from .batches import SparseRows
 from .errors import InvalidParameterError
 from .kernels import compiled
-from .sample_weights import weighted_batch
+from .sample_weights import NO_WEIGHTS, weighted_batch
 from .window import RefitWindow
 
 _lpsvm = compiled("lpsvm")
@@ -59,7 +59,6 @@ KKT_START = 1.0
 #: relative gap to which the first inner solve (fixed β) runs; later ones run to a tenth of the
 #: last outer gap, and at least to tol/2
 INNER_START = 0.1
-NO_WEIGHTS = np.zeros(0)  # every example weighs 1
 
 
 def lp_norm(values: np.ndarray, p: float) -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .batches import SparseRows, stack_rows
+from .sample_weights import weights_or_none
 
 
 def _split_rows(rows: SparseRows, n: int) -> tuple[SparseRows, list, list]:
@@ -18,12 +19,6 @@ def _split_rows(rows: SparseRows, n: int) -> tuple[SparseRows, list, list]:
         cols.append(rows.indices[lo:hi].copy())
         vals.append(rows.data[lo:hi].copy())
     return head, cols, vals
-
-
-def _weights_or_none(weights) -> np.ndarray | None:
-    """``weights`` as a float64 array, or ``None`` when every one is 1 (the unweighted road)."""
-    weights = np.asarray(weights, np.float64)
-    return None if (weights == 1.0).all() else weights
 
 
 class PendingRows:
@@ -49,7 +44,7 @@ class PendingRows:
         """The pending examples as rows, targets and weights (``None``: all 1); none pend after."""
         rows = stack_rows(self._pending_cols, self._pending_vals)
         targets = np.asarray(self._pending_y, self._target_dtype)
-        weights = _weights_or_none(self._pending_w)
+        weights = weights_or_none(self._pending_w)
         self._clear_pending()
         return rows, targets, weights
 
@@ -108,7 +103,7 @@ class PendingRows:
     def _export_pending(self) -> dict:
         pending = {"cols": [c.copy() for c in self._pending_cols], "vals": [v.copy() for v in self._pending_vals],
                    "y": list(self._pending_y)}
-        if _weights_or_none(self._pending_w) is not None:  # (a state without weights reads as before)
+        if weights_or_none(self._pending_w) is not None:  # (a state without weights reads as before)
             pending["w"] = list(self._pending_w)
         return pending
 
@@ -137,14 +132,14 @@ class PendingRows:
                 np.concatenate([head.data, rows.data]),
             )
             targets = np.concatenate([np.asarray(self._pending_y, self._target_dtype), targets])
-        if weights is not None or _weights_or_none(self._pending_w) is not None:
+        if weights is not None or weights_or_none(self._pending_w) is not None:
             weights = np.concatenate([np.asarray(self._pending_w, np.float64),
                                       np.ones(len(targets) - n_old) if weights is None else weights])
         n_complete = (rows.n_rows // self.batch_size) * self.batch_size
         complete, self._pending_cols, self._pending_vals = _split_rows(rows, n_complete)
         self._pending_y = targets[n_complete:].tolist()
         self._pending_w = [1.0] * len(self._pending_y) if weights is None else weights[n_complete:].tolist()
-        group_weights = None if weights is None else _weights_or_none(weights[:n_complete])
+        group_weights = None if weights is None else weights_or_none(weights[:n_complete])
         if n_complete:
             if scores is None:
                 self._learn_weighted(complete, targets[:n_complete], None, group_weights)

@@ -40,6 +40,16 @@ import numpy as np
 from .errors import InvalidInputError
 
 
+#: the weights of a road that has none (a kernel's empty array: every row weighs 1)
+NO_WEIGHTS = np.zeros(0)
+
+
+def weights_or_none(weights) -> np.ndarray | None:
+    """``weights`` as a float64 array, or ``None`` when every one is 1 (the unweighted road, bit for bit)."""
+    weights = np.asarray(weights, np.float64)
+    return None if (weights == 1.0).all() else weights
+
+
 def _is_weight(w) -> bool:
     return not isinstance(w, bool) and isinstance(w, numbers.Real) and bool(np.isfinite(w)) and w >= 0
 
@@ -78,36 +88,37 @@ def refuse_weights(learner) -> None:
                             "(every streamlearn learner does)")
 
 
+def _learned_weights(learner, X, w) -> np.ndarray | None:
+    """A batch's checked weights for ``learner`` (``None``: all 1); a learner without weights refuses others."""
+    if w is None:
+        return None
+    weights = weights_or_none(checked_weights(w, X.shape[0] if hasattr(X, "shape") else len(X)))
+    if weights is not None and not learner.takes_weights:
+        refuse_weights(learner)
+    return weights
+
+
 def weighted_batch(learner, X, y, w) -> tuple:
     """``(X, y, weights)`` of a batch to learn: its rows of weight 0 dropped, ``weights`` ``None``
     when every one left is 1 (the unweighted road, bit for bit)."""
-    if w is None:
+    weights = _learned_weights(learner, X, w)
+    if weights is None:
         return X, y, None
-    n_rows = X.shape[0] if hasattr(X, "shape") else len(X)
-    weights = checked_weights(w, n_rows)
-    if (weights == 1.0).all():
-        return X, y, None
-    if not learner.takes_weights:
-        refuse_weights(learner)
     keep = np.flatnonzero(weights > 0.0)
-    if len(keep) < n_rows:
-        if len(y) != n_rows:
-            raise InvalidInputError("length-mismatch", f"X has {n_rows} rows but y has {len(y)} labels")
+    if len(keep) < len(weights):
+        if len(y) != len(weights):
+            raise InvalidInputError("length-mismatch", f"X has {len(weights)} rows but y has {len(y)} labels")
         X, y = rows_taken(X, y, keep)
         weights = weights[keep]
-    return X, y, None if (weights == 1.0).all() else weights
+    return X, y, weights_or_none(weights)
 
 
-def positive_weights(learner, w, n_rows: int) -> np.ndarray | None:
-    """A batch's weights, every one > 0, for a step that learns every row (``None``: all 1); a
-    learner that does not take weights refuses any but 1, and a weight of 0 is a ``ValueError``
+def positive_weights(learner, X, w) -> np.ndarray | None:
+    """A batch's weights, every one > 0, for a step that learns every row of ``X`` (``None``: all 1);
+    a learner that does not take weights refuses any but 1, and a weight of 0 is a ``ValueError``
     (such a row is left out, by :func:`weighted_batch` or by the caller)."""
-    weights = checked_weights(w, n_rows)
-    if weights is None or (weights == 1.0).all():
-        return None
-    if not learner.takes_weights:
-        refuse_weights(learner)
-    if not weights.all():
+    weights = _learned_weights(learner, X, w)
+    if weights is not None and not weights.all():
         raise ValueError(f"row {int(np.flatnonzero(weights == 0)[0])} has weight 0: a row to score but not learn is left "
                          "out of the batch to learn")
     return weights

@@ -20,6 +20,7 @@ import numpy as np
 
 from .checks import check_positive
 from .batches import SparseRows
+from .sample_weights import weights_or_none
 
 
 class RefitWindow:
@@ -106,8 +107,7 @@ class RefitWindow:
 
     def _window_weight_array(self) -> np.ndarray | None:
         """The window's examples' weights (``None``: every one is 1)."""
-        weights = np.fromiter(self._window_weights, np.float64, len(self._window_weights))
-        return None if (weights == 1.0).all() else weights
+        return weights_or_none(np.fromiter(self._window_weights, np.float64, len(self._window_weights)))
 
     def _window_batch(self) -> tuple[SparseRows, np.ndarray]:
         """The window's examples as sparse rows (vocabulary columns) and class indices."""

@@ -7,7 +7,7 @@ import numpy as np
 from ..scores import softmax_rows
 from ..batches import SparseRows
 from ..errors import InvalidParameterError
-from ..sample_weights import weighted_batch
+from ..sample_weights import weighted_batch, weights_or_none
 from .dense import DenseLeastSquares
 from .solvers import RidgeSolver, dense_rows, log_loss, one_hot, project_simplex
 
@@ -145,12 +145,12 @@ class GeneralizedLeastSquares(DenseLeastSquares):
 
     def _step(self, X: np.ndarray, y: np.ndarray, d: int, K: int, w: np.ndarray | None = None) -> None:
         """One stream step: fold the group (rows of weights ``w``; ``None``: 1) into the statistics, then update W."""
-        if w is not None and (w == 1.0).all():  # (a group of weight-1 rows: the unweighted step, whatever its road)
-            w = None
+        w = None if w is None else weights_or_none(w)  # (a group of weight-1 rows: the unweighted step, whatever its road)
         Y = one_hot(y, K)
         weighted = X if w is None else X * w[:, None]
+        mass = len(y) if w is None else float(w.sum())
         self._XtX[:d, :d] += weighted.T @ X
-        self._n += len(y) if w is None else float(w.sum())
+        self._n += mass
         second_moment = self._XtX[:d, :d] / self._n
         if self.link == "identity":  # recursive least squares: the closed form on all data so far
             self._XtY[:d, :K] += weighted.T @ Y
@@ -158,7 +158,6 @@ class GeneralizedLeastSquares(DenseLeastSquares):
             return
         # a contiguous W: BLAS sums a strided view (a batch grows W ahead of its steps) in another order
         residual = softmax_rows(X @ np.ascontiguousarray(self._W[:d, :K])) - Y  # ŷ − y, L = 1
-        mass = len(y) if w is None else float(w.sum())
         self._W[:d, :K] -= self._solver(second_moment).solve(weighted.T @ residual / mass)
 
     def fit(self, X, y, max_iter: int = 200, tol: float = 1e-9, callback=None, w=None):

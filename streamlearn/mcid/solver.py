@@ -18,6 +18,7 @@ from ..calibration import TemperatureCalibration
 from ..errors import InvalidParameterError
 from ..batches import SparseRows
 from ..kernels import codes, compiled
+from ..sample_weights import NO_WEIGHTS
 from ..weights import ScaledWeights
 from .candidates import lambda_candidates
 from .mixing_surface import MixingSurface
@@ -33,7 +34,6 @@ _learn_groups = _mcid.trusting("learn_groups", frozenset(range(6, 11)))
 _learn_groups_adapting = _mcid.trusting("learn_groups_adapting", frozenset(range(6, 11)) | frozenset(range(22, 27)))
 _scores_batch = _scaled.trusting("scores_batch", frozenset(range(3, 7)))
 _NO_SCORES = np.zeros((0, 0))  # learn_groups' scores_out when no scores are asked for
-_NO_WEIGHTS = np.ones(0)  # learn_groups' weights when every row weighs 1
 
 
 #: copying a value out of a dense batch (``rows.dense_rows``) costs about as much as this many of
@@ -253,7 +253,7 @@ class MCIDLearner(MixingSurface, SmallRecordRoad, StreamClassifier):
         calibration and ``lam="auto"``'s merits count each row once, whatever its weight (why:
         :mod:`streamlearn.sample_weights`)."""
         watch, calibration = self._watch, self._calibration
-        weights = _NO_WEIGHTS if weights is None else weights
+        weights = NO_WEIGHTS if weights is None else weights
         if watch is None and calibration is None:
             return self._learn_span(rows, y, scores, weights)
         if scores is None:

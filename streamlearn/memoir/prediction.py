@@ -78,7 +78,7 @@ class ExtremePredictions:
         ``(rows, K)`` scores: those go the generic way, an exact softmax over every class."""
         if return_proba or y is None:
             return super().prequential(X, y, learn, return_proba, w)
-        weights = positive_weights(self, w, X.shape[0] if hasattr(X, "shape") else len(X))
+        weights = positive_weights(self, X, w)
         rows = self._encode_labelled(X, y)
         predicted, p_true = self._predict_rows(self._model_rows(rows, learn=False), self.class_indices(y))
         if learn:

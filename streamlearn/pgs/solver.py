@@ -57,13 +57,13 @@ from ..errors import InvalidInputError, InvalidParameterError
 from ..batches import SparseRows
 from ..kernels import codes, compiled
 from ..kernels.codes import CRAMMER_SINGER, SOFTMAX
+from ..sample_weights import NO_WEIGHTS
 from ..weights import class_capacity
 
 _pgs = compiled("pgs")
 
 _ITERATES = ("last", "average", "random")
 _NO_SCORES = np.zeros((0, 0))
-_NO_WEIGHTS = np.zeros(0)  # every row weighs 1
 
 
 class _PGSLearner(StreamClassifier):
@@ -156,7 +156,7 @@ class _PGSLearner(StreamClassifier):
                       weights: np.ndarray | None = None) -> None:
         """Fig. 1 on complete groups; ``weights`` (one per row) scale each row's sub-gradient
         (:func:`streamlearn.kernels.pgs.learn_groups`); the watch counts each row once."""
-        weights = _NO_WEIGHTS if weights is None else np.ascontiguousarray(weights, np.float64)
+        weights = NO_WEIGHTS if weights is None else np.ascontiguousarray(weights, np.float64)
         if self._watch is None:
             return self._learn_span(rows, y, _NO_SCORES if scores is None else scores, weights)
         if scores is None:
@@ -168,7 +168,7 @@ class _PGSLearner(StreamClassifier):
     def _classes_known(self) -> int:
         return 2 if self._binary else self._n_learned_classes
 
-    def _learn_span(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray, weights: np.ndarray = _NO_WEIGHTS) -> None:
+    def _learn_span(self, rows: SparseRows, y: np.ndarray, scores: np.ndarray, weights: np.ndarray = NO_WEIGHTS) -> None:
         n_classes = self._n_columns()
         self._reserve(self._features.n_columns, n_classes)
         self._t, self._n_learned_classes = _pgs.learn_groups(

@@ -270,10 +270,7 @@ class Runner:
             if lines is not None:
                 unlabelled = batch.unlabelled()
                 if unlabelled.any():
-                    asked = batch.take(unlabelled)
-                    self._note(lines, asked, rows[unlabelled], score_batch(self.model, asked.X, None, return_proba=with_proba))
-                    self.counters["unlabelled"] += len(asked)
-                    train, rows = batch.take(~unlabelled), rows[~unlabelled]
+                    train, rows = self._predict_only(lines, batch, rows, unlabelled, "unlabelled", with_proba)
             if self.options.holdout is not None and not callable(self.options.holdout):
                 held = train.hashes < self._hash_threshold()
                 if held.any():
@@ -287,12 +284,7 @@ class Runner:
                 within = self.bad.within_class_limit(self.model, train, self.options.max_classes)
                 train, rows = train.take(within), rows[within]
             if train.w is not None and not train.w.all():  # weight 0: predicted (when asked), not learned
-                weightless = train.w == 0
-                idle = train.take(weightless)
-                if lines is not None:
-                    self._note(lines, idle, rows[weightless], score_batch(self.model, idle.X, None, return_proba=with_proba))
-                self.counters["weightless"] += len(idle)
-                train, rows = train.take(~weightless), rows[~weightless]
+                train, rows = self._predict_only(lines, train, rows, train.w == 0, "weightless", with_proba)
             if len(train):
                 try:
                     scored = score_batch(self.model, train.X, train.y, learn=True, return_proba=with_proba, w=train.w)
@@ -323,6 +315,16 @@ class Runner:
         if batch.position is not None:
             self.position = batch.position
         self.bad.check()  # the batch is fully handled (valid records learned): a checkpoint after a stop is consistent
+
+    def _predict_only(self, lines: dict | None, batch: Batch, rows: np.ndarray, mask: np.ndarray, counter: str,
+                      with_proba: bool) -> tuple[Batch, np.ndarray]:
+        """Set the records of ``mask`` aside, unlearned: predicted (when predictions are written) by the
+        model before the batch and counted in ``counter``; the others and their batch indices back."""
+        aside = batch.take(mask)
+        if lines is not None:
+            self._note(lines, aside, rows[mask], score_batch(self.model, aside.X, None, return_proba=with_proba))
+        self.counters[counter] += len(aside)
+        return batch.take(~mask), rows[~mask]
 
     def _note(self, lines: dict | None, records: Batch, rows: np.ndarray, scored: Scored) -> None:
         """The prediction lines of ``records`` (batch indices ``rows``), when predictions are written."""
