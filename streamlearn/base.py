@@ -119,7 +119,7 @@ class StreamClassifier(ModelRows, ClassWeights, PendingRows, base.MiniBatchClass
             raise InvalidParameterError(f"standardize must be True or False, got {self.standardize!r}")
         if not isinstance(self.fit_intercept, bool):
             raise InvalidParameterError(f"fit_intercept must be True or False, got {self.fit_intercept!r}")
-        self.class_weight, self._balance = checked_class_weight(self.class_weight), None
+        self.class_weight, self._balance, self._fixed = checked_class_weight(self.class_weight), None, np.zeros(0)
         self._intercept_scale = InterceptScale(self.intercept_scaling)
         self._features = FeatureSpace(self.n_bits)
         check_bins(self.bins)

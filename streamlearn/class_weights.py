@@ -107,6 +107,23 @@ class RunningBalance:
         return balance
 
 
+def class_weights_of(class_weight, labels, balance: RunningBalance | None) -> dict:
+    """Each class's weight now, from a ``class_weight``, the learner's
+    :class:`~streamlearn.labels.LabelSpace` and its running balance (what ``inspect`` reads from a state)."""
+    if class_weight is None:
+        return {label: 1.0 for label in labels.labels}
+    if class_weight == "balanced":
+        balance = balance or RunningBalance()
+        return {label: balance.weight_of(k) for k, label in enumerate(labels.labels)}
+    return dict(zip(labels.labels, fixed_weights(class_weight, labels).tolist()))
+
+
+def fixed_weights(class_weight: dict, labels) -> np.ndarray:
+    """Each class index's weight under a ``{label: weight}`` class_weight (a class not named: 1)."""
+    given = {labels.normalize(label): float(w) for label, w in class_weight.items()}
+    return np.array([given.get(label, 1.0) for label in labels.labels])
+
+
 class ClassWeights:
     """A mixin of a learner that takes weights (before :class:`~streamlearn.pending.PendingRows` in its
     bases): every example that arrives is weighed by its class (``class_weight``) as well."""
@@ -114,10 +131,13 @@ class ClassWeights:
     class_weight = None
     _balance: RunningBalance | None = None
 
+    _fixed = np.zeros(0)  # fixed_weights of the classes so far: a class only ever joins, so their count says when it is stale
+
     def _class_weight_table(self) -> np.ndarray:
-        """Each class index's fixed weight (a ``{label: weight}`` class_weight)."""
-        given = {self._labels.normalize(label): float(w) for label, w in self.class_weight.items()}
-        return np.array([given.get(label, 1.0) for label in self._labels.labels])
+        """Each class index's fixed weight (a ``{label: weight}`` class_weight), kept between calls."""
+        if len(self._fixed) != len(self._labels):
+            self._fixed = fixed_weights(self.class_weight, self._labels)
+        return self._fixed
 
     def _by_class(self, targets: np.ndarray, weights: np.ndarray | None) -> np.ndarray | None:
         if self.class_weight is None:
@@ -152,9 +172,4 @@ class ClassWeights:
 
     def class_weights(self) -> dict:
         """Each class's weight now (``class_weight``: ``"balanced"``'s from the running frequencies)."""
-        if self.class_weight is None:
-            return {label: 1.0 for label in self._labels.labels}
-        if self.class_weight == "balanced":
-            balance = self._balance or RunningBalance()
-            return {label: balance.weight_of(k) for k, label in enumerate(self._labels.labels)}
-        return dict(zip(self._labels.labels, self._class_weight_table().tolist()))
+        return class_weights_of(self.class_weight, self._labels, self._balance)

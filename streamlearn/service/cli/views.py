@@ -41,10 +41,13 @@ def cmd_inspect(args) -> int:
     calibration = state["model"].get("calibration") if isinstance(state.get("model"), dict) else None
     if calibration is not None and calibration["beta"] > 0:  # an MCID learner's probabilities (streamlearn.calibration)
         info["temperature"] = 1.0 / float(calibration["beta"])
-    if (state["params"] or {}).get("class_weight") is not None:  # each class's weight now (class_weights)
-        from ..checkpoint import restore_learner
+    if (state["params"] or {}).get("class_weight") is not None:  # each class's weight now, read from the state
+        from ...class_weights import RunningBalance, class_weights_of
+        from ...labels import LabelSpace
 
-        info["class_weights"] = [[label, round(w, 6)] for label, w in restore_learner(payload).class_weights().items()][:20]
+        balance = RunningBalance.restore(state["class_balance"]) if "class_balance" in state else None
+        weights = class_weights_of(state["params"]["class_weight"], LabelSpace.restore(state["labels"]), balance)
+        info["class_weights"] = [[label, round(w, 6)] for label, w in weights.items()][:20]
     if "mixing" in payload:  # a member of a mixing group: what the group's shared model holds
         mixing = payload["mixing"]
         info["mixing"] = {"examples": mixing["examples"], "by_member": mixing["by_member"], "covered": mixing["covered"],
