@@ -190,7 +190,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=40_000)
     parser.add_argument("--draws", type=int, default=3)
-    parser.add_argument("--pairs", type=int, default=7, help="interleaved runs of the speed comparison")
+    parser.add_argument("--pairs", type=int, default=15, help="interleaved runs of the speed comparison (each ~0.1 s of CPU: noisy alone)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2,000 examples, one draw, two streams")
     parser.add_argument("--out", default=str(pathlib.Path(__file__).resolve().parent / "results"))
     args = parser.parse_args(argv)
